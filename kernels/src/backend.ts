@@ -1,0 +1,223 @@
+/**
+ * The device contract every backend (`cpu`, `webgpu`) implements.
+ *
+ * An op is a pure function of buffers: no autograd, no model. Ops are *enqueued*: they return
+ * immediately; on the webgpu backend they are recorded into a command encoder and submitted in
+ * batches. The only host synchronisation point is {@link Backend.read} (and `flush`), which returns a
+ * Promise. On the cpu backend ops run eagerly and `read` resolves at once.
+ *
+ * Conventions used by every op below
+ * - Element offsets, never byte offsets: a {@link View} is `{buf, off}` where `off` counts elements
+ *   of the buffer's dtype. Shapes are row-major. `n` is an element count.
+ * - Compute dtype is f32 unless an op says otherwise. `f16`/`bf16` buffers are storage formats; use
+ *   {@link Backend.cast} to move between them. `i32`/`u32` hold indices.
+ * - Outputs never alias inputs unless an op says "in place".
+ * - Accumulations (sums, softmax, norms) are in f32 with the max subtracted where relevant
+ *   (domain.md §5). The cpu backend may be created with `precision: "f64"`: then its f32 buffers are
+ *   stored as Float64Array and every op computes in float64 — used for finite-difference checks.
+ */
+
+/** Element types a buffer can hold. Sizes in bytes: f32 4, f16 2, bf16 2, i32 4, u32 4. */
+export type DType = "f32" | "f16" | "bf16" | "i32" | "u32";
+
+/** What a buffer holds, for memory accounting (domain.md §1 reports these separately). */
+export type MemTag = "param" | "grad" | "optim" | "activation" | "gathered" | "comm" | "other";
+
+export const MEM_TAGS: readonly MemTag[] = ["param", "grad", "optim", "activation", "gathered", "comm", "other"];
+
+/** Bytes per element of each dtype. */
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, u32: 4 };
+
+/** An allocated device buffer. Opaque to callers except for the fields below. */
+export interface Buf {
+  /** Element type. */
+  readonly dtype: DType;
+  /** Length in elements. */
+  readonly length: number;
+  /** Accounting tag. */
+  readonly tag: MemTag;
+  /** Unique id within its backend (for debugging and pipeline bind-group caching). */
+  readonly id: number;
+}
+
+/** A buffer plus an element offset. */
+export interface View {
+  buf: Buf;
+  /** Offset in elements of `buf.dtype`. */
+  off: number;
+}
+
+/** Host-side array type matching a dtype: f32 → Float32Array (Float64Array in f64 precision mode),
+ * f16/bf16 → Uint16Array (raw bits), i32 → Int32Array, u32 → Uint32Array. */
+export type HostArray = Float32Array | Float64Array | Uint16Array | Int32Array | Uint32Array;
+
+/** Per-tag memory in bytes: current and peak (peak of the sum over all tags is `peakTotal`). */
+export interface MemoryStats {
+  current: Record<MemTag, number>;
+  peak: Record<MemTag, number>;
+  /** Highest value ever reached by the sum of all current tags, in bytes. */
+  peakTotal: number;
+}
+
+export type UnaryOp = "neg" | "exp" | "log" | "sqrt" | "rsqrt" | "gelu_tanh" | "gelu_erf" | "silu" | "relu" | "sigmoid" | "square" | "abs";
+export type BinaryOp = "add" | "sub" | "mul" | "div" | "max" | "min";
+export type ReduceOp = "sum" | "mean" | "max" | "sumsq";
+
+/** Description of a (possibly batched, possibly transposed) matmul: out[b] = op(A[b]) · op(B[b]).
+ * op(A) is M×K, op(B) is K×N, out is M×N, all row-major. With `transA`, A is stored K×M; with
+ * `transB`, B is stored N×K. `batch` matrices; `strideA/strideB/strideOut` are element strides
+ * between consecutive batch matrices (0 broadcasts one matrix to every batch). If `accumulate`,
+ * out += result (for gradient accumulation) instead of out = result. */
+export interface MatmulSpec {
+  M: number;
+  N: number;
+  K: number;
+  batch?: number;
+  transA?: boolean;
+  transB?: boolean;
+  strideA?: number;
+  strideB?: number;
+  strideOut?: number;
+  accumulate?: boolean;
+}
+
+/** Hyper-parameters of one AdamW step (Loshchilov & Hutter 2019; DeepSpeed `adam_w_mode`). */
+export interface AdamWParams {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  /** Decoupled weight decay when `decoupled` (AdamW); else L2 added to the gradient (classic Adam). */
+  weightDecay: number;
+  decoupled: boolean;
+  /** 1-based step count used for bias correction. */
+  step: number;
+  /** Multiply gradients by this first (1/loss_scale, 1/accumulation, clip coefficient combined). */
+  gradScale: number;
+}
+
+/** Information about the device a backend runs on (for `bun run report` and summaries). */
+export interface BackendInfo {
+  name: "cpu" | "webgpu";
+  /** e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H200", or "cpu (TypeScript)". */
+  adapter: string;
+  /** Vulkan/Metal/DX12 for webgpu; "typescript" for cpu. */
+  adapterBackend: string;
+  /** "discrete-gpu" | "integrated-gpu" | "cpu" | "virtual-gpu" | "unknown". */
+  adapterType: string;
+  features: string[];
+}
+
+export interface Backend {
+  readonly info: BackendInfo;
+
+  // ---- memory -------------------------------------------------------------------------------
+  /** Allocate `length` elements of `dtype`, tagged. Contents are zero. Throws on length < 0 or
+   * when the device refuses (the message names bytes requested and the tag). */
+  alloc(dtype: DType, length: number, tag: MemTag): Buf;
+  /** Release a buffer; using it afterwards throws. Freeing twice throws. */
+  free(buf: Buf): void;
+  /** Change a buffer's accounting tag (e.g. a comm buffer becoming a param shard). */
+  retag(buf: Buf, tag: MemTag): void;
+  /** Current and peak bytes per tag. */
+  memory(): MemoryStats;
+  /** Reset peaks to current values. */
+  resetPeak(): void;
+
+  // ---- transfer -----------------------------------------------------------------------------
+  /** Copy host data into `dst` starting at element `dst.off`. `data`'s type must match the dtype
+   * (Uint16Array bits for f16/bf16); a Float32Array/Float64Array is accepted for f32 either way. */
+  write(dst: View, data: HostArray): void;
+  /** Read `n` elements starting at `src.off`. Waits for all enqueued work. */
+  read(src: View, n: number): Promise<HostArray>;
+  /** Wait until all enqueued work has completed. */
+  flush(): Promise<void>;
+
+  // ---- basic --------------------------------------------------------------------------------
+  /** dst[i] = value for i < n (f32/i32/u32 buffers; for f16/bf16 the value is rounded). */
+  fill(dst: View, value: number, n: number): void;
+  /** dst[i] = src[i] for i < n; same dtype on both sides. */
+  copy(src: View, dst: View, n: number): void;
+  /** dst[i] = convert(src[i]) between f32/f16/bf16, rounding to nearest even. */
+  cast(src: View, dst: View, n: number): void;
+
+  // ---- elementwise (f32) --------------------------------------------------------------------
+  /** y = op(x), n elements. */
+  unary(op: UnaryOp, x: View, y: View, n: number): void;
+  /** dx = dy · op'(x) (x is the forward input), n elements. For neg/square/abs too. */
+  unaryBackward(op: UnaryOp, x: View, dy: View, dx: View, n: number): void;
+  /** y = alpha·x + beta (n elements). `scale` is alpha with beta 0. */
+  affine(x: View, y: View, n: number, alpha: number, beta: number): void;
+  /** out = a op b with numpy broadcasting. Shapes are given explicitly and right-aligned; `out`
+   * has the broadcast shape. Throws if shapes don't broadcast. */
+  binary(op: BinaryOp, a: View, aShape: readonly number[], b: View, bShape: readonly number[], out: View): void;
+  /** y += alpha·x, n elements (in place on y). */
+  axpy(alpha: number, x: View, y: View, n: number): void;
+
+  // ---- reductions (f32) ---------------------------------------------------------------------
+  /** Reduce the middle axis of an [outer, n, inner] array: out is [outer, inner]. */
+  reduce(op: ReduceOp, x: View, out: View, outer: number, n: number, inner: number): void;
+
+  // ---- rows: softmax, norms -----------------------------------------------------------------
+  /** Row-wise softmax (or log-softmax) over `cols`, `rows` rows. */
+  softmax(x: View, y: View, rows: number, cols: number, log: boolean): void;
+  /** Backward of softmax/log-softmax given the forward output y. */
+  softmaxBackward(y: View, dy: View, dx: View, rows: number, cols: number, log: boolean): void;
+  /** y = x / sqrt(mean(x²) + eps) · w. `rstd` (rows) receives 1/sqrt(mean(x²)+eps) for backward. */
+  rmsnorm(x: View, w: View, y: View, rstd: View, rows: number, cols: number, eps: number): void;
+  /** dx, and dw accumulated (+=) over rows. */
+  rmsnormBackward(x: View, w: View, rstd: View, dy: View, dx: View, dw: View, rows: number, cols: number): void;
+  /** y = (x − mean)/sqrt(var + eps) · w + b; saves mean and rstd (rows each). */
+  layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void;
+  /** dx; dw and db accumulated (+=) over rows. */
+  layernormBackward(x: View, w: View, mean: View, rstd: View, dy: View, dx: View, dw: View, db: View, rows: number, cols: number): void;
+
+  // ---- matmul -------------------------------------------------------------------------------
+  /** See {@link MatmulSpec}. a, b, out: f32. */
+  matmul(a: View, b: View, out: View, spec: MatmulSpec): void;
+
+  // ---- embeddings, losses -------------------------------------------------------------------
+  /** out[i, :] = table[ids[i], :], ids i32 (n rows), table [vocab, dim]. Throws nothing on device;
+   * ids out of range produce zeros (validated on the host by callers). */
+  embedding(table: View, ids: View, out: View, n: number, dim: number): void;
+  /** dtable[ids[i], :] += dout[i, :] (deterministic order: row i ascending). */
+  embeddingBackward(dout: View, ids: View, dtable: View, n: number, dim: number): void;
+  /** Fused cross-entropy over rows of logits [rows, vocab] with i32 targets: losses[r] =
+   * logsumexp(logits_r) − logits_r[t_r], and dlogits = (softmax − onehot)·gradScale. Rows whose
+   * target equals `ignoreIndex` get loss 0 and zero gradient. */
+  crossEntropy(logits: View, targets: View, losses: View, dlogits: View, rows: number, vocab: number, ignoreIndex: number, gradScale: number): void;
+
+  // ---- transformer pieces -------------------------------------------------------------------
+  /** Rotary embedding on x [batch, seq, heads, headDim] in the Hugging Face "rotate_half" layout
+   * (Llama): pairs (i, i + headDim/2), angle = pos · theta^(−2i/headDim), pos = seq index.
+   * `inverse` applies the transpose rotation (the backward). */
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void;
+  /** Causal scaled-dot-product attention. q [B, S, H, D], k and v [B, S, Hkv, D] (grouped-query:
+   * head h uses kv head floor(h·Hkv/H)); out [B, S, H, D]; lse [B, H, S] saves the row logsumexp. */
+  attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void;
+  /** Backward of {@link attention}; dq, dk, dv are overwritten. */
+  attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void;
+
+  // ---- MoE ----------------------------------------------------------------------------------
+  /** Top-k over the last axis of x [rows, cols] (k ≤ 8): values (f32) and indices (i32) [rows, k],
+   * descending; ties broken by lower index first. */
+  topk(x: View, values: View, indices: View, rows: number, cols: number, k: number): void;
+  /** out[i, :] = x[idx[i], :] for i < n (idx i32); idx −1 gives a zero row. */
+  gatherRows(x: View, idx: View, out: View, n: number, dim: number): void;
+  /** out[idx[i], :] += scale_i · x[i, :] for i < n, where scale_i = weights[i] when weights is
+   * given (f32), else 1; idx −1 is skipped. Deterministic (i ascending per destination row). */
+  scatterAddRows(x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void;
+  /** counts[b] = #{i < n : idx[i] == b} for b < bins (u32 out; idx i32; out-of-range ignored). */
+  histogram(idx: View, counts: View, n: number, bins: number): void;
+
+  // ---- optimizer ----------------------------------------------------------------------------
+  /** One fused AdamW/Adam step over n elements of flat f32 master params, f32 grads (or 16-bit
+   * grads), f32 moments m and v, in place. When `param16` is given (f16 or bf16) the updated
+   * params are also written there, rounded to nearest even. */
+  adamw(param: View, grad: View, m: View, v: View, param16: View | null, n: number, p: AdamWParams): void;
+  /** out[0] (f32) = Σ x[i]² over n elements (f32 or 16-bit x), accumulated in f32 per workgroup
+   * then summed in fixed order, so the result is deterministic. */
+  sumSquares(x: View, out: View, n: number): void;
+  /** out[0] (u32) = 1 if any of n elements of x is inf or NaN, else 0. */
+  nonFinite(x: View, out: View, n: number): void;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# ZeroMoE set-up on a fresh Debian/Ubuntu machine. Idempotent; safe to re-run.
+#   1. Bun (from the npm registry) when missing.
+#   2. JavaScript packages (`bun install`, exact versions from bun.lock).
+#   3. wgpu-native: the prebuilt library inside PyPI's `wgpu` wheel, pinned and checksum-verified,
+#      cached outside the source tree in $ZEROMOE_CACHE (default ~/.cache/zeromoe).
+#   4. Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan driver is present and we may install
+#      system packages (root, or ZEROMOE_INSTALL_SYSTEM=1 with sudo).
+# Nothing is downloaded at training time; everything needed is fetched here.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+BUN_VERSION=1.4.5
+WGPU_PY_VERSION=0.32.0                 # PyPI wheel `wgpu`, ships wgpu-native 29.0.1.1
+WGPU_NATIVE_VERSION=29.0.1.1
+WGPU_WHEEL=wgpu-0.32.0-py3-none-manylinux_2_28_x86_64.whl
+WGPU_WHEEL_SHA256=6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568
+cache=${ZEROMOE_CACHE:-$HOME/.cache/zeromoe}
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# 1. Bun
+if ! command -v bun >/dev/null 2>&1; then
+  say "installing bun@$BUN_VERSION from npm"
+  npm install -g --silent "bun@$BUN_VERSION"
+fi
+say "bun $(bun --version)"
+
+# 2. packages
+bun install --frozen-lockfile
+
+# 3. wgpu-native
+dest="$cache/wgpu-native/$WGPU_NATIVE_VERSION"
+if [ ! -f "$dest/libwgpu_native.so" ]; then
+  say "fetching wgpu-native $WGPU_NATIVE_VERSION (PyPI wgpu==$WGPU_PY_VERSION)"
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_x86_64 --python-version 3.11 \
+    "wgpu==$WGPU_PY_VERSION" -d "$tmp"
+  got=$(sha256sum "$tmp/$WGPU_WHEEL" | cut -d' ' -f1)
+  if [ "$got" != "$WGPU_WHEEL_SHA256" ]; then
+    echo "[setup] checksum mismatch for $WGPU_WHEEL: expected $WGPU_WHEEL_SHA256, got $got" >&2
+    exit 1
+  fi
+  mkdir -p "$dest"
+  python3 - "$tmp/$WGPU_WHEEL" "$dest" <<'PY'
+import sys, zipfile, os
+whl, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    for name, out in [("wgpu/resources/libwgpu_native-release.so", "libwgpu_native.so"),
+                      ("wgpu/resources/webgpu.h", "webgpu.h"), ("wgpu/resources/wgpu.h", "wgpu.h")]:
+        with z.open(name) as src, open(os.path.join(dest, out), "wb") as dst:
+            dst.write(src.read())
+PY
+  echo "$WGPU_NATIVE_VERSION" > "$dest/VERSION"
+  rm -rf "$tmp"
+fi
+say "wgpu-native at $dest/libwgpu_native.so"
+
+# 4. a Vulkan driver
+have_icd=0
+for d in /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
+  ls "$d"/*.json >/dev/null 2>&1 && have_icd=1
+done
+if [ "$have_icd" = 0 ] || ! ldconfig -p | grep -q 'libvulkan.so.1'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "no Vulkan driver found: installing Mesa's lavapipe (mesa-vulkan-drivers)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
+  else
+    say "no Vulkan driver found and not root: the webgpu backend will be unavailable; the cpu backend is used"
+  fi
+fi
+say "done"
