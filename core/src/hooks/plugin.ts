@@ -1,0 +1,142 @@
+/**
+ * Plugins and their composition on the six hooks (design.md "The six hooks").
+ *
+ * A plugin is `{ name, configKey?, requires?, conflicts?, setup(ctx) }`. In `setup` it *claims* hooks
+ * (replaces the current implementation) or *wraps* them (receives the current implementation and
+ * returns a new one — explicit composition, like Rollup's sequential hooks). Rules:
+ * - Claiming a hook that another plugin already claimed is a {@link PluginConflictError} naming both,
+ *   unless the claiming plugin lists the other in `overrides` (it then knowingly takes over).
+ * - Wrapping always composes (outermost = last set up).
+ * - `requires` names plugins that must be present; they are set up first (topological order, ties
+ *   in the order given). A missing requirement is an error naming both plugins.
+ * - `conflicts` names plugins that cannot be combined; both present is an error naming both.
+ * Core's defaults (plain data parallelism) are installed first, owned by "core", and may be claimed
+ * freely.
+ */
+
+/** The six hook points. */
+export type HookName = "partition" | "gather" | "reduce" | "route" | "offload" | "checkpoint";
+
+export const HOOK_NAMES: readonly HookName[] = ["partition", "gather", "reduce", "route", "offload", "checkpoint"];
+
+/** Thrown when two plugins claim the same hook without saying how they compose, when a required
+ * plugin is missing, or when declared-conflicting plugins are combined. */
+export class PluginConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PluginConflictError";
+  }
+}
+
+/** What a plugin's `setup` receives: the hook registry plus whatever context the engine provides
+ * (`C`: config, backend, communicator, groups, model …). */
+export interface PluginContext<H extends Record<HookName, unknown>, C> {
+  /** Replace hook `name` with `impl`, owned by this plugin. */
+  claim<K extends HookName>(name: K, impl: H[K]): void;
+  /** Wrap hook `name`: `f` receives the current implementation and returns the new one. */
+  wrap<K extends HookName>(name: K, f: (prev: H[K]) => H[K]): void;
+  /** The current implementation of hook `name`. */
+  get<K extends HookName>(name: K): H[K];
+  /** Engine context (config, backend, comm, model…). */
+  readonly env: C;
+}
+
+/** A plugin. `setup` may be async (e.g. to allocate buffers or exchange metadata across ranks). */
+export interface Plugin<H extends Record<HookName, unknown> = Record<HookName, unknown>, C = unknown> {
+  /** Unique name, e.g. "zero3" or "@acme/zeromoe-plugin-foo". */
+  name: string;
+  /** The config section this plugin reads, e.g. "zero_optimization" or "moe". */
+  configKey?: string;
+  /** Plugins that must be present and set up before this one. */
+  requires?: string[];
+  /** Plugins that cannot be combined with this one. */
+  conflicts?: string[];
+  /** Plugins whose hook claims this one may knowingly take over. */
+  overrides?: string[];
+  setup(ctx: PluginContext<H, C>): void | Promise<void>;
+}
+
+/** Identity helper giving a plugin literal its type (like Vite's `defineConfig`). */
+export function definePlugin<H extends Record<HookName, unknown>, C>(p: Plugin<H, C>): Plugin<H, C> {
+  if (!p || typeof p.name !== "string" || p.name.length === 0) throw new TypeError("definePlugin: `name` must be a non-empty string");
+  if (typeof p.setup !== "function") throw new TypeError(`definePlugin(${p.name}): \`setup\` must be a function`);
+  return p;
+}
+
+/** The composed hooks and who owns each. */
+export interface ComposedHooks<H extends Record<HookName, unknown>> {
+  hooks: H;
+  /** Owner of each hook: "core" or the claiming plugin's name (wrappers listed after, e.g. "zero2+offload"). */
+  owners: Record<HookName, string>;
+  /** Plugins in the order they were set up. */
+  order: string[];
+}
+
+/** Order plugins so that every plugin comes after those it `requires`; validates requirements and
+ * conflicts. Throws {@link PluginConflictError}. */
+export function orderPlugins<P extends { name: string; requires?: string[]; conflicts?: string[] }>(plugins: readonly P[]): P[] {
+  const byName = new Map<string, P>();
+  for (const p of plugins) {
+    if (byName.has(p.name)) throw new PluginConflictError(`plugin "${p.name}" is listed twice`);
+    byName.set(p.name, p);
+  }
+  for (const p of plugins) {
+    for (const c of p.conflicts ?? []) {
+      if (byName.has(c)) throw new PluginConflictError(`plugins "${p.name}" and "${c}" cannot be combined ("${p.name}" declares a conflict with "${c}")`);
+    }
+    for (const r of p.requires ?? []) {
+      if (!byName.has(r)) throw new PluginConflictError(`plugin "${p.name}" requires plugin "${r}", which is not in this job`);
+    }
+  }
+  const out: P[] = [];
+  const state = new Map<string, "visiting" | "done">();
+  const visit = (p: P, path: string[]): void => {
+    const s = state.get(p.name);
+    if (s === "done") return;
+    if (s === "visiting") throw new PluginConflictError(`plugin requirement cycle: ${[...path, p.name].join(" → ")}`);
+    state.set(p.name, "visiting");
+    for (const r of p.requires ?? []) visit(byName.get(r)!, [...path, p.name]);
+    state.set(p.name, "done");
+    out.push(p);
+  };
+  for (const p of plugins) visit(p, []);
+  return out;
+}
+
+/**
+ * Set up `plugins` over `defaults` and return the composed hooks.
+ * @throws PluginConflictError as described in the module comment.
+ */
+export async function composePlugins<H extends Record<HookName, unknown>, C>(
+  defaults: H,
+  plugins: readonly Plugin<H, C>[],
+  env: C,
+): Promise<ComposedHooks<H>> {
+  const hooks = { ...defaults };
+  const owners = Object.fromEntries(HOOK_NAMES.map((n) => [n, "core"])) as Record<HookName, string>;
+  const claimedBy = new Map<HookName, string>();
+  const ordered = orderPlugins(plugins);
+  for (const p of ordered) {
+    const ctx: PluginContext<H, C> = {
+      env,
+      get: (name) => hooks[name],
+      claim: (name, impl) => {
+        const prev = claimedBy.get(name);
+        if (prev !== undefined && !(p.overrides ?? []).includes(prev)) {
+          throw new PluginConflictError(
+            `plugins "${prev}" and "${p.name}" both claim the "${name}" hook; one must wrap it or list the other in \`overrides\``,
+          );
+        }
+        claimedBy.set(name, p.name);
+        hooks[name] = impl;
+        owners[name] = p.name;
+      },
+      wrap: (name, f) => {
+        hooks[name] = f(hooks[name]);
+        owners[name] = `${owners[name]}+${p.name}`;
+      },
+    };
+    await p.setup(ctx);
+  }
+  return { hooks, owners, order: ordered.map((p) => p.name) };
+}
