@@ -1,0 +1,96 @@
+/**
+ * Dispatch planning for the fast matmul: from a {@link MatmulSpec} and the element offsets of the
+ * three views to the shader variant, the params uniform and the workgroup grid.
+ *
+ * The WGSL itself comes from {@link matmulFastWGSL} (matmul_fast_wgsl.ts); the tile choice from
+ * {@link chooseMatmulTile} (matmul_fast_tiles.ts).
+ */
+import type { MatmulSpec } from "../backend.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, type MatmulLimits, tileFits } from "./matmul_fast_tiles.ts";
+import { type MatmulStorage, type MatmulTile, type MatmulVariant, matmulFastWGSL, matmulParamWords, validateTile, variantKey } from "./matmul_fast_wgsl.ts";
+
+/** The most workgroups a dispatch may have along one dimension (WebGPU default limit). */
+const MAX_WORKGROUPS_PER_DIM = 65535;
+
+/** Options of {@link planMatmulFast}. */
+export interface MatmulFastOptions {
+  /** Storage type of A and B (out is f32). Default "f32". */
+  storage?: MatmulStorage;
+  /** With f16 storage: read halves natively (needs the device feature `shader-f16`). Default false:
+   * halves are read packed in u32 and widened with `unpack2x16float`. */
+  f16Native?: boolean;
+  /** Force a tile (tuning, tests); default: {@link chooseMatmulTile}. */
+  tile?: MatmulTile;
+  /** Tile rasterisation group (see {@link MatmulVariant.groupM}); default 8. */
+  groupM?: number;
+  /** Device limits (default: WebGPU's defaults). */
+  limits?: MatmulLimits;
+  /** Never emit vec4 global loads/stores (tests of the scalar path). Default false. */
+  scalarOnly?: boolean;
+}
+
+/** Everything needed to record one fast-matmul dispatch. */
+export interface MatmulFastPlan {
+  variant: MatmulVariant;
+  /** Pipeline cache key (equal keys ⇒ identical WGSL). */
+  key: string;
+  /** Contents of the params uniform (`MATMUL_PARAM_WORDS` u32 words). */
+  params: Uint32Array;
+  /** Workgroup counts [x, y, z] for `dispatchWorkgroups`; x = 0 means there is nothing to do. */
+  workgroups: [number, number, number];
+}
+
+/** The WGSL of a plan's variant (convenience for pipeline creation). */
+export function planWGSL(plan: MatmulFastPlan): string {
+  return matmulFastWGSL(plan.variant);
+}
+
+function checkCount(name: string, v: number, min: number): void {
+  if (!Number.isInteger(v) || v < min) throw new Error(`matmul spec: ${name} must be an integer ≥ ${min}, got ${v}`);
+}
+
+/**
+ * Plans `out[b] = op(A[b])·op(B[b])` (+ out when `spec.accumulate`) for the fast kernel.
+ * `offA/offB/offOut` are element offsets of the views (elements of the storage dtype for A and B,
+ * f32 elements for out). Shapes, strides and flags as in {@link MatmulSpec}; omitted strides mean
+ * densely packed batches (M·K, K·N, M·N). Throws on negative/non-integer sizes, on a grid beyond
+ * 65535×65535 workgroups, or when a forced tile does not fit the limits.
+ */
+export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, offOut: number, opts: MatmulFastOptions = {}): MatmulFastPlan {
+  const { M, N, K } = spec;
+  const batch = spec.batch ?? 1;
+  checkCount("M", M, 0); checkCount("N", N, 0); checkCount("K", K, 0); checkCount("batch", batch, 0);
+  const transA = spec.transA ?? false, transB = spec.transB ?? false;
+  const strideA = spec.strideA ?? M * K, strideB = spec.strideB ?? K * N, strideC = spec.strideOut ?? M * N;
+  checkCount("strideA", strideA, 0); checkCount("strideB", strideB, 0); checkCount("strideOut", strideC, 0);
+  checkCount("offA", offA, 0); checkCount("offB", offB, 0); checkCount("offOut", offOut, 0);
+  const limits = opts.limits ?? DEFAULT_MATMUL_LIMITS;
+  const tile = opts.tile ?? chooseMatmulTile(M, N, batch, limits);
+  validateTile(tile);
+  if (!tileFits(tile, limits)) throw new Error(`matmul: forced tile ${JSON.stringify(tile)} does not fit the device limits`);
+  const storage = opts.storage ?? "f32";
+  const scalar = opts.scalarOnly ?? false;
+  const multi = batch > 1;
+  const vecA = !scalar && (transA ? M : K) % 4 === 0 && offA % 4 === 0 && (!multi || strideA % 4 === 0);
+  const vecB = !scalar && (transB ? K : N) % 4 === 0 && offB % 4 === 0 && (!multi || strideB % 4 === 0);
+  const vecC = !scalar && N % 4 === 0 && offOut % 4 === 0 && (!multi || strideC % 4 === 0);
+  const edges = M % tile.BM !== 0 || N % tile.BN !== 0 || K % tile.BK !== 0;
+  const variant: MatmulVariant = {
+    tile, storage, f16Native: storage === "f16" && (opts.f16Native ?? false), transA, transB, vecA, vecB, vecC, edges,
+    groupM: opts.groupM ?? 8,
+  };
+  const tilesM = Math.ceil(M / tile.BM), tilesN = Math.ceil(N / tile.BN);
+  const total = tilesM * tilesN * batch;
+  let workgroups: [number, number, number] = [0, 0, 0];
+  let gridX = 1;
+  if (total > 0) {
+    gridX = Math.min(total, MAX_WORKGROUPS_PER_DIM);
+    const gridY = Math.ceil(total / gridX);
+    if (gridY > MAX_WORKGROUPS_PER_DIM) throw new Error(`matmul: ${total} workgroups exceed the 65535×65535 grid (M=${M}, N=${N}, batch=${batch})`);
+    workgroups = [gridX, gridY, 1];
+  }
+  const params = matmulParamWords({
+    M, N, K, batch, offA, offB, offC: offOut, strideA, strideB, strideC, tilesM, tilesN, gridX, accumulate: spec.accumulate ?? false,
+  });
+  return { variant, key: variantKey(variant), params, workgroups };
+}

@@ -1,0 +1,357 @@
+/**
+ * WGSL source generator for the register-blocked, vectorised matmul
+ * (`out[b] = op(A[b]) · op(B[b])`, see `MatmulSpec` in ../backend.ts).
+ *
+ * Algorithm (the classic SGEMM blocking, as in Volkov & Demmel, "Benchmarking GPUs to tune dense
+ * linear algebra", SC'08, and the CUTLASS "efficient GEMM" notes):
+ * - one workgroup computes a BM×BN block of `out`, walking K in steps of BK;
+ * - every step, the BM×BK slice of op(A) and the BK×BN slice of op(B) are staged in workgroup
+ *   memory, op(A) stored k-major (transposed) so both operands are read as vec4 along M and N;
+ * - each thread owns a TM×TN micro-tile held in registers (TM·TN/4 vec4 accumulators), split into
+ *   4-wide chunks spaced TY·4 rows / TX·4 columns apart, so the vec4 reads of a warp hit distinct,
+ *   consecutive workgroup-memory words (no bank conflicts) and global stores are coalesced;
+ * - workgroup memory is double-buffered: the next K-slice is fetched from global memory into
+ *   registers before the current one is consumed, then written to the other buffer, with a single
+ *   barrier per step;
+ * - the inner loops are fully unrolled here, in the generator, so the accumulators are plain
+ *   variables (no private arrays with dynamic indices for the driver compiler to demote).
+ *
+ * Edge tiles (M, N, K not multiples of the tile) are handled by bounds guards: loads outside the
+ * matrix read 0, stores outside are skipped. Variants without guards are generated when the shape
+ * divides the tile exactly. Global loads are vec4 when the operand's contiguous dimension, its
+ * element offset and its batch stride are all multiples of 4; otherwise four guarded scalar loads.
+ *
+ * Storage: `f32` reads A and B as f32; `f16` reads A and B as IEEE binary16 (either natively with
+ * the `shader-f16` feature, `enable f16;`, or packed two per u32 and widened by the core builtin
+ * `unpack2x16float`). Accumulation is always f32; `out` is always f32.
+ *
+ * Bindings (group 0): 0 = A (storage, read), 1 = B (storage, read), 2 = out (storage, read_write),
+ * 3 = params (uniform, {@link MATMUL_PARAM_WORDS} u32 words, layout in {@link matmulParamWords}).
+ */
+
+/** A tile configuration: BM×BN block per workgroup, BK deep K-slices, TM×TN outputs per thread. */
+export interface MatmulTile {
+  /** Block rows of `out` per workgroup (multiple of TM·1, and BM/TM·4 must divide BM). */
+  BM: number;
+  /** Block columns of `out` per workgroup. */
+  BN: number;
+  /** K-slice depth staged in workgroup memory per step (multiple of 4). */
+  BK: number;
+  /** Micro-tile rows per thread (multiple of 4). */
+  TM: number;
+  /** Micro-tile columns per thread (multiple of 4). */
+  TN: number;
+  /** Extra f32 words of padding per k-row of the staged A slice (multiple of 4; 0 = none). */
+  padA: number;
+  /** Extra f32 words of padding per k-row of the staged B slice (multiple of 4; 0 = none). */
+  padB: number;
+}
+
+/** Storage type of A and B. */
+export type MatmulStorage = "f32" | "f16";
+
+/** Everything that changes the generated WGSL (one pipeline per distinct variant). */
+export interface MatmulVariant {
+  tile: MatmulTile;
+  /** Storage type of A and B (out is always f32). */
+  storage: MatmulStorage;
+  /** f16 storage read with `enable f16;` (requires the `shader-f16` feature) instead of u32 unpacking. */
+  f16Native: boolean;
+  transA: boolean;
+  transB: boolean;
+  /** vec4 global loads of A are legal (contiguous dim, offset and batch stride all multiples of 4). */
+  vecA: boolean;
+  /** vec4 global loads of B are legal. */
+  vecB: boolean;
+  /** vec4 stores of out are legal (N, offset and batch stride multiples of 4). */
+  vecC: boolean;
+  /** Bounds guards are emitted (false only when M % BM == 0, N % BN == 0 and K % BK == 0). */
+  edges: boolean;
+  /** Tile rasterisation: consecutive workgroups sweep groups of `groupM` block-rows column by
+   * column (1 = plain row-major order), for L2 reuse of B. */
+  groupM: number;
+}
+
+/** Number of u32 words in the params uniform. */
+export const MATMUL_PARAM_WORDS = 16;
+
+/** Threads per workgroup of a tile: (BM/TM)·(BN/TN). */
+export function tileThreads(t: MatmulTile): number {
+  return (t.BM / t.TM) * (t.BN / t.TN);
+}
+
+/** Bytes of workgroup memory a tile needs (two buffers of each staged slice). */
+export function tileWorkgroupBytes(t: MatmulTile): number {
+  return 2 * t.BK * ((t.BM + t.padA) + (t.BN + t.padB)) * 4;
+}
+
+/**
+ * Checks a tile's internal consistency. Throws an Error naming the offending field.
+ * Requirements: TM, TN, BK, padA, padB multiples of 4; BM % TM == 0, BN % TN == 0; every thread
+ * loads a whole number (≥ 1) of vec4s of each slice in either orientation.
+ */
+export function validateTile(t: MatmulTile): void {
+  const where = `matmul tile ${tileKey(t)}`;
+  for (const [name, v] of [["TM", t.TM], ["TN", t.TN], ["BK", t.BK], ["padA", t.padA], ["padB", t.padB]] as const) {
+    if (!Number.isInteger(v) || v < 0 || v % 4 !== 0) throw new Error(`${where}: ${name} must be a non-negative multiple of 4, got ${v}`);
+  }
+  if (t.TM === 0 || t.TN === 0 || t.BK === 0) throw new Error(`${where}: TM, TN and BK must be positive`);
+  if (t.BM % t.TM !== 0) throw new Error(`${where}: BM (${t.BM}) must be a multiple of TM (${t.TM})`);
+  if (t.BN % t.TN !== 0) throw new Error(`${where}: BN (${t.BN}) must be a multiple of TN (${t.TN})`);
+  const wg = tileThreads(t);
+  if ((t.BM * t.BK) % (4 * wg) !== 0) throw new Error(`${where}: BM·BK (${t.BM * t.BK}) must be a multiple of 4·threads (${4 * wg})`);
+  if ((t.BN * t.BK) % (4 * wg) !== 0) throw new Error(`${where}: BN·BK (${t.BN * t.BK}) must be a multiple of 4·threads (${4 * wg})`);
+  if (wg > 1024) throw new Error(`${where}: ${wg} threads per workgroup exceeds 1024`);
+}
+
+/** Short stable string naming a tile, e.g. "128x128x8_8x8_p0_0". */
+export function tileKey(t: MatmulTile): string {
+  return `${t.BM}x${t.BN}x${t.BK}_${t.TM}x${t.TN}_p${t.padA}_${t.padB}`;
+}
+
+/** Stable string naming a variant (the pipeline cache key). */
+export function variantKey(v: MatmulVariant): string {
+  const flags = [
+    v.storage, v.storage === "f16" ? (v.f16Native ? "nat" : "pk") : "",
+    v.transA ? "tA" : "nA", v.transB ? "tB" : "nB",
+    v.vecA ? "vA" : "sA", v.vecB ? "vB" : "sB", v.vecC ? "vC" : "sC",
+    v.edges ? "e" : "x", `g${v.groupM}`,
+  ];
+  return `mmf_${tileKey(v.tile)}_${flags.join("")}`;
+}
+
+/**
+ * Layout of the params uniform, as u32 words:
+ * 0 M, 1 N, 2 K, 3 batch, 4 offA, 5 offB, 6 offC (element offsets), 7 strideA, 8 strideB,
+ * 9 strideC (element strides between batch matrices; 0 broadcasts), 10 tilesM, 11 tilesN,
+ * 12 gridX (workgroups along x of the dispatch), 13 accumulate (0 or 1), 14–15 unused.
+ */
+export function matmulParamWords(p: {
+  M: number; N: number; K: number; batch: number; offA: number; offB: number; offC: number;
+  strideA: number; strideB: number; strideC: number; tilesM: number; tilesN: number; gridX: number; accumulate: boolean;
+}): Uint32Array {
+  const w = new Uint32Array(MATMUL_PARAM_WORDS);
+  const vals = [p.M, p.N, p.K, p.batch, p.offA, p.offB, p.offC, p.strideA, p.strideB, p.strideC, p.tilesM, p.tilesN, p.gridX, p.accumulate ? 1 : 0];
+  vals.forEach((x, i) => {
+    if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) throw new Error(`matmul params: word ${i} must be a u32, got ${x}`);
+    w[i] = x;
+  });
+  return w;
+}
+
+/** Generates the WGSL compute shader for one variant. Throws if the tile is inconsistent. */
+export function matmulFastWGSL(v: MatmulVariant): string {
+  const t = v.tile;
+  validateTile(t);
+  const { BM, BN, BK, TM, TN } = t;
+  const TX = BN / TN, TY = BM / TM, WG = TX * TY;
+  const AS4 = (BM + t.padA) / 4; // vec4 words per k-row of the staged A slice
+  const BS4 = (BN + t.padB) / 4;
+  const ASZ = BK * AS4, BSZ = BK * BS4; // vec4 words per buffer
+  const nLA = (BM * BK) / (4 * WG), nLB = (BN * BK) / (4 * WG);
+  const f16 = v.storage === "f16";
+  const L: string[] = [];
+  const e = (s: string) => L.push(s);
+
+  if (f16 && v.f16Native) e("enable f16;");
+  // --- bindings
+  const elemDecl = (vec: boolean): string => {
+    if (!f16) return vec ? "array<vec4<f32>>" : "array<f32>";
+    if (v.f16Native) return vec ? "array<vec4<f16>>" : "array<f16>";
+    return vec ? "array<vec2<u32>>" : "array<u32>";
+  };
+  e(`struct Params { M: u32, N: u32, K: u32, batch: u32, offA: u32, offB: u32, offC: u32, strideA: u32,`);
+  e(`  strideB: u32, strideC: u32, tilesM: u32, tilesN: u32, gridX: u32, accumulate: u32, pad0: u32, pad1: u32 };`);
+  e(`@group(0) @binding(0) var<storage, read> A: ${elemDecl(v.vecA)};`);
+  e(`@group(0) @binding(1) var<storage, read> B: ${elemDecl(v.vecB)};`);
+  e(`@group(0) @binding(2) var<storage, read_write> C: ${v.vecC ? "array<vec4<f32>>" : "array<f32>"};`);
+  e(`@group(0) @binding(3) var<uniform> p: Params;`);
+  e(`var<workgroup> As: array<vec4<f32>, ${2 * ASZ}>;`);
+  e(`var<workgroup> Bs: array<vec4<f32>, ${2 * BSZ}>;`);
+
+  // --- element readers: vec4 at element index i (i % 4 == 0), or one scalar at i
+  for (const [name, vec] of [["A", v.vecA], ["B", v.vecB]] as const) {
+    if (vec) {
+      let body: string;
+      if (!f16) body = `return ${name}[i >> 2u];`;
+      else if (v.f16Native) body = `return vec4<f32>(${name}[i >> 2u]);`;
+      else body = `let w = ${name}[i >> 2u]; return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));`;
+      e(`fn ld${name}4(i: u32) -> vec4<f32> { ${body} }`);
+    } else {
+      let body: string;
+      if (!f16) body = `return ${name}[i];`;
+      else if (v.f16Native) body = `return f32(${name}[i]);`;
+      else body = `let w = unpack2x16float(${name}[i >> 1u]); return select(w.x, w.y, (i & 1u) == 1u);`;
+      e(`fn ld${name}1(i: u32) -> f32 { ${body} }`);
+    }
+  }
+
+  // Load of 4 consecutive elements starting at index `idx` along the contiguous dimension, with
+  // `rowOk` guarding the strided coordinate and `c`/`lim` the contiguous coordinate and its limit.
+  const load4 = (name: "A" | "B", vec: boolean, idx: string, rowOk: string, c: string, lim: string): string => {
+    if (vec) {
+      if (!v.edges) return `ld${name}4(${idx})`;
+      // Guarded vec4 load; the index is clamped so that a skipped load still addresses memory.
+      const ok = `${rowOk} && ${c} < ${lim}`;
+      return `select(vec4<f32>(0.0), ld${name}4(select(0u, ${idx}, ${ok})), ${ok})`;
+    }
+    const parts = [0, 1, 2, 3].map((j) => {
+      const ij = j === 0 ? idx : `${idx} + ${j}u`;
+      if (!v.edges) return `ld${name}1(${ij})`;
+      // Guarded scalar load; the index is clamped so that a skipped load still addresses memory.
+      return `select(0.0, ld${name}1(select(0u, ${ij}, ${rowOk} && ${c} + ${j}u < ${lim})), ${rowOk} && ${c} + ${j}u < ${lim})`;
+    });
+    return `vec4<f32>(${parts.join(", ")})`;
+  };
+
+  e(`@compute @workgroup_size(${WG})`);
+  e(`fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`);
+  e(`  let M = p.M; let N = p.N; let K = p.K;`);
+  e(`  let lin = wg.x + wg.y * p.gridX;`);
+  e(`  let perBatch = p.tilesM * p.tilesN;`);
+  e(`  let b = lin / perBatch;`);
+  e(`  if (b >= p.batch) { return; }`);
+  e(`  let rem = lin - b * perBatch;`);
+  if (v.groupM > 1) {
+    e(`  let width = ${v.groupM}u * p.tilesN;`);
+    e(`  let grp = rem / width;`);
+    e(`  let firstM = grp * ${v.groupM}u;`);
+    e(`  let gsz = min(p.tilesM - firstM, ${v.groupM}u);`);
+    e(`  let inG = rem - grp * width;`);
+    e(`  let tm = firstM + inG % gsz;`);
+    e(`  let tn = inG / gsz;`);
+  } else {
+    e(`  let tm = rem / p.tilesN;`);
+    e(`  let tn = rem - tm * p.tilesN;`);
+  }
+  e(`  let m0 = tm * ${BM}u; let n0 = tn * ${BN}u;`);
+  e(`  let baseA = p.offA + b * p.strideA; let baseB = p.offB + b * p.strideB; let baseC = p.offC + b * p.strideC;`);
+  e(`  let tx = lid % ${TX}u; let ty = lid / ${TX}u;`);
+
+  // --- per-thread load coordinates (constant over the K loop)
+  // A: non-transposed (M×K, K contiguous) → vec4 along k; transposed (K×M) → vec4 along m.
+  for (let i = 0; i < nLA; i++) {
+    e(`  let va${i} = lid + ${i * WG}u;`);
+    if (!v.transA) {
+      e(`  let ar${i} = va${i} / ${BK / 4}u; let ak${i} = (va${i} % ${BK / 4}u) * 4u;`);
+      e(`  let am${i} = m0 + ar${i}; let aOk${i} = am${i} < M; let aRow${i} = baseA + am${i} * K;`);
+    } else {
+      e(`  let ak${i} = va${i} / ${BM / 4}u; let aq${i} = va${i} % ${BM / 4}u;`);
+      e(`  let am${i} = m0 + aq${i} * 4u;`);
+    }
+  }
+  for (let i = 0; i < nLB; i++) {
+    e(`  let vb${i} = lid + ${i * WG}u;`);
+    if (!v.transB) {
+      e(`  let bk${i} = vb${i} / ${BN / 4}u; let bq${i} = vb${i} % ${BN / 4}u;`);
+      e(`  let bn${i} = n0 + bq${i} * 4u;`);
+    } else {
+      e(`  let br${i} = vb${i} / ${BK / 4}u; let bk${i} = (vb${i} % ${BK / 4}u) * 4u;`);
+      e(`  let bn${i} = n0 + br${i}; let bOk${i} = bn${i} < N; let bRow${i} = baseB + bn${i} * K;`);
+    }
+  }
+
+  const emitGlobalLoads = (k0: string) => {
+    for (let i = 0; i < nLA; i++) {
+      if (!v.transA) {
+        e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `aRow${i} + k`, `aOk${i}`, "k", "K")}; }`);
+      } else {
+        e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `baseA + k * M + am${i}`, "k < K", `am${i}`, "M")}; }`);
+      }
+    }
+    for (let i = 0; i < nLB; i++) {
+      if (!v.transB) {
+        e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `baseB + k * N + bn${i}`, "k < K", `bn${i}`, "N")}; }`);
+      } else {
+        e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `bRow${i} + k`, `bOk${i}`, "k", "K")}; }`);
+      }
+    }
+  };
+  /** Writes the prefetched registers into staging buffer `buf` (a u32 expression: 0 or 1). */
+  const emitSharedStores = (buf: string) => {
+    const aBase = `${buf} * ${ASZ}u`, bBase = `${buf} * ${BSZ}u`;
+    for (let i = 0; i < nLA; i++) {
+      if (!v.transA) {
+        // scatter the 4 k-values of row ar into 4 k-rows, component ar % 4 of word ar / 4
+        for (let j = 0; j < 4; j++) {
+          e(`    As[${aBase} + (ak${i} + ${j}u) * ${AS4}u + (ar${i} >> 2u)][ar${i} & 3u] = ra${i}[${j}];`);
+        }
+      } else {
+        e(`    As[${aBase} + ak${i} * ${AS4}u + aq${i}] = ra${i};`);
+      }
+    }
+    for (let i = 0; i < nLB; i++) {
+      if (!v.transB) {
+        e(`    Bs[${bBase} + bk${i} * ${BS4}u + bq${i}] = rb${i};`);
+      } else {
+        for (let j = 0; j < 4; j++) {
+          e(`    Bs[${bBase} + (bk${i} + ${j}u) * ${BS4}u + (br${i} >> 2u)][br${i} & 3u] = rb${i}[${j}];`);
+        }
+      }
+    }
+  };
+
+  for (let i = 0; i < nLA; i++) e(`  var ra${i}: vec4<f32>;`);
+  for (let i = 0; i < nLB; i++) e(`  var rb${i}: vec4<f32>;`);
+  const RC = TM, CC = TN / 4; // accumulator rows, vec4 columns
+  for (let r = 0; r < RC; r++) for (let c = 0; c < CC; c++) e(`  var c${r}_${c} = vec4<f32>(0.0);`);
+
+  e(`  let nT = (K + ${BK - 1}u) / ${BK}u;`);
+  e(`  if (nT > 0u) {`);
+  emitGlobalLoads("0u");
+  emitSharedStores("0u");
+  e(`  }`);
+  e(`  workgroupBarrier();`);
+  e(`  for (var t = 0u; t < nT; t = t + 1u) {`);
+  e(`    let cur = t & 1u;`);
+  e(`    let aB = cur * ${ASZ}u + ty; let bB = cur * ${BSZ}u + tx;`);
+  e(`    let more = t + 1u < nT;`);
+  e(`    if (more) {`);
+  emitGlobalLoads(`(t + 1u) * ${BK}u`);
+  e(`    }`);
+  for (let kk = 0; kk < BK; kk++) {
+    // one block per k step: WGSL forbids redeclaring a `let` in the same scope
+    e(`    {`);
+    for (let j = 0; j < TM / 4; j++) e(`    let a${j} = As[aB + ${kk * AS4 + j * TY}u];`);
+    for (let j = 0; j < CC; j++) e(`    let b${j} = Bs[bB + ${kk * BS4 + j * TX}u];`);
+    for (let r = 0; r < RC; r++) {
+      const comp = "xyzw"[r % 4];
+      for (let c = 0; c < CC; c++) {
+        e(`    c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
+      }
+    }
+    e(`    }`);
+  }
+  e(`    if (more) {`);
+  e(`      let nb = (cur ^ 1u);`);
+  emitSharedStores("nb");
+  e(`    }`);
+  e(`    workgroupBarrier();`);
+  e(`  }`);
+
+  // --- epilogue: write the micro-tile
+  for (let r = 0; r < RC; r++) {
+    const rowExpr = `m0 + ${(r >> 2) * TY * 4 + (r & 3)}u + ty * 4u`;
+    e(`  { let m = ${rowExpr};`);
+    if (v.edges) e(`  if (m < M) {`);
+    for (let c = 0; c < CC; c++) {
+      const colExpr = `n0 + ${c * TX * 4}u + tx * 4u`;
+      e(`    { let n = ${colExpr};`);
+      if (v.vecC) {
+        e(`    ${v.edges ? "if (n < N) " : ""}{ let i = (baseC + m * N + n) >> 2u;`);
+        e(`      if (p.accumulate != 0u) { C[i] = C[i] + c${r}_${c}; } else { C[i] = c${r}_${c}; } }`);
+      } else {
+        for (let j = 0; j < 4; j++) {
+          const guard = v.edges ? `if (n + ${j}u < N) ` : "";
+          e(`    ${guard}{ let i = baseC + m * N + n + ${j}u;`);
+          e(`      if (p.accumulate != 0u) { C[i] = C[i] + c${r}_${c}[${j}]; } else { C[i] = c${r}_${c}[${j}]; } }`);
+        }
+      }
+      e(`    }`);
+    }
+    if (v.edges) e(`  }`);
+    e(`  }`);
+  }
+  e(`}`);
+  return L.join("\n");
+}
