@@ -39,7 +39,7 @@ function numel(shape: readonly number[]): number {
 }
 
 /** Hand-built file, independent of the writer: 8-byte LE length, JSON, data. */
-function handBuild(header: unknown, data: Uint8Array, pad = 0): Uint8Array {
+function handBuild(header: unknown, data: Uint8Array, pad = 0): Uint8Array<ArrayBuffer> {
   const json = new TextEncoder().encode(JSON.stringify(header) + " ".repeat(pad));
   const out = new Uint8Array(8 + json.length + data.length);
   const dv = new DataView(out.buffer);
