@@ -1,0 +1,369 @@
+/**
+ * `CpuBackend`: the pure TypeScript implementation of the {@link Backend} contract
+ * (../backend.ts). It is the reference the webgpu kernels are tested against and the fallback
+ * where no adapter exists.
+ *
+ * Ops run eagerly on the calling thread; `read`/`flush` resolve at once. Every op validates its
+ * views (live buffer of this backend, dtype, bounds) and throws an Error naming the op and the
+ * argument. Arithmetic is float64 in local variables with a fixed summation order everywhere, so
+ * results are deterministic; in `precision: "f32"` f32 buffers are Float32Array (each stored value
+ * is rounded to f32), in `precision: "f64"` they are Float64Array and nothing is rounded (for
+ * finite-difference gradient checks).
+ */
+
+import type { AdamWParams, Backend, BackendInfo, BinaryOp, Buf, DType, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import { attentionBackwardF, attentionF } from "./attention.ts";
+import { crossEntropyF } from "./cross_entropy.ts";
+import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
+import { embeddingBackwardF, embeddingF } from "./embedding.ts";
+import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
+import { gatherRowsF, histogramF, scatterAddRowsF, topkF } from "./moe.ts";
+import { layernormBackwardF, layernormF, rmsnormBackwardF, rmsnormF } from "./norms.ts";
+import { adamwF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
+import { reduceF } from "./reduce.ts";
+import { ropeF } from "./rope.ts";
+import { softmaxBackwardF, softmaxF } from "./softmax.ts";
+import { MemoryLedger, fspan, ispan, span, type CpuPrecision, type FArr, type Span } from "./store.ts";
+import { castA, fillA } from "./transfer.ts";
+
+/** Options of {@link CpuBackend}. */
+export interface CpuBackendOptions {
+  /** "f32" (default): f32 buffers are Float32Array. "f64": Float64Array, all math unrounded. */
+  precision?: CpuPrecision;
+}
+
+const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
+const HALVES: readonly DType[] = ["f16", "bf16"];
+
+function checkCount(op: string, name: string, v: number): void {
+  if (!Number.isInteger(v) || v < 0) throw new Error(`cpu ${op}: ${name} must be a non-negative integer, got ${v}`);
+}
+
+/** Pure TypeScript backend. `new CpuBackend({ precision: "f64" })` for float64 arithmetic. */
+export class CpuBackend implements Backend {
+  readonly info: BackendInfo;
+  /** "f32" or "f64" (see class doc). */
+  readonly precision: CpuPrecision;
+  private readonly ledger: MemoryLedger;
+
+  constructor(opts: CpuBackendOptions = {}) {
+    const precision = opts.precision ?? "f32";
+    if (precision !== "f32" && precision !== "f64") throw new Error(`CpuBackend: options.precision must be "f32" or "f64", got ${String(precision)}`);
+    this.precision = precision;
+    this.ledger = new MemoryLedger(precision);
+    this.info = {
+      name: "cpu",
+      adapter: `cpu (TypeScript, ${precision})`,
+      adapterBackend: "typescript",
+      adapterType: "cpu",
+      features: precision === "f64" ? ["f64-compute"] : [],
+    };
+  }
+
+  // ---- memory ------------------------------------------------------------------------------
+  alloc(dtype: DType, length: number, tag: MemTag): Buf {
+    return this.ledger.alloc(dtype, length, tag);
+  }
+  free(buf: Buf): void {
+    this.ledger.free(buf);
+  }
+  retag(buf: Buf, tag: MemTag): void {
+    this.ledger.retag(buf, tag);
+  }
+  memory(): MemoryStats {
+    return this.ledger.stats();
+  }
+  resetPeak(): void {
+    this.ledger.resetPeak();
+  }
+
+  // ---- transfer ----------------------------------------------------------------------------
+  write(dst: View, data: HostArray): void {
+    const b = this.ledger.own(dst.buf, "write (dst)");
+    const ok =
+      b.dtype === "f32" ? data instanceof Float32Array || data instanceof Float64Array
+      : b.dtype === "i32" ? data instanceof Int32Array
+      : b.dtype === "u32" ? data instanceof Uint32Array
+      : data instanceof Uint16Array;
+    if (!ok) throw new Error(`cpu write: buffer #${b.id} is ${b.dtype} but data is ${data?.constructor?.name} (expected ${b.dtype === "f32" ? "Float32Array or Float64Array" : b.dtype === "i32" ? "Int32Array" : b.dtype === "u32" ? "Uint32Array" : "Uint16Array of raw bits"})`);
+    const s = span(this.ledger, dst, data.length, [b.dtype], "write", "dst");
+    s.a.set(data as never, s.o);
+  }
+  read(src: View, n: number): Promise<HostArray> {
+    try {
+      const s = span(this.ledger, src, n, ["f32", "f16", "bf16", "i32", "u32"], "read", "src");
+      return Promise.resolve(s.a.slice(s.o, s.o + n));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  // ---- basic -------------------------------------------------------------------------------
+  fill(dst: View, value: number, n: number): void {
+    const s = span(this.ledger, dst, n, ["f32", "f16", "bf16", "i32", "u32"], "fill", "dst");
+    fillA(s.a, s.o, dst.buf.dtype, value, n);
+  }
+  copy(src: View, dst: View, n: number): void {
+    const s = span(this.ledger, src, n, ["f32", "f16", "bf16", "i32", "u32"], "copy", "src");
+    const d = span(this.ledger, dst, n, [src.buf.dtype], "copy", "dst");
+    d.a.set(s.a.subarray(s.o, s.o + n) as never, d.o);
+  }
+  cast(src: View, dst: View, n: number): void {
+    const s = span(this.ledger, src, n, FLOATS, "cast", "src");
+    const d = span(this.ledger, dst, n, FLOATS, "cast", "dst");
+    castA(s.a, s.o, src.buf.dtype, d.a, d.o, dst.buf.dtype, n);
+  }
+
+  // ---- elementwise -------------------------------------------------------------------------
+  unary(op: UnaryOp, x: View, y: View, n: number): void {
+    const xs = this.f(x, n, "unary", "x");
+    const ys = this.f(y, n, "unary", "y");
+    unaryF(op, xs.a, xs.o, ys.a, ys.o, n);
+  }
+  unaryBackward(op: UnaryOp, x: View, dy: View, dx: View, n: number): void {
+    const xs = this.f(x, n, "unaryBackward", "x");
+    const gs = this.f(dy, n, "unaryBackward", "dy");
+    const ds = this.f(dx, n, "unaryBackward", "dx");
+    unaryBackwardF(op, xs.a, xs.o, gs.a, gs.o, ds.a, ds.o, n);
+  }
+  affine(x: View, y: View, n: number, alpha: number, beta: number): void {
+    const xs = this.f(x, n, "affine", "x");
+    const ys = this.f(y, n, "affine", "y");
+    affineF(xs.a, xs.o, ys.a, ys.o, n, alpha, beta);
+  }
+  binary(op: BinaryOp, a: View, aShape: readonly number[], b: View, bShape: readonly number[], out: View): void {
+    const os = broadcastShape(aShape, bShape);
+    const as = this.f(a, numel(aShape), "binary", "a");
+    const bs = this.f(b, numel(bShape), "binary", "b");
+    const o = this.f(out, numel(os), "binary", "out");
+    binaryF(op, as.a, as.o, aShape, bs.a, bs.o, bShape, o.a, o.o);
+  }
+  axpy(alpha: number, x: View, y: View, n: number): void {
+    const xs = this.f(x, n, "axpy", "x");
+    const ys = this.f(y, n, "axpy", "y");
+    axpyF(alpha, xs.a, xs.o, ys.a, ys.o, n);
+  }
+
+  // ---- reductions --------------------------------------------------------------------------
+  reduce(op: ReduceOp, x: View, out: View, outer: number, n: number, inner: number): void {
+    checkCount("reduce", "outer", outer);
+    checkCount("reduce", "n", n);
+    checkCount("reduce", "inner", inner);
+    const xs = this.f(x, outer * n * inner, "reduce", "x");
+    const os = this.f(out, outer * inner, "reduce", "out");
+    reduceF(op, xs.a, xs.o, os.a, os.o, outer, n, inner);
+  }
+
+  // ---- rows --------------------------------------------------------------------------------
+  softmax(x: View, y: View, rows: number, cols: number, log: boolean): void {
+    this.rc("softmax", rows, cols);
+    const xs = this.f(x, rows * cols, "softmax", "x");
+    const ys = this.f(y, rows * cols, "softmax", "y");
+    softmaxF(xs.a, xs.o, ys.a, ys.o, rows, cols, log);
+  }
+  softmaxBackward(y: View, dy: View, dx: View, rows: number, cols: number, log: boolean): void {
+    this.rc("softmaxBackward", rows, cols);
+    const n = rows * cols;
+    const ys = this.f(y, n, "softmaxBackward", "y");
+    const gs = this.f(dy, n, "softmaxBackward", "dy");
+    const ds = this.f(dx, n, "softmaxBackward", "dx");
+    softmaxBackwardF(ys.a, ys.o, gs.a, gs.o, ds.a, ds.o, rows, cols, log);
+  }
+  rmsnorm(x: View, w: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    this.rc("rmsnorm", rows, cols);
+    const n = rows * cols;
+    const xs = this.f(x, n, "rmsnorm", "x");
+    const ws = this.f(w, cols, "rmsnorm", "w");
+    const ys = this.f(y, n, "rmsnorm", "y");
+    const rs = this.f(rstd, rows, "rmsnorm", "rstd");
+    rmsnormF(xs.a, xs.o, ws.a, ws.o, ys.a, ys.o, rs.a, rs.o, rows, cols, eps);
+  }
+  rmsnormBackward(x: View, w: View, rstd: View, dy: View, dx: View, dw: View, rows: number, cols: number): void {
+    this.rc("rmsnormBackward", rows, cols);
+    const n = rows * cols;
+    const xs = this.f(x, n, "rmsnormBackward", "x");
+    const ws = this.f(w, cols, "rmsnormBackward", "w");
+    const rs = this.f(rstd, rows, "rmsnormBackward", "rstd");
+    const gs = this.f(dy, n, "rmsnormBackward", "dy");
+    const ds = this.f(dx, n, "rmsnormBackward", "dx");
+    const dws = this.f(dw, cols, "rmsnormBackward", "dw");
+    rmsnormBackwardF(xs.a, xs.o, ws.a, ws.o, rs.a, rs.o, gs.a, gs.o, ds.a, ds.o, dws.a, dws.o, rows, cols);
+  }
+  layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {
+    this.rc("layernorm", rows, cols);
+    const n = rows * cols;
+    const xs = this.f(x, n, "layernorm", "x");
+    const ws = this.f(w, cols, "layernorm", "w");
+    const bs = this.f(b, cols, "layernorm", "b");
+    const ys = this.f(y, n, "layernorm", "y");
+    const ms = this.f(mean, rows, "layernorm", "mean");
+    const rs = this.f(rstd, rows, "layernorm", "rstd");
+    layernormF(xs.a, xs.o, ws.a, ws.o, bs.a, bs.o, ys.a, ys.o, ms.a, ms.o, rs.a, rs.o, rows, cols, eps);
+  }
+  layernormBackward(x: View, w: View, mean: View, rstd: View, dy: View, dx: View, dw: View, db: View, rows: number, cols: number): void {
+    this.rc("layernormBackward", rows, cols);
+    const n = rows * cols;
+    const op = "layernormBackward";
+    const xs = this.f(x, n, op, "x");
+    const ws = this.f(w, cols, op, "w");
+    const ms = this.f(mean, rows, op, "mean");
+    const rs = this.f(rstd, rows, op, "rstd");
+    const gs = this.f(dy, n, op, "dy");
+    const ds = this.f(dx, n, op, "dx");
+    const dws = this.f(dw, cols, op, "dw");
+    const dbs = this.f(db, cols, op, "db");
+    layernormBackwardF(xs.a, xs.o, ws.a, ws.o, ms.a, ms.o, rs.a, rs.o, gs.a, gs.o, ds.a, ds.o, dws.a, dws.o, dbs.a, dbs.o, rows, cols);
+  }
+
+  // ---- matmul ------------------------------------------------------------------------------
+  matmul(a: View, b: View, out: View, spec: MatmulSpec): void {
+    const g = matmulGeometry(spec);
+    const as = this.f(a, spanOf(g.batch, g.strideA, g.M * g.K), "matmul", "a");
+    const bs = this.f(b, spanOf(g.batch, g.strideB, g.K * g.N), "matmul", "b");
+    const os = this.f(out, spanOf(g.batch, g.strideOut, g.M * g.N), "matmul", "out");
+    matmulF(as.a, as.o, bs.a, bs.o, os.a, os.o, g);
+  }
+
+  // ---- embeddings, losses ------------------------------------------------------------------
+  embedding(table: View, ids: View, out: View, n: number, dim: number): void {
+    checkCount("embedding", "n", n);
+    checkCount("embedding", "dim", dim);
+    const is = this.i(ids, n, "embedding", "ids");
+    const os = this.f(out, n * dim, "embedding", "out");
+    const ts = this.f(table, 0, "embedding", "table");
+    const vocab = dim === 0 ? 0 : Math.floor((table.buf.length - table.off) / dim);
+    embeddingF(ts.a, ts.o, vocab, is.a, is.o, os.a, os.o, n, dim);
+  }
+  embeddingBackward(dout: View, ids: View, dtable: View, n: number, dim: number): void {
+    checkCount("embeddingBackward", "n", n);
+    checkCount("embeddingBackward", "dim", dim);
+    const gs = this.f(dout, n * dim, "embeddingBackward", "dout");
+    const is = this.i(ids, n, "embeddingBackward", "ids");
+    const ts = this.f(dtable, 0, "embeddingBackward", "dtable");
+    const vocab = dim === 0 ? 0 : Math.floor((dtable.buf.length - dtable.off) / dim);
+    embeddingBackwardF(gs.a, gs.o, is.a, is.o, ts.a, ts.o, vocab, n, dim);
+  }
+  crossEntropy(logits: View, targets: View, losses: View, dlogits: View, rows: number, vocab: number, ignoreIndex: number, gradScale: number): void {
+    this.rc("crossEntropy", rows, vocab);
+    const op = "crossEntropy";
+    const ls = this.f(logits, rows * vocab, op, "logits");
+    const ts = this.i(targets, rows, op, "targets");
+    const ss = this.f(losses, rows, op, "losses");
+    const ds = this.f(dlogits, rows * vocab, op, "dlogits");
+    crossEntropyF(ls.a, ls.o, ts.a, ts.o, ss.a, ss.o, ds.a, ds.o, rows, vocab, ignoreIndex, gradScale);
+  }
+
+  // ---- transformer pieces ------------------------------------------------------------------
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
+    for (const [k, v] of [["batch", batch], ["seq", seq], ["heads", heads], ["headDim", headDim]] as const) checkCount("rope", k, v);
+    if (headDim % 2 !== 0) throw new Error(`cpu rope: headDim must be even, got ${headDim}`);
+    const n = batch * seq * heads * headDim;
+    const xs = this.f(x, n, "rope", "x");
+    const ys = this.f(y, n, "rope", "y");
+    ropeF(xs.a, xs.o, ys.a, ys.o, batch, seq, heads, headDim, theta, inverse);
+  }
+  attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    this.attnDims("attention", B, S, H, Hkv, D);
+    const nq = B * S * H * D;
+    const nkv = B * S * Hkv * D;
+    const op = "attention";
+    const qs = this.f(q, nq, op, "q");
+    const ks = this.f(k, nkv, op, "k");
+    const vs = this.f(v, nkv, op, "v");
+    const os = this.f(out, nq, op, "out");
+    const ls = this.f(lse, B * H * S, op, "lse");
+    attentionF(qs.a, qs.o, ks.a, ks.o, vs.a, vs.o, os.a, os.o, ls.a, ls.o, B, S, H, Hkv, D, scale);
+  }
+  attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    this.attnDims("attentionBackward", B, S, H, Hkv, D);
+    const nq = B * S * H * D;
+    const nkv = B * S * Hkv * D;
+    const op = "attentionBackward";
+    const qs = this.f(q, nq, op, "q");
+    const ks = this.f(k, nkv, op, "k");
+    const vs = this.f(v, nkv, op, "v");
+    const os = this.f(out, nq, op, "out");
+    const ls = this.f(lse, B * H * S, op, "lse");
+    const gs = this.f(dout, nq, op, "dout");
+    const dqs = this.f(dq, nq, op, "dq");
+    const dks = this.f(dk, nkv, op, "dk");
+    const dvs = this.f(dv, nkv, op, "dv");
+    attentionBackwardF(qs.a, qs.o, ks.a, ks.o, vs.a, vs.o, os.a, os.o, ls.a, ls.o, gs.a, gs.o, dqs.a, dqs.o, dks.a, dks.o, dvs.a, dvs.o, B, S, H, Hkv, D, scale);
+  }
+
+  // ---- MoE ---------------------------------------------------------------------------------
+  topk(x: View, values: View, indices: View, rows: number, cols: number, k: number): void {
+    this.rc("topk", rows, cols);
+    if (!Number.isInteger(k) || k < 1 || k > 8 || k > cols) throw new Error(`cpu topk: k must be an integer in [1, min(8, cols=${cols})], got ${k}`);
+    const xs = this.f(x, rows * cols, "topk", "x");
+    const vs = this.f(values, rows * k, "topk", "values");
+    const is = this.i(indices, rows * k, "topk", "indices");
+    topkF(xs.a, xs.o, vs.a, vs.o, is.a, is.o, rows, cols, k);
+  }
+  gatherRows(x: View, idx: View, out: View, n: number, dim: number): void {
+    this.rc("gatherRows", n, dim);
+    const is = this.i(idx, n, "gatherRows", "idx");
+    const os = this.f(out, n * dim, "gatherRows", "out");
+    const xs = this.f(x, 0, "gatherRows", "x");
+    const rowsX = dim === 0 ? 0 : Math.floor((x.buf.length - x.off) / dim);
+    gatherRowsF(xs.a, xs.o, rowsX, is.a, is.o, os.a, os.o, n, dim);
+  }
+  scatterAddRows(x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void {
+    this.rc("scatterAddRows", n, dim);
+    const xs = this.f(x, n * dim, "scatterAddRows", "x");
+    const is = this.i(idx, n, "scatterAddRows", "idx");
+    const ws = weights === null ? null : this.f(weights, n, "scatterAddRows", "weights");
+    const os = this.f(out, 0, "scatterAddRows", "out");
+    const rowsOut = dim === 0 ? 0 : Math.floor((out.buf.length - out.off) / dim);
+    scatterAddRowsF(xs.a, xs.o, is.a, is.o, ws === null ? null : ws.a, ws === null ? 0 : ws.o, os.a, os.o, rowsOut, n, dim);
+  }
+  histogram(idx: View, counts: View, n: number, bins: number): void {
+    this.rc("histogram", n, bins);
+    const is = this.i(idx, n, "histogram", "idx");
+    const cs = span(this.ledger, counts, bins, ["u32"], "histogram", "counts") as Span<Uint32Array>;
+    histogramF(is.a, is.o, cs.a, cs.o, n, bins);
+  }
+
+  // ---- optimizer ---------------------------------------------------------------------------
+  adamw(param: View, grad: View, m: View, v: View, param16: View | null, n: number, p: AdamWParams): void {
+    checkCount("adamw", "n", n);
+    if (!Number.isInteger(p.step) || p.step < 1) throw new Error(`cpu adamw: p.step must be an integer ≥ 1 (1-based, for bias correction), got ${p.step}`);
+    const ps = this.f(param, n, "adamw", "param");
+    const gs = span(this.ledger, grad, n, FLOATS, "adamw", "grad");
+    const ms = this.f(m, n, "adamw", "m");
+    const vs = this.f(v, n, "adamw", "v");
+    const hs = param16 === null ? null : span(this.ledger, param16, n, HALVES, "adamw", "param16");
+    const gsrc: FloatSource = { a: gs.a as FArr | Uint16Array, o: gs.o, dtype: grad.buf.dtype };
+    const h16 = hs === null ? null : { a: hs.a as Uint16Array, o: hs.o, dtype: param16!.buf.dtype };
+    adamwF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, h16, n, p);
+  }
+  sumSquares(x: View, out: View, n: number): void {
+    const xs = span(this.ledger, x, n, FLOATS, "sumSquares", "x");
+    const os = this.f(out, 1, "sumSquares", "out");
+    os.a[os.o] = sumSquaresF({ a: xs.a as FArr | Uint16Array, o: xs.o, dtype: x.buf.dtype }, n);
+  }
+  nonFinite(x: View, out: View, n: number): void {
+    const xs = span(this.ledger, x, n, FLOATS, "nonFinite", "x");
+    const os = span(this.ledger, out, 1, ["u32"], "nonFinite", "out");
+    os.a[os.o] = nonFiniteF({ a: xs.a as FArr | Uint16Array, o: xs.o, dtype: x.buf.dtype }, n) ? 1 : 0;
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------
+  private f(v: View, n: number, op: string, arg: string): Span<FArr> {
+    return fspan(this.ledger, v, n, op, arg);
+  }
+  private i(v: View, n: number, op: string, arg: string): Span<Int32Array> {
+    return ispan(this.ledger, v, n, op, arg);
+  }
+  private rc(op: string, rows: number, cols: number): void {
+    checkCount(op, "rows", rows);
+    checkCount(op, "cols", cols);
+  }
+  private attnDims(op: string, B: number, S: number, H: number, Hkv: number, D: number): void {
+    for (const [k, v] of [["B", B], ["S", S], ["H", H], ["Hkv", Hkv], ["D", D]] as const) checkCount(op, k, v);
+    if (Hkv < 1 || H % Hkv !== 0) throw new Error(`cpu ${op}: H (${H}) must be a positive multiple of Hkv (${Hkv})`);
+  }
+}

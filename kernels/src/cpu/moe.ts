@@ -1,0 +1,87 @@
+/**
+ * MoE routing primitives on the cpu backend: top-k, row gather, weighted row scatter-add, and
+ * histogram. All loops run in ascending index order (deterministic).
+ */
+
+import type { FArr } from "./store.ts";
+
+/** Top-k of each row of x [rows, cols] (k ≤ cols): values and indices [rows, k], descending, ties
+ * by lower index first (a later element must be strictly greater to pass an earlier one). NaN is
+ * treated as smaller than every number. */
+export function topkF(x: FArr, xo: number, values: FArr, vo: number, indices: Int32Array, io: number, rows: number, cols: number, k: number): void {
+  const bv = new Float64Array(k);
+  const bi = new Int32Array(k);
+  for (let r = 0; r < rows; r++) {
+    const p = xo + r * cols;
+    let cnt = 0;
+    for (let j = 0; j < cols; j++) {
+      const val = x[p + j]!;
+      if (Number.isNaN(val)) continue;
+      if (cnt === k && !(val > bv[k - 1]!)) continue;
+      // insert after every kept element with value >= val
+      let pos = cnt < k ? cnt : k - 1;
+      while (pos > 0 && bv[pos - 1]! < val) {
+        bv[pos] = bv[pos - 1]!;
+        bi[pos] = bi[pos - 1]!;
+        pos--;
+      }
+      bv[pos] = val;
+      bi[pos] = j;
+      if (cnt < k) cnt++;
+    }
+    // rows with NaNs may leave slots: fill with NaN entries in ascending index order
+    if (cnt < k) {
+      for (let j = 0; j < cols && cnt < k; j++) {
+        if (Number.isNaN(x[p + j]!)) {
+          bv[cnt] = NaN;
+          bi[cnt] = j;
+          cnt++;
+        }
+      }
+    }
+    const q = r * k;
+    for (let t = 0; t < k; t++) {
+      values[vo + q + t] = bv[t]!;
+      indices[io + q + t] = bi[t]!;
+    }
+  }
+}
+
+/** out[i, :] = x[idx[i], :] for i < n; idx −1 gives a zero row. `rowsX` is how many rows x holds;
+ * other indices outside [0, rowsX) throw (naming i and the value). */
+export function gatherRowsF(x: FArr, xo: number, rowsX: number, idx: Int32Array, io: number, out: FArr, oo: number, n: number, dim: number): void {
+  for (let i = 0; i < n; i++) {
+    const s = idx[io + i]!;
+    const q = oo + i * dim;
+    if (s === -1) {
+      for (let j = 0; j < dim; j++) out[q + j] = 0;
+      continue;
+    }
+    if (s < 0 || s >= rowsX) throw new Error(`cpu gatherRows: idx[${i}] = ${s} is outside [0, ${rowsX}) and is not −1`);
+    const p = xo + s * dim;
+    for (let j = 0; j < dim; j++) out[q + j] = x[p + j]!;
+  }
+}
+
+/** out[idx[i], :] += w_i · x[i, :] for i ascending (w_i = weights[i] or 1); idx −1 skipped; other
+ * indices outside [0, rowsOut) throw. */
+export function scatterAddRowsF(x: FArr, xo: number, idx: Int32Array, io: number, weights: FArr | null, wo: number, out: FArr, oo: number, rowsOut: number, n: number, dim: number): void {
+  for (let i = 0; i < n; i++) {
+    const d = idx[io + i]!;
+    if (d === -1) continue;
+    if (d < 0 || d >= rowsOut) throw new Error(`cpu scatterAddRows: idx[${i}] = ${d} is outside [0, ${rowsOut}) and is not −1`);
+    const w = weights === null ? 1 : weights[wo + i]!;
+    const p = xo + i * dim;
+    const q = oo + d * dim;
+    for (let j = 0; j < dim; j++) out[q + j] = out[q + j]! + w * x[p + j]!;
+  }
+}
+
+/** counts[b] = #{i < n : idx[i] = b} for b < bins (overwritten); out-of-range indices ignored. */
+export function histogramF(idx: Int32Array, io: number, counts: Uint32Array, co: number, n: number, bins: number): void {
+  for (let b = 0; b < bins; b++) counts[co + b] = 0;
+  for (let i = 0; i < n; i++) {
+    const v = idx[io + i]!;
+    if (v >= 0 && v < bins) counts[co + v] = counts[co + v]! + 1;
+  }
+}
