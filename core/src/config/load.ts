@@ -1,0 +1,27 @@
+/**
+ * Loads the job for a run: the `--config` file (or {@link DEFAULT_JOB} when none is given),
+ * merged with a `--deepspeed` file and command-line overrides, resolved by `resolveJobConfig`.
+ */
+import { DEFAULT_JOB } from "./default-job.ts";
+import { readJsonFile, resolveJobConfig, type JobOverrides } from "./resolve.ts";
+import type { ResolvedJob } from "./types.ts";
+
+/** Where the job comes from. */
+export interface LoadJobOptions {
+  /** Path of a job JSON file; absent → the built-in default job. */
+  configPath?: string;
+  /** Path of a DeepSpeed ds_config.json whose (DeepSpeed-only) keys override the job's. */
+  deepspeedPath?: string;
+  overrides?: JobOverrides;
+}
+
+/**
+ * Reads, merges and resolves a job.
+ * @throws ConfigError for a missing/unparsable file or any invalid value (all issues at once).
+ */
+export async function loadJobConfig(opts: LoadJobOptions = {}): Promise<ResolvedJob> {
+  const raw = opts.configPath ? await readJsonFile(opts.configPath) : DEFAULT_JOB;
+  const source = opts.configPath ?? "<default job>";
+  const deepspeed = opts.deepspeedPath ? { raw: await readJsonFile(opts.deepspeedPath), source: opts.deepspeedPath } : undefined;
+  return resolveJobConfig(raw, { source, deepspeed, overrides: opts.overrides });
+}

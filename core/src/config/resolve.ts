@@ -1,0 +1,262 @@
+/**
+ * Turns a parsed job file (plus an optional DeepSpeed config and CLI overrides) into a fully
+ * resolved {@link JobConfig}: schema check with defaults (spec-job.ts), then the cross-field rules
+ * (batch-size rule, fp16 × bf16, MoE divisibility, offload × stage, scheduler defaults taken from
+ * the optimizer and `steps`, tokenizer vocabulary ≤ model vocabulary). Every problem from every
+ * phase is collected and thrown as one {@link ConfigError}.
+ */
+import { ConfigError, type ConfigIssue, suggest } from "./errors.ts";
+import { addIssue, check, isPlainObject, type CheckContext } from "./schema.ts";
+import { JOB_SPEC } from "./spec-job.ts";
+import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
+import { checkModelConsistency } from "./spec-model.ts";
+import { resolveBatchSizes } from "./batch.ts";
+import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
+
+/** Vocabulary size of each tokenizer (byte: 256 byte values; gpt2: r50k_base, 50257 tokens). */
+export const TOKENIZER_VOCAB_SIZE: Readonly<Record<"byte" | "gpt2", number>> = { byte: 256, gpt2: 50257 };
+
+/** Values given on the command line; they replace the job file's. */
+export interface JobOverrides {
+  steps?: number;
+  world_size?: number;
+  seed?: number;
+  backend?: "auto" | "webgpu" | "cpu";
+}
+
+/** Inputs of {@link resolveJobConfig}. */
+export interface ResolveOptions {
+  /** Name of the job file, used in error messages (default `<job>`). */
+  source?: string;
+  /** A DeepSpeed config to merge over the job's DeepSpeed keys (its own keys must all be DeepSpeed keys). */
+  deepspeed?: { raw: unknown; source: string };
+  overrides?: JobOverrides;
+}
+
+/**
+ * Deep-merges `over` into `base`: objects merge key by key, anything else (arrays, scalars, null)
+ * replaces. Neither input is modified.
+ */
+export function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isPlainObject(b) && isPlainObject(v) ? deepMerge(b, v) : v;
+  }
+  return out;
+}
+
+/**
+ * Validates and resolves a job. `raw` is the parsed job JSON (an object).
+ * @throws ConfigError listing every issue (each with JSON path and expectation).
+ */
+export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): ResolvedJob {
+  const jobSource = opts.source ?? "<job>";
+  const issues: ConfigIssue[] = [];
+  const origin = new Map<string, string>();
+  const ctx: CheckContext = {
+    issues,
+    warnings: [],
+    sourceOf: (path) => origin.get(path.split(/[.[]/)[0]),
+  };
+  if (!isPlainObject(raw)) {
+    throw new ConfigError([{ path: "", message: `expected a JSON object at the top of the job file`, source: jobSource }], `invalid job ${jobSource}`);
+  }
+  let merged: Record<string, unknown> = { ...raw };
+  if (opts.deepspeed) {
+    const ds = opts.deepspeed;
+    if (!isPlainObject(ds.raw)) {
+      issues.push({ path: "", message: "expected a JSON object at the top of the DeepSpeed config", source: ds.source });
+    } else {
+      const dsOnly: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(ds.raw)) {
+        if (!DEEPSPEED_TOP_KEYS.includes(k)) {
+          const near = suggest(k, DEEPSPEED_TOP_KEYS);
+          const hint = k in JOB_SPEC.fields ? "; it is a ZeroMoE job key: put it in the job file (--config)" : near ? `; did you mean "${near}"?` : "";
+          issues.push({ path: k, message: `not a DeepSpeed key${hint}`, source: ds.source });
+          continue;
+        }
+        dsOnly[k] = v;
+        origin.set(k, ds.source);
+      }
+      merged = deepMerge(merged, dsOnly);
+    }
+  }
+  const ov = opts.overrides ?? {};
+  for (const [k, v] of Object.entries(ov)) {
+    if (v === undefined) continue;
+    merged[k] = v;
+    origin.set(k, "<command line>");
+  }
+
+  const out = check(merged, JOB_SPEC, "", ctx) as Record<string, unknown> | undefined;
+  if (out === undefined || issues.length > 0) {
+    // Schema errors first; cross-field rules on half-valid input would only add noise.
+    throw new ConfigError(issues, `invalid job ${jobSource}`);
+  }
+  const job = out as unknown as JobConfig & { moe?: Partial<MoeConfig> };
+  resolveCrossFields(job, merged, ctx);
+  if (issues.length > 0) throw new ConfigError(issues, `invalid job ${jobSource}`);
+  return { config: job as JobConfig, warnings: ctx.warnings };
+}
+
+/** Fills model-dependent defaults and checks every rule that spans sections. */
+function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): void {
+  const model: ModelConfig = job.model;
+  checkModelConsistency(model, "model", ctx);
+
+  // data ↔ model
+  const tokVocab = TOKENIZER_VOCAB_SIZE[job.data.tokenizer];
+  if (model.vocab_size < tokVocab) {
+    addIssue(ctx, "model.vocab_size", `model.vocab_size ${model.vocab_size} is smaller than the "${job.data.tokenizer}" tokenizer's vocabulary ${tokVocab}`);
+  }
+  if (job.data.seq_len > model.max_position_embeddings) {
+    addIssue(ctx, "data.seq_len", `data.seq_len ${job.data.seq_len} exceeds model.max_position_embeddings ${model.max_position_embeddings}`);
+  }
+  if (job.eval_interval > 0 && job.data.validation_fraction === 0) {
+    addIssue(ctx, "eval_interval", `eval_interval ${job.eval_interval} needs a validation split, but data.validation_fraction is 0`);
+  }
+  if (job.checkpoint.save_interval > 0 && job.checkpoint.dir === null) {
+    addIssue(ctx, "checkpoint.save_interval", `save_interval ${job.checkpoint.save_interval} needs checkpoint.dir (a directory), got null`);
+  }
+
+  // batch-size rule over the data-parallel world (every rank is a dp rank here)
+  const batch = resolveBatchSizes(
+    {
+      train_batch_size: raw.train_batch_size as number | undefined,
+      train_micro_batch_size_per_gpu: raw.train_micro_batch_size_per_gpu as number | undefined,
+      gradient_accumulation_steps: raw.gradient_accumulation_steps as number | undefined,
+    },
+    job.world_size,
+    ctx,
+  );
+  if (batch) Object.assign(job, batch);
+
+  // precision
+  if (job.fp16.enabled && job.bf16.enabled) {
+    addIssue(ctx, "fp16.enabled", "fp16.enabled and bf16.enabled are both true; enable at most one");
+  }
+
+  // optimizer
+  if (job.optimizer.type === "AdamW" && !job.optimizer.params.adam_w_mode) {
+    addIssue(ctx, "optimizer.params.adam_w_mode", 'optimizer.type "AdamW" always uses decoupled weight decay; use type "Adam" with adam_w_mode false for L2 decay');
+  }
+
+  // scheduler defaults from optimizer lr and steps
+  const sch = job.scheduler;
+  if (sch) {
+    const p = sch.params as unknown as Record<string, unknown>;
+    if (sch.type !== "WarmupCosineLR" && p.warmup_max_lr === undefined) p.warmup_max_lr = job.optimizer.params.lr;
+    if (sch.type !== "WarmupLR" && p.total_num_steps === undefined) {
+      if (job.steps < 1) addIssue(ctx, "scheduler.params.total_num_steps", `required when steps is 0 (scheduler ${sch.type})`);
+      p.total_num_steps = job.steps;
+    }
+    if (sch.type === "WarmupCosineLR") {
+      const warm = Math.max(2, sch.params.warmup_num_steps);
+      if (sch.params.total_num_steps <= warm) {
+        addIssue(ctx, "scheduler.params.total_num_steps", `WarmupCosineLR needs total_num_steps > max(2, warmup_num_steps) = ${warm}, got ${sch.params.total_num_steps}`);
+      }
+    }
+    if (sch.type === "WarmupDecayLR" && sch.params.total_num_steps < Math.max(2, sch.params.warmup_num_steps)) {
+      ctx.warnings.push(`scheduler.params: total_num_steps ${sch.params.total_num_steps} is less than warmup_num_steps ${sch.params.warmup_num_steps} (DeepSpeed warns too)`);
+    }
+  }
+
+  // ZeRO offload
+  const z = job.zero_optimization;
+  if (z.offload_param.device !== "none" && z.stage !== 3) {
+    addIssue(ctx, "zero_optimization.offload_param.device", `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}`);
+  }
+  if (z.offload_optimizer.device !== "none" && z.stage === 0) {
+    addIssue(ctx, "zero_optimization.offload_optimizer.device", "optimizer offload needs zero_optimization.stage 1, 2 or 3, got stage 0");
+  }
+  for (const which of ["offload_optimizer", "offload_param"] as const) {
+    if (z[which].device === "nvme" && z[which].nvme_path === null) {
+      addIssue(ctx, `zero_optimization.${which}.nvme_path`, `device "nvme" needs nvme_path (a directory), got null`);
+    }
+  }
+
+  // activation checkpointing: present section means on, unless `enabled` says otherwise
+  const acRaw = raw.activation_checkpointing;
+  const ac = (job.activation_checkpointing ?? check({}, JOB_SPEC.fields.activation_checkpointing, "activation_checkpointing", ctx)) as JobConfig["activation_checkpointing"];
+  if (ac.enabled === undefined) ac.enabled = isPlainObject(acRaw);
+  job.activation_checkpointing = ac;
+
+  // MoE
+  job.moe = resolveMoe(job, raw, ctx);
+
+  // AutoEP
+  const ep = job.expert_parallel;
+  if (ep.enabled) {
+    if (model.model_type !== "mixtral") {
+      addIssue(ctx, "expert_parallel.enabled", `AutoEP needs a model with MoE blocks; model_type is "${model.model_type}"`);
+    } else {
+      if (ep.preset_model === null) ep.preset_model = "mixtral";
+      if (model.num_local_experts % ep.autoep_size !== 0) {
+        addIssue(ctx, "expert_parallel.autoep_size", `num_local_experts ${model.num_local_experts} is not divisible by autoep_size ${ep.autoep_size}`);
+      }
+      if (job.world_size % ep.autoep_size !== 0) {
+        addIssue(ctx, "expert_parallel.autoep_size", `world_size ${job.world_size} is not divisible by autoep_size ${ep.autoep_size}`);
+      }
+      if (job.moe && isPlainObject(raw.moe) && raw.moe.ep_size !== undefined && job.moe.ep_size !== ep.autoep_size) {
+        addIssue(ctx, "moe.ep_size", `moe.ep_size ${job.moe.ep_size} differs from expert_parallel.autoep_size ${ep.autoep_size}; give one`);
+      }
+      if (job.moe) job.moe.ep_size = ep.autoep_size;
+    }
+  }
+}
+
+/** Resolves the `moe` section against the model: null for dense models. */
+function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): MoeConfig | null {
+  const model = job.model;
+  const given = raw.moe !== undefined;
+  if (model.model_type !== "mixtral") {
+    if (given) addIssue(ctx, "moe", `a moe section needs a model with experts (model_type "mixtral"); model_type is "${model.model_type}"`);
+    return null;
+  }
+  const m = (job.moe ?? check({}, JOB_SPEC.fields.moe, "moe", ctx)) as Partial<MoeConfig>;
+  if (m.k === undefined) m.k = model.num_experts_per_tok;
+  else if (m.k !== model.num_experts_per_tok) {
+    addIssue(ctx, "moe.k", `moe.k ${m.k} differs from model.num_experts_per_tok ${model.num_experts_per_tok}; set model.num_experts_per_tok`);
+  }
+  if (m.aux_loss === undefined) m.aux_loss = "mixtral";
+  if (m.aux_loss_coef === undefined) m.aux_loss_coef = model.router_aux_loss_coef;
+  if (m.drop_tokens === undefined) m.drop_tokens = m.aux_loss !== "mixtral";
+  const ep = m.ep_size ?? 1;
+  if (model.num_local_experts % ep !== 0) {
+    addIssue(ctx, "moe.ep_size", `num_local_experts ${model.num_local_experts} is not divisible by ep_size ${ep}`);
+  }
+  if (job.world_size % ep !== 0) {
+    addIssue(ctx, "moe.ep_size", `world_size ${job.world_size} is not divisible by ep_size ${ep}`);
+  }
+  return m as MoeConfig;
+}
+
+/** Parses JSON text, turning a syntax error into a ConfigError naming the file (and line:column
+ * when the position is known). */
+export function parseJsonConfig(text: string, source: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    const m = /position (\d+)/.exec(msg);
+    let where = "";
+    if (m) {
+      const pos = Number(m[1]);
+      const before = text.slice(0, pos);
+      const line = before.split("\n").length;
+      const col = pos - before.lastIndexOf("\n");
+      where = ` at line ${line}, column ${col}`;
+    }
+    throw new ConfigError([{ path: "", message: `not valid JSON${where}: ${msg}`, source }], `cannot parse ${source}`);
+  }
+}
+
+/** Reads and parses a JSON file; a missing/unreadable file is a ConfigError naming it. */
+export async function readJsonFile(path: string): Promise<unknown> {
+  const file = Bun.file(path);
+  if (!(await file.exists())) {
+    throw new ConfigError([{ path: "", message: `file not found: ${path}`, source: path }], `cannot read ${path}`);
+  }
+  return parseJsonConfig(await file.text(), path);
+}

@@ -1,0 +1,302 @@
+/**
+ * Schema of the DeepSpeed keys a job file (or a `--deepspeed ds_config.json`) may hold, with
+ * DeepSpeed's names and defaults. Sources: deepspeed.ai "DeepSpeed Configuration JSON" and
+ * DeepSpeed's `runtime/constants.py`, `runtime/zero/config.py`, `runtime/zero/offload_config.py`;
+ * where they disagree with domain.md §3, domain.md wins (it is checked against current DeepSpeed).
+ * Cross-field rules (batch-size rule, fp16 × bf16, offload × stage, scheduler defaults taken from
+ * the optimizer and `steps`) live in `resolve.ts`.
+ */
+import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
+import { suggest } from "./errors.ts";
+
+const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
+const nonNegInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 0, default: def, doc });
+const bool = (doc: string, def: boolean): Spec => ({ kind: "boolean", default: def, doc });
+
+/** `optimizer.params` for Adam/AdamW (DeepSpeed FusedAdam defaults). */
+export const OPTIMIZER_PARAMS_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "optimizer hyper-parameters",
+  fields: {
+    lr: { kind: "number", min: 0, default: 1e-3, doc: "learning rate (the peak lr when a scheduler derives from it)" },
+    betas: {
+      kind: "array",
+      items: { kind: "number", min: 0, max: 1, exclusiveMax: true },
+      minLength: 2,
+      maxLength: 2,
+      default: [0.9, 0.999],
+      doc: "Adam β1, β2 (each in [0, 1))",
+    },
+    eps: { kind: "number", min: 0, exclusiveMin: true, default: 1e-8, doc: "Adam ε added to √v̂" },
+    weight_decay: { kind: "number", min: 0, default: 0, doc: "weight decay (decoupled when adam_w_mode)" },
+    adam_w_mode: bool("decoupled weight decay (AdamW, Loshchilov & Hutter 2019); false = L2 added to the gradient", true),
+  },
+  ignored: { torch_adam: "ZeroMoE has one fused Adam kernel" },
+};
+
+/** `optimizer` section. */
+export const OPTIMIZER_SPEC: ObjectSpec = {
+  kind: "object",
+  default: { type: "AdamW" },
+  doc: "optimizer (DeepSpeed `optimizer` section)",
+  fields: {
+    type: { kind: "enum", values: ["Adam", "AdamW"], caseInsensitive: true, default: "AdamW", doc: "optimizer name" },
+    params: OPTIMIZER_PARAMS_SPEC,
+  },
+};
+
+const WARMUP_TYPE: Spec = { kind: "enum", values: ["log", "linear"], default: "log", doc: "warmup curve: log or linear" };
+
+/** Param specs per scheduler type. `warmup_max_lr` and `total_num_steps` defaults are filled by
+ * resolve.ts (optimizer lr; job `steps`). Sources: deepspeed/runtime/lr_schedules.py. */
+export const SCHEDULER_PARAM_SPECS: Readonly<Record<"WarmupLR" | "WarmupDecayLR" | "WarmupCosineLR", ObjectSpec>> = {
+  WarmupLR: {
+    kind: "object",
+    fields: {
+      warmup_min_lr: { kind: "number", min: 0, default: 0, doc: "lr at step 0" },
+      warmup_max_lr: { kind: "number", min: 0, doc: "lr after warmup (default: optimizer.params.lr)" },
+      warmup_num_steps: { kind: "number", int: true, min: 0, default: 1000, doc: "warmup length (DeepSpeed uses max(2, value))" },
+      warmup_type: WARMUP_TYPE,
+    },
+  },
+  WarmupDecayLR: {
+    kind: "object",
+    fields: {
+      total_num_steps: posInt("step at which lr reaches 0 (default: job `steps`)"),
+      warmup_min_lr: { kind: "number", min: 0, default: 0, doc: "lr at step 0" },
+      warmup_max_lr: { kind: "number", min: 0, doc: "lr after warmup (default: optimizer.params.lr)" },
+      warmup_num_steps: { kind: "number", int: true, min: 0, default: 1000, doc: "warmup length (DeepSpeed uses max(2, value))" },
+      warmup_type: WARMUP_TYPE,
+    },
+  },
+  WarmupCosineLR: {
+    kind: "object",
+    fields: {
+      total_num_steps: posInt("length of warmup + cosine decay (default: job `steps`)"),
+      warmup_min_ratio: { kind: "number", min: 0, max: 1, default: 0, doc: "lr ratio (of optimizer lr) at step 0" },
+      warmup_num_steps: { kind: "number", int: true, min: 0, default: 1000, doc: "warmup length (DeepSpeed uses max(2, value))" },
+      cos_min_ratio: { kind: "number", min: 0, max: 1, default: 1e-4, doc: "lr ratio at the end of the cosine" },
+      warmup_type: WARMUP_TYPE,
+    },
+  },
+};
+
+/** `scheduler` section: `type` selects which params are allowed. */
+export const SCHEDULER_SPEC: Spec = {
+  kind: "custom",
+  typeName: "object {type, params} or null",
+  nullable: true,
+  default: null,
+  doc: "learning-rate schedule (DeepSpeed `scheduler` section); null = constant lr",
+  check(value: unknown, path: string, ctx: CheckContext): unknown {
+    if (!isPlainObject(value)) {
+      addIssue(ctx, path, `expected an object {type, params} or null, got ${typeOfJson(value)} ${show(value)}`);
+      return undefined;
+    }
+    for (const k of Object.keys(value)) {
+      if (k !== "type" && k !== "params") {
+        const near = suggest(k, ["type", "params"]);
+        addIssue(ctx, joinPath(path, k), `unknown key${near ? `; did you mean "${near}"?` : "; allowed keys: type, params"}`);
+      }
+    }
+    const typeSpec: Spec = { kind: "enum", values: Object.keys(SCHEDULER_PARAM_SPECS), required: true };
+    const type = check(value.type, typeSpec, joinPath(path, "type"), ctx) as keyof typeof SCHEDULER_PARAM_SPECS | undefined;
+    if (type === undefined) return undefined;
+    const params = check(value.params ?? {}, SCHEDULER_PARAM_SPECS[type], joinPath(path, "params"), ctx);
+    return params === undefined ? undefined : { type, params };
+  },
+};
+
+/** `fp16` section (DeepSpeed runtime/constants.py defaults; domain.md §3). */
+export const FP16_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "fp16 mixed precision with loss scaling",
+  fields: {
+    enabled: bool("train with fp16 params/grads and fp32 master weights", false),
+    loss_scale: { kind: "number", min: 0, default: 0, doc: "0 = dynamic loss scaling; > 0 = this static scale" },
+    initial_scale_power: { kind: "number", int: true, min: 0, max: 64, default: 16, doc: "dynamic scaling starts at 2^k" },
+    loss_scale_window: posInt("steps without overflow before the scale doubles", 1000),
+    hysteresis: posInt("overflows tolerated before the scale halves (DeepSpeed delayed_shift)", 2),
+    consecutive_hysteresis: bool("refill hysteresis on every step without overflow", false),
+    min_loss_scale: { kind: "number", min: 0, exclusiveMin: true, default: 1, doc: "floor of the dynamic scale" },
+  },
+  ignored: {
+    auto_cast: "ZeroMoE casts explicitly; no torch autocast",
+    fp16_master_weights_and_grads: "ZeroMoE always keeps fp32 master weights",
+  },
+};
+
+/** `bf16` section. */
+export const BF16_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "bf16 mixed precision (no loss scaling)",
+  fields: { enabled: bool("train with bf16 params/grads and fp32 master weights", false) },
+  ignored: { immediate_grad_update: "no effect in ZeroMoE", check_grad_overflow: "no effect in ZeroMoE" },
+};
+
+const OFFLOAD_COMMON = {
+  device: { kind: "enum", values: ["none", "cpu", "nvme"], default: "none", doc: "where the state lives" } as Spec,
+  nvme_path: { kind: "string", nullable: true, default: null, doc: "directory for nvme offload (required when device is nvme)" } as Spec,
+  pin_memory: bool("page-locked host memory (accepted; host buffers here are ordinary ArrayBuffers)", false),
+};
+
+/** `zero_optimization.offload_optimizer`. */
+export const OFFLOAD_OPTIMIZER_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "optimizer-state offload (stage >= 1)",
+  fields: { ...OFFLOAD_COMMON, buffer_count: posInt("buffers in the nvme buffer pool", 4) },
+  ignored: { fast_init: "no effect in ZeroMoE", ratio: "partial offload is not implemented; all or nothing" },
+};
+
+/** `zero_optimization.offload_param` (stage 3 only). */
+export const OFFLOAD_PARAM_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "parameter offload (stage 3 only)",
+  fields: {
+    ...OFFLOAD_COMMON,
+    buffer_count: posInt("buffers in the nvme buffer pool", 5),
+    buffer_size: posInt("elements per nvme buffer", 1e8),
+    max_in_cpu: nonNegInt("parameter elements kept in host memory when offloading to nvme", 1e9),
+  },
+};
+
+/** `zero_optimization` section (domain.md §3 defaults). */
+export const ZERO_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "ZeRO stages and their tuning",
+  fields: {
+    stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
+    overlap_comm: bool("reduce gradients while backward runs", false),
+    contiguous_gradients: bool("copy gradients into one contiguous buffer as produced", true),
+    reduce_scatter: bool("average gradients with reduce-scatter (else all-reduce)", true),
+    reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),
+    allgather_bucket_size: posInt("elements per parameter all-gather bucket", 5e8),
+    stage3_prefetch_bucket_size: nonNegInt("parameter elements fetched ahead of use", 5e7),
+    stage3_param_persistence_threshold: nonNegInt("parameters with fewer elements stay whole on every rank", 1e5),
+    stage3_max_live_parameters: nonNegInt("most gathered parameter elements resident before releasing", 1e9),
+    stage3_max_reuse_distance: nonNegInt("do not release a parameter reused within this many elements of compute", 1e9),
+    stage3_gather_16bit_weights_on_model_save: bool("gather 16-bit weights when saving the model (false: save16bitModel skips)", false),
+    sub_group_size: posInt("parameter elements the optimizer step processes at a time", 1e9),
+    offload_optimizer: OFFLOAD_OPTIMIZER_SPEC,
+    offload_param: OFFLOAD_PARAM_SPEC,
+    cpu_offload: {
+      kind: "custom",
+      typeName: "false (deprecated)",
+      doc: "deprecated DeepSpeed key: use offload_optimizer.device",
+      check(value: unknown, path: string, ctx: CheckContext): unknown {
+        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "offload_optimizer": {"device": "cpu"}`);
+        return undefined;
+      },
+    },
+  },
+  aliases: { stage3_gather_fp16_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save" },
+  ignored: {
+    allgather_partitions: "ZeroMoE always all-gathers",
+    round_robin_gradients: "no effect in ZeroMoE",
+    elastic_checkpoint: "no effect in ZeroMoE",
+    ignore_unused_parameters: "unused parameters simply get zero gradients",
+    load_from_fp32_weights: "ZeroMoE always restores fp32 master weights",
+    grad_hooks: "no effect in ZeroMoE",
+    legacy_stage1: "no effect in ZeroMoE",
+    memory_efficient_linear: "no effect in ZeroMoE",
+  },
+};
+
+/** `expert_parallel` (AutoEP). */
+export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "AutoEP: replace a Hugging Face model's MoE blocks with expert-parallel ones",
+  fields: {
+    enabled: bool("turn AutoEP on", false),
+    autoep_size: posInt("expert-parallel group size", 1),
+    preset_model: { kind: "enum", values: ["mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3"], nullable: true, default: null, doc: "model family whose MoE blocks to find (null: from model_type)" },
+  },
+};
+
+/** `activation_checkpointing`. `enabled` is a ZeroMoE addition; its default is resolved from the
+ * section's presence. */
+export const ACTIVATION_CHECKPOINTING_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "recompute activations in backward instead of storing them",
+  fields: {
+    enabled: { kind: "boolean", doc: "ZeroMoE: recompute per unit (default: true when the section is present)" },
+    partition_activations: bool("accepted for compatibility (no tensor parallelism here)", false),
+    cpu_checkpointing: bool("keep checkpointed activations in host memory", false),
+    contiguous_memory_optimization: bool("accepted for compatibility", false),
+    number_checkpoints: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "accepted for compatibility" },
+    synchronize_checkpoint_boundary: bool("accepted for compatibility", false),
+    profile: bool("time the recomputation", false),
+  },
+};
+
+/** `flops_profiler`. */
+export const FLOPS_PROFILER_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "count FLOPs of one step",
+  fields: {
+    enabled: bool("profile one step", false),
+    profile_step: posInt("which step to profile", 1),
+    module_depth: { kind: "number", int: true, min: -1, default: -1, doc: "depth of the per-module report (-1 = all)" },
+    top_modules: posInt("modules listed per depth", 1),
+    detailed: bool("per-module detail", true),
+    output_file: { kind: "string", nullable: true, default: null, doc: "write the report here (null = stdout)" },
+  },
+  ignored: { recompute_fwd_factor: "no effect in ZeroMoE" },
+};
+
+/** Top-level DeepSpeed keys and their specs (batch keys have no static default: see the batch rule). */
+export const DEEPSPEED_FIELDS: Readonly<Record<string, Spec>> = {
+  train_batch_size: posInt("global batch: micro × accumulation × dp world size"),
+  train_micro_batch_size_per_gpu: posInt("sequences per rank per forward/backward"),
+  gradient_accumulation_steps: posInt("micro-batches accumulated per optimizer step"),
+  optimizer: OPTIMIZER_SPEC,
+  scheduler: SCHEDULER_SPEC,
+  gradient_clipping: { kind: "number", min: 0, default: 0, doc: "clip the global gradient L2 norm to this (0 = off)" },
+  fp16: FP16_SPEC,
+  bf16: BF16_SPEC,
+  zero_optimization: ZERO_SPEC,
+  expert_parallel: EXPERT_PARALLEL_SPEC,
+  activation_checkpointing: ACTIVATION_CHECKPOINTING_SPEC,
+  steps_per_print: posInt("log every N steps", 10),
+  wall_clock_breakdown: bool("time forward/backward/step/communication", false),
+  flops_profiler: FLOPS_PROFILER_SPEC,
+};
+
+/** Old/alternative top-level DeepSpeed names. */
+export const DEEPSPEED_ALIASES: Readonly<Record<string, string>> = { bfloat16: "bf16" };
+
+/** Top-level DeepSpeed keys accepted and ignored (with the reason, shown as a warning). */
+export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
+  fp32_allreduce: "reductions are always in fp32 here",
+  prescale_gradients: "gradients are averaged in fp32 in a fixed order",
+  gradient_predivide_factor: "gradients are averaged in fp32 in a fixed order",
+  sparse_gradients: "no sparse embedding gradients",
+  communication_data_type: "communication is fp32",
+  zero_allow_untested_optimizer: "only Adam/AdamW exist here",
+  zero_force_ds_cpu_optimizer: "only Adam/AdamW exist here",
+  dump_state: "no effect in ZeroMoE",
+  memory_breakdown: "memory is always reported per tag",
+  aio: "nvme offload uses ordinary file I/O",
+  tensorboard: "no monitor backends; see --summary",
+  wandb: "no monitor backends; see --summary",
+  csv_monitor: "no monitor backends; see --summary",
+  comms_logger: "communication volume is always counted",
+  data_types: "accumulation dtype is fp32",
+  amp: "use fp16 or bf16",
+};
+
+/** Names of every DeepSpeed key (fields, aliases, ignored) accepted at the top of a job file or in
+ * a `--deepspeed` file. */
+export const DEEPSPEED_TOP_KEYS: readonly string[] = [
+  ...Object.keys(DEEPSPEED_FIELDS),
+  ...Object.keys(DEEPSPEED_ALIASES),
+  ...Object.keys(DEEPSPEED_IGNORED),
+];

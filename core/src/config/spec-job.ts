@@ -1,0 +1,85 @@
+/**
+ * Schema of a whole job file: ZeroMoE's own sections (`model`, `data`, `checkpoint`, `moe`, run
+ * keys) plus the DeepSpeed keys of {@link DEEPSPEED_FIELDS} at top level.
+ * Defaults of `moe.k`, `moe.aux_loss`, `moe.aux_loss_coef`, `moe.drop_tokens` depend on the model
+ * and are filled in by resolve.ts.
+ */
+import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED } from "./spec-deepspeed.ts";
+import { MODEL_SPEC } from "./spec-model.ts";
+import type { ObjectSpec, Spec } from "./schema.ts";
+
+/** `data` section. */
+export const DATA_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "training data",
+  fields: {
+    dataset: { kind: "string", default: "moby-dick", doc: '"moby-dick", "sotu", or a path to .txt, .jsonl (a `text` field per line) or uint16 .bin tokens' },
+    tokenizer: { kind: "enum", values: ["byte", "gpt2"], default: "byte", doc: "byte (vocab 256) or gpt2 BPE (vocab 50257)" },
+    seq_len: { kind: "number", int: true, min: 1, default: 64, doc: "tokens per training sequence" },
+    validation_fraction: { kind: "number", min: 0, max: 0.5, default: 0.05, doc: "tail fraction of the tokens held out for validation" },
+  },
+};
+
+/** `checkpoint` section (DeepSpeed's own `checkpoint` keys are accepted and ignored). */
+export const CHECKPOINT_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "sharded checkpoints",
+  fields: {
+    dir: { kind: "string", nullable: true, default: null, doc: "directory of checkpoint tags (null = no saving)" },
+    save_interval: { kind: "number", int: true, min: 0, default: 0, doc: "save every N steps (0 = only at the end)" },
+    keep_last: { kind: "number", int: true, min: 0, default: 0, doc: "keep the newest N tags (0 = all)" },
+  },
+  ignored: {
+    tag_validation: "DeepSpeed key; tags are validated by the manifest checksum",
+    load_universal: "DeepSpeed key; ZeroMoE checkpoints reshard on load",
+    use_node_local_storage: "DeepSpeed key; no effect",
+    parallel_write: "DeepSpeed key; no effect",
+  },
+};
+
+/** `moe` section (DeepSpeed MoE layer argument names where they exist). */
+export const MOE_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Mixture-of-Experts routing and expert parallelism",
+  fields: {
+    ep_size: { kind: "number", int: true, min: 1, default: 1, doc: "expert-parallel group size (divides num_local_experts and world_size)" },
+    capacity_factor: { kind: "number", min: 0, exclusiveMin: true, default: 1.0, doc: "training capacity C = ceil(factor · tokens · k / E)" },
+    eval_capacity_factor: { kind: "number", min: 0, exclusiveMin: true, default: 1.0, doc: "capacity factor in evaluation" },
+    min_capacity: { kind: "number", int: true, min: 0, default: 4, doc: "lower bound of the capacity per expert" },
+    drop_tokens: { kind: "boolean", doc: "drop tokens past capacity (default: false for mixtral aux_loss, true otherwise)" },
+    k: { kind: "number", int: true, min: 1, max: 8, doc: "experts per token (default: model.num_experts_per_tok)" },
+    aux_loss: { kind: "enum", values: ["switch", "gshard", "mixtral"], doc: 'load-balancing loss (default: "mixtral" for a mixtral model)' },
+    aux_loss_coef: { kind: "number", min: 0, doc: "aux-loss weight (default: model.router_aux_loss_coef)" },
+    z_loss_coef: { kind: "number", min: 0, default: 0, doc: "router z-loss weight (ST-MoE)" },
+    noisy_gate_policy: { kind: "enum", values: ["Jitter", "RSample"], nullable: true, default: null, doc: "router noise in training" },
+    router_logits_clamp: { kind: "number", min: 0, exclusiveMin: true, nullable: true, default: null, doc: "clamp router logits to [-v, v] (null = off)" },
+    placement: { kind: "enum", values: ["contiguous", "round_robin", "balanced"], default: "contiguous", doc: "which experts each EP rank holds" },
+    dead_expert_steps: { kind: "number", int: true, min: 0, default: 0, doc: "report an expert that got no tokens for N steps (0 = off)" },
+  },
+};
+
+/** ZeroMoE's own top-level keys. */
+export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
+  model: MODEL_SPEC,
+  data: DATA_SPEC,
+  seed: { kind: "number", int: true, min: 0, max: 2 ** 32 - 1, default: 1234, doc: "seed for init, data order and router noise" },
+  backend: { kind: "enum", values: ["auto", "webgpu", "cpu"], default: "auto", doc: "compute backend" },
+  world_size: { kind: "number", int: true, min: 1, default: 1, doc: "number of ranks (data-parallel world size)" },
+  steps: { kind: "number", int: true, min: 0, default: 100, doc: "optimizer steps to run" },
+  eval_interval: { kind: "number", int: true, min: 0, default: 0, doc: "evaluate every N steps (0 = never)" },
+  eval_batches: { kind: "number", int: true, min: 1, default: 4, doc: "validation micro-batches per rank per evaluation" },
+  checkpoint: CHECKPOINT_SPEC,
+  plugins: { kind: "array", items: { kind: "string" }, default: [], doc: "third-party plugins: package names or paths" },
+  moe: MOE_SPEC,
+};
+
+/** The whole job file. */
+export const JOB_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "ZeroMoE job",
+  fields: { ...JOB_FIELDS, ...DEEPSPEED_FIELDS },
+  aliases: DEEPSPEED_ALIASES,
+  ignored: DEEPSPEED_IGNORED,
+};

@@ -1,0 +1,157 @@
+/**
+ * Schema of the `model` section: a Hugging Face `config.json` for `llama` (LlamaConfig) or
+ * `mixtral` (MixtralConfig), with transformers' defaults for every key left out. Sources:
+ * transformers `models/llama/configuration_llama.py`, `models/mixtral/configuration_mixtral.py`.
+ * HF keys that do not change training here (`architectures`, `torch_dtype`, `use_cache` …) are
+ * accepted and ignored with a warning, so a real HF config can be pasted in. Cross-field checks
+ * (head divisibility, top-k ≤ experts) are in {@link checkModelConsistency}.
+ */
+import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
+import type { ModelConfig } from "./types.ts";
+
+const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
+const optTokenId = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 0, nullable: true, default: def, doc });
+
+/** HF keys accepted from a pasted config.json and ignored (reason shown as a warning). */
+const HF_IGNORED: Readonly<Record<string, string>> = {
+  architectures: "the class follows model_type",
+  torch_dtype: "precision comes from fp16/bf16",
+  dtype: "precision comes from fp16/bf16",
+  transformers_version: "informational",
+  _name_or_path: "informational",
+  use_cache: "no KV cache in training",
+  pretraining_tp: "no tensor parallelism",
+  output_attentions: "not supported",
+  output_hidden_states: "not supported",
+  return_dict: "not applicable",
+  auto_map: "not applicable",
+};
+
+/** A key that must be null (feature not implemented): a non-null value is an error naming it. */
+function mustBeNull(what: string): Spec {
+  return {
+    kind: "custom",
+    typeName: "null",
+    nullable: true,
+    default: null,
+    doc: `${what} (only null is supported)`,
+    check(value: unknown, path: string, ctx: CheckContext): unknown {
+      addIssue(ctx, path, `${what} is not supported; expected null, got ${show(value)}`);
+      return undefined;
+    },
+  };
+}
+
+/** Fields common to LlamaConfig and MixtralConfig; defaults differ per type and are patched below. */
+function commonFields(d: {
+  intermediate_size: number;
+  num_key_value_heads: number | null;
+  max_position_embeddings: number;
+  rms_norm_eps: number;
+  rope_theta: number;
+}): Record<string, Spec> {
+  return {
+    vocab_size: posInt("token vocabulary size (>= the tokenizer's)", 32000),
+    hidden_size: posInt("model width", 4096),
+    intermediate_size: posInt("SwiGLU MLP (or each expert's) hidden width", d.intermediate_size),
+    num_hidden_layers: posInt("transformer blocks", 32),
+    num_attention_heads: posInt("query heads", 32),
+    num_key_value_heads: { kind: "number", int: true, min: 1, nullable: true, default: d.num_key_value_heads, doc: "key/value heads (grouped-query attention); null = num_attention_heads" },
+    head_dim: { kind: "number", int: true, min: 2, nullable: true, default: null, doc: "per-head size; null = hidden_size / num_attention_heads" },
+    hidden_act: { kind: "enum", values: ["silu"], default: "silu", doc: "MLP activation (SwiGLU with silu)" },
+    rms_norm_eps: { kind: "number", min: 0, exclusiveMin: true, default: d.rms_norm_eps, doc: "RMSNorm ε" },
+    rope_theta: { kind: "number", min: 0, exclusiveMin: true, default: d.rope_theta, doc: "RoPE base" },
+    rope_scaling: mustBeNull("rope_scaling"),
+    max_position_embeddings: posInt("longest sequence the model is built for (>= data.seq_len)", d.max_position_embeddings),
+    tie_word_embeddings: { kind: "boolean", default: false, doc: "share the embedding matrix with the LM head" },
+    initializer_range: { kind: "number", min: 0, exclusiveMin: true, default: 0.02, doc: "std-dev of the normal weight init" },
+    attention_bias: { kind: "boolean", default: false, doc: "bias in q/k/v/o projections" },
+    attention_dropout: { kind: "number", min: 0, max: 0, default: 0, doc: "attention dropout (only 0 is supported)" },
+    bos_token_id: optTokenId("beginning-of-sequence id", 1),
+    eos_token_id: optTokenId("end-of-sequence id", 2),
+    pad_token_id: optTokenId("padding id", null),
+  };
+}
+
+/** LlamaConfig (transformers defaults). */
+export const LLAMA_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face LlamaConfig",
+  fields: {
+    model_type: { kind: "enum", values: ["llama"], required: true },
+    ...commonFields({ intermediate_size: 11008, num_key_value_heads: null, max_position_embeddings: 2048, rms_norm_eps: 1e-6, rope_theta: 10000 }),
+    mlp_bias: { kind: "boolean", default: false, doc: "bias in the MLP projections" },
+  },
+  ignored: HF_IGNORED,
+};
+
+/** MixtralConfig (transformers defaults). */
+export const MIXTRAL_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face MixtralConfig",
+  fields: {
+    model_type: { kind: "enum", values: ["mixtral"], required: true },
+    ...commonFields({ intermediate_size: 14336, num_key_value_heads: 8, max_position_embeddings: 4096 * 32, rms_norm_eps: 1e-5, rope_theta: 1e6 }),
+    num_local_experts: posInt("experts per MoE layer", 8),
+    num_experts_per_tok: posInt("experts each token is routed to (top-k)", 2),
+    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
+    router_jitter_noise: { kind: "number", min: 0, default: 0, doc: "multiplicative jitter on router inputs in training" },
+    sliding_window: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "sliding-window attention width (null = full causal)" },
+  },
+  ignored: HF_IGNORED,
+};
+
+/** Per-type specs. */
+export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC } as const;
+
+/** The `model` section: picks the spec by `model_type`, then fills the HF null defaults
+ * (`num_key_value_heads`, `head_dim`). */
+export const MODEL_SPEC: Spec = {
+  kind: "custom",
+  typeName: "object (Hugging Face config; keys by model_type)",
+  required: true,
+  doc: "Hugging Face model config",
+  check(value: unknown, path: string, ctx: CheckContext): unknown {
+    if (!isPlainObject(value)) {
+      addIssue(ctx, path, `expected a Hugging Face config object with model_type "llama" or "mixtral", got ${typeOfJson(value)} ${show(value)}`);
+      return undefined;
+    }
+    const typeSpec: Spec = { kind: "enum", values: Object.keys(MODEL_SPECS), required: true };
+    const type = check(value.model_type, typeSpec, joinPath(path, "model_type"), ctx) as keyof typeof MODEL_SPECS | undefined;
+    if (type === undefined) return undefined;
+    if (type === "llama") {
+      for (const k of Object.keys(MIXTRAL_SPEC.fields)) {
+        if (!(k in LLAMA_SPEC.fields) && k in value) addIssue(ctx, joinPath(path, k), `only for model_type "mixtral" (this model is "llama")`);
+      }
+    }
+    const filtered = type === "llama" ? Object.fromEntries(Object.entries(value).filter(([k]) => k in LLAMA_SPEC.fields || !(k in MIXTRAL_SPEC.fields))) : value;
+    const out = check(filtered, MODEL_SPECS[type], path, ctx) as Record<string, unknown> | undefined;
+    if (out === undefined) return undefined;
+    if (out.num_key_value_heads === null && typeof out.num_attention_heads === "number") out.num_key_value_heads = out.num_attention_heads;
+    if (out.head_dim === null && typeof out.hidden_size === "number" && typeof out.num_attention_heads === "number") {
+      if (out.hidden_size % out.num_attention_heads !== 0) {
+        addIssue(ctx, joinPath(path, "hidden_size"), `hidden_size ${out.hidden_size} is not divisible by num_attention_heads ${out.num_attention_heads}; set head_dim explicitly or change them`);
+      } else {
+        out.head_dim = out.hidden_size / out.num_attention_heads;
+      }
+    }
+    delete out.rope_scaling;
+    return out;
+  },
+};
+
+/** Cross-field checks on a resolved model: GQA divisibility, even head_dim (RoPE pairs),
+ * top-k ≤ experts. Records issues under `path`. */
+export function checkModelConsistency(m: ModelConfig, path: string, ctx: CheckContext): void {
+  if (m.num_attention_heads % m.num_key_value_heads !== 0) {
+    addIssue(ctx, joinPath(path, "num_key_value_heads"), `num_attention_heads ${m.num_attention_heads} must be a multiple of num_key_value_heads ${m.num_key_value_heads}`);
+  }
+  if (m.head_dim % 2 !== 0) addIssue(ctx, joinPath(path, "head_dim"), `head_dim must be even for rotary embeddings, got ${m.head_dim}`);
+  if (m.model_type === "mixtral" && m.num_experts_per_tok > m.num_local_experts) {
+    addIssue(ctx, joinPath(path, "num_experts_per_tok"), `num_experts_per_tok ${m.num_experts_per_tok} exceeds num_local_experts ${m.num_local_experts}`);
+  }
+  if (m.model_type === "mixtral" && m.num_experts_per_tok > 8) {
+    addIssue(ctx, joinPath(path, "num_experts_per_tok"), `at most 8 experts per token are supported (Backend.topk k <= 8), got ${m.num_experts_per_tok}`);
+  }
+}

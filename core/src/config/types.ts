@@ -1,0 +1,242 @@
+/**
+ * The fully-resolved, typed job configuration produced by `resolveJobConfig` / `loadJobConfig`.
+ * Every field is present (defaults filled in, cross-field defaults resolved), so consumers never
+ * re-apply defaults. Key names are those of the JSON file: Hugging Face names in `model`,
+ * DeepSpeed's names at top level (domain.md §3), ZeroMoE's own names in `data`, `moe`, `checkpoint`.
+ * See docs/config.md for the meaning, type and default of each key.
+ */
+
+/** Hugging Face decoder config shared by `llama` and `mixtral` (transformers' LlamaConfig /
+ * MixtralConfig names). Null-valued HF options are resolved: `num_key_value_heads` and `head_dim`
+ * are always numbers here. */
+export interface ModelConfigBase {
+  vocab_size: number;
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  /** Grouped-query attention: K/V heads; HF default when null: `num_attention_heads` (llama). */
+  num_key_value_heads: number;
+  /** Per-head size; HF default when null: `hidden_size / num_attention_heads`. */
+  head_dim: number;
+  /** Only "silu" (SwiGLU) is implemented. */
+  hidden_act: "silu";
+  rms_norm_eps: number;
+  rope_theta: number;
+  max_position_embeddings: number;
+  tie_word_embeddings: boolean;
+  /** Std-dev of the normal init of weights (HF `_init_weights`). */
+  initializer_range: number;
+  attention_bias: boolean;
+  attention_dropout: number;
+  bos_token_id: number | null;
+  eos_token_id: number | null;
+  pad_token_id: number | null;
+}
+
+/** Dense Llama (HF LlamaConfig). */
+export interface LlamaConfig extends ModelConfigBase {
+  model_type: "llama";
+  mlp_bias: boolean;
+}
+
+/** Sparse Mixtral (HF MixtralConfig). */
+export interface MixtralConfig extends ModelConfigBase {
+  model_type: "mixtral";
+  num_local_experts: number;
+  num_experts_per_tok: number;
+  router_aux_loss_coef: number;
+  output_router_logits: boolean;
+  router_jitter_noise: number;
+  sliding_window: number | null;
+}
+
+export type ModelConfig = LlamaConfig | MixtralConfig;
+
+/** Dataset and tokenization. */
+export interface DataConfig {
+  /** "moby-dick" | "sotu" | a path to .txt, .jsonl (`text` field per line) or uint16 .bin tokens. */
+  dataset: string;
+  tokenizer: "byte" | "gpt2";
+  /** Tokens per training sequence (inputs); targets are the same window shifted by one. */
+  seq_len: number;
+  /** Fraction of the token stream (the tail) held out for validation, in [0, 0.5]. */
+  validation_fraction: number;
+}
+
+/** Checkpointing. */
+export interface CheckpointConfig {
+  /** Directory of tags; null disables saving. */
+  dir: string | null;
+  /** Save every N optimizer steps (0 = only at the end when `dir` is set). */
+  save_interval: number;
+  /** Keep only the newest N tags (0 = keep all). */
+  keep_last: number;
+}
+
+/** Mixture-of-Experts routing (ZeroMoE section; DeepSpeed MoE layer names where they exist). */
+export interface MoeConfig {
+  ep_size: number;
+  capacity_factor: number;
+  eval_capacity_factor: number;
+  min_capacity: number;
+  drop_tokens: boolean;
+  k: number;
+  aux_loss: "switch" | "gshard" | "mixtral";
+  aux_loss_coef: number;
+  z_loss_coef: number;
+  noisy_gate_policy: "Jitter" | "RSample" | null;
+  /** Clamp router logits to [-v, v] before softmax; null = no clamp. */
+  router_logits_clamp: number | null;
+  placement: "contiguous" | "round_robin" | "balanced";
+  /** Report an expert as dead after this many steps without tokens (0 = off). */
+  dead_expert_steps: number;
+}
+
+/** DeepSpeed `optimizer` section, resolved. */
+export interface OptimizerConfig {
+  type: "Adam" | "AdamW";
+  params: {
+    lr: number;
+    betas: [number, number];
+    eps: number;
+    weight_decay: number;
+    /** Decoupled weight decay (AdamW). Always true for type AdamW. */
+    adam_w_mode: boolean;
+  };
+}
+
+export type WarmupType = "log" | "linear";
+
+export interface WarmupLRParams {
+  warmup_min_lr: number;
+  warmup_max_lr: number;
+  warmup_num_steps: number;
+  warmup_type: WarmupType;
+}
+export interface WarmupDecayLRParams extends WarmupLRParams {
+  total_num_steps: number;
+}
+export interface WarmupCosineLRParams {
+  total_num_steps: number;
+  warmup_min_ratio: number;
+  warmup_num_steps: number;
+  cos_min_ratio: number;
+  warmup_type: WarmupType;
+}
+
+/** DeepSpeed `scheduler` section, resolved (discriminated by `type`). */
+export type SchedulerConfig =
+  | { type: "WarmupLR"; params: WarmupLRParams }
+  | { type: "WarmupDecayLR"; params: WarmupDecayLRParams }
+  | { type: "WarmupCosineLR"; params: WarmupCosineLRParams };
+
+export interface Fp16Config {
+  enabled: boolean;
+  /** 0 = dynamic scaling; > 0 = static scale. */
+  loss_scale: number;
+  initial_scale_power: number;
+  loss_scale_window: number;
+  hysteresis: number;
+  consecutive_hysteresis: boolean;
+  min_loss_scale: number;
+}
+
+export interface OffloadOptimizerConfig {
+  device: "none" | "cpu" | "nvme";
+  nvme_path: string | null;
+  pin_memory: boolean;
+  buffer_count: number;
+}
+export interface OffloadParamConfig extends OffloadOptimizerConfig {
+  buffer_size: number;
+  max_in_cpu: number;
+}
+
+export interface ZeroConfig {
+  stage: 0 | 1 | 2 | 3;
+  overlap_comm: boolean;
+  contiguous_gradients: boolean;
+  reduce_scatter: boolean;
+  reduce_bucket_size: number;
+  allgather_bucket_size: number;
+  stage3_prefetch_bucket_size: number;
+  stage3_param_persistence_threshold: number;
+  stage3_max_live_parameters: number;
+  stage3_max_reuse_distance: number;
+  stage3_gather_16bit_weights_on_model_save: boolean;
+  sub_group_size: number;
+  offload_optimizer: OffloadOptimizerConfig;
+  offload_param: OffloadParamConfig;
+}
+
+export interface ExpertParallelConfig {
+  enabled: boolean;
+  autoep_size: number;
+  preset_model: "mixtral" | "qwen3_moe" | "deepseek_v2" | "deepseek_v3" | null;
+}
+
+export interface ActivationCheckpointingConfig {
+  /** Recompute each unit's activations in backward. True when the section is present, unless set. */
+  enabled: boolean;
+  partition_activations: boolean;
+  cpu_checkpointing: boolean;
+  contiguous_memory_optimization: boolean;
+  number_checkpoints: number | null;
+  synchronize_checkpoint_boundary: boolean;
+  profile: boolean;
+}
+
+export interface FlopsProfilerConfig {
+  enabled: boolean;
+  profile_step: number;
+  module_depth: number;
+  top_modules: number;
+  detailed: boolean;
+  output_file: string | null;
+}
+
+/** The whole job. */
+export interface JobConfig {
+  model: ModelConfig;
+  data: DataConfig;
+  seed: number;
+  backend: "auto" | "webgpu" | "cpu";
+  /** Number of ranks (= data-parallel world size; no tensor/pipeline parallelism). */
+  world_size: number;
+  /** Optimizer steps to run. */
+  steps: number;
+  /** Evaluate on the validation split every N steps (0 = never). */
+  eval_interval: number;
+  /** Validation micro-batches per rank per evaluation. */
+  eval_batches: number;
+  checkpoint: CheckpointConfig;
+  /** Third-party plugins: package names or paths. */
+  plugins: string[];
+  /** MoE routing; null for a dense model. */
+  moe: MoeConfig | null;
+
+  // ---- DeepSpeed keys ----
+  train_batch_size: number;
+  train_micro_batch_size_per_gpu: number;
+  gradient_accumulation_steps: number;
+  optimizer: OptimizerConfig;
+  /** null: constant lr = optimizer.params.lr. */
+  scheduler: SchedulerConfig | null;
+  /** Max global L2 norm of gradients; 0 disables clipping. */
+  gradient_clipping: number;
+  fp16: Fp16Config;
+  bf16: { enabled: boolean };
+  zero_optimization: ZeroConfig;
+  expert_parallel: ExpertParallelConfig;
+  activation_checkpointing: ActivationCheckpointingConfig;
+  steps_per_print: number;
+  wall_clock_breakdown: boolean;
+  flops_profiler: FlopsProfilerConfig;
+}
+
+/** Result of resolving a job: the config plus non-fatal warnings (ignored keys etc.). */
+export interface ResolvedJob {
+  config: JobConfig;
+  warnings: string[];
+}
