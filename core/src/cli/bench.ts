@@ -1,0 +1,68 @@
+/**
+ * `bun run bench <name> [args…]`: runs the benchmark `<name>`.
+ *
+ * A benchmark is a file `<package>/bench/<name>.ts` in one of the workspace packages searched
+ * below (kernels, core, then every plugin); it is imported and its exported `main(args)` is
+ * awaited, so benchmarks written by other areas (`comm`, `zero`, `train`, `moe`, `checkpoint`, …) are
+ * picked up by dropping a file in place. With no name, or `--list`, the available benchmarks are
+ * listed. Exits with status 2 on an unknown name, 1 when the benchmark throws.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+
+/** Signature every benchmark module exports. */
+export type BenchMain = (args: string[]) => Promise<void> | void;
+
+/** Repository root (two folders above core/src/cli). */
+const ROOT = resolve(import.meta.dir, "..", "..", "..");
+
+/** Folders searched for `<name>.ts`, in order. */
+export function benchDirs(root: string = ROOT): string[] {
+  const dirs = [join(root, "kernels", "bench"), join(root, "core", "bench")];
+  const plugins = join(root, "plugins");
+  if (existsSync(plugins)) {
+    for (const p of readdirSync(plugins).sort()) dirs.push(join(plugins, p, "bench"));
+  }
+  return dirs.filter((d) => existsSync(d));
+}
+
+/** Every benchmark found: name → file. A name defined twice keeps the first folder's file. */
+export function listBenches(root: string = ROOT): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const d of benchDirs(root)) {
+    for (const f of readdirSync(d).sort()) {
+      if (!f.endsWith(".ts") || f.endsWith(".d.ts") || f.startsWith("_")) continue;
+      const name = basename(f, ".ts");
+      if (!found.has(name)) found.set(name, join(d, f));
+    }
+  }
+  return found;
+}
+
+/** Runs benchmark `name` with `args`; throws an Error naming the file when it has no `main`. */
+export async function runBench(name: string, args: string[], root: string = ROOT): Promise<void> {
+  const benches = listBenches(root);
+  const file = benches.get(name);
+  if (!file) {
+    throw new Error(`bench: unknown benchmark "${name}". Available: ${[...benches.keys()].join(", ") || "(none)"}`);
+  }
+  const mod = (await import(file)) as { main?: BenchMain };
+  if (typeof mod.main !== "function") throw new Error(`bench: ${file} must export a function main(args: string[])`);
+  await mod.main(args);
+}
+
+if (import.meta.main) {
+  const [name, ...rest] = process.argv.slice(2);
+  if (!name || name === "--list" || name === "-h" || name === "--help") {
+    const benches = listBenches();
+    console.log("usage: bun run bench <name> [args…]\navailable benchmarks:");
+    for (const [n, f] of benches) console.log(`  ${n.padEnd(12)} ${f.slice(ROOT.length + 1)}`);
+    process.exit(name ? 0 : 2);
+  }
+  try {
+    await runBench(name, rest);
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : e);
+    process.exit(listBenches().has(name) ? 1 : 2);
+  }
+}
