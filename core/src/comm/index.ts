@@ -1,0 +1,25 @@
+/** Public surface of the communication layer (docs/comm.md). */
+export type {
+  CollectiveName,
+  CollectiveOptions,
+  CommArray,
+  CommReduceOp,
+  Communicator,
+  Group,
+  OpStats,
+  ReduceOptions,
+} from "./communicator.ts";
+export { COLLECTIVE_NAMES } from "./communicator.ts";
+export { CommAbortedError, CommMismatchError, CommTimeoutError } from "./errors.ts";
+export {
+  createParallelGroups,
+  expertDataParallelGroups,
+  expertDataParallelRanks,
+  expertParallelGroups,
+  expertParallelRanks,
+  type ParallelGroups,
+} from "./groups.ts";
+export { LocalCommunicator, timeoutMsFromEnv, type LocalCommOptions } from "./local/local_communicator.ts";
+export { abortWorld, createLocalWorldMemory, DEFAULT_SLOT_BYTES, type LocalWorldMemory } from "./local/memory.ts";
+export { ringAllReduceBytes, ringShardBytes } from "./stats.ts";
+export { createSoloCommunicator } from "./solo.ts";

@@ -1,0 +1,105 @@
+/**
+ * Group registry and barrier of the `local` transport, on the shared control block (memory.ts).
+ *
+ * A group is identified by its member set: the first rank to create it claims a registry entry
+ * (compare-and-swap on the entry state), later creators of the same set find it. The barrier is
+ * epoch based: each member keeps a private count of barriers it has entered on the group; entering
+ * barrier k stores k in `arrive[me]`, increments and notifies the group's bell word, and waits
+ * (Atomics.wait on the bell, in slices so the abort word is re-checked) until every member's
+ * `arrive` has reached k. The ranks whose `arrive` is behind are the ones named by a timeout.
+ */
+
+import { CommAbortedError, CommTimeoutError } from "../errors.ts";
+import { ABORT, MAX_GROUPS, controlLayout, type ControlLayout } from "./memory.ts";
+
+/** Longest single Atomics.wait, ms: bounds how stale an abort can be even without a notify. */
+const WAIT_SLICE_MS = 250;
+/** Spins on the bell before blocking (cheap when a peer is a few microseconds behind). */
+const SPINS = 64;
+
+/** One rank's handle on one registry entry. Several Group objects with the same ranks share it. */
+export class GroupSync {
+  /** Barriers this rank has entered on the group (wraps at 2³¹; compared modulo 2³²). */
+  private epoch = 0;
+  private readonly bell: number;
+  private readonly arriveBase: number;
+
+  constructor(
+    private readonly ctl: Int32Array,
+    readonly entry: number,
+    readonly ranks: readonly number[],
+    private readonly me: number,
+    layout: ControlLayout,
+  ) {
+    const base = layout.registryBase + entry * layout.entryWords;
+    this.bell = base + 1;
+    this.arriveBase = base + 2 + layout.maskWords;
+  }
+
+  /**
+   * Wait until every member has entered this barrier. Throws {@link CommAbortedError} when the job
+   * is aborted and {@link CommTimeoutError} (naming the missing world ranks) after `timeoutMs`.
+   * `op`/`groupName` only label errors.
+   */
+  arriveAndWait(op: string, groupName: string, timeoutMs: number): void {
+    const ctl = this.ctl;
+    const epoch = (this.epoch = (this.epoch + 1) | 0);
+    Atomics.store(ctl, this.arriveBase + this.me, epoch);
+    Atomics.add(ctl, this.bell, 1);
+    Atomics.notify(ctl, this.bell);
+    if (this.ranks.length === 1) return;
+    let deadline = -1;
+    let spins = 0;
+    for (;;) {
+      const b = Atomics.load(ctl, this.bell);
+      if (this.allArrived(epoch)) return;
+      const abort = Atomics.load(ctl, ABORT);
+      if (abort !== 0) throw new CommAbortedError(op, groupName, abort > 0 ? abort - 1 : -1, this.me);
+      if (spins < SPINS) {
+        spins++;
+        continue;
+      }
+      const now = performance.now();
+      if (deadline < 0) deadline = now + timeoutMs;
+      if (now >= deadline) throw new CommTimeoutError(op, groupName, this.missing(epoch), timeoutMs / 1000, this.me);
+      Atomics.wait(ctl, this.bell, b, Math.min(WAIT_SLICE_MS, deadline - now));
+    }
+  }
+
+  private allArrived(epoch: number): boolean {
+    for (const r of this.ranks) if (((Atomics.load(this.ctl, this.arriveBase + r) - epoch) | 0) < 0) return false;
+    return true;
+  }
+
+  private missing(epoch: number): number[] {
+    return this.ranks.filter((r) => ((Atomics.load(this.ctl, this.arriveBase + r) - epoch) | 0) < 0);
+  }
+}
+
+/**
+ * Find or claim the registry entry for the member set `ranks` (ascending world ranks) and return
+ * its index. Throws when all {@link MAX_GROUPS} entries hold other sets.
+ */
+export function registerGroup(ctl: Int32Array, worldSize: number, ranks: readonly number[]): number {
+  const layout = controlLayout(worldSize);
+  const mask = new Int32Array(layout.maskWords);
+  for (const r of ranks) mask[r >> 5] |= 1 << (r & 31);
+  for (let e = 0; e < MAX_GROUPS; e++) {
+    const base = layout.registryBase + e * layout.entryWords;
+    let state = Atomics.compareExchange(ctl, base, 0, 1);
+    if (state === 0) {
+      for (let w = 0; w < layout.maskWords; w++) Atomics.store(ctl, base + 2 + w, mask[w]);
+      Atomics.store(ctl, base, 2);
+      Atomics.notify(ctl, base);
+      return e;
+    }
+    while (state === 1) {
+      Atomics.wait(ctl, base, 1, 10);
+      state = Atomics.load(ctl, base);
+    }
+    let same = true;
+    for (let w = 0; w < layout.maskWords; w++) if (Atomics.load(ctl, base + 2 + w) !== mask[w]) same = false;
+    if (same) return e;
+  }
+  throw new Error(`local comm: group registry full (${MAX_GROUPS} distinct rank sets); cannot create group [${ranks.join(",")}]`);
+}

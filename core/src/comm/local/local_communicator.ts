@@ -1,0 +1,518 @@
+/**
+ * The `local` transport: ranks are threads (Bun Workers) of one process sharing a
+ * {@link LocalWorldMemory}. Every collective moves data through each rank's fixed-size arena slot
+ * in chunks: a rank writes its contribution into its own slot, the group meets at a barrier, each
+ * rank reads what it needs from its peers' slots, and the group meets again before slots are
+ * reused. A large array takes ⌈bytes / slot⌉ rounds; nothing is allocated per call besides the
+ * output arrays a caller asks for.
+ *
+ * all_reduce is a shared-memory reduce-scatter + all-gather inside each chunk: member k reduces the
+ * k-th segment of the chunk over all slots in group order and publishes it; then everyone copies the
+ * other segments. reduce_scatter reduces exactly the same way, so the two agree bit for bit.
+ *
+ * The collectives run synchronously on the calling thread (blocking in Atomics.wait at barriers)
+ * and return resolved/rejected promises. Argument agreement is checked at the first barrier of
+ * every call through per-rank headers (op, dtype, length, root, flags).
+ */
+
+import type {
+  CollectiveName,
+  CollectiveOptions,
+  CommArray,
+  Communicator,
+  Group,
+  OpStats,
+  ReduceOptions,
+} from "../communicator.ts";
+import { CommMismatchError } from "../errors.ts";
+import { reduceInto } from "../reduce.ts";
+import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
+import { GroupSync, registerGroup } from "./group_sync.ts";
+import { HEADER_BASE, HEADER_WORDS, controlLayout, type LocalWorldMemory } from "./memory.ts";
+
+/** Options of a local communicator. */
+export interface LocalCommOptions {
+  /** Longest wait at any barrier before a collective fails, ms. Default: env ZEROMOE_COMM_TIMEOUT_S
+   * (seconds) or 300 s. */
+  timeoutMs?: number;
+}
+
+/** Collective timeout from env ZEROMOE_COMM_TIMEOUT_S (seconds), default 300 s; returns ms. */
+export function timeoutMsFromEnv(): number {
+  const v = process.env.ZEROMOE_COMM_TIMEOUT_S;
+  if (v === undefined || v === "") return 300_000;
+  const s = Number(v);
+  if (!Number.isFinite(s) || s <= 0) throw new Error(`ZEROMOE_COMM_TIMEOUT_S must be a positive number of seconds, got "${v}"`);
+  return s * 1000;
+}
+
+const OP_CODES: Record<CollectiveName, number> = {
+  all_reduce: 1,
+  reduce_scatter: 2,
+  all_gather: 3,
+  all_to_all_v: 4,
+  broadcast: 5,
+  gather: 6,
+  scatter: 7,
+  barrier: 8,
+};
+
+type ArrayCtor = {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
+  new (length: number): CommArray;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly name: string;
+};
+
+function dtypeCode(a: CommArray): number {
+  if (a instanceof Float32Array) return 1;
+  if (a instanceof Float64Array) return 2;
+  if (a instanceof Uint16Array) return 3;
+  if (a instanceof Int32Array) return 4;
+  if (a instanceof Uint32Array) return 5;
+  throw new TypeError(`comm: unsupported array type ${(a as object)?.constructor?.name}; expected Float32Array, Float64Array, Uint16Array, Int32Array or Uint32Array`);
+}
+const DTYPE_NAMES = ["?", "Float32Array", "Float64Array", "Uint16Array", "Int32Array", "Uint32Array"];
+
+class LocalGroup implements Group {
+  readonly size: number;
+  constructor(
+    readonly owner: LocalCommunicator,
+    readonly ranks: readonly number[],
+    readonly rank: number,
+    readonly name: string,
+    readonly sync: GroupSync,
+  ) {
+    this.size = ranks.length;
+  }
+}
+
+/** Header fields compared across members at a collective's first barrier. */
+interface Header {
+  op: number;
+  dtype: number;
+  length: number;
+  root: number;
+  flags: number;
+}
+
+/** A rank's communicator on the `local` (shared-memory, Bun Workers) transport. */
+export class LocalCommunicator implements Communicator {
+  readonly transport = "local";
+  readonly worldSize: number;
+  readonly world: Group;
+  private readonly ctl: Int32Array;
+  private readonly syncs = new Map<number, GroupSync>();
+  private readonly counters = new CommStats();
+  private readonly timeoutMs: number;
+
+  /**
+   * Attach rank `rank` to the job memory `mem`. Every rank of the job must construct exactly one
+   * communicator on the same memory. Throws when `rank` is out of range.
+   */
+  constructor(
+    private readonly mem: LocalWorldMemory,
+    readonly rank: number,
+    opts: LocalCommOptions = {},
+  ) {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= mem.worldSize) {
+      throw new Error(`local comm: rank ${rank} out of range [0, ${mem.worldSize})`);
+    }
+    this.worldSize = mem.worldSize;
+    this.ctl = new Int32Array(mem.control);
+    this.timeoutMs = opts.timeoutMs ?? timeoutMsFromEnv();
+    this.world = this.newGroup(
+      Array.from({ length: this.worldSize }, (_, i) => i),
+      "world",
+    );
+  }
+
+  newGroup(ranks: readonly number[], name?: string): Group {
+    const sorted = [...ranks].sort((a, b) => a - b);
+    for (let i = 0; i < sorted.length; i++) {
+      const r = sorted[i];
+      if (!Number.isInteger(r) || r < 0 || r >= this.worldSize) {
+        throw new Error(`newGroup: rank ${r} out of range [0, ${this.worldSize}) in [${ranks.join(",")}]`);
+      }
+      if (i > 0 && sorted[i - 1] === r) throw new Error(`newGroup: rank ${r} listed twice in [${ranks.join(",")}]`);
+    }
+    const me = sorted.indexOf(this.rank);
+    if (me < 0) throw new Error(`newGroup: rank ${this.rank} is not a member of [${ranks.join(",")}]; only members create a group`);
+    const entry = registerGroup(this.ctl, this.worldSize, sorted);
+    let sync = this.syncs.get(entry);
+    if (!sync) {
+      sync = new GroupSync(this.ctl, entry, sorted, this.rank, controlLayout(this.worldSize));
+      this.syncs.set(entry, sync);
+    }
+    return new LocalGroup(this, sorted, me, name ?? `[${sorted.join(",")}]`, sync);
+  }
+
+  stats(): Record<CollectiveName, OpStats> {
+    return this.counters.snapshot();
+  }
+
+  resetStats(): void {
+    this.counters.reset();
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private group(opts: CollectiveOptions | undefined, op: CollectiveName): LocalGroup {
+    const g = opts?.group ?? this.world;
+    if (!(g instanceof LocalGroup) || g.owner !== this) {
+      throw new Error(`${op}: group ${g?.name ?? String(g)} was not created by this rank's communicator`);
+    }
+    return g;
+  }
+
+  /** A view of `len` elements of world rank `r`'s slot, starting at element `off`. */
+  private slot(r: number, ctor: ArrayCtor, off: number, len: number): CommArray {
+    return new ctor(this.mem.arena, r * this.mem.slotBytes + off * ctor.BYTES_PER_ELEMENT, len);
+  }
+
+  private slotElems(ctor: ArrayCtor): number {
+    return Math.floor(this.mem.slotBytes / ctor.BYTES_PER_ELEMENT);
+  }
+
+  private writeHeader(h: Header): void {
+    const b = HEADER_BASE + HEADER_WORDS * this.rank;
+    Atomics.store(this.ctl, b, h.op);
+    Atomics.store(this.ctl, b + 1, h.dtype);
+    Atomics.store(this.ctl, b + 2, h.length | 0);
+    Atomics.store(this.ctl, b + 3, h.root);
+    Atomics.store(this.ctl, b + 4, h.flags);
+  }
+
+  private readHeader(r: number): Header {
+    const b = HEADER_BASE + HEADER_WORDS * r;
+    return {
+      op: Atomics.load(this.ctl, b),
+      dtype: Atomics.load(this.ctl, b + 1),
+      length: Atomics.load(this.ctl, b + 2) >>> 0,
+      root: Atomics.load(this.ctl, b + 3),
+      flags: Atomics.load(this.ctl, b + 4),
+    };
+  }
+
+  private barrierOf(g: LocalGroup, op: CollectiveName): void {
+    g.sync.arriveAndWait(op, g.name, this.timeoutMs);
+  }
+
+  /** After the first barrier: compare every member's header with the first member's. On a
+   * mismatch every member sees the same table, meets once more (so no slot is still being read)
+   * and throws the same error. */
+  private checkHeaders(g: LocalGroup, op: CollectiveName): void {
+    const hs = g.ranks.map((r) => this.readHeader(r));
+    const h0 = hs[0];
+    const bad = hs.some((h) => h.op !== h0.op || h.dtype !== h0.dtype || h.length !== h0.length || h.root !== h0.root || h.flags !== h0.flags);
+    if (!bad) return;
+    const names = Object.fromEntries(Object.entries(OP_CODES).map(([k, v]) => [v, k]));
+    const rows = hs.map(
+      (h, i) =>
+        `rank ${g.ranks[i]}: ${names[h.op] ?? `op#${h.op}`} ${DTYPE_NAMES[h.dtype] ?? "?"} length ${h.length} root ${h.root} flags ${h.flags}`,
+    );
+    this.barrierOf(g, op);
+    throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${rows.join("; ")}`);
+  }
+
+  private checkRoot(g: LocalGroup, root: number, op: CollectiveName): number {
+    const idx = g.ranks.indexOf(root);
+    if (idx < 0) throw new Error(`${op}: root ${root} is not a member of group ${g.name} [${g.ranks.join(",")}]`);
+    return idx;
+  }
+
+  private reduceFlags(opts: ReduceOptions | undefined): number {
+    return (opts?.op === "max" ? 1 : 0) | (opts?.average ? 2 : 0) | (opts?.half === "f16" ? 4 : 0);
+  }
+
+  private validateReduce(data: CommArray, opts: ReduceOptions | undefined, op: CollectiveName): void {
+    if (opts?.op !== undefined && opts.op !== "sum" && opts.op !== "max") throw new Error(`${op}: op must be "sum" or "max", got "${opts.op}"`);
+    if (opts?.average && opts.op === "max") throw new Error(`${op}: average is only defined with op "sum"`);
+    if (opts?.average && (data instanceof Int32Array || data instanceof Uint32Array)) {
+      throw new Error(`${op}: average is not defined for ${data.constructor.name} (integer) data`);
+    }
+  }
+
+  // ---- collectives --------------------------------------------------------------------------
+
+  async allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_reduce");
+    const dt = dtypeCode(data);
+    this.validateReduce(data, opts, "all_reduce");
+    const n = g.size;
+    const ctor = data.constructor as ArrayCtor;
+    const cap = this.slotElems(ctor);
+    const len = data.length;
+    const op = opts?.op ?? "sum";
+    const average = opts?.average ?? false;
+    const half = opts?.half ?? "bf16";
+    this.writeHeader({ op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: this.reduceFlags(opts) });
+    const chunks = Math.max(1, Math.ceil(len / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, len - o);
+      const mine = this.slot(this.rank, ctor, 0, c);
+      mine.set(data.subarray(o, o + c));
+      this.barrierOf(g, "all_reduce");
+      if (ch === 0) this.checkHeaders(g, "all_reduce");
+      const s0 = Math.floor((c * g.rank) / n);
+      const s1 = Math.floor((c * (g.rank + 1)) / n);
+      const srcs = g.ranks.map((r) => this.slot(r, ctor, s0, s1 - s0));
+      reduceInto(data, o + s0, srcs, s1 - s0, op, average, n, half);
+      mine.set(data.subarray(o + s0, o + s1), s0);
+      this.barrierOf(g, "all_reduce");
+      for (let j = 0; j < n; j++) {
+        if (j === g.rank) continue;
+        const j0 = Math.floor((c * j) / n);
+        const j1 = Math.floor((c * (j + 1)) / n);
+        data.set(this.slot(g.ranks[j], ctor, j0, j1 - j0) as T, o + j0);
+      }
+      this.barrierOf(g, "all_reduce");
+    }
+    this.counters.record("all_reduce", ringAllReduceBytes(data.byteLength, n), performance.now() - t0);
+    return data;
+  }
+
+  async reduceScatter<T extends CommArray>(input: T, output?: T, opts?: ReduceOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "reduce_scatter");
+    const dt = dtypeCode(input);
+    this.validateReduce(input, opts, "reduce_scatter");
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    if (input.length % n !== 0) {
+      throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not divisible by the group size ${n}`);
+    }
+    const s = input.length / n;
+    const out = output ?? (new ctor(s) as T);
+    if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out.length !== s) throw new Error(`reduce_scatter on group ${g.name}: output length ${out.length}, expected input length / group size = ${s}`);
+    const op = opts?.op ?? "sum";
+    const average = opts?.average ?? false;
+    const half = opts?.half ?? "bf16";
+    const cap = Math.floor(this.slotElems(ctor) / n);
+    this.writeHeader({ op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
+    const chunks = Math.max(1, Math.ceil(s / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, s - o);
+      const mine = this.slot(this.rank, ctor, 0, n * c);
+      for (let k = 0; k < n; k++) mine.set(input.subarray(k * s + o, k * s + o + c), k * c);
+      this.barrierOf(g, "reduce_scatter");
+      if (ch === 0) this.checkHeaders(g, "reduce_scatter");
+      const srcs = g.ranks.map((r) => this.slot(r, ctor, g.rank * c, c));
+      reduceInto(out, o, srcs, c, op, average, n, half);
+      this.barrierOf(g, "reduce_scatter");
+    }
+    this.counters.record("reduce_scatter", ringShardBytes(input.byteLength, n), performance.now() - t0);
+    return out;
+  }
+
+  async allGather<T extends CommArray>(input: T, output?: T, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_gather");
+    const dt = dtypeCode(input);
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    const s = input.length;
+    const out = output ?? (new ctor(n * s) as T);
+    if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out.length !== n * s) throw new Error(`all_gather on group ${g.name}: output length ${out.length}, expected group size × input length = ${n * s}`);
+    const cap = this.slotElems(ctor);
+    this.writeHeader({ op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
+    const chunks = Math.max(1, Math.ceil(s / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, s - o);
+      this.slot(this.rank, ctor, 0, c).set(input.subarray(o, o + c));
+      this.barrierOf(g, "all_gather");
+      if (ch === 0) this.checkHeaders(g, "all_gather");
+      for (let j = 0; j < n; j++) {
+        const src = j === g.rank ? input.subarray(o, o + c) : this.slot(g.ranks[j], ctor, 0, c);
+        out.set(src as T, j * s + o);
+      }
+      this.barrierOf(g, "all_gather");
+    }
+    this.counters.record("all_gather", ringShardBytes(out.byteLength, n), performance.now() - t0);
+    return out;
+  }
+
+  async allToAllV<T extends CommArray>(
+    send: T,
+    sendCounts: readonly number[],
+    recvCounts: readonly number[],
+    recv?: T,
+    opts?: CollectiveOptions,
+  ): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_to_all_v");
+    const dt = dtypeCode(send);
+    const n = g.size;
+    const ctor = send.constructor as ArrayCtor;
+    const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
+    for (const [name, counts] of [["sendCounts", sendCounts], ["recvCounts", recvCounts]] as const) {
+      if (counts.length !== n) throw new Error(`${where}: ${name} has ${counts.length} entries, expected the group size ${n}`);
+      for (const c of counts) if (!Number.isInteger(c) || c < 0) throw new Error(`${where}: ${name} must hold non-negative integers, got ${c}`);
+    }
+    const sdispl = prefix(sendCounts);
+    const rdispl = prefix(recvCounts);
+    if (sdispl[n] > send.length) throw new Error(`${where}: sendCounts sum to ${sdispl[n]} but send has ${send.length} elements`);
+    const out = recv ?? (new ctor(rdispl[n]) as T);
+    if (out.constructor !== ctor) throw new Error(`${where}: recv is ${out.constructor.name}, send is ${ctor.name}; they must match`);
+    if (out.length < rdispl[n]) throw new Error(`${where}: recvCounts sum to ${rdispl[n]} but recv has ${out.length} elements`);
+
+    // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.
+    this.writeHeader({ op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    const cnt = this.slot(this.rank, Float64Array as unknown as ArrayCtor, 0, 2 * n) as Float64Array;
+    for (let j = 0; j < n; j++) {
+      cnt[j] = sendCounts[j];
+      cnt[n + j] = recvCounts[j];
+    }
+    this.barrierOf(g, "all_to_all_v");
+    this.checkHeaders(g, "all_to_all_v");
+    let maxCount = 0;
+    const problems: string[] = [];
+    const mats = g.ranks.map((r) => this.slot(r, Float64Array as unknown as ArrayCtor, 0, 2 * n) as Float64Array);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < n; j++) {
+        const sent = mats[i][j];
+        const expected = mats[j][n + i];
+        if (sent !== expected) problems.push(`rank ${g.ranks[i]} sends ${sent} to rank ${g.ranks[j]}, which expects ${expected}`);
+        if (i !== j && sent > maxCount) maxCount = sent;
+      }
+    }
+    this.barrierOf(g, "all_to_all_v");
+    if (problems.length > 0) throw new CommMismatchError(`${where}: send/recv counts disagree: ${problems.join("; ")}`);
+
+    // Self part: a direct copy.
+    const me = g.rank;
+    out.set(send.subarray(sdispl[me], sdispl[me] + sendCounts[me]) as T, rdispl[me]);
+    // Phase 2: rounds of up to q elements per (sender, receiver) pair through the slots.
+    const q = Math.floor(this.slotElems(ctor) / n);
+    const rounds = Math.ceil(maxCount / q);
+    for (let t = 0; t < rounds; t++) {
+      const o = t * q;
+      for (let j = 0; j < n; j++) {
+        if (j === me) continue;
+        const c = Math.min(q, sendCounts[j] - o);
+        if (c > 0) this.slot(this.rank, ctor, j * q, c).set(send.subarray(sdispl[j] + o, sdispl[j] + o + c));
+      }
+      this.barrierOf(g, "all_to_all_v");
+      for (let i = 0; i < n; i++) {
+        if (i === me) continue;
+        const c = Math.min(q, recvCounts[i] - o);
+        if (c > 0) out.set(this.slot(g.ranks[i], ctor, me * q, c) as T, rdispl[i] + o);
+      }
+      this.barrierOf(g, "all_to_all_v");
+    }
+    const bpe = ctor.BYTES_PER_ELEMENT;
+    this.counters.record("all_to_all_v", (sdispl[n] - sendCounts[me]) * bpe, performance.now() - t0);
+    return out;
+  }
+
+  async broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "broadcast");
+    const dt = dtypeCode(data);
+    const rootIdx = this.checkRoot(g, root, "broadcast");
+    const ctor = data.constructor as ArrayCtor;
+    const cap = this.slotElems(ctor);
+    const len = data.length;
+    this.writeHeader({ op: OP_CODES.broadcast, dtype: dt, length: len, root, flags: 0 });
+    const chunks = Math.max(1, Math.ceil(len / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, len - o);
+      if (g.rank === rootIdx) this.slot(this.rank, ctor, 0, c).set(data.subarray(o, o + c));
+      this.barrierOf(g, "broadcast");
+      if (ch === 0) this.checkHeaders(g, "broadcast");
+      if (g.rank !== rootIdx) data.set(this.slot(root, ctor, 0, c) as T, o);
+      this.barrierOf(g, "broadcast");
+    }
+    this.counters.record("broadcast", g.rank === rootIdx && g.size > 1 ? data.byteLength : 0, performance.now() - t0);
+    return data;
+  }
+
+  async gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Promise<T | null> {
+    const t0 = performance.now();
+    const g = this.group(opts, "gather");
+    const dt = dtypeCode(input);
+    const rootIdx = this.checkRoot(g, root, "gather");
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    const s = input.length;
+    const isRoot = g.rank === rootIdx;
+    const out = isRoot ? (output ?? (new ctor(n * s) as T)) : null;
+    if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
+    const cap = this.slotElems(ctor);
+    this.writeHeader({ op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
+    const chunks = Math.max(1, Math.ceil(s / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, s - o);
+      if (!isRoot) this.slot(this.rank, ctor, 0, c).set(input.subarray(o, o + c));
+      this.barrierOf(g, "gather");
+      if (ch === 0) this.checkHeaders(g, "gather");
+      if (out) {
+        for (let j = 0; j < n; j++) {
+          const src = j === g.rank ? input.subarray(o, o + c) : this.slot(g.ranks[j], ctor, 0, c);
+          out.set(src as T, j * s + o);
+        }
+      }
+      this.barrierOf(g, "gather");
+    }
+    this.counters.record("gather", isRoot ? 0 : input.byteLength, performance.now() - t0);
+    return out;
+  }
+
+  async scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "scatter");
+    const dt = dtypeCode(output);
+    const rootIdx = this.checkRoot(g, root, "scatter");
+    const n = g.size;
+    const ctor = output.constructor as ArrayCtor;
+    const s = output.length;
+    const isRoot = g.rank === rootIdx;
+    if (isRoot) {
+      if (!input) throw new Error(`scatter on group ${g.name}: the root (rank ${root}) must pass an input array`);
+      if (input.constructor !== ctor) throw new Error(`scatter: input is ${input.constructor.name}, output is ${ctor.name}; they must match`);
+      if (input.length !== n * s) throw new Error(`scatter on group ${g.name}: root input length ${input.length}, expected group size × output length = ${n * s}`);
+    }
+    const cap = Math.floor(this.slotElems(ctor) / n);
+    this.writeHeader({ op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
+    const chunks = Math.max(1, Math.ceil(s / cap));
+    for (let ch = 0; ch < chunks; ch++) {
+      const o = ch * cap;
+      const c = Math.min(cap, s - o);
+      if (isRoot) {
+        const mine = this.slot(this.rank, ctor, 0, n * c);
+        for (let k = 0; k < n; k++) mine.set(input!.subarray(k * s + o, k * s + o + c), k * c);
+      }
+      this.barrierOf(g, "scatter");
+      if (ch === 0) this.checkHeaders(g, "scatter");
+      output.set(this.slot(root, ctor, g.rank * c, c) as T, o);
+      this.barrierOf(g, "scatter");
+    }
+    this.counters.record("scatter", isRoot ? ringShardBytes(n * s * ctor.BYTES_PER_ELEMENT, n) : 0, performance.now() - t0);
+    return output;
+  }
+
+  async barrier(opts?: CollectiveOptions): Promise<void> {
+    const t0 = performance.now();
+    const g = this.group(opts, "barrier");
+    this.writeHeader({ op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
+    this.barrierOf(g, "barrier");
+    this.checkHeaders(g, "barrier");
+    this.barrierOf(g, "barrier");
+    this.counters.record("barrier", 0, performance.now() - t0);
+  }
+}
+
+function prefix(counts: readonly number[]): number[] {
+  const p = [0];
+  for (const c of counts) p.push(p[p.length - 1] + c);
+  return p;
+}

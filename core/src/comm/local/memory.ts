@@ -1,0 +1,94 @@
+/**
+ * Shared memory of a `local` job: one control block (Int32 words, used with Atomics) and one data
+ * arena with a fixed-size slot per rank. Created once by the launcher and handed to every rank
+ * (Bun Worker); nothing is allocated per collective. Layout of the control block:
+ *
+ * ```
+ * [0]                      ABORT: 0, or (world rank that failed first) + 1, or −1 (aborted, no rank)
+ * [8 + 8r .. 8 + 8r + 7]   header of rank r's current collective (op code, dtype code, length, root…)
+ * [REG + e·ENTRY ..]       group registry entry e: [state, bell, member mask words…, arrive[W]…]
+ * ```
+ * A registry entry's `state` is 0 free, 1 being claimed, 2 ready; `bell` is the word members
+ * increment and notify on barrier arrival and wait on; `arrive[r]` is the last barrier epoch
+ * world rank r reached in that group.
+ */
+
+/** Default bytes per rank slot of the data arena (env ZEROMOE_COMM_ARENA_MB overrides). */
+export const DEFAULT_SLOT_BYTES = 16 << 20;
+/** Most distinct groups (rank sets) one job can create. */
+export const MAX_GROUPS = 256;
+/** Index of the abort word. */
+export const ABORT = 0;
+export const HEADER_BASE = 8;
+export const HEADER_WORDS = 8;
+
+/** Memory shared by all ranks of a `local` job. Structured-cloneable (goes to Workers as is). */
+export interface LocalWorldMemory {
+  worldSize: number;
+  /** Bytes per rank slot in `arena` (a multiple of 8). */
+  slotBytes: number;
+  control: SharedArrayBuffer;
+  arena: SharedArrayBuffer;
+}
+
+/** Word offsets derived from the world size. */
+export interface ControlLayout {
+  registryBase: number;
+  maskWords: number;
+  entryWords: number;
+  totalWords: number;
+}
+
+/** The control-block layout for `worldSize` ranks. */
+export function controlLayout(worldSize: number): ControlLayout {
+  const maskWords = Math.ceil(worldSize / 32);
+  const registryBase = HEADER_BASE + HEADER_WORDS * worldSize;
+  const entryWords = 2 + maskWords + worldSize;
+  return { registryBase, maskWords, entryWords, totalWords: registryBase + MAX_GROUPS * entryWords };
+}
+
+/** Slot size from the environment (ZEROMOE_COMM_ARENA_MB, MiB per rank) or the default. */
+export function slotBytesFromEnv(): number {
+  const v = process.env.ZEROMOE_COMM_ARENA_MB;
+  if (v === undefined || v === "") return DEFAULT_SLOT_BYTES;
+  const mb = Number(v);
+  if (!Number.isFinite(mb) || mb <= 0) throw new Error(`ZEROMOE_COMM_ARENA_MB must be a positive number of MiB, got "${v}"`);
+  return Math.max(64, Math.floor((mb * 1048576) / 8) * 8);
+}
+
+/**
+ * Allocate the shared memory of a job: `worldSize` ranks, `slotBytes` bytes of arena per rank
+ * (rounded down to a multiple of 8, at least 64). Throws on invalid sizes.
+ */
+export function createLocalWorldMemory(worldSize: number, slotBytes: number = slotBytesFromEnv()): LocalWorldMemory {
+  if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`local comm: worldSize must be a positive integer, got ${worldSize}`);
+  if (!(slotBytes >= 64)) throw new Error(`local comm: slotBytes must be at least 64, got ${slotBytes}`);
+  const slot = Math.floor(slotBytes / 8) * 8;
+  if (slot < 16 * worldSize) throw new Error(`local comm: slotBytes (${slotBytes}) must be at least 16·worldSize = ${16 * worldSize} (all_to_all_v exchanges counts through it)`);
+  const layout = controlLayout(worldSize);
+  return {
+    worldSize,
+    slotBytes: slot,
+    control: new SharedArrayBuffer(layout.totalWords * 4),
+    arena: new SharedArrayBuffer(slot * worldSize),
+  };
+}
+
+/**
+ * Mark the job aborted (first caller wins; `failedRank` −1 for "no rank") and wake every rank
+ * waiting in a collective. Safe to call from any thread holding the memory, any number of times.
+ * Returns the abort word's value after the call.
+ */
+export function abortWorld(mem: LocalWorldMemory, failedRank: number): number {
+  const ctl = new Int32Array(mem.control);
+  const code = failedRank >= 0 ? failedRank + 1 : -1;
+  Atomics.compareExchange(ctl, ABORT, 0, code);
+  const layout = controlLayout(mem.worldSize);
+  for (let e = 0; e < MAX_GROUPS; e++) {
+    const base = layout.registryBase + e * layout.entryWords;
+    if (Atomics.load(ctl, base) === 0) break; // entries are claimed in order
+    Atomics.add(ctl, base + 1, 1);
+    Atomics.notify(ctl, base + 1);
+  }
+  return Atomics.load(ctl, ABORT);
+}

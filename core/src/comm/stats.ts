@@ -1,0 +1,56 @@
+/**
+ * Per-rank byte and time accounting of collectives.
+ *
+ * Bytes "sent" are nominal, defined by the ring algorithms of the ZeRO paper (Rajbhandari et al.,
+ * SC'20, §7; domain.md §2) so that figures compare with the paper's communication volumes whatever
+ * the transport really does. For a group of n members and an array of B bytes:
+ * - all_reduce: 2(n−1)/n · B (B = the array reduced).
+ * - reduce_scatter: (n−1)/n · B (B = the full input array, n parts).
+ * - all_gather: (n−1)/n · B (B = the full output array, n parts).
+ * - all_to_all_v: the bytes this rank addresses to other members (its own part is not counted).
+ * - broadcast: B at the root, 0 elsewhere. gather: B_input at non-roots, 0 at the root.
+ *   scatter: (n−1)/n · B at the root (B = the full input), 0 elsewhere. barrier: 0.
+ */
+
+import { COLLECTIVE_NAMES, type CollectiveName, type OpStats } from "./communicator.ts";
+
+/** Nominal bytes of a ring all_reduce per rank: 2(n−1)/n · bytes. */
+export function ringAllReduceBytes(bytes: number, n: number): number {
+  return (2 * (n - 1) * bytes) / n;
+}
+
+/** Nominal bytes of a ring reduce_scatter or all_gather per rank: (n−1)/n · bytes of the full array. */
+export function ringShardBytes(bytes: number, n: number): number {
+  return ((n - 1) * bytes) / n;
+}
+
+/** Accumulates {@link OpStats} per collective kind. */
+export class CommStats {
+  private table: Record<CollectiveName, OpStats> = CommStats.empty();
+
+  private static empty(): Record<CollectiveName, OpStats> {
+    const t = {} as Record<CollectiveName, OpStats>;
+    for (const n of COLLECTIVE_NAMES) t[n] = { calls: 0, bytesSent: 0, timeMs: 0 };
+    return t;
+  }
+
+  /** Record one call of `op` that sent `bytesSent` nominal bytes and took `timeMs` milliseconds. */
+  record(op: CollectiveName, bytesSent: number, timeMs: number): void {
+    const s = this.table[op];
+    s.calls++;
+    s.bytesSent += bytesSent;
+    s.timeMs += timeMs;
+  }
+
+  /** A deep copy of the counters. */
+  snapshot(): Record<CollectiveName, OpStats> {
+    const t = {} as Record<CollectiveName, OpStats>;
+    for (const n of COLLECTIVE_NAMES) t[n] = { ...this.table[n] };
+    return t;
+  }
+
+  /** Zero every counter. */
+  reset(): void {
+    this.table = CommStats.empty();
+  }
+}
