@@ -1,0 +1,277 @@
+/**
+ * Tape-based reverse-mode autograd over device buffers (in the spirit of micrograd/tinygrad, but
+ * every value is a backend buffer and every backward is a sequence of backend ops).
+ *
+ * Recording: each differentiable op calls {@link record} with its inputs, its output and a backward
+ * closure. A node is recorded only when grad mode is on and some input `requiresGrad`. The model
+ * also records **unit markers** ({@link markUnit}): `enter`/`leave` of a parameter unit's region of
+ * the forward pass. The tape is a single global list per process (one forward/backward at a time).
+ *
+ * `backward(loss)` sweeps the tape in reverse:
+ * - at a unit's `leave` marker (the first one met in reverse), `unit.enterBackward()` runs — the
+ *   model wires this to the `gather(unit, "bwd")` hook;
+ * - each op node with an incoming gradient runs its backward (which may be async, e.g. an
+ *   all_to_all), adding into its inputs' gradients; parameter gradients are *added* into the unit's
+ *   flat gradient buffer;
+ * - at a unit's first `enter` marker (the last one met in reverse), all of that unit's gradients are
+ *   complete and `unit.finishBackward()` runs (the `gradReady(unit)` hook, then `release`). Markers
+ *   are recorded for every unit the forward entered, even one whose parameters received no tokens,
+ *   so every rank fires the hooks in the same order (collectives stay matched).
+ * - node outputs and gradients are freed as soon as the sweep no longer needs them; at the end every
+ *   tensor of the tape's arena is freed (except `retain()`ed ones, e.g. a loss you want to read
+ *   later — read it before `backward` or retain it) and the tape is cleared.
+ *
+ * `noGrad(fn)`: ops inside record nothing and their intermediates are freed when `fn` returns
+ * (except the tensors it returns). `scope(fn)` does the same in no-grad mode and nothing in grad
+ * mode (there the tape owns intermediates until backward) — models wrap each layer in a scope so
+ * no-grad forward memory stays bounded by one layer.
+ */
+import type { Backend, View } from "../../../kernels/src/backend.ts";
+import { rootArena, withArena } from "./arena.ts";
+import { Tensor, fmtShape } from "./tensor.ts";
+
+/** What the tape needs from a parameter unit (implemented by `nn/unit.ts` `Unit`). */
+export interface TapeUnit {
+  readonly name: string;
+  /** Backward is about to need this unit's parameters (fires `gather(unit, "bwd")`). */
+  enterBackward(): void | Promise<void>;
+  /** All gradients of this unit are complete (fires `gradReady(unit)`, then `release(unit, "bwd")`). */
+  finishBackward(): void | Promise<void>;
+}
+
+/** A recorded op. `backward` receives the gradient of `out` (same shape, f32) and must add
+ * contributions to its inputs with {@link accumulateGrad}/{@link gradTarget}. */
+export interface OpNode {
+  kind: "op";
+  name: string;
+  inputs: Tensor[];
+  out: Tensor;
+  backward: (gOut: Tensor) => void | Promise<void>;
+}
+
+/** A unit region boundary. */
+export interface UnitMarker {
+  kind: "enter" | "leave";
+  unit: TapeUnit;
+}
+
+type Entry = OpNode | UnitMarker;
+
+let gradEnabled = true;
+const entries: Entry[] = [];
+/** Gradients of non-parameter tensors during a backward sweep. */
+let grads: Map<Tensor, Tensor> | null = null;
+
+/** Whether ops currently record onto the tape. */
+export function isGradEnabled(): boolean {
+  return gradEnabled;
+}
+
+/** Number of entries (op nodes and unit markers) on the tape — for tests and debugging. */
+export function tapeLength(): number {
+  return entries.length;
+}
+
+/**
+ * Run `fn` with gradient recording off; tensors created inside are freed when it finishes, except
+ * the ones it returns (see `arena.ts`). Works with sync and async functions.
+ */
+export function noGrad<T>(fn: () => T): T {
+  const prev = gradEnabled;
+  gradEnabled = false;
+  let out: T;
+  try {
+    out = withArena(fn);
+  } catch (e) {
+    gradEnabled = prev;
+    throw e;
+  }
+  if (out instanceof Promise) {
+    return out.finally(() => {
+      gradEnabled = prev;
+    }) as T;
+  }
+  gradEnabled = prev;
+  return out;
+}
+
+/** In no-grad mode: run `fn` in a child arena (free its intermediates on return, keep what it
+ * returns). In grad mode: just run `fn` (the tape owns intermediates until backward). */
+export function scope<T>(fn: () => T): T {
+  return gradEnabled ? fn() : withArena(fn);
+}
+
+/** Record an op: marks `out.requiresGrad` and appends a node when grad mode is on and any input
+ * requires grad. Returns `out`. */
+export function record(name: string, inputs: Tensor[], out: Tensor, backward: OpNode["backward"]): Tensor {
+  if (!gradEnabled) return out;
+  if (!inputs.some((t) => t.requiresGrad)) return out;
+  out.requiresGrad = true;
+  entries.push({ kind: "op", name, inputs, out, backward });
+  return out;
+}
+
+/** Record a unit boundary (no-op in no-grad mode). */
+export function markUnit(kind: "enter" | "leave", unit: TapeUnit): void {
+  if (!gradEnabled) return;
+  entries.push({ kind, unit });
+}
+
+/** Drop the tape without running backward and free every tensor of the root arena (except
+ * retained ones). Use after a forward in grad mode whose backward will not run. */
+export function resetTape(): void {
+  entries.length = 0;
+  if (grads) {
+    for (const g of grads.values()) g.dispose();
+    grads = null;
+  }
+  rootArena().release();
+}
+
+/** A place to write a gradient contribution; call `commit()` after writing. */
+export interface GradTarget {
+  view: View;
+  commit(): void;
+}
+
+function gradBuffer(be: Backend, t: Tensor): Tensor {
+  const buf = be.alloc("f32", t.numel, "activation");
+  return new Tensor(be, t.shape, "f32", { buf, owns: true });
+}
+
+/**
+ * Where an op's backward should write the gradient contribution for input `t`, given how the
+ * backend op writes: `"add"` (it does `dst += …`) or `"overwrite"` (`dst = …`). Returns null when `t`
+ * needs no gradient. For parameters the target is the unit's gradient accumulator; an overwrite
+ * there goes through a temporary that `commit()` adds in and frees.
+ */
+export function gradTarget(t: Tensor, mode: "add" | "overwrite"): GradTarget | null {
+  if (!t.requiresGrad) return null;
+  if (!grads) throw new Error(`gradTarget(${t}): called outside backward()`);
+  const be = t.be;
+  let dst: View;
+  if (t.param) {
+    dst = t.param.gradView();
+  } else {
+    const g = grads.get(t);
+    if (!g) {
+      const fresh = gradBuffer(be, t);
+      grads.set(t, fresh);
+      return { view: fresh.view, commit: () => {} };
+    }
+    dst = g.view;
+  }
+  if (mode === "add") return { view: dst, commit: () => {} };
+  const tmp = be.alloc("f32", t.numel, "activation");
+  return {
+    view: { buf: tmp, off: 0 },
+    commit: () => {
+      be.axpy(1, { buf: tmp, off: 0 }, dst, t.numel);
+      be.free(tmp);
+    },
+  };
+}
+
+/** Add a gradient contribution to `t`: `write(dst, accumulate)` writes it into `dst` (when
+ * `accumulate`, it must add instead of overwrite; only requested when `canAccumulate`). */
+export function accumulateGrad(t: Tensor, write: (dst: View, accumulate: boolean) => void, canAccumulate: boolean): void {
+  if (!t.requiresGrad) return;
+  if (canAccumulate) {
+    // Decide between overwrite (fresh buffer) and add (existing accumulator) without a temporary.
+    if (!t.param && grads && !grads.has(t)) {
+      const target = gradTarget(t, "overwrite")!;
+      write(target.view, false);
+      target.commit();
+      return;
+    }
+    const target = gradTarget(t, "add")!;
+    write(target.view, true);
+    target.commit();
+    return;
+  }
+  const target = gradTarget(t, "overwrite")!;
+  write(target.view, false);
+  target.commit();
+}
+
+/** A temporary f32 buffer of `n` elements for backward internals; call `free()` when done. */
+export function scratch(be: Backend, n: number): { view: View; free(): void } {
+  const buf = be.alloc("f32", Math.max(n, 1), "activation");
+  return { view: { buf, off: 0 }, free: () => be.free(buf) };
+}
+
+/** Options of {@link backward}. */
+export interface BackwardOptions {
+  /** Gradient of `loss` (same shape); default: ones (then `loss` must have one element). */
+  grad?: Tensor;
+}
+
+/**
+ * Reverse sweep from `loss` over the whole tape (see the module comment), then free the tape.
+ * @throws if `loss` does not require grad, or is not scalar and no `grad` is given.
+ */
+export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promise<void> {
+  if (grads) throw new Error("backward(): already running (one backward at a time per process)");
+  if (!loss.requiresGrad) throw new Error(`backward(): ${loss} does not require grad (was it computed under noGrad, or from no trainable parameter?)`);
+  const be = loss.be;
+  grads = new Map();
+  const prevMode = gradEnabled;
+  gradEnabled = false;
+  try {
+    let seed: Tensor;
+    if (opts.grad) {
+      if (opts.grad.numel !== loss.numel) throw new Error(`backward(): grad has shape ${fmtShape(opts.grad.shape)}, loss has ${fmtShape(loss.shape)}`);
+      seed = gradBuffer(be, loss);
+      be.copy(opts.grad.view, seed.view, loss.numel);
+    } else {
+      if (loss.numel !== 1) throw new Error(`backward(): loss has shape ${fmtShape(loss.shape)}; pass opts.grad for a non-scalar loss`);
+      seed = gradBuffer(be, loss);
+      be.fill(seed.view, 1, 1);
+    }
+    grads.set(loss, seed);
+
+    // The first `enter` marker of each unit (in forward order) closes its gradients in reverse.
+    const firstEnter = new Map<TapeUnit, number>();
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.kind === "enter" && !firstEnter.has(e.unit)) firstEnter.set(e.unit, i);
+    }
+    const entered = new Set<TapeUnit>();
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i]!;
+      if (e.kind === "leave") {
+        if (!entered.has(e.unit)) {
+          entered.add(e.unit);
+          await e.unit.enterBackward();
+        }
+        continue;
+      }
+      if (e.kind === "enter") {
+        if (firstEnter.get(e.unit) === i) {
+          if (!entered.has(e.unit)) {
+            entered.add(e.unit);
+            await e.unit.enterBackward();
+          }
+          await e.unit.finishBackward();
+        }
+        continue;
+      }
+      const node = e as OpNode;
+      const g = grads.get(node.out);
+      if (g) {
+        await node.backward(g);
+        grads.delete(node.out);
+        g.dispose();
+      }
+      // Nothing later in the reverse sweep can read this node's output any more.
+      if (!node.out.retained) node.out.dispose();
+    }
+  } finally {
+    gradEnabled = prevMode;
+    entries.length = 0;
+    const left = grads;
+    grads = null;
+    for (const g of left.values()) g.dispose();
+    rootArena().release();
+  }
+}
