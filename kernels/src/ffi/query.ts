@@ -1,0 +1,33 @@
+/**
+ * GPUQuerySet over a WGPUQuerySet (WebGPU spec §20); timestamp queries are written by compute
+ * passes (`timestampWrites`) and resolved with commandEncoder.resolveQuerySet into a buffer of
+ * u64 ticks (multiply by queue.getTimestampPeriod() for nanoseconds).
+ */
+import type { Pointer } from "bun:ffi";
+import type { GPUDeviceImpl } from "./device.ts";
+
+/** WebGPU GPUQuerySet implemented over a WGPUQuerySet handle. */
+export class GPUQuerySetImpl {
+  readonly __brand = "GPUQuerySet" as const;
+  label: string;
+  private destroyed = false;
+
+  constructor(
+    readonly device: GPUDeviceImpl,
+    readonly handle: Pointer,
+    readonly type: GPUQueryType,
+    readonly count: number,
+    label: string,
+  ) {
+    this.label = label;
+    const lib = device.ctx.native.lib;
+    device.ctx.track(this, handle, (h) => lib.wgpuQuerySetRelease(h));
+  }
+
+  /** Free the query set (wgpuQuerySetDestroy). Idempotent. */
+  destroy(): undefined {
+    if (!this.destroyed) this.device.ctx.native.lib.wgpuQuerySetDestroy(this.handle);
+    this.destroyed = true;
+    return undefined;
+  }
+}
