@@ -1,0 +1,44 @@
+/**
+ * Rank entry of the communication benchmark (comm.ts): for each size, times all_reduce,
+ * reduce_scatter, all_gather and all_to_all_v (even counts) on Float32Array data and returns this
+ * rank's mean seconds per call. Not a benchmark of its own (the leading `_` hides it from
+ * `bun run bench`).
+ */
+
+import type { Communicator } from "../src/comm/communicator.ts";
+
+export interface CommBenchArgs {
+  /** Array sizes in bytes (the full array of each collective). */
+  sizes: number[];
+  /** Timed calls per op and size (after one warm-up call). */
+  iters: number;
+}
+
+/** Mean seconds per call, keyed `${op}:${bytes}`. */
+export type CommBenchTimes = Record<string, number>;
+
+export default async function main(comm: Communicator, rank: number, n: number, a: CommBenchArgs): Promise<CommBenchTimes> {
+  const out: CommBenchTimes = {};
+  for (const bytes of a.sizes) {
+    const len = Math.floor(bytes / 4 / n) * n; // divisible by n for reduce_scatter / all_to_all_v
+    const full = new Float32Array(len);
+    for (let i = 0; i < len; i++) full[i] = ((i * 2654435761 + rank * 97) % 1000) / 999 - 0.5;
+    const shard = new Float32Array(len / n);
+    const recv = new Float32Array(len);
+    const counts = new Array(n).fill(len / n);
+    const ops: Record<string, () => Promise<unknown>> = {
+      all_reduce: () => comm.allReduce(full),
+      reduce_scatter: () => comm.reduceScatter(full, shard),
+      all_gather: () => comm.allGather(shard, recv),
+      all_to_all_v: () => comm.allToAllV(full, counts, counts, recv),
+    };
+    for (const [name, fn] of Object.entries(ops)) {
+      await fn(); // warm-up
+      await comm.barrier();
+      const t0 = performance.now();
+      for (let k = 0; k < a.iters; k++) await fn();
+      out[`${name}:${bytes}`] = (performance.now() - t0) / 1000 / a.iters;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,138 @@
+/**
+ * Communication benchmark: all_reduce, reduce_scatter, all_gather and all_to_all_v bandwidth of the
+ * `local` transport at 4 ranks (Bun Workers), 1 MB–256 MB, beside a single-thread memcpy
+ * (`TypedArray.set`) of the same bytes in the same run.
+ *
+ * Run: `bun core/bench/comm.ts [--world-size N] [--sizes-mb 1,4,16,64,256] [--iters K] [--no-write]`
+ * or `bun run bench comm …`. Prints a table and (unless --no-write) replaces the "Communication"
+ * section of docs/performance.md.
+ *
+ * Figures, for an array of B bytes (the full array: the reduced array, the gathered output, the
+ * scattered input, the whole send buffer) and time t per call (slowest rank):
+ * - algbw = B / t.
+ * - busbw (as nccl-tests define it) = algbw · 2(n−1)/n for all_reduce and algbw · (n−1)/n for the
+ *   others: the ring bytes each rank moves per second, comparable across ops and with memcpy.
+ * - memcpy = B / t of one `Float32Array.set` of B bytes on one thread (no other rank running).
+ */
+
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { launch } from "../src/launch/launch.ts";
+import type { CommBenchArgs, CommBenchTimes } from "./_comm_rank.ts";
+
+/** One measured row. Bandwidths in GB/s (10⁹ bytes per second). */
+export interface CommBenchRow {
+  op: string;
+  bytes: number;
+  worldSize: number;
+  /** Seconds per call, slowest rank's mean. */
+  seconds: number;
+  algbw: number;
+  busbw: number;
+  /** Single-thread memcpy of the same bytes, GB/s. */
+  memcpy: number;
+}
+
+const OPS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all_v"] as const;
+
+/** Memcpy bandwidth (GB/s) of `bytes` bytes: best of `iters` `Float32Array.set` calls. */
+export function memcpyGBs(bytes: number, iters: number): number {
+  const src = new Float32Array(Math.floor(bytes / 4)).fill(1.25);
+  const dst = new Float32Array(src.length);
+  dst.set(src); // touch pages
+  let best = Infinity;
+  for (let k = 0; k < iters; k++) {
+    const t0 = performance.now();
+    dst.set(src);
+    best = Math.min(best, (performance.now() - t0) / 1000);
+  }
+  return src.byteLength / best / 1e9;
+}
+
+/** Run the benchmark and return its rows. Sizes in MB (10⁶ bytes). */
+export async function runCommBench(worldSize: number, sizesMB: number[], iters: number): Promise<CommBenchRow[]> {
+  const sizes = sizesMB.map((mb) => Math.round(mb * 1e6));
+  const args: CommBenchArgs = { sizes, iters };
+  const times = await launch<CommBenchTimes>({ worldSize, entry: new URL("./_comm_rank.ts", import.meta.url), args, timeoutS: 600 });
+  const rows: CommBenchRow[] = [];
+  for (const bytes of sizes) {
+    const mem = memcpyGBs(bytes, Math.max(3, iters));
+    const len = Math.floor(bytes / 4 / worldSize) * worldSize;
+    const B = len * 4;
+    for (const op of OPS) {
+      const t = Math.max(...times.map((r) => r[`${op}:${bytes}`]));
+      const algbw = B / t / 1e9;
+      const factor = op === "all_reduce" ? (2 * (worldSize - 1)) / worldSize : (worldSize - 1) / worldSize;
+      rows.push({ op, bytes: B, worldSize, seconds: t, algbw, busbw: algbw * factor, memcpy: mem });
+    }
+  }
+  return rows;
+}
+
+/** Markdown table of the rows. */
+export function formatRows(rows: CommBenchRow[]): string {
+  const lines = [
+    "| op | size | time/call | algbw GB/s | busbw GB/s | memcpy GB/s (same bytes) |",
+    "| --- | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.op} | ${(r.bytes / 1e6).toFixed(1)} MB | ${(r.seconds * 1000).toFixed(2)} ms | ${r.algbw.toFixed(2)} | ${r.busbw.toFixed(2)} | ${r.memcpy.toFixed(2)} |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** Replace (or append) the `## Communication` section of docs/performance.md, leaving others intact. */
+export function writeSection(file: string, body: string): void {
+  const heading = "## Communication";
+  const text = existsSync(file) ? readFileSync(file, "utf8") : "# Performance\n";
+  const start = text.indexOf(`${heading}\n`);
+  let next: string;
+  if (start < 0) {
+    next = `${text.trimEnd()}\n\n${heading}\n\n${body.trim()}\n`;
+  } else {
+    const after = text.indexOf("\n## ", start + heading.length);
+    const tail = after < 0 ? "" : text.slice(after + 1);
+    next = `${text.slice(0, start)}${heading}\n\n${body.trim()}\n${tail ? `\n${tail}` : ""}`;
+  }
+  writeFileSync(file, next);
+}
+
+/** `bun run bench comm` entry: parses args, runs, prints, writes docs/performance.md. */
+export async function main(argv: string[]): Promise<void> {
+  let worldSize = 4;
+  let sizesMB = [1, 4, 16, 64, 256];
+  let iters = 3;
+  let write = true;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--world-size") worldSize = Number(argv[++i]);
+    else if (a === "--sizes-mb") sizesMB = argv[++i].split(",").map(Number);
+    else if (a === "--iters") iters = Number(argv[++i]);
+    else if (a === "--no-write") write = false;
+    else throw new Error(`bench comm: unknown argument ${a}; usage: [--world-size N] [--sizes-mb 1,4,16] [--iters K] [--no-write]`);
+  }
+  if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`bench comm: --world-size must be a positive integer`);
+  if (sizesMB.some((s) => !(s > 0))) throw new Error(`bench comm: --sizes-mb must be positive numbers`);
+  const t0 = Date.now();
+  const rows = await runCommBench(worldSize, sizesMB, iters);
+  const table = formatRows(rows);
+  console.log(table);
+  if (write) {
+    const cores = navigator.hardwareConcurrency;
+    const body = [
+      `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters}\``,
+      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, 16 MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s).`,
+      "algbw = array bytes / time; busbw = algbw·2(n−1)/n for all_reduce, algbw·(n−1)/n for the others (nccl-tests' definition);",
+      "memcpy = one-thread `Float32Array.set` of the same bytes in the same run. Data are Float32Array; all_to_all_v uses even counts.",
+      "",
+      table,
+    ].join("\n");
+    const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+    writeSection(file, body);
+    console.log(`wrote the Communication section of ${file}`);
+  }
+}
+
+if (import.meta.main) await main(process.argv.slice(2));

@@ -1,0 +1,88 @@
+/**
+ * Failure semantics of the launcher and transport: a rank that throws, exits, raises an uncaught
+ * error, hangs, spins or crashes while its peers wait in a collective ends the whole job fast
+ * (well under 30 s), with a non-zero exit status and the failing rank and its error printed; and
+ * mismatched collective arguments fail with an error naming the ranks and values.
+ */
+
+import { expect, test } from "bun:test";
+import { launch, LaunchError } from "../../src/launch/launch.ts";
+
+const CLI = new URL("../../src/launch/cli.ts", import.meta.url).pathname;
+const ENTRY = new URL("./fixtures/failing_entry.ts", import.meta.url).pathname;
+
+async function runJob(mode: string, timeoutS = 60): Promise<{ code: number; stderr: string; seconds: number }> {
+  const t0 = performance.now();
+  const p = Bun.spawn(["bun", CLI, "--world-size", "4", "--timeout-s", String(timeoutS), ENTRY, mode], { stdout: "pipe", stderr: "pipe" });
+  const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+  return { code, stderr, seconds: (performance.now() - t0) / 1000 };
+}
+
+test("a rank that throws mid-collective ends the job: exit 1, rank 2 and its error printed, peers aborted", async () => {
+  const r = await runJob("throw");
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("rank 2 failed: Error: rank 2 deliberately threw");
+  expect(r.stderr).toContain("aborted because rank 2 failed");
+  expect(r.seconds).toBeLessThan(10);
+}, 30_000);
+
+test("a rank that calls process.exit mid-job ends the job with its exit code named", async () => {
+  const r = await runJob("exit");
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("rank 2 failed: worker exited with code 7 before returning a result");
+  expect(r.seconds).toBeLessThan(10);
+}, 30_000);
+
+test("an uncaught error in a rank's timer ends the job", async () => {
+  const r = await runJob("async");
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("rank 2 failed");
+  expect(r.stderr).toContain("rank 2 uncaught error in a timer");
+  expect(r.seconds).toBeLessThan(10);
+}, 30_000);
+
+test("a rank that never arrives: peers time out naming it, the hung rank is terminated", async () => {
+  const r = await runJob("hang", 1);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/all_reduce on group world \(rank [013]\): timed out after 1 s waiting for rank\(s\) \[2\]/);
+  expect(r.stderr).toContain("rank 2: terminated after the job was aborted");
+  expect(r.seconds).toBeLessThan(15);
+}, 30_000);
+
+test("a rank stuck in a busy loop is terminated after the others time out", async () => {
+  const r = await runJob("spin", 1);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("waiting for rank(s) [2]");
+  expect(r.seconds).toBeLessThan(15);
+}, 30_000);
+
+test("a native crash (SIGSEGV) in a rank ends the whole job at once with a non-zero status", async () => {
+  const r = await runJob("crash");
+  expect(r.code).not.toBe(0);
+  expect(r.seconds).toBeLessThan(10);
+}, 30_000);
+
+test("mismatched lengths fail on every rank with an error naming ranks and lengths", async () => {
+  const err = await launch({ worldSize: 4, entry: ENTRY, args: ["length"], timeoutS: 20 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(LaunchError);
+  const msg = (err as LaunchError).message;
+  expect(msg).toContain("CommMismatchError: all_reduce on group world");
+  expect(msg).toContain("rank 2: all_reduce Float32Array length 17");
+  expect(msg).toContain("rank 0: all_reduce Float32Array length 4099");
+}, 30_000);
+
+test("mismatched dtypes fail naming the array types", async () => {
+  const err = await launch({ worldSize: 4, entry: ENTRY, args: ["dtype"], timeoutS: 20 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(LaunchError);
+  expect((err as LaunchError).message).toContain("rank 2: all_reduce Float64Array length 4099");
+}, 30_000);
+
+test("all_to_all_v send/recv count disagreement fails naming the pair", async () => {
+  const err = await launch({ worldSize: 4, entry: ENTRY, args: ["counts"], timeoutS: 20 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(LaunchError);
+  expect((err as LaunchError).message).toContain("rank 0 sends 3 to rank 2, which expects 4");
+}, 30_000);
+
+test("a healthy run of the same entry returns every rank's result", async () => {
+  expect(await launch<number>({ worldSize: 4, entry: ENTRY, args: ["none"], timeoutS: 20 })).toEqual([1, 1, 1, 1]);
+}, 30_000);
