@@ -5,7 +5,9 @@ For each of LlamaForCausalLM and MixtralForCausalLM (fp32, CPU, seeded) this scr
   1. builds a tiny random model (vocab 64, hidden 32, intermediate 48, 2 layers, 4 heads, 2 kv heads;
      mixtral: 4 experts, top-2, router_aux_loss_coef 0.02, output_router_logits True), eager attention;
   2. replaces the default init (std 0.02, which makes logits and routing nearly uniform) by
-     N(0, 1/fan_in) weights, a 2x larger router, and norm weights 1 + N(0, 0.2^2);
+     N(0, 1/fan_in) weights, a 2x larger router, and norm weights 1 + N(0, 0.2^2); for mixtral it
+     takes the first seed from SEED on where every expert of every layer gets >= MIN_TOKENS top-k
+     picks and no top-k choice is within 1e-3 probability of a tie;
   3. runs forward with labels on input ids [2, 7] (one label set to -100), then backward;
   4. writes, under OUT/<model>/:
        config.json            as save_pretrained writes it
@@ -66,6 +68,8 @@ MIXTRAL = dict(
 )
 
 CHECKS = {}
+SEEDS = {}
+MIN_TOKENS = 2
 FAILURES = []
 
 
@@ -141,8 +145,6 @@ def contiguous(d):
 
 def build(kind, out_dir):
     print(f"=== {kind} ===", flush=True)
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED + (0 if kind == "llama" else 1))
     if kind == "llama":
         cfg = transformers.LlamaConfig(**COMMON)
         cls = transformers.LlamaForCausalLM
@@ -150,13 +152,35 @@ def build(kind, out_dir):
         cfg = transformers.MixtralConfig(**COMMON, **MIXTRAL)
         cls = transformers.MixtralForCausalLM
     cfg._attn_implementation = "eager"
-    model = cls(cfg).float()
-    model.config._attn_implementation = "eager"
-    print("attn implementation:", model.config._attn_implementation, flush=True)
-    randomize(model, gen)
-    model.eval()
+    # Mixtral: take the first seed for which every expert of every layer gets at least MIN_TOKENS
+    # top-k picks (so every expert has a non-zero gradient) and no top-k choice is a near-tie.
+    for seed in range(SEED, SEED + 200):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        model = cls(cfg).float()
+        model.config._attn_implementation = "eager"
+        randomize(model, gen)
+        model.eval()
+        ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), generator=gen)
+        if kind == "llama":
+            break
+        with torch.no_grad():
+            probe = model(input_ids=ids, output_router_logits=True, use_cache=False)
+        E, k_top = cfg.num_local_experts, cfg.num_experts_per_tok
+        ok = True
+        for rl in probe.router_logits:
+            p = torch.softmax(rl.double().reshape(-1, E), dim=-1)
+            counts = torch.bincount(torch.topk(p, k_top, dim=-1).indices.reshape(-1), minlength=E)
+            sp = p.sort(dim=-1, descending=True).values
+            if int(counts.min()) < MIN_TOKENS or float((sp[:, k_top - 1] - sp[:, k_top]).min()) < 1e-3:
+                ok = False
+        if ok:
+            break
+    else:
+        raise RuntimeError("no seed in 200 gave balanced-enough routing")
+    print(f"{kind}: seed {seed}; attn implementation: {model.config._attn_implementation}", flush=True)
+    SEEDS[kind] = seed
 
-    ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), generator=gen)
     labels = ids.clone()
     labels[1, 3] = -100
 
@@ -294,6 +318,9 @@ def build(kind, out_dir):
     if unused:
         print("parameters with no gradient (saved as zeros):", unused, flush=True)
     hub_grads = grads if kind == "llama" else to_hub_layout(grads, cfg)
+    zero = sorted(k for k, v in hub_grads.items() if not bool(v.abs().max() > 0))
+    if zero:
+        print("parameters whose gradient is all zeros:", zero, flush=True)
     for k, v in hub_grads.items():
         exp["grad." + k] = v
     if kind == "mixtral":
@@ -304,8 +331,9 @@ def build(kind, out_dir):
     save_file(exp, os.path.join(out_dir, "expected.safetensors"), metadata={
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "seed": str(SEED),
+        "seed": str(seed),
         "unused_parameters": json.dumps(unused),
+        "zero_grad_parameters": json.dumps(zero),
     })
     with open(os.path.join(out_dir, "inputs.json"), "w") as f:
         json.dump({"input_ids": ids.tolist(), "labels": labels.tolist()}, f)
@@ -331,7 +359,7 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "safetensors": safetensors.__version__,
-        "seed": SEED,
+        "seeds": SEEDS,
         "layout": layout,
         "checks": CHECKS,
         "failures": FAILURES,
