@@ -1,0 +1,576 @@
+/**
+ * `WebGpuBackend`: the {@link Backend} contract (backend.ts) on any standard WebGPU `GPUDevice` —
+ * our wgpu-native binding through bun:ffi (`kernels/src/ffi/`), Deno's built-in `navigator.gpu`,
+ * or a browser. It speaks only the WebGPU JavaScript API.
+ *
+ * Ops validate their views on the host, plan their dispatches with the kernel builders of
+ * `kernels/src/wgsl/`, and record them into the current command batch (commands.ts); nothing waits
+ * until {@link WebGpuBackend.read} or {@link WebGpuBackend.flush}. Whole buffers are bound and
+ * element offsets travel as uniforms, which side-steps the 256-byte storage-offset alignment rule.
+ * Device errors (validation, out-of-memory, shader compilation) are collected as they are reported
+ * and thrown by the next read/flush.
+ */
+import {
+  DTYPE_BYTES,
+  type AdamWParams,
+  type Backend,
+  type BackendInfo,
+  type BinaryOp,
+  type Buf,
+  type DType,
+  type HostArray,
+  type MatmulSpec,
+  type MemoryStats,
+  type MemTag,
+  type ReduceOp,
+  type UnaryOp,
+  type View,
+} from "../backend.ts";
+import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
+import { adamwLaunch } from "../wgsl/adamw.ts";
+import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
+import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
+import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
+import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
+import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
+import { histogramLaunch } from "../wgsl/histogram.ts";
+import { matmulExtents, planMatmul } from "../wgsl/matmul.ts";
+import { layernormBackwardLaunches, layernormLaunch, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
+import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
+import { reduceLaunch } from "../wgsl/reduce.ts";
+import { ropeInvFreq, ropeLaunch } from "../wgsl/rope.ts";
+import { gatherRowsLaunch, scatterAddRowsLaunches, scatterScratchWords } from "../wgsl/rows.ts";
+import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
+import { topkLaunch } from "../wgsl/topk.ts";
+import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
+import { BufferLedger, GpuBuf } from "./buffers.ts";
+import { CommandBatcher } from "./commands.ts";
+import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
+import { openDevice, type OpenDeviceOptions } from "./device.ts";
+import { grid2d } from "./grid.ts";
+import { assembleWgsl, type Launch } from "./kernel.ts";
+import { PipelineCache } from "./pipelines.ts";
+
+/** Options of {@link WebGpuBackend.create}. */
+export interface WebGpuBackendOptions extends OpenDeviceOptions {
+  /** Dispatches recorded per command batch before an automatic submit (default 512). */
+  maxBatch?: number;
+}
+
+const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
+const F32: readonly DType[] = ["f32"];
+const I32: readonly DType[] = ["i32"];
+
+/** The webgpu {@link Backend}. Create with {@link WebGpuBackend.create}. */
+export class WebGpuBackend implements Backend {
+  readonly info: BackendInfo;
+  private readonly ledger: BufferLedger;
+  private readonly pipelines: PipelineCache;
+  private readonly batcher: CommandBatcher;
+  private readonly maxPerDim: number;
+  private readonly errors: string[] = [];
+  private readonly pendingChecks: Promise<void>[] = [];
+  private readonly scratch = new Map<string, GpuBuf>();
+  private readonly ropeTables = new Map<string, GpuBuf>();
+  private lost: string | null = null;
+
+  private constructor(
+    readonly device: GPUDevice,
+    readonly adapter: GPUAdapter,
+    info: BackendInfo,
+    maxBatch: number,
+  ) {
+    this.info = info;
+    const lim = device.limits;
+    this.ledger = new BufferLedger(device, Math.min(lim.maxBufferSize, lim.maxStorageBufferBindingSize));
+    this.pipelines = new PipelineCache(device);
+    this.batcher = new CommandBatcher(device, maxBatch);
+    this.maxPerDim = lim.maxComputeWorkgroupsPerDimension ?? MAX_WORKGROUPS_PER_DIM;
+    const onError = (ev: Event): void => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      this.errors.push(e?.message ?? String(ev));
+    };
+    const target = device as unknown as { addEventListener?: (t: string, f: (e: Event) => void) => void };
+    if (typeof target.addEventListener === "function") target.addEventListener("uncapturederror", onError);
+    else (device as unknown as { onuncapturederror: unknown }).onuncapturederror = onError;
+    device.lost?.then((i) => {
+      this.lost = `${i.reason}: ${i.message}`;
+    });
+  }
+
+  /**
+   * Open an adapter/device on `gpu` (requesting the adapter's limits and the shader-f16 /
+   * timestamp-query features when offered) and build a backend on it. Throws when no adapter or
+   * device is available (message says which step).
+   */
+  static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
+    const { adapter, device, info } = await openDevice(gpu, opts);
+    return new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512);
+  }
+
+  /** Counters for reports and tests: dispatches and submits so far, pipelines compiled. */
+  stats(): { dispatches: number; submits: number; pipelines: number } {
+    return { dispatches: this.batcher.dispatches, submits: this.batcher.submits, pipelines: this.pipelines.size };
+  }
+
+  /** Release the device (the backend is unusable afterwards). */
+  destroy(): void {
+    this.batcher.submit();
+    this.batcher.destroy();
+    this.device.destroy();
+  }
+
+  // ---- plumbing ------------------------------------------------------------------------------
+
+  private run(l: Launch | null): void {
+    if (!l) return;
+    const gbufs = l.bufs.map((b) => b as GpuBuf);
+    const asm = assembleWgsl(l.kernel, gbufs.map((b) => b.id));
+    const label = l.kernel.label;
+    let pipe = this.pipelines.lookup(asm.source);
+    if (!pipe) {
+      // first use: compile under an error scope so WGSL errors name the kernel
+      this.device.pushErrorScope("validation");
+      pipe = this.pipelines.get(label, asm);
+      this.pendingChecks.push(
+        this.device.popErrorScope().then((e) => {
+          if (e) this.errors.push(`kernel ${label} (pipeline creation): ${e.message}`);
+        }),
+      );
+    }
+    const storage: GPUBuffer[] = [];
+    asm.slotOf.forEach((slot, i) => {
+      if (storage[slot] === undefined) storage[slot] = gbufs[i]!.gpu!;
+    });
+    const grid: [number, number, number] = typeof l.workgroups === "number" ? grid2d(l.workgroups, this.maxPerDim) : [l.workgroups[0], l.workgroups[1], l.workgroups[2]];
+    for (const g of grid) if (g > this.maxPerDim) throw new Error(`webgpu ${label}: grid ${grid} exceeds ${this.maxPerDim} workgroups per dimension`);
+    this.batcher.dispatch(label, pipe, storage, l.params, l.kernel.params.map((d) => d.type), grid);
+  }
+
+  private runAll(ls: readonly Launch[]): void {
+    for (const l of ls) this.run(l);
+  }
+
+  private async checkErrors(): Promise<void> {
+    if (this.pendingChecks.length > 0) await Promise.all(this.pendingChecks.splice(0));
+    if (this.lost) throw new Error(`webgpu: device lost (${this.lost})`);
+    if (this.errors.length > 0) {
+      const msg = this.errors.splice(0).join("\n");
+      throw new Error(`webgpu: device reported errors:\n${msg}`);
+    }
+  }
+
+  private v(view: View, n: number, op: string, arg: string, dtypes?: readonly DType[]): GpuBuf {
+    return this.ledger.view(view, n, op, arg, dtypes);
+  }
+
+  /** A scratch buffer of at least `length` elements (tag `other`), grown on demand. */
+  private scratchBuf(name: string, dtype: DType, length: number): GpuBuf {
+    const cur = this.scratch.get(name);
+    if (cur && cur.length >= length) return cur;
+    if (cur) this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(cur));
+    const b = this.ledger.alloc(dtype, Math.max(length, cur ? cur.length * 2 : 0), "other");
+    this.scratch.set(name, b);
+    return b;
+  }
+
+  // ---- memory --------------------------------------------------------------------------------
+
+  alloc(dtype: DType, length: number, tag: MemTag): Buf {
+    return this.ledger.alloc(dtype, length, tag);
+  }
+
+  free(buf: Buf): void {
+    this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(buf));
+  }
+
+  retag(buf: Buf, tag: MemTag): void {
+    this.ledger.retag(buf, tag);
+  }
+
+  memory(): MemoryStats {
+    return this.ledger.memory();
+  }
+
+  resetPeak(): void {
+    this.ledger.resetPeak();
+  }
+
+  // ---- transfer ------------------------------------------------------------------------------
+
+  write(dst: View, data: HostArray): void {
+    const n = data.length;
+    const b = this.v(dst, n, "write", "dst");
+    let bytes: ArrayBufferView;
+    switch (b.dtype) {
+      case "f32":
+        if (data instanceof Float32Array) bytes = data;
+        else if (data instanceof Float64Array) bytes = Float32Array.from(data);
+        else throw new Error(`webgpu write: f32 buffer needs a Float32Array or Float64Array, got ${data.constructor.name}`);
+        break;
+      case "f16":
+      case "bf16":
+        if (!(data instanceof Uint16Array)) throw new Error(`webgpu write: ${b.dtype} buffer needs a Uint16Array of raw bits, got ${data.constructor.name}`);
+        bytes = data;
+        break;
+      case "i32":
+        if (!(data instanceof Int32Array)) throw new Error(`webgpu write: i32 buffer needs an Int32Array, got ${data.constructor.name}`);
+        bytes = data;
+        break;
+      case "u32":
+        if (!(data instanceof Uint32Array)) throw new Error(`webgpu write: u32 buffer needs a Uint32Array, got ${data.constructor.name}`);
+        bytes = data;
+        break;
+    }
+    if (n === 0) return;
+    const eb = DTYPE_BYTES[b.dtype];
+    const gpu = b.gpu!;
+    if (eb === 4 || (dst.off % 2 === 0 && n % 2 === 0)) {
+      if (this.batcher.uses(gpu)) this.batcher.submit();
+      this.device.queue.writeBuffer(gpu, dst.off * eb, bytes.buffer, bytes.byteOffset, n * eb);
+      return;
+    }
+    // 16-bit range not aligned to whole words: stage in a temporary buffer, then a word-wise copy
+    // kernel merges it without touching the neighbouring halves.
+    const tmp = this.ledger.alloc(b.dtype, n, "other");
+    const padded = new Uint16Array(n + (n % 2));
+    padded.set(data as Uint16Array);
+    this.device.queue.writeBuffer(tmp.gpu!, 0, padded.buffer, 0, padded.byteLength);
+    this.run(copyCastLaunch(tmp, 0, b, dst.off, n));
+    this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(tmp));
+  }
+
+  async read(src: View, n: number): Promise<HostArray> {
+    const b = this.v(src, n, "read", "src");
+    const eb = DTYPE_BYTES[b.dtype];
+    const start = src.off * eb;
+    const end = (src.off + n) * eb;
+    const a0 = Math.floor(start / 4) * 4;
+    const a1 = Math.ceil(end / 4) * 4;
+    const raw = await this.batcher.readBytes(b.gpu!, a0, a1 - a0);
+    await this.checkErrors();
+    const at = start - a0;
+    switch (b.dtype) {
+      case "f32":
+        return new Float32Array(raw, at, n);
+      case "i32":
+        return new Int32Array(raw, at, n);
+      case "u32":
+        return new Uint32Array(raw, at, n);
+      default:
+        return new Uint16Array(raw, at, n);
+    }
+  }
+
+  async flush(): Promise<void> {
+    await this.batcher.finish();
+    await this.checkErrors();
+  }
+
+  // ---- basic ---------------------------------------------------------------------------------
+
+  fill(dst: View, value: number, n: number): void {
+    const b = this.v(dst, n, "fill", "dst");
+    if (n === 0) return;
+    let bits: number;
+    switch (b.dtype) {
+      case "f32":
+        bits = f32ToBits(value);
+        break;
+      case "f16":
+        bits = f16FromF32(value);
+        break;
+      case "bf16":
+        bits = bf16FromF32(value);
+        break;
+      case "i32":
+        bits = (value | 0) >>> 0;
+        break;
+      case "u32":
+        bits = value >>> 0;
+        break;
+    }
+    this.run(fillLaunch(b, dst.off, n, bits));
+  }
+
+  copy(src: View, dst: View, n: number): void {
+    const s = this.v(src, n, "copy", "src");
+    const d = this.v(dst, n, "copy", "dst");
+    if (s.dtype !== d.dtype) throw new Error(`webgpu copy: src is ${s.dtype} but dst is ${d.dtype} (use cast)`);
+    if (n === 0) return;
+    const eb = DTYPE_BYTES[s.dtype];
+    if (s !== d && (src.off * eb) % 4 === 0 && (dst.off * eb) % 4 === 0 && (n * eb) % 4 === 0) {
+      this.batcher.copy(s.gpu!, src.off * eb, d.gpu!, dst.off * eb, n * eb);
+      return;
+    }
+    this.run(copyCastLaunch(s, src.off, d, dst.off, n));
+  }
+
+  cast(src: View, dst: View, n: number): void {
+    const s = this.v(src, n, "cast", "src", FLOATS);
+    const d = this.v(dst, n, "cast", "dst", FLOATS);
+    if (n === 0) return;
+    if (s.dtype === d.dtype) return this.copy(src, dst, n);
+    this.run(copyCastLaunch(s, src.off, d, dst.off, n));
+  }
+
+  // ---- elementwise ---------------------------------------------------------------------------
+
+  unary(op: UnaryOp, x: View, y: View, n: number): void {
+    const xb = this.v(x, n, `unary ${op}`, "x", F32);
+    const yb = this.v(y, n, `unary ${op}`, "y", F32);
+    if (n > 0) this.run(unaryLaunch(op, xb, x.off, yb, y.off, n));
+  }
+
+  unaryBackward(op: UnaryOp, x: View, dy: View, dx: View, n: number): void {
+    const xb = this.v(x, n, `unaryBackward ${op}`, "x", F32);
+    const dyb = this.v(dy, n, `unaryBackward ${op}`, "dy", F32);
+    const dxb = this.v(dx, n, `unaryBackward ${op}`, "dx", F32);
+    if (n > 0) this.run(unaryBackwardLaunch(op, xb, x.off, dyb, dy.off, dxb, dx.off, n));
+  }
+
+  affine(x: View, y: View, n: number, alpha: number, beta: number): void {
+    const xb = this.v(x, n, "affine", "x", F32);
+    const yb = this.v(y, n, "affine", "y", F32);
+    if (n > 0) this.run(affineLaunch(xb, x.off, yb, y.off, n, alpha, beta));
+  }
+
+  binary(op: BinaryOp, a: View, aShape: readonly number[], b: View, bShape: readonly number[], out: View): void {
+    const plan = planBroadcast(aShape, bShape);
+    const na = aShape.reduce((p, d) => p * d, 1);
+    const nb = bShape.reduce((p, d) => p * d, 1);
+    const ab = this.v(a, na, `binary ${op}`, "a", F32);
+    const bb = this.v(b, nb, `binary ${op}`, "b", F32);
+    const ob = this.v(out, plan.total, `binary ${op}`, "out", F32);
+    this.run(binaryLaunch(op, ab, a.off, aShape, bb, b.off, bShape, ob, out.off));
+  }
+
+  axpy(alpha: number, x: View, y: View, n: number): void {
+    const xb = this.v(x, n, "axpy", "x", F32);
+    const yb = this.v(y, n, "axpy", "y", F32);
+    if (n > 0) this.run(axpyLaunch(alpha, xb, x.off, yb, y.off, n));
+  }
+
+  // ---- reductions ----------------------------------------------------------------------------
+
+  reduce(op: ReduceOp, x: View, out: View, outer: number, n: number, inner: number): void {
+    if (!["sum", "mean", "max", "sumsq"].includes(op)) throw new Error(`webgpu reduce: unknown op "${op}"`);
+    const xb = this.v(x, outer * n * inner, `reduce ${op}`, "x", F32);
+    const ob = this.v(out, outer * inner, `reduce ${op}`, "out", F32);
+    this.run(reduceLaunch(op, xb, x.off, ob, out.off, outer, n, inner));
+  }
+
+  // ---- rows ----------------------------------------------------------------------------------
+
+  softmax(x: View, y: View, rows: number, cols: number, log: boolean): void {
+    const xb = this.v(x, rows * cols, "softmax", "x", F32);
+    const yb = this.v(y, rows * cols, "softmax", "y", F32);
+    if (rows * cols > 0) this.run(softmaxLaunch(xb, x.off, yb, y.off, rows, cols, log));
+  }
+
+  softmaxBackward(y: View, dy: View, dx: View, rows: number, cols: number, log: boolean): void {
+    const n = rows * cols;
+    const yb = this.v(y, n, "softmaxBackward", "y", F32);
+    const dyb = this.v(dy, n, "softmaxBackward", "dy", F32);
+    const dxb = this.v(dx, n, "softmaxBackward", "dx", F32);
+    if (n > 0) this.run(softmaxBackwardLaunch(yb, y.off, dyb, dy.off, dxb, dx.off, rows, cols, log));
+  }
+
+  rmsnorm(x: View, w: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    const n = rows * cols;
+    const xb = this.v(x, n, "rmsnorm", "x", F32);
+    const wb = this.v(w, cols, "rmsnorm", "w", F32);
+    const yb = this.v(y, n, "rmsnorm", "y", F32);
+    const rb = this.v(rstd, rows, "rmsnorm", "rstd", F32);
+    if (rows > 0) this.run(rmsnormLaunch(xb, x.off, wb, w.off, yb, y.off, rb, rstd.off, rows, cols, eps));
+  }
+
+  rmsnormBackward(x: View, w: View, rstd: View, dy: View, dx: View, dw: View, rows: number, cols: number): void {
+    const n = rows * cols;
+    const op = "rmsnormBackward";
+    const xb = this.v(x, n, op, "x", F32);
+    const wb = this.v(w, cols, op, "w", F32);
+    const rb = this.v(rstd, rows, op, "rstd", F32);
+    const dyb = this.v(dy, n, op, "dy", F32);
+    const dxb = this.v(dx, n, op, "dx", F32);
+    const dwb = this.v(dw, cols, op, "dw", F32);
+    if (n > 0) this.runAll(rmsnormBackwardLaunches(xb, x.off, wb, w.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, rows, cols));
+  }
+
+  layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {
+    const n = rows * cols;
+    const op = "layernorm";
+    const xb = this.v(x, n, op, "x", F32);
+    const wb = this.v(w, cols, op, "w", F32);
+    const bb = this.v(b, cols, op, "b", F32);
+    const yb = this.v(y, n, op, "y", F32);
+    const mb = this.v(mean, rows, op, "mean", F32);
+    const rb = this.v(rstd, rows, op, "rstd", F32);
+    if (rows > 0) this.run(layernormLaunch(xb, x.off, wb, w.off, bb, b.off, yb, y.off, mb, mean.off, rb, rstd.off, rows, cols, eps));
+  }
+
+  layernormBackward(x: View, w: View, mean: View, rstd: View, dy: View, dx: View, dw: View, db: View, rows: number, cols: number): void {
+    const n = rows * cols;
+    const op = "layernormBackward";
+    const xb = this.v(x, n, op, "x", F32);
+    const wb = this.v(w, cols, op, "w", F32);
+    const mb = this.v(mean, rows, op, "mean", F32);
+    const rb = this.v(rstd, rows, op, "rstd", F32);
+    const dyb = this.v(dy, n, op, "dy", F32);
+    const dxb = this.v(dx, n, op, "dx", F32);
+    const dwb = this.v(dw, cols, op, "dw", F32);
+    const dbb = this.v(db, cols, op, "db", F32);
+    if (n > 0) this.runAll(layernormBackwardLaunches(xb, x.off, wb, w.off, mb, mean.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, dbb, db.off, rows, cols));
+  }
+
+  // ---- matmul --------------------------------------------------------------------------------
+
+  matmul(a: View, b: View, out: View, spec: MatmulSpec): void {
+    const ext = matmulExtents(spec);
+    const ab = this.v(a, ext.a, "matmul", "a", F32);
+    const bb = this.v(b, ext.b, "matmul", "b", F32);
+    const ob = this.v(out, ext.out, "matmul", "out", F32);
+    this.runAll(planMatmul(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim));
+  }
+
+  // ---- embeddings, losses --------------------------------------------------------------------
+
+  embedding(table: View, ids: View, out: View, n: number, dim: number): void {
+    const tb = this.v(table, 0, "embedding", "table", F32);
+    const ib = this.v(ids, n, "embedding", "ids", I32);
+    const ob = this.v(out, n * dim, "embedding", "out", F32);
+    const rows = dim > 0 ? Math.floor((tb.length - table.off) / dim) : 0;
+    this.run(gatherRowsLaunch(tb, table.off, rows, ib, ids.off, ob, out.off, n, dim));
+  }
+
+  embeddingBackward(dout: View, ids: View, dtable: View, n: number, dim: number): void {
+    this.scatterRows("embeddingBackward", dout, ids, null, dtable, n, dim);
+  }
+
+  crossEntropy(logits: View, targets: View, losses: View, dlogits: View, rows: number, vocab: number, ignoreIndex: number, gradScale: number): void {
+    const op = "crossEntropy";
+    const lb = this.v(logits, rows * vocab, op, "logits", F32);
+    const tb = this.v(targets, rows, op, "targets", I32);
+    const lsb = this.v(losses, rows, op, "losses", F32);
+    const db = this.v(dlogits, rows * vocab, op, "dlogits", F32);
+    if (rows > 0) this.run(crossEntropyLaunch(lb, logits.off, tb, targets.off, lsb, losses.off, db, dlogits.off, rows, vocab, ignoreIndex, gradScale));
+  }
+
+  // ---- transformer pieces --------------------------------------------------------------------
+
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
+    const n = batch * seq * heads * headDim;
+    const xb = this.v(x, n, "rope", "x", F32);
+    const yb = this.v(y, n, "rope", "y", F32);
+    if (n === 0) return;
+    const key = `${headDim}:${theta}`;
+    let table = this.ropeTables.get(key);
+    if (!table) {
+      const t = ropeInvFreq(headDim, theta);
+      table = this.ledger.alloc("f32", t.length, "other");
+      this.device.queue.writeBuffer(table.gpu!, 0, t.buffer, 0, t.byteLength);
+      this.ropeTables.set(key, table);
+    }
+    this.run(ropeLaunch(table, xb, x.off, yb, y.off, batch, seq, heads, headDim, inverse));
+  }
+
+  attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    const op = "attention";
+    this.checkHeads(op, H, Hkv);
+    const qb = this.v(q, B * S * H * D, op, "q", F32);
+    const kb = this.v(k, B * S * Hkv * D, op, "k", F32);
+    const vb = this.v(v, B * S * Hkv * D, op, "v", F32);
+    const ob = this.v(out, B * S * H * D, op, "out", F32);
+    const lb = this.v(lse, B * H * S, op, "lse", F32);
+    this.run(attentionLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale));
+  }
+
+  attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    const op = "attentionBackward";
+    this.checkHeads(op, H, Hkv);
+    const nq = B * S * H * D;
+    const nk = B * S * Hkv * D;
+    const qb = this.v(q, nq, op, "q", F32);
+    const kb = this.v(k, nk, op, "k", F32);
+    const vb = this.v(v, nk, op, "v", F32);
+    const ob = this.v(out, nq, op, "out", F32);
+    const lb = this.v(lse, B * H * S, op, "lse", F32);
+    const dob = this.v(dout, nq, op, "dout", F32);
+    const dqb = this.v(dq, nq, op, "dq", F32);
+    const dkb = this.v(dk, nk, op, "dk", F32);
+    const dvb = this.v(dv, nk, op, "dv", F32);
+    if (nq === 0) return;
+    const delta = this.scratchBuf("attn_delta", "f32", B * H * S);
+    this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
+  }
+
+  private checkHeads(op: string, H: number, Hkv: number): void {
+    if (!(Hkv >= 1 && H >= Hkv)) throw new Error(`webgpu ${op}: need 1 ≤ Hkv ≤ H, got H=${H}, Hkv=${Hkv}`);
+  }
+
+  // ---- MoE -----------------------------------------------------------------------------------
+
+  topk(x: View, values: View, indices: View, rows: number, cols: number, k: number): void {
+    const xb = this.v(x, rows * cols, "topk", "x", F32);
+    const vb = this.v(values, rows * k, "topk", "values", F32);
+    const ib = this.v(indices, rows * k, "topk", "indices", I32);
+    this.run(topkLaunch(xb, x.off, vb, values.off, ib, indices.off, rows, cols, k));
+  }
+
+  gatherRows(x: View, idx: View, out: View, n: number, dim: number): void {
+    const xb = this.v(x, 0, "gatherRows", "x", F32);
+    const ib = this.v(idx, n, "gatherRows", "idx", I32);
+    const ob = this.v(out, n * dim, "gatherRows", "out", F32);
+    const rows = dim > 0 ? Math.floor((xb.length - x.off) / dim) : 0;
+    this.run(gatherRowsLaunch(xb, x.off, rows, ib, idx.off, ob, out.off, n, dim));
+  }
+
+  scatterAddRows(x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void {
+    this.scatterRows("scatterAddRows", x, idx, weights, out, n, dim);
+  }
+
+  private scatterRows(op: string, x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void {
+    const xb = this.v(x, n * dim, op, "x", F32);
+    const ib = this.v(idx, n, op, "idx", I32);
+    const wb = weights ? this.v(weights, n, op, "weights", F32) : null;
+    const ob = this.v(out, 0, op, "out", F32);
+    const outRows = dim > 0 ? Math.floor((ob.length - out.off) / dim) : 0;
+    if (n === 0 || dim === 0) return;
+    const scratch = this.scratchBuf("scatter_order", "u32", scatterScratchWords(n));
+    this.runAll(scatterAddRowsLaunches(xb, x.off, ib, idx.off, wb, weights?.off ?? 0, ob, out.off, outRows, n, dim, scratch));
+  }
+
+  histogram(idx: View, counts: View, n: number, bins: number): void {
+    const ib = this.v(idx, n, "histogram", "idx", I32);
+    const cb = this.v(counts, bins, "histogram", "counts", ["u32"]);
+    if (bins > 0) this.run(fillLaunch(cb, counts.off, bins, 0));
+    this.run(histogramLaunch(ib, idx.off, cb, counts.off, n, bins));
+  }
+
+  // ---- optimizer -----------------------------------------------------------------------------
+
+  adamw(param: View, grad: View, m: View, v: View, param16: View | null, n: number, p: AdamWParams): void {
+    const op = "adamw";
+    const pb = this.v(param, n, op, "param", F32);
+    const gb = this.v(grad, n, op, "grad", FLOATS);
+    const mb = this.v(m, n, op, "m", F32);
+    const vb = this.v(v, n, op, "v", F32);
+    const p16 = param16 ? this.v(param16, n, op, "param16", ["f16", "bf16"]) : null;
+    if (!(p.step >= 1)) throw new Error(`webgpu adamw: step must be ≥ 1 (1-based), got ${p.step}`);
+    this.run(adamwLaunch(pb, param.off, gb, grad.off, mb, m.off, vb, v.off, p16, param16?.off ?? 0, n, p));
+  }
+
+  sumSquares(x: View, out: View, n: number): void {
+    const xb = this.v(x, n, "sumSquares", "x", FLOATS);
+    const ob = this.v(out, 1, "sumSquares", "out", F32);
+    const scratch = this.scratchBuf("sumsq_partials", "f32", sumSquaresPartials(n));
+    this.runAll(sumSquaresLaunches(xb, x.off, ob, out.off, n, scratch));
+  }
+
+  nonFinite(x: View, out: View, n: number): void {
+    const xb = this.v(x, n, "nonFinite", "x", FLOATS);
+    const ob = this.v(out, 1, "nonFinite", "out", ["u32"]);
+    this.run(fillLaunch(ob, out.off, 1, 0));
+    this.run(nonFiniteLaunch(xb, x.off, ob, out.off, n));
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Command batching: many dispatches recorded into one command encoder (one open compute pass),
+ * submitted when the host needs a result ({@link CommandBatcher.submit}), when a batch reaches its
+ * length limit, or before a host write that must not overtake recorded work.
+ *
+ * Uniform parameters of all dispatches of a batch live in one arena: a host ArrayBuffer of
+ * 256-byte slots (`minUniformBufferOffsetAlignment`), uploaded with `queue.writeBuffer` just before
+ * the batch is submitted. Queue operations are ordered, so the one GPU uniform buffer can be reused
+ * by the next batch. Readbacks use a pool of MAP_READ staging buffers.
+ */
+import { BufferUsage, MapMode } from "./constants.ts";
+import type { CachedPipeline } from "./pipelines.ts";
+
+/** Bytes per uniform slot (one dispatch's params). */
+export const UNIFORM_SLOT_BYTES = 256;
+
+/** Records dispatches and copies, submits them in batches, reads buffers back. */
+export class CommandBatcher {
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private readonly arena: ArrayBuffer;
+  private readonly arenaU32: Uint32Array;
+  private readonly arenaI32: Int32Array;
+  private readonly arenaF32: Float32Array;
+  private readonly uniform: GPUBuffer;
+  private slotsUsed = 0;
+  private commands = 0;
+  private readonly staging: GPUBuffer[] = [];
+  /** GPUBuffers bound or copied by commands of the unsubmitted batch. */
+  private readonly used = new Set<GPUBuffer>();
+  /** Buffers to destroy once the current batch is submitted. */
+  private readonly doomed: GPUBuffer[] = [];
+  /** Dispatches submitted since creation (for tests and reports). */
+  dispatches = 0;
+  /** Batches submitted since creation. */
+  submits = 0;
+
+  constructor(
+    private readonly device: GPUDevice,
+    /** Dispatches per batch before an automatic submit. */
+    readonly maxBatch = 512,
+  ) {
+    this.arena = new ArrayBuffer(maxBatch * UNIFORM_SLOT_BYTES);
+    this.arenaU32 = new Uint32Array(this.arena);
+    this.arenaI32 = new Int32Array(this.arena);
+    this.arenaF32 = new Float32Array(this.arena);
+    this.uniform = device.createBuffer({ label: "zeromoe params arena", size: this.arena.byteLength, usage: BufferUsage.UNIFORM | BufferUsage.COPY_DST });
+  }
+
+  /** Whether commands are recorded but not yet submitted. */
+  get pending(): boolean {
+    return this.commands > 0;
+  }
+
+  private enc(): GPUCommandEncoder {
+    if (!this.encoder) this.encoder = this.device.createCommandEncoder({ label: "zeromoe batch" });
+    return this.encoder;
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  /**
+   * Record one dispatch of `p` with `storage` bound at bindings 1…k and `params` (each value with
+   * its WGSL type) in the batch's uniform arena. `grid` is the workgroup count per dimension.
+   */
+  dispatch(label: string, p: CachedPipeline, storage: readonly GPUBuffer[], params: readonly number[], types: readonly ("u32" | "i32" | "f32")[], grid: readonly [number, number, number]): void {
+    if (grid[0] === 0 || grid[1] === 0 || grid[2] === 0) return;
+    if (this.slotsUsed >= this.maxBatch) this.submit();
+    const slot = this.slotsUsed++;
+    const base = (slot * UNIFORM_SLOT_BYTES) / 4;
+    for (let i = 0; i < params.length; i++) {
+      const v = params[i]!;
+      const t = types[i]!;
+      if (t === "f32") this.arenaF32[base + i] = v;
+      else if (t === "i32") this.arenaI32[base + i] = v;
+      else {
+        if (!(v >= 0 && v <= 0xffffffff)) throw new Error(`${label}: u32 parameter ${i} out of range: ${v}`);
+        this.arenaU32[base + i] = v;
+      }
+    }
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniform, offset: slot * UNIFORM_SLOT_BYTES, size: UNIFORM_SLOT_BYTES } }];
+    storage.forEach((b, i) => {
+      entries.push({ binding: i + 1, resource: { buffer: b } });
+      this.used.add(b);
+    });
+    const bg = this.device.createBindGroup({ label, layout: p.layout, entries });
+    if (!this.pass) this.pass = this.enc().beginComputePass({ label: "zeromoe pass" });
+    this.pass.setPipeline(p.pipeline);
+    this.pass.setBindGroup(0, bg);
+    this.pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
+    this.commands++;
+    this.dispatches++;
+  }
+
+  /** Record a buffer-to-buffer copy (offsets and size multiples of 4, distinct buffers). */
+  copy(src: GPUBuffer, srcOff: number, dst: GPUBuffer, dstOff: number, size: number): void {
+    if (size === 0) return;
+    this.endPass();
+    this.enc().copyBufferToBuffer(src, srcOff, dst, dstOff, size);
+    this.used.add(src);
+    this.used.add(dst);
+    this.commands++;
+  }
+
+  /** Submit everything recorded (no-op when nothing is). Does not wait. */
+  submit(): void {
+    this.endPass();
+    if (!this.encoder) {
+      for (const b of this.doomed) b.destroy();
+      this.doomed.length = 0;
+      return;
+    }
+    const cb = this.encoder.finish();
+    this.encoder = null;
+    if (this.slotsUsed > 0) this.device.queue.writeBuffer(this.uniform, 0, this.arena, 0, this.slotsUsed * UNIFORM_SLOT_BYTES);
+    this.device.queue.submit([cb]);
+    this.slotsUsed = 0;
+    this.commands = 0;
+    this.submits++;
+    this.used.clear();
+    for (const b of this.doomed) b.destroy();
+    this.doomed.length = 0;
+  }
+
+  /** Whether the unsubmitted batch references `b`. */
+  uses(b: GPUBuffer): boolean {
+    return this.used.has(b);
+  }
+
+  /** Destroy `b` now, or right after the batch that references it is submitted (WebGPU defers the
+   * destruction of submitted buffers until the GPU is done with them). */
+  destroyWhenSubmitted(b: GPUBuffer): void {
+    if (this.used.has(b)) this.doomed.push(b);
+    else b.destroy();
+  }
+
+  /** Submit and wait until the queue is idle. */
+  async finish(): Promise<void> {
+    this.submit();
+    await this.device.queue.onSubmittedWorkDone();
+  }
+
+  /** Copy `size` bytes (multiple of 4) from `src` at `srcOff` (multiple of 4) to the host, after all
+   * recorded work. Returns a fresh ArrayBuffer. */
+  async readBytes(src: GPUBuffer, srcOff: number, size: number): Promise<ArrayBuffer> {
+    if (size === 0) {
+      await this.finish();
+      return new ArrayBuffer(0);
+    }
+    const st = this.takeStaging(size);
+    this.copy(src, srcOff, st, 0, size);
+    this.submit();
+    try {
+      await st.mapAsync(MapMode.READ, 0, size);
+      const out = st.getMappedRange(0, size).slice(0);
+      st.unmap();
+      this.giveStaging(st);
+      return out;
+    } catch (e) {
+      st.destroy();
+      throw e;
+    }
+  }
+
+  private takeStaging(size: number): GPUBuffer {
+    const i = this.staging.findIndex((b) => b.size >= size);
+    if (i >= 0) return this.staging.splice(i, 1)[0]!;
+    const sz = Math.max(4096, 2 ** Math.ceil(Math.log2(size)));
+    return this.device.createBuffer({ label: "zeromoe staging", size: sz, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
+  }
+
+  private giveStaging(b: GPUBuffer): void {
+    // keep a few, and not huge ones (bounded host-visible memory)
+    if (this.staging.length < 8 && b.size <= 64 * 1024 * 1024) this.staging.push(b);
+    else b.destroy();
+  }
+
+  /** Release the staging pool and the uniform arena. */
+  destroy(): void {
+    for (const b of this.staging) b.destroy();
+    this.staging.length = 0;
+    this.uniform.destroy();
+  }
+}

@@ -1,0 +1,3 @@
+/** The webgpu backend: {@link WebGpuBackend} on any standard WebGPU implementation. */
+export { WebGpuBackend, type WebGpuBackendOptions } from "./backend.ts";
+export { openDevice, classifyAdapter, type OpenDeviceOptions, type OpenedDevice } from "./device.ts";

@@ -1,0 +1,48 @@
+/**
+ * Compute pipeline cache keyed by the complete WGSL source (constants such as workgroup sizes and
+ * unrolled ranks are baked into the source, so the source is the whole key). Each pipeline gets an
+ * explicit bind-group layout: binding 0 the `Params` uniform, bindings 1…k storage buffers
+ * (read-only or read-write as the kernel declares).
+ */
+import { ShaderStage } from "./constants.ts";
+import type { AssembledKernel } from "./kernel.ts";
+
+/** A compiled kernel ready to bind. */
+export interface CachedPipeline {
+  pipeline: GPUComputePipeline;
+  layout: GPUBindGroupLayout;
+}
+
+/** Creates pipelines on first use and returns the cached one afterwards. */
+export class PipelineCache {
+  private readonly cache = new Map<string, CachedPipeline>();
+  constructor(private readonly device: GPUDevice) {}
+
+  /** Number of distinct pipelines compiled so far. */
+  get size(): number {
+    return this.cache.size;
+  }
+
+  /** The cached pipeline for a complete WGSL source, if compiled already. */
+  lookup(source: string): CachedPipeline | undefined {
+    return this.cache.get(source);
+  }
+
+  /** The pipeline for `k` (label used for debugging only). */
+  get(label: string, k: AssembledKernel): CachedPipeline {
+    const hit = this.cache.get(k.source);
+    if (hit) return hit;
+    const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform" } }];
+    k.slots.forEach((s, i) => entries.push({ binding: i + 1, visibility: ShaderStage.COMPUTE, buffer: { type: s.write ? "storage" : "read-only-storage" } }));
+    const layout = this.device.createBindGroupLayout({ label, entries });
+    const module = this.device.createShaderModule({ label, code: k.source });
+    const pipeline = this.device.createComputePipeline({
+      label,
+      layout: this.device.createPipelineLayout({ label, bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: "main" },
+    });
+    const c = { pipeline, layout };
+    this.cache.set(k.source, c);
+    return c;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Fused Adam/AdamW step (Kingma & Ba 2015; Loshchilov & Hutter 2019), in the form of PyTorch's
+ * `torch.optim.AdamW` single-tensor path:
+ *   g = grad·gradScale (+ wd·p when not decoupled)
+ *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *   p = p·(1 − lr·wd) when decoupled
+ *   p = p − (lr / (1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
+ * Bias corrections are computed on the host in float64. Grads may be f32, f16 or bf16. With a
+ * 16-bit `param16` copy, invocations own one param16 word (two elements) so no two invocations
+ * write the same word.
+ */
+import type { AdamWParams, Buf, DType } from "../backend.ts";
+import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import { bindTypeOf, entry, EW_WG, f32s, groups, u32s } from "./launch.ts";
+import { floatLoader, toHalfBits } from "./prelude.ts";
+import { wordsTouched } from "./fill_copy_cast.ts";
+
+/** Launch of one AdamW step over n elements. */
+export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m: Buf, moff: number, v: Buf, voff: number, param16: Buf | null, p16off: number, n: number, p: AdamWParams): Launch | null {
+  if (n === 0) return null;
+  const gd: DType = grad.dtype;
+  const step = `fn step(j: u32) -> f32 {
+  var g = ld_g(P.goff + j) * P.gscale;
+  var pv = b_p[P.poff + j];
+  if (P.decoupled == 0u) { g = g + P.wd * pv; }
+  let mv = P.b1 * b_m[P.moff + j] + (1.0 - P.b1) * g;
+  let vv = P.b2 * b_v[P.voff + j] + (1.0 - P.b2) * g * g;
+  b_m[P.moff + j] = mv;
+  b_v[P.voff + j] = vv;
+  if (P.decoupled != 0u) { pv = pv * (1.0 - P.lr * P.wd); }
+  pv = pv - P.stepsize * mv / (sqrt(vv) / P.bc2sqrt + P.eps);
+  b_p[P.poff + j] = pv;
+  return pv;
+}
+`;
+  const buffers = [
+    { name: "b_p", type: "f32" as const, write: true },
+    { name: "b_g", type: bindTypeOf(gd), write: false },
+    { name: "b_m", type: "f32" as const, write: true },
+    { name: "b_v", type: "f32" as const, write: true },
+  ];
+  const params = [...u32s("poff", "goff", "moff", "voff", "doff", "n", "decoupled"), ...f32s("lr", "b1", "b2", "eps", "wd", "gscale", "stepsize", "bc2sqrt")];
+  const bc1 = 1 - Math.pow(p.beta1, p.step);
+  const bc2 = 1 - Math.pow(p.beta2, p.step);
+  const values = [poff, goff, moff, voff, p16off, n, p.decoupled ? 1 : 0, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay, p.gradScale, p.lr / bc1, Math.sqrt(bc2)];
+  const loader = floatLoader("ld_g", "b_g", gd);
+  if (param16) {
+    const kernel: Kernel = {
+      label: `adamw_${gd}_to_${param16.dtype}`,
+      buffers: [...buffers, { name: "b_dst", type: "w16", write: true }],
+      params,
+      code: `${loader}${step}${entry(EW_WG)} {
+  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  let w0 = P.doff >> 1u;
+  let nw = ((P.doff + P.n - 1u) >> 1u) - w0 + 1u;
+  if (t >= nw) { return; }
+  let w = w0 + t;
+  var word = b_dst[w];
+  for (var h = 0u; h < 2u; h = h + 1u) {
+    let e = 2u * w + h;
+    if (e >= P.doff && e < P.doff + P.n) {
+      let sh = 16u * h;
+      let pv = step(e - P.doff);
+      word = (word & ~(0xffffu << sh)) | ((${toHalfBits(param16.dtype, "pv")} & 0xffffu) << sh);
+    }
+  }
+  b_dst[w] = word;
+}`,
+    };
+    return { kernel, bufs: [param, grad, m, v, param16], params: values, workgroups: groups(wordsTouched(p16off, n)) };
+  }
+  const kernel: Kernel = {
+    label: `adamw_${gd}`,
+    buffers,
+    params,
+    code: `${loader}${step}${entry(EW_WG)} {
+  let i = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (i >= P.n) { return; }
+  step(i);
+}`,
+  };
+  return { kernel, bufs: [param, grad, m, v], params: values, workgroups: groups(n) };
+}
