@@ -69,6 +69,7 @@ export class GPUBufferImpl {
     }
     const lost = this.device.lostError("mapAsync");
     if (lost) return Promise.reject(lost);
+    this.device.queue.flushWrites();
     const slot = n.shim.zm_slot_new()!;
     this.state = "pending";
     n.shim.zm_buffer_map_async(this.handle, mode, offset, sz, slot);

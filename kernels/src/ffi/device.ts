@@ -58,6 +58,8 @@ export class GPUDeviceImpl extends EventTarget {
   private lostInfo: GPUDeviceLostInfo | null = null;
   private uncapturedListeners = 0;
   private lastScoped: ScopeResult | null = null;
+  /** Error scopes pushed by the user and not yet popped. */
+  private scopeDepth = 0;
 
   /**
    * @param handle the WGPUDevice (owned; released on garbage collection)
@@ -156,6 +158,7 @@ export class GPUDeviceImpl extends EventTarget {
     if (filter === "internal") throw domError("OperationError", "pushErrorScope('internal') is not supported by wgpu-native 29 (only 'validation' and 'out-of-memory')");
     this.ensureAlive("pushErrorScope");
     this.ctx.native.lib.wgpuDevicePushErrorScope(this.handle, f);
+    this.scopeDepth++;
     return undefined;
   }
 
@@ -163,7 +166,11 @@ export class GPUDeviceImpl extends EventTarget {
    * Rejects with an OperationError when the scope stack is empty. */
   popErrorScope(): Promise<GPUError | null> {
     const n = this.ctx.native;
-    this.ensureAlive("popErrorScope");
+    const lost = this.lostError("popErrorScope");
+    if (lost) return Promise.reject(lost);
+    // wgpu-native 29 panics (aborting the process) when popping an empty stack: check here.
+    if (this.scopeDepth === 0) return Promise.reject(domError("OperationError", "popErrorScope: the error scope stack is empty"));
+    this.scopeDepth--;
     const slot = n.shim.zm_slot_new()!;
     n.shim.zm_pop_error_scope(this.handle, slot);
     return this.ctx.pump.wait(slot, this, "popErrorScope", (s) => {

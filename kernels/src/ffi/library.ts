@@ -39,7 +39,8 @@ export function defaultLibraryDir(): string {
 }
 
 /**
- * Resolve the library path: `libraryPath` option, else env `WGPU_NATIVE_LIB`, else
+ * Resolve the library path: `libraryPath` option, else env `WGPU_NATIVE_LIB` (either one, when given,
+ * is the only path tried), else
  * `$ZEROMOE_CACHE` (default `~/.cache/zeromoe`) `/wgpu-native/29.0.1.1/libwgpu_native.so`.
  * Headers are looked for beside the library, then in the default cache folder.
  * @throws WgpuLibraryNotFoundError naming every path tried and `bash scripts/setup.sh`.
@@ -47,11 +48,10 @@ export function defaultLibraryDir(): string {
 export function resolveLibrary(libraryPath?: string): LibraryLocation {
   const tried: string[] = [];
   const candidates: string[] = [];
+  // An explicit choice (option or env) is the only candidate: never silently use another library.
   if (libraryPath) candidates.push(libraryPath);
-  else {
-    if (process.env.WGPU_NATIVE_LIB) candidates.push(process.env.WGPU_NATIVE_LIB);
-    candidates.push(join(defaultLibraryDir(), "libwgpu_native.so"));
-  }
+  else if (process.env.WGPU_NATIVE_LIB) candidates.push(process.env.WGPU_NATIVE_LIB);
+  else candidates.push(join(defaultLibraryDir(), "libwgpu_native.so"));
   let found: string | null = null;
   for (const c of candidates) {
     tried.push(c);

@@ -14,6 +14,8 @@ export class GPUQueueImpl {
   label = "";
   /** wgpu-native submission index of the last submit (0 before any). */
   lastSubmissionIndex = 0;
+  /** writeBuffer calls not yet followed by a submit: wgpu stages them until the next submit. */
+  private pendingWrites = false;
 
   constructor(
     readonly device: GPUDeviceImpl,
@@ -35,6 +37,7 @@ export class GPUQueueImpl {
     });
     const lib = this.device.ctx.native.lib;
     this.lastSubmissionIndex = lib.wgpuQueueSubmitForIndex(this.handle, list.length, ptr(handles)) as number;
+    this.pendingWrites = false;
     for (let i = 0; i < list.length; i++) lib.wgpuCommandBufferRelease(Number(handles[i]) as unknown as Pointer);
     this.device.checkErrors("queue.submit");
     return undefined;
@@ -67,8 +70,19 @@ export class GPUQueueImpl {
     if (count === 0) return undefined;
     const src = bytes.subarray(start, start + count);
     this.device.ctx.native.lib.wgpuQueueWriteBuffer(this.handle, buffer.handle, bufferOffset, ptr(src), count);
+    this.pendingWrites = true;
     this.device.checkErrors(`queue.writeBuffer to '${buffer.label}'`);
     return undefined;
+  }
+
+  /**
+   * Submit staged writeBuffer data if any. wgpu executes queue.writeBuffer only at the next submit;
+   * the spec orders it before later mapAsync/onSubmittedWorkDone, so those call this first.
+   */
+  flushWrites(): void {
+    if (!this.pendingWrites) return;
+    this.lastSubmissionIndex = this.device.ctx.native.lib.wgpuQueueSubmitForIndex(this.handle, 0, null) as number;
+    this.pendingWrites = false;
   }
 
   /** Resolves when all work submitted so far has completed; rejects on device loss. */
@@ -76,6 +90,7 @@ export class GPUQueueImpl {
     const n = this.device.ctx.native;
     const lost = this.device.lostError("onSubmittedWorkDone");
     if (lost) return Promise.reject(lost);
+    this.flushWrites();
     const slot = n.shim.zm_slot_new()!;
     n.shim.zm_queue_on_submitted_work_done(this.handle, slot);
     return this.device.ctx.pump.wait(slot, this.device, "onSubmittedWorkDone", (s) => {
