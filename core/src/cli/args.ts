@@ -1,0 +1,117 @@
+/**
+ * Command-line parsing for `bun run train`, with Node's `util.parseArgs` (built into Bun; no
+ * dependency). Unknown options, missing values and malformed numbers are {@link UsageError}s whose
+ * message ends with the usage text.
+ */
+import { parseArgs } from "node:util";
+import { suggest } from "../config/errors.ts";
+import type { JobOverrides } from "../config/resolve.ts";
+
+/** Usage of `bun run train`. */
+export const TRAIN_USAGE = `usage: bun run train [options]
+
+  --config <job.json>          job file (default: the built-in job, a small mixtral on Moby Dick)
+  --deepspeed <ds_config.json> merge a DeepSpeed config (DeepSpeed keys only) over the job
+  --steps <N>                  optimizer steps (overrides "steps")
+  --world-size <N>             number of ranks (overrides "world_size")
+  --seed <S>                   seed (overrides "seed")
+  --backend <auto|webgpu|cpu>  compute backend (overrides "backend")
+  --summary <out.json>         write a JSON summary of the run here
+  --resume <dir|tag>           resume from a checkpoint directory (its "latest" tag) or a tag path
+  --init-from <model.safetensors>  initialise weights from a Hugging Face safetensors file
+  -h, --help                   show this help`;
+
+/** A command-line mistake; `message` includes the usage text. */
+export class UsageError extends Error {
+  constructor(problem: string, usage = TRAIN_USAGE) {
+    super(`${problem}\n\n${usage}`);
+    this.name = "UsageError";
+  }
+}
+
+/** Parsed `train` arguments. Absent options are undefined. */
+export interface TrainArgs {
+  help: boolean;
+  config?: string;
+  deepspeed?: string;
+  steps?: number;
+  worldSize?: number;
+  seed?: number;
+  backend?: "auto" | "webgpu" | "cpu";
+  summary?: string;
+  resume?: string;
+  initFrom?: string;
+}
+
+const OPTIONS = {
+  config: { type: "string" },
+  deepspeed: { type: "string" },
+  steps: { type: "string" },
+  "world-size": { type: "string" },
+  seed: { type: "string" },
+  backend: { type: "string" },
+  summary: { type: "string" },
+  resume: { type: "string" },
+  "init-from": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** Parses an integer option in [min, max]; throws UsageError naming the option. */
+function intOption(name: string, raw: string | undefined, min: number, max: number): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^[+-]?\d+$/.test(raw.trim())) throw new UsageError(`--${name}: expected an integer, got ${JSON.stringify(raw)}`);
+  const v = Number(raw);
+  if (!Number.isSafeInteger(v) || v < min || v > max) throw new UsageError(`--${name}: expected an integer in [${min}, ${max}], got ${raw}`);
+  return v;
+}
+
+/** Rejects an empty string value (e.g. `--config=`). */
+function pathOption(name: string, raw: string | undefined): string | undefined {
+  if (raw !== undefined && raw.trim() === "") throw new UsageError(`--${name}: expected a path, got an empty string`);
+  return raw;
+}
+
+/**
+ * Parses `argv` (without the `bun` and script entries, i.e. `process.argv.slice(2)`).
+ * @throws UsageError for an unknown option (with a did-you-mean), a missing value, a positional
+ * argument, a malformed number or an unknown backend.
+ */
+export function parseTrainArgs(argv: readonly string[]): TrainArgs {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false }));
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    const unknown = /Unknown option '(-{1,2}[^']+)'/.exec(msg);
+    if (unknown) {
+      const name = unknown[1].replace(/^-+/, "").split("=")[0];
+      const near = suggest(name, Object.keys(OPTIONS));
+      throw new UsageError(`unknown option ${unknown[1]}${near ? `; did you mean --${near}?` : ""}`);
+    }
+    if (/Unexpected argument/.test(msg)) throw new UsageError(`unexpected argument: ${msg.replace(/^.*Unexpected argument '([^']*)'.*$/s, "$1")} (options take the form --name value)`);
+    throw new UsageError(msg);
+  }
+  const backend = values.backend as string | undefined;
+  if (backend !== undefined && backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
+    const near = suggest(backend, ["auto", "webgpu", "cpu"]);
+    throw new UsageError(`--backend: expected auto, webgpu or cpu, got ${JSON.stringify(backend)}${near ? `; did you mean ${near}?` : ""}`);
+  }
+  const str = (k: keyof typeof OPTIONS) => values[k] as string | undefined;
+  return {
+    help: values.help === true,
+    config: pathOption("config", str("config")),
+    deepspeed: pathOption("deepspeed", str("deepspeed")),
+    steps: intOption("steps", str("steps"), 0, 2 ** 31 - 1),
+    worldSize: intOption("world-size", str("world-size"), 1, 65536),
+    seed: intOption("seed", str("seed"), 0, 2 ** 32 - 1),
+    backend,
+    summary: pathOption("summary", str("summary")),
+    resume: pathOption("resume", str("resume")),
+    initFrom: pathOption("init-from", str("init-from")),
+  };
+}
+
+/** The config overrides carried by parsed arguments (for `loadJobConfig`). */
+export function trainArgsToOverrides(a: TrainArgs): JobOverrides {
+  return { steps: a.steps, world_size: a.worldSize, seed: a.seed, backend: a.backend };
+}
