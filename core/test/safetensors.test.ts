@@ -123,6 +123,34 @@ describe("safetensors round trip", () => {
     expect(new Uint8Array(readFileSync(path))).toEqual(handBuild(header, data, pad));
   });
 
+  test("readTensorElements reads a sub-range of a tensor (a rank's shard)", () => {
+    const r0 = rng(9);
+    const w = Float32Array.from({ length: 7 * 13 }, () => r0() - 0.5);
+    const path = join(dir, "range.safetensors");
+    writeSafetensors(path, [
+      { name: "pad", dtype: "U8", shape: [3], data: Uint8Array.from([1, 2, 3]) },
+      { name: "w", dtype: "F32", shape: [7, 13], data: w },
+    ]);
+    const r = SafetensorsReader.open(path);
+    try {
+      for (const [start, count] of [
+        [0, 91],
+        [5, 17],
+        [90, 1],
+        [91, 0],
+      ]) {
+        const got = new Float32Array(r.readTensorElements("w", start, count).buffer);
+        expect(Array.from(got)).toEqual(Array.from(w.subarray(start, start + count)));
+      }
+      expect(() => r.readTensorElements("w", 90, 2)).toThrow(/tensor 'w': element range \[90, 92\) is outside \[0, 91\)/);
+      expect(() => r.readTensorElements("w", -1, 1)).toThrow(/outside/);
+      expect(() => r.readTensorElements("w", 0.5, 1)).toThrow(/outside/);
+    } finally {
+      r.close();
+    }
+    expect(() => r.readTensorElements("w", 0, 1)).toThrow(/reader is closed/);
+  });
+
   test("an empty state dict round-trips", () => {
     const path = join(dir, "empty.safetensors");
     writeSafetensors(path, []);

@@ -384,6 +384,24 @@ export class SafetensorsReader {
     readFully(this.fd, dst, 0, len, this.header.dataStart + t.begin, this.path, `tensor '${name}'`);
   }
 
+  /**
+   * Read elements `[start, start + count)` of a tensor (flattened row-major) into a fresh,
+   * 8-byte-aligned buffer, without reading the rest — e.g. the slice of a flattened parameter that
+   * one rank owns under ZeRO partitioning.
+   * @throws SafetensorsError when `start`/`count` are not non-negative integers or run past the tensor.
+   */
+  readTensorElements(name: string, start: number, count: number): Uint8Array {
+    if (this.fd < 0) throw new SafetensorsError(this.path, "reader is closed", name);
+    const t = this.info(name);
+    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(count) || start < 0 || count < 0 || start + count > t.numel) {
+      throw new SafetensorsError(this.path, `element range [${start}, ${start + count}) is outside [0, ${t.numel})`, name);
+    }
+    const size = SAFETENSORS_DTYPE_BYTES[t.dtype];
+    const out = new Uint8Array(count * size);
+    readFully(this.fd, out, 0, out.length, this.header.dataStart + t.begin + start * size, this.path, `tensor '${name}'`);
+    return out;
+  }
+
   /** Close the file. Idempotent. */
   close(): void {
     if (this.fd >= 0) {
