@@ -12,6 +12,7 @@ import {
   type SafetensorsDType,
   type SafetensorsTensor,
 } from "../src/checkpoint/safetensors.ts";
+import { decodeTensor } from "../src/checkpoint/hf-load.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "zeromoe-st-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -295,6 +296,12 @@ describe("mutation fuzz", () => {
       const b = p.tensor(t.name);
       expect(b.length).toBe(t.numel * SAFETENSORS_DTYPE_BYTES[t.dtype]);
       total += b.length;
+      try {
+        expect(decodeTensor(b.slice(), t, "fuzz").data.length).toBe(t.numel);
+      } catch (e) {
+        // Decoding refuses FP8/C64/U64 and out-of-range integers (random I64 bytes) cleanly; anything else is a bug.
+        if (!(e instanceof SafetensorsError) || !/not supported|does not fit in i32/.test(e.message)) throw e;
+      }
     }
     expect(p.header.dataStart + total).toBe(bytes.length);
   }
