@@ -196,3 +196,15 @@ describe("files, --deepspeed merge and overrides", () => {
     expect([config.seed, config.backend, config.model.model_type]).toEqual([5, "cpu", "mixtral"]);
   });
 });
+
+describe("docs/config.md", () => {
+  test("the generated key reference is up to date with the schema (run `bun core/src/config/docs.ts`)", async () => {
+    const { renderConfigReference, replaceGenerated } = await import("../src/config/docs.ts");
+    const path = new URL("../../docs/config.md", import.meta.url).pathname;
+    const doc = await Bun.file(path).text();
+    expect(doc).toBe(replaceGenerated(doc, renderConfigReference()));
+    for (const key of ["zero_optimization.stage3_param_persistence_threshold", "moe.noisy_gate_policy", "scheduler.params.cos_min_ratio", "model.num_local_experts", "data.validation_fraction"]) {
+      expect(doc).toContain("`" + key + "`");
+    }
+  });
+});

@@ -69,6 +69,11 @@ export interface CustomSpec extends SpecBase {
   /** Short type description for docs, e.g. "object (by model_type)". */
   typeName: string;
   check: (value: unknown, path: string, ctx: CheckContext) => unknown;
+  /** For documentation: the object shapes this value can take, by discriminator value
+   * (e.g. `llama`/`mixtral` for the model, `WarmupLR`… for scheduler params). */
+  variants?: Readonly<Record<string, ObjectSpec>>;
+  /** For documentation: the key under which the variant's fields sit (`params` for scheduler). */
+  variantKey?: string;
 }
 
 export type Spec = NumberSpec | BooleanSpec | StringSpec | EnumSpec | ArraySpec | ObjectSpec | CustomSpec;
@@ -155,7 +160,7 @@ export function describeSpec(spec: Spec): string {
       s = spec.typeName;
       break;
   }
-  return spec.nullable ? `${s} or null` : s;
+  return spec.nullable && s !== "null" ? `${s} or null` : s;
 }
 
 /**

@@ -89,6 +89,8 @@ export const SCHEDULER_SPEC: Spec = {
   nullable: true,
   default: null,
   doc: "learning-rate schedule (DeepSpeed `scheduler` section); null = constant lr",
+  variants: SCHEDULER_PARAM_SPECS,
+  variantKey: "params",
   check(value: unknown, path: string, ctx: CheckContext): unknown {
     if (!isPlainObject(value)) {
       addIssue(ctx, path, `expected an object {type, params} or null, got ${typeOfJson(value)} ${show(value)}`);

@@ -78,7 +78,7 @@ export const LLAMA_SPEC: ObjectSpec = {
   kind: "object",
   doc: "Hugging Face LlamaConfig",
   fields: {
-    model_type: { kind: "enum", values: ["llama"], required: true },
+    model_type: { kind: "enum", values: ["llama"], required: true, doc: "selects the architecture" },
     ...commonFields({ intermediate_size: 11008, num_key_value_heads: null, max_position_embeddings: 2048, rms_norm_eps: 1e-6, rope_theta: 10000 }),
     mlp_bias: { kind: "boolean", default: false, doc: "bias in the MLP projections" },
   },
@@ -90,7 +90,7 @@ export const MIXTRAL_SPEC: ObjectSpec = {
   kind: "object",
   doc: "Hugging Face MixtralConfig",
   fields: {
-    model_type: { kind: "enum", values: ["mixtral"], required: true },
+    model_type: { kind: "enum", values: ["mixtral"], required: true, doc: "selects the architecture" },
     ...commonFields({ intermediate_size: 14336, num_key_value_heads: 8, max_position_embeddings: 4096 * 32, rms_norm_eps: 1e-5, rope_theta: 1e6 }),
     num_local_experts: posInt("experts per MoE layer", 8),
     num_experts_per_tok: posInt("experts each token is routed to (top-k)", 2),
@@ -112,6 +112,7 @@ export const MODEL_SPEC: Spec = {
   typeName: "object (Hugging Face config; keys by model_type)",
   required: true,
   doc: "Hugging Face model config",
+  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC },
   check(value: unknown, path: string, ctx: CheckContext): unknown {
     if (!isPlainObject(value)) {
       addIssue(ctx, path, `expected a Hugging Face config object with model_type "llama" or "mixtral", got ${typeOfJson(value)} ${show(value)}`);

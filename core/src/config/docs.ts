@@ -1,0 +1,89 @@
+/**
+ * Renders the key reference of docs/config.md from the schema itself (spec-job.ts and the specs it
+ * includes), so the documentation lists exactly the keys, types and defaults the validator uses.
+ * Run `bun core/src/config/docs.ts` to rewrite the generated part of docs/config.md (between the
+ * BEGIN/END markers); a test fails when the file is stale.
+ */
+import { describeSpec, type ObjectSpec, type Spec } from "./schema.ts";
+import { JOB_SPEC } from "./spec-job.ts";
+
+/** Markers around the generated part of docs/config.md. */
+export const DOC_BEGIN = "<!-- BEGIN GENERATED: bun core/src/config/docs.ts -->";
+export const DOC_END = "<!-- END GENERATED -->";
+
+/** Numbers like 500000000 as 5e8; others as JSON. */
+function fmtDefault(v: unknown): string {
+  if (typeof v === "number" && Number.isInteger(v) && Math.abs(v) >= 1e5) {
+    const [m, e] = v.toExponential().split("e+");
+    if (m.length <= 3) return `${m}e${e}`;
+  }
+  if (typeof v === "number" && v !== 0 && Math.abs(v) < 1e-3) return v.toExponential().replace("e-", "e-");
+  return JSON.stringify(v);
+}
+
+function defaultCell(spec: Spec): string {
+  if (spec.required) return "**required**";
+  if (spec.default === undefined) return "derived";
+  if (spec.kind === "object") return "see below";
+  return "`" + fmtDefault(spec.default) + "`";
+}
+
+function esc(s: string): string {
+  return s.replace(/\|/g, "\\|");
+}
+
+function isSection(spec: Spec): boolean {
+  return spec.kind === "object" || (spec.kind === "custom" && spec.variants !== undefined);
+}
+
+function renderTable(spec: ObjectSpec, prefix: string, out: string[]): void {
+  out.push("| key | type | default | meaning |", "| --- | --- | --- | --- |");
+  for (const [key, f] of Object.entries(spec.fields)) {
+    const name = prefix ? `${prefix}.${key}` : key;
+    const type = f.kind === "custom" ? f.typeName : isSection(f) ? "object" : describeSpec(f);
+    out.push(`| \`${name}\` | ${esc(type)} | ${defaultCell(f)} | ${esc(f.doc ?? "")} |`);
+  }
+  const aliases = Object.entries(spec.aliases ?? {});
+  if (aliases.length) out.push("", "Old names accepted: " + aliases.map(([o, n]) => `\`${o}\` → \`${n}\``).join(", ") + ".");
+  const ignored = Object.entries(spec.ignored ?? {});
+  if (ignored.length) out.push("", "Accepted and ignored (with a warning): " + ignored.map(([k, why]) => `\`${k}\` (${why})`).join("; ") + ".");
+}
+
+function renderSection(title: string, spec: ObjectSpec, prefix: string, level: number, out: string[]): void {
+  out.push("", `${"#".repeat(level)} ${title}`, "");
+  if (spec.doc) out.push(spec.doc + ".", "");
+  renderTable(spec, prefix, out);
+  for (const [key, f] of Object.entries(spec.fields)) {
+    const name = prefix ? `${prefix}.${key}` : key;
+    if (f.kind === "object") renderSection(`\`${name}\``, f, name, Math.min(level + 1, 4), out);
+    else if (f.kind === "custom" && f.variants) {
+      for (const [variant, vs] of Object.entries(f.variants)) {
+        const sub = f.variantKey ? `${name}.${f.variantKey}` : name;
+        const disc = f.variantKey ? "type" : "model_type";
+        renderSection(`\`${sub}\` when \`${disc}\` is \`"${variant}"\``, vs, sub, Math.min(level + 1, 4), out);
+      }
+    }
+  }
+}
+
+/** The generated markdown (without markers). */
+export function renderConfigReference(): string {
+  const out: string[] = [];
+  renderSection("Top-level keys", JOB_SPEC, "", 2, out);
+  return out.join("\n").trim() + "\n";
+}
+
+/** Replaces the generated region of a docs file's text; throws if the markers are missing. */
+export function replaceGenerated(doc: string, generated: string): string {
+  const a = doc.indexOf(DOC_BEGIN);
+  const b = doc.indexOf(DOC_END);
+  if (a < 0 || b < a) throw new Error(`docs/config.md: markers ${DOC_BEGIN} … ${DOC_END} not found`);
+  return doc.slice(0, a + DOC_BEGIN.length) + "\n" + generated + doc.slice(b);
+}
+
+if (import.meta.main) {
+  const path = new URL("../../../docs/config.md", import.meta.url).pathname;
+  const doc = await Bun.file(path).text();
+  await Bun.write(path, replaceGenerated(doc, renderConfigReference()));
+  console.log(`updated ${path}`);
+}
