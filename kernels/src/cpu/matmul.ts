@@ -1,12 +1,12 @@
 /**
  * Batched, optionally transposed f32 matmul of the cpu backend (see MatmulSpec in ../backend.ts).
  *
- * Loop orders are chosen so the innermost loop walks contiguous memory of row-major storage:
- * - B stored K×N (no transB): i-k-j. Four output rows are updated together from each B row
- *   (register blocking: B is streamed once per four rows of A), into float64 accumulator rows.
- * - B stored N×K (transB): out[i,j] is a dot product of row i of op(A) and row j of B, both
- *   contiguous; with transA the column of A is first copied into a length-K scratch row.
- * No whole matrix is copied. Summation over k is in ascending order in a float64 accumulator, so
+ * One kernel, i-k-j order, so the innermost loop walks contiguous memory of row-major storage:
+ * four output rows are updated together from each row of op(B) (register blocking: op(B) is
+ * streamed once per four rows of A) into float64 accumulator rows. op(A)[i,k] is read in place
+ * (transA just swaps the strides). With transB, op(B) is not contiguous by rows, so it is handled
+ * in column panels of 128: each panel (K × 128) is copied transposed into scratch, then the same
+ * kernel runs; without transB, panels of 512 columns are read in place. No whole matrix is copied. Summation over k is in ascending order in a float64 accumulator, so
  * results are deterministic; `accumulate` adds the finished sum to the old output once.
  */
 
@@ -58,33 +58,51 @@ export function spanOf(batch: number, stride: number, size: number): number {
   return batch === 0 || size === 0 ? 0 : (batch - 1) * stride + size;
 }
 
+/** Columns of op(B) per panel when B is stored transposed (copied to a K × PANEL scratch). */
+const PANEL = 128;
+/** Columns per panel when B is stored K×N (read in place): keeps the four accumulator rows in L1/L2. */
+const PANEL_DIRECT = 512;
+
 /** out[b] (=|+=) op(A[b]) · op(B[b]) for every batch b. Arrays are the storages, `*o` offsets. */
 export function matmulF(a: FArr, ao: number, b: FArr, bo: number, out: FArr, oo: number, g: MatmulGeometry): void {
+  const { M, N, K, transA, transB, accumulate } = g;
+  if (M === 0 || N === 0) return;
+  // op(A)[i,k] = a[pa + i*sai + k*sak]
+  const sai = transA ? 1 : K;
+  const sak = transA ? M : 1;
+  const width = Math.min(transB ? PANEL : PANEL_DIRECT, N);
+  const acc = [new Float64Array(width), new Float64Array(width), new Float64Array(width), new Float64Array(width)] as const;
+  const panel: FArr | null = transB ? (b instanceof Float32Array ? new Float32Array(K * width) : new Float64Array(K * width)) : null;
   for (let t = 0; t < g.batch; t++) {
     const pa = ao + t * g.strideA;
     const pb = bo + t * g.strideB;
     const po = oo + t * g.strideOut;
-    if (g.transB) matmulDot(a, pa, b, pb, out, po, g);
-    else matmulIKJ(a, pa, b, pb, out, po, g);
+    if (panel === null) {
+      for (let j0 = 0; j0 < N; j0 += width) panelKernel(a, pa, sai, sak, M, K, b, pb + j0, N, Math.min(width, N - j0), out, po + j0, N, accumulate, acc);
+      continue;
+    }
+    // B stored N×K: copy K×nb column panels of op(B) (rows j0..j0+nb of B, transposed), then i-k-j.
+    for (let j0 = 0; j0 < N; j0 += width) {
+      const nb = Math.min(width, N - j0);
+      for (let jj = 0; jj < nb; jj++) {
+        const row = pb + (j0 + jj) * K;
+        for (let k = 0; k < K; k++) panel[k * nb + jj] = b[row + k]!;
+      }
+      panelKernel(a, pa, sai, sak, M, K, panel, 0, nb, nb, out, po + j0, N, accumulate, acc);
+    }
   }
 }
 
-/** B stored K×N: i-k-j with four rows of A at a time. */
-function matmulIKJ(a: FArr, pa: number, b: FArr, pb: number, out: FArr, po: number, g: MatmulGeometry): void {
-  const { M, N, K, transA, accumulate } = g;
-  // op(A)[i,k] = a[pa + i*sai + k*sak]
-  const sai = transA ? 1 : K;
-  const sak = transA ? M : 1;
-  const acc0 = new Float64Array(N);
-  const acc1 = new Float64Array(N);
-  const acc2 = new Float64Array(N);
-  const acc3 = new Float64Array(N);
+/** out[i, 0..nb) (=|+=) Σ_k op(A)[i,k] · src[base + k·ks + j] for all i < M: i-k-j, four rows of A
+ * per pass over the panel, float64 accumulators, k ascending. `ldo` is the row stride of out. */
+function panelKernel(a: FArr, pa: number, sai: number, sak: number, M: number, K: number, src: FArr, base: number, ks: number, nb: number, out: FArr, po: number, ldo: number, accumulate: boolean, acc: readonly [Float64Array, Float64Array, Float64Array, Float64Array]): void {
+  const [acc0, acc1, acc2, acc3] = acc;
   let i = 0;
   for (; i + 4 <= M; i += 4) {
-    acc0.fill(0);
-    acc1.fill(0);
-    acc2.fill(0);
-    acc3.fill(0);
+    acc0.fill(0, 0, nb);
+    acc1.fill(0, 0, nb);
+    acc2.fill(0, 0, nb);
+    acc3.fill(0, 0, nb);
     const r0 = pa + i * sai;
     for (let k = 0; k < K; k++) {
       const ak = r0 + k * sak;
@@ -92,50 +110,33 @@ function matmulIKJ(a: FArr, pa: number, b: FArr, pb: number, out: FArr, po: numb
       const x1 = a[ak + sai]!;
       const x2 = a[ak + 2 * sai]!;
       const x3 = a[ak + 3 * sai]!;
-      const bk = pb + k * N;
-      for (let j = 0; j < N; j++) {
-        const bv = b[bk + j]!;
+      const bk = base + k * ks;
+      for (let j = 0; j < nb; j++) {
+        const bv = src[bk + j]!;
         acc0[j] = acc0[j]! + x0 * bv;
         acc1[j] = acc1[j]! + x1 * bv;
         acc2[j] = acc2[j]! + x2 * bv;
         acc3[j] = acc3[j]! + x3 * bv;
       }
     }
-    store(out, po + i * N, acc0, N, accumulate);
-    store(out, po + (i + 1) * N, acc1, N, accumulate);
-    store(out, po + (i + 2) * N, acc2, N, accumulate);
-    store(out, po + (i + 3) * N, acc3, N, accumulate);
+    store(out, po + i * ldo, acc0, nb, accumulate);
+    store(out, po + (i + 1) * ldo, acc1, nb, accumulate);
+    store(out, po + (i + 2) * ldo, acc2, nb, accumulate);
+    store(out, po + (i + 3) * ldo, acc3, nb, accumulate);
   }
   for (; i < M; i++) {
-    acc0.fill(0);
+    acc0.fill(0, 0, nb);
     const r0 = pa + i * sai;
     for (let k = 0; k < K; k++) {
       const x0 = a[r0 + k * sak]!;
-      const bk = pb + k * N;
-      for (let j = 0; j < N; j++) acc0[j] = acc0[j]! + x0 * b[bk + j]!;
+      const bk = base + k * ks;
+      for (let j = 0; j < nb; j++) acc0[j] = acc0[j]! + x0 * src[bk + j]!;
     }
-    store(out, po + i * N, acc0, N, accumulate);
+    store(out, po + i * ldo, acc0, nb, accumulate);
   }
 }
 
-/** B stored N×K: dot products of contiguous rows. */
-function matmulDot(a: FArr, pa: number, b: FArr, pb: number, out: FArr, po: number, g: MatmulGeometry): void {
-  const { M, N, K, transA, accumulate } = g;
-  const row = new Float64Array(K);
-  for (let i = 0; i < M; i++) {
-    if (transA) for (let k = 0; k < K; k++) row[k] = a[pa + k * M + i]!;
-    else for (let k = 0; k < K; k++) row[k] = a[pa + i * K + k]!;
-    const o = po + i * N;
-    for (let j = 0; j < N; j++) {
-      const bj = pb + j * K;
-      let s = 0;
-      for (let k = 0; k < K; k++) s += row[k]! * b[bj + k]!;
-      out[o + j] = accumulate ? out[o + j]! + s : s;
-    }
-  }
-}
-
-function store(out: FArr, o: number, acc: Float64Array, N: number, accumulate: boolean): void {
-  if (accumulate) for (let j = 0; j < N; j++) out[o + j] = out[o + j]! + acc[j]!;
-  else for (let j = 0; j < N; j++) out[o + j] = acc[j]!;
+function store(out: FArr, o: number, acc: Float64Array, n: number, accumulate: boolean): void {
+  if (accumulate) for (let j = 0; j < n; j++) out[o + j] = out[o + j]! + acc[j]!;
+  else for (let j = 0; j < n; j++) out[o + j] = acc[j]!;
 }

@@ -18,6 +18,7 @@ export function matmulTests(t: T): void {
     [17, 13, 11],
     [4, 16, 64],
     [33, 65, 63],
+    [6, 1031, 5], // wide N: several column panels in a blocked kernel, cheap everywhere
     [c.large(67, 5), c.large(130, 5), c.large(257, 5)],
   ];
   for (const transA of [false, true]) {
