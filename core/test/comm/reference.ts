@@ -156,3 +156,10 @@ export function refReduce(kind: Kind, seed: number, ranks: readonly number[], i:
 export function sameStored(a: number, b: number): boolean {
   return a === b || (Number.isNaN(a) && Number.isNaN(b)) || (Object.is(a, 0) && Object.is(b, 0));
 }
+
+/** A cheap random-access f32 value of rank `rank` at index `i` (one multiply-hash), for arrays of
+ * hundreds of MB where {@link elem} would be too slow to fill. */
+export function cheapValue(seed: number, rank: number, i: number): number {
+  const h = Math.imul((i + seed) ^ Math.imul(rank + 1, 0x632be5ab), 0x9e3779b1) >>> 8;
+  return Math.fround((h / 16777216 - 0.5) * (1 + rank));
+}
