@@ -1,0 +1,337 @@
+/**
+ * Llama (`LlamaForCausalLM`, Touvron et al. 2023) with exactly Hugging Face's semantics and
+ * parameter names — a pre-norm decoder:
+ *
+ *   h = embed_tokens(ids)
+ *   for each layer:  h = h + o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   n = input_layernorm(h)
+ *                    h = h + down_proj(silu(gate_proj(m)) ⊙ up_proj(m))                   m = post_attention_layernorm(h)
+ *   logits = lm_head(norm(h));  loss = mean cross-entropy of logits[:, t] vs labels[:, t+1]
+ *
+ * RMSNorm in f32 with weight, RoPE in the rotate_half layout, grouped-query attention (kv head
+ * h·Hkv/H), causal mask, scale head_dim^−½.
+ *
+ * Parameters live in units (see `nn/unit.ts`): `embed` = model.embed_tokens, `layers.{i}` = one
+ * decoder layer, `head` = model.norm + lm_head (with tie_word_embeddings, lm_head reads
+ * model.embed_tokens.weight and the head region re-enters the `embed` unit). `forward` calls the
+ * unit hooks (`model.units.hooks`) around each unit's region, and the tape fires the backward hooks.
+ *
+ * {@link CausalDecoder} holds everything but the feed-forward block, so Mixtral (mixtral.ts) only
+ * adds its sparse MoE block and the load-balancing loss.
+ */
+import type { Backend, DType } from "../../../kernels/src/backend.ts";
+import { initUnit } from "../nn/init.ts";
+import { readParam, writeParam, type StateDict } from "../nn/state_dict.ts";
+import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit } from "../nn/unit.ts";
+import { add, causalAttention, checkIds, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
+import { Tensor, fromArray } from "../tensor/tensor.ts";
+import type { DecoderConfig, LlamaConfig } from "./config.ts";
+
+/** Options for building a model. */
+export interface ModelOptions {
+  /** Parameter/gradient storage dtype of every unit (compute is f32). Default f32. */
+  dtype?: DType;
+  /** Seed of the parameter initialisation (Philox stream per parameter name). Default 0. */
+  seed?: number;
+  /** Allocate and initialise parameter buffers now (default true). With false, units start with
+   * `data = null` (an engine provides them, e.g. ZeRO-3 initialising shards). */
+  allocate?: boolean;
+}
+
+/** Input of a causal LM forward: token ids [batch, seq] row-major, optional labels (same shape;
+ * −100 = ignore). As in HF, labels are shifted inside: logits at t are scored against labels at t+1. */
+export interface CausalLMInput {
+  inputIds: Int32Array | readonly number[];
+  batch: number;
+  seq: number;
+  labels?: Int32Array | readonly number[];
+}
+
+/** Output of a causal LM forward. Tensors belong to the tape (freed by `backward`) or, under
+ * `noGrad`, to the caller (dispose them). */
+export interface CausalLMOutput {
+  /** [batch, seq, vocab]. */
+  logits: Tensor;
+  /** Scalar [1]: mean CE over valid shifted targets (+ router_aux_loss_coef·aux for Mixtral with
+   * output_router_logits); null without labels. */
+  loss: Tensor | null;
+  /** Number of labels that counted (non-ignored shifted targets). */
+  numTargets: number;
+}
+
+/** HF's label shift: target[b, t] = labels[b, t+1] for t < seq−1, −100 at the last position. */
+export function shiftLabels(labels: ArrayLike<number>, batch: number, seq: number, ignoreIndex = -100): { targets: Int32Array; numValid: number } {
+  const targets = new Int32Array(batch * seq);
+  let numValid = 0;
+  for (let b = 0; b < batch; b++) {
+    for (let t = 0; t < seq; t++) {
+      const v = t < seq - 1 ? labels[b * seq + t + 1]! : ignoreIndex;
+      targets[b * seq + t] = v;
+      if (v !== ignoreIndex) numValid++;
+    }
+  }
+  return { targets, numValid };
+}
+
+/** Parameters of one attention sublayer. */
+export interface AttentionParams {
+  q: Parameter;
+  k: Parameter;
+  v: Parameter;
+  o: Parameter;
+}
+
+/**
+ * Self-attention of one layer on normed hidden states x [B·S, hidden] → [B·S, hidden]:
+ * projections, RoPE on q and k, causal GQA attention, output projection.
+ */
+export function selfAttention(x: Tensor, p: AttentionParams, cfg: DecoderConfig, B: number, S: number): Tensor {
+  const H = cfg.num_attention_heads;
+  const Hkv = cfg.num_key_value_heads;
+  const D = cfg.head_dim;
+  const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), cfg.rope_theta);
+  const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), cfg.rope_theta);
+  const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
+  const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
+  return linear(reshape(o, [B * S, H * D]), p.o.tensor);
+}
+
+/** SwiGLU feed-forward (Shazeer 2020): down(silu(gate(x)) ⊙ up(x)); x [n, hidden] → [n, hidden]. */
+export function swiglu(x: Tensor, gate: Parameter, up: Parameter, down: Parameter): Tensor {
+  return linear(mul(silu(linear(x, gate.tensor)), linear(x, up.tensor)), down.tensor);
+}
+
+/** Parameters of one decoder layer besides the feed-forward block. */
+interface LayerParams {
+  attn: AttentionParams;
+  inputNorm: Parameter;
+  postNorm: Parameter;
+}
+
+/**
+ * Base of Llama-style causal decoders: embeddings, attention layers, final norm, lm_head, loss.
+ * Subclasses declare each layer's feed-forward parameters and compute it.
+ */
+export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
+  readonly be: Backend;
+  readonly config: C;
+  /** All units in forward order; `units.hooks` are the installed unit hooks. */
+  readonly units: UnitSet;
+  readonly embedUnit: Unit;
+  readonly layerUnits: Unit[] = [];
+  readonly headUnit: Unit;
+  protected readonly layerParams: LayerParams[] = [];
+  protected readonly embedTokens: Parameter;
+  protected readonly finalNorm: Parameter;
+  protected readonly lmHead: Parameter;
+  readonly seed: number;
+
+  constructor(be: Backend, config: C, opts: ModelOptions = {}) {
+    this.be = be;
+    this.config = config;
+    this.seed = opts.seed ?? 0;
+    const dtype = opts.dtype ?? "f32";
+    const allocate = opts.allocate ?? true;
+    const c = config;
+    const std = c.initializer_range;
+    const normal = { kind: "normal", std } as const;
+    this.units = new UnitSet(be);
+    this.embedUnit = this.units.add({ name: "embed", kind: "embed", dtype, allocate, params: [{ name: "model.embed_tokens.weight", shape: [c.vocab_size, c.hidden_size], init: normal }] });
+    this.embedTokens = this.units.param("model.embed_tokens.weight");
+    for (let i = 0; i < c.num_hidden_layers; i++) {
+      const pre = `model.layers.${i}`;
+      const qd = c.num_attention_heads * c.head_dim;
+      const kvd = c.num_key_value_heads * c.head_dim;
+      const specs: ParamSpec[] = [
+        { name: `${pre}.self_attn.q_proj.weight`, shape: [qd, c.hidden_size], init: normal },
+        { name: `${pre}.self_attn.k_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
+        { name: `${pre}.self_attn.v_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
+        { name: `${pre}.self_attn.o_proj.weight`, shape: [c.hidden_size, qd], init: normal },
+        ...this.feedForwardSpecs(i, normal),
+        { name: `${pre}.input_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
+        { name: `${pre}.post_attention_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
+      ];
+      this.layerUnits.push(this.units.add({ name: `layers.${i}`, kind: "layer", layer: i, dtype, allocate, params: specs }));
+      const P = (n: string) => this.units.param(`${pre}.${n}`);
+      this.layerParams.push({
+        attn: { q: P("self_attn.q_proj.weight"), k: P("self_attn.k_proj.weight"), v: P("self_attn.v_proj.weight"), o: P("self_attn.o_proj.weight") },
+        inputNorm: P("input_layernorm.weight"),
+        postNorm: P("post_attention_layernorm.weight"),
+      });
+      this.addLayerExtras(i, dtype, allocate, normal);
+    }
+    const headSpecs: ParamSpec[] = [{ name: "model.norm.weight", shape: [c.hidden_size], init: { kind: "ones" } }];
+    if (!c.tie_word_embeddings) headSpecs.push({ name: "lm_head.weight", shape: [c.vocab_size, c.hidden_size], init: normal });
+    this.headUnit = this.units.add({ name: "head", kind: "head", dtype, allocate, params: headSpecs });
+    this.finalNorm = this.units.param("model.norm.weight");
+    this.lmHead = c.tie_word_embeddings ? this.embedTokens : this.units.param("lm_head.weight");
+    if (allocate) for (const u of this.units.units) initUnit(u, this.seed);
+  }
+
+  /** Feed-forward parameters that live in the layer unit (dense MLP, or the MoE router). */
+  protected abstract feedForwardSpecs(layer: number, normal: { kind: "normal"; std: number }): ParamSpec[];
+
+  /** Extra units after layer `layer`'s unit (Mixtral's experts). */
+  protected addLayerExtras(_layer: number, _dtype: DType, _allocate: boolean, _normal: { kind: "normal"; std: number }): void {}
+
+  /** The feed-forward block of layer `layer` on normed x [T, hidden] → [T, hidden]. */
+  protected abstract feedForward(layer: number, x: Tensor): Promise<Tensor>;
+
+  /** Called before the layers run (reset per-forward state, e.g. router statistics). */
+  protected beginForward(): void {}
+
+  /** Extra loss terms added to the CE loss (Mixtral's aux loss); null for none. */
+  protected extraLoss(_tokens: number): Tensor | null {
+    return null;
+  }
+
+  /** Forward pass; see {@link CausalLMInput} / {@link CausalLMOutput}.
+   * @throws on ids/labels outside the vocabulary or of the wrong length. */
+  async forward(input: CausalLMInput): Promise<CausalLMOutput> {
+    const c = this.config;
+    const { batch: B, seq: S } = input;
+    if (!Number.isInteger(B) || !Number.isInteger(S) || B < 1 || S < 1) throw new Error(`forward: batch and seq must be positive integers, got ${B}, ${S}`);
+    if (input.inputIds.length !== B * S) throw new Error(`forward: inputIds has ${input.inputIds.length} ids, expected batch·seq = ${B * S}`);
+    if (S > c.max_position_embeddings) throw new Error(`forward: seq ${S} exceeds config.max_position_embeddings ${c.max_position_embeddings}`);
+    checkIds(input.inputIds, c.vocab_size, "inputIds");
+    let shifted: { targets: Int32Array; numValid: number } | null = null;
+    if (input.labels) {
+      if (input.labels.length !== B * S) throw new Error(`forward: labels has ${input.labels.length} entries, expected ${B * S}`);
+      checkIds(input.labels, c.vocab_size, "labels", -100);
+      shifted = shiftLabels(input.labels, B, S);
+    }
+    this.beginForward();
+    const be = this.be;
+    const ids = fromArray(be, Int32Array.from(input.inputIds), [B * S], "i32");
+
+    await enterUnit(this.embedUnit);
+    let h = embedding(this.embedTokens.tensor, ids);
+    await leaveUnit(this.embedUnit);
+
+    for (let i = 0; i < c.num_hidden_layers; i++) {
+      const u = this.layerUnits[i]!;
+      await enterUnit(u);
+      const prev = h;
+      h = await scope(() => this.decoderLayer(i, prev, B, S));
+      if (!isGradEnabled()) prev.dispose();
+      await leaveUnit(u);
+    }
+
+    const tied = c.tie_word_embeddings;
+    await enterUnit(this.headUnit);
+    if (tied) await enterUnit(this.embedUnit);
+    const { logits, ce } = scope(() => {
+      const n = rmsnorm(h, this.finalNorm.tensor, c.rms_norm_eps);
+      const lg = linear(n, this.lmHead.tensor);
+      let loss: Tensor | null = null;
+      if (shifted) loss = crossEntropy(lg, fromArray(be, shifted.targets, [B * S], "i32"), shifted.numValid);
+      return { logits: reshape(lg, [B, S, c.vocab_size]), ce: loss };
+    });
+    if (tied) await leaveUnit(this.embedUnit);
+    await leaveUnit(this.headUnit);
+
+    let loss = ce;
+    const extra = this.extraLoss(B * S);
+    if (loss && extra) loss = add(loss, extra);
+    return { logits, loss, numTargets: shifted?.numValid ?? 0 };
+  }
+
+  /** One decoder layer on the residual stream h [B·S, hidden]. */
+  protected async decoderLayer(i: number, h: Tensor, B: number, S: number): Promise<Tensor> {
+    const c = this.config;
+    const p = this.layerParams[i]!;
+    const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn, c, B, S);
+    const h2 = add(h, a);
+    const m = await this.feedForward(i, rmsnorm(h2, p.postNorm.tensor, c.rms_norm_eps));
+    return add(h2, m);
+  }
+
+  /** All parameters in unit order. */
+  parameters(): Parameter[] {
+    return this.units.parameters();
+  }
+
+  /** Parameter by Hugging Face name. */
+  param(name: string): Parameter {
+    return this.units.param(name);
+  }
+
+  /** Total number of parameter elements (tied weights counted once). */
+  get numParameters(): number {
+    return this.units.numel;
+  }
+
+  /** Zero (or free) all gradients. */
+  zeroGrad(free = false): void {
+    this.units.zeroGrad(free);
+  }
+
+  /** Free every buffer of the model. */
+  destroy(): void {
+    this.units.destroy();
+  }
+
+  /** Load parameters by Hugging Face name (see {@link loadStateDict}). Subclasses extend the name
+   * mapping (Mixtral's fused experts). @throws on missing or mis-shaped tensors. */
+  loadStateDict(sd: StateDict, opts: { strict?: boolean } = {}): void {
+    const used = new Set<string>();
+    for (const p of this.parameters()) {
+      const t = sd.get(p.name);
+      if (t) {
+        checkParamShape(p, t.shape, "loadStateDict");
+        writeParam(p, t, 0, "loadStateDict");
+        used.add(p.name);
+      } else if (!this.loadAlternative(p, sd, used)) {
+        throw new Error(`loadStateDict: missing tensor ${p.name}`);
+      }
+    }
+    if (this.config.tie_word_embeddings && sd.has("lm_head.weight")) used.add("lm_head.weight");
+    if (opts.strict ?? true) {
+      const extra = [...sd.keys()].filter((k) => !used.has(k) && !k.endsWith("rotary_emb.inv_freq"));
+      if (extra.length > 0) throw new Error(`loadStateDict: unexpected tensors ${extra.slice(0, 5).join(", ")}${extra.length > 5 ? ` (+${extra.length - 5} more)` : ""}`);
+    }
+  }
+
+  /** Load `p` from another naming of the same values; return false if none is present. */
+  protected loadAlternative(_p: Parameter, _sd: StateDict, _used: Set<string>): boolean {
+    return false;
+  }
+
+  /** All parameters as host tensors in the units' dtype, Hugging Face names (Hub layout). */
+  async stateDict(): Promise<StateDict> {
+    const sd: StateDict = new Map();
+    for (const p of this.parameters()) sd.set(p.name, await readParam(p));
+    return sd;
+  }
+}
+
+/** `LlamaForCausalLM`. */
+export class LlamaForCausalLM extends CausalDecoder<LlamaConfig> {
+  private mlp: { gate: Parameter; up: Parameter; down: Parameter }[] = [];
+
+  protected feedForwardSpecs(layer: number, normal: { kind: "normal"; std: number }): ParamSpec[] {
+    const c = this.config;
+    const pre = `model.layers.${layer}.mlp`;
+    return [
+      { name: `${pre}.gate_proj.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
+      { name: `${pre}.up_proj.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
+      { name: `${pre}.down_proj.weight`, shape: [c.hidden_size, c.intermediate_size], init: normal },
+    ];
+  }
+
+  protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
+    if (this.mlp.length === 0) {
+      for (let i = 0; i < this.config.num_hidden_layers; i++) {
+        const P = (n: string) => this.units.param(`model.layers.${i}.mlp.${n}.weight`);
+        this.mlp.push({ gate: P("gate_proj"), up: P("up_proj"), down: P("down_proj") });
+      }
+    }
+    const m = this.mlp[layer]!;
+    return swiglu(x, m.gate, m.up, m.down);
+  }
+}
+
+/** Load a state dict into a model (HF names; Mixtral also accepts Transformers 5's fused experts).
+ * @throws on missing, unexpected (when strict) or mis-shaped tensors. */
+export function loadStateDict(model: CausalDecoder, sd: StateDict, opts: { strict?: boolean } = {}): void {
+  model.loadStateDict(sd, opts);
+}

@@ -1,0 +1,266 @@
+/**
+ * Mixtral (`MixtralForCausalLM`, Jiang et al. 2024): Llama (llama.ts) with every feed-forward
+ * replaced by a sparse Mixture-of-Experts block, with Hugging Face's semantics (domain.md §4):
+ *
+ *   router_logits = gate(x)                      [T, E]   (model.layers.{l}.block_sparse_moe.gate.weight)
+ *   p = softmax(router_logits) in f32 over all E experts
+ *   top-k experts per token by p; weights = their p renormalised to sum 1
+ *   out = Σ_i w_i · expert_i(x),  expert = w2(silu(w1 x) ⊙ w3 x)   (no capacity, no dropping)
+ *
+ * Dispatch/combine go through `model.route` (the route hook, nn/moe_route.ts; default all experts
+ * local). Each block returns DeepSpeed-style (output, aux-loss inputs, expert counts).
+ *
+ * Load-balancing loss (HF `load_balancing_loss_func`, Switch Transformer eq. 4–6 as HF computes it):
+ * router probabilities of ALL layers are treated as one [L·T, E] matrix;
+ * aux = E · Σ_e (n_e / (L·T)) · mean_rows(p_e), n_e = number of top-k picks of expert e over all
+ * layers (Σ n_e = k·L·T). Only p carries a gradient. As in HF, `router_aux_loss_coef · aux` is added
+ * to the loss when `config.output_router_logits` is true; `lastAuxLoss` always holds aux.
+ *
+ * Units: `embed`, then per layer `layers.{l}` (attention, norms, router) followed by one `expert`
+ * unit per expert, `layers.{l}.experts.{e}` (w1, w2, w3), entered inside the layer's region only
+ * while that expert runs; finally `head`. Expert units are partitioned over the edp group by the
+ * engine; the MoE plugin may destroy the units of experts another rank holds.
+ *
+ * State dicts: Hub layout (`block_sparse_moe.experts.{e}.w1.weight`, …) is what `stateDict()`
+ * returns (or Transformers 5's fused in-memory layout with `{layout: "fused"}`); `loadStateDict`
+ * accepts both: fused `model.layers.{l}.mlp.gate.weight` [E, hidden],
+ * `mlp.experts.gate_up_proj` [E, 2·I, hidden] (rows 0..I−1 = w1, I..2I−1 = w3) and
+ * `mlp.experts.down_proj` [E, hidden, I] (= w2).
+ */
+import type { Backend, DType } from "../../../kernels/src/backend.ts";
+import { initUnit } from "../nn/init.ts";
+import { LocalRoute, type MoERoute } from "../nn/moe_route.ts";
+import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state_dict.ts";
+import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit } from "../nn/unit.ts";
+import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import type { MixtralConfig } from "./config.ts";
+import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
+
+/** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)). */
+export interface MoEBlockOutput {
+  /** [T, hidden]. */
+  output: Tensor;
+  /** Mean router probability per expert over this layer's tokens, [E] (differentiable). */
+  routerProbMean: Tensor;
+  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T. */
+  expertCounts: Int32Array;
+}
+
+interface ExpertParams {
+  unit: Unit;
+  w1: Parameter;
+  w2: Parameter;
+  w3: Parameter;
+}
+
+/** `MixtralForCausalLM`. */
+export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
+  /** The route hook (replace with an expert-parallel route). Default: {@link LocalRoute}. */
+  route: MoERoute = new LocalRoute();
+  /** Per-layer block outputs' statistics from the last forward. */
+  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array }[] = [];
+  /** The load-balancing loss of the last forward (before the coefficient), or null. */
+  lastAuxLoss: Tensor | null = null;
+  private experts: ExpertParams[][] = [];
+  private gates: Parameter[] = [];
+
+  constructor(be: Backend, config: MixtralConfig, opts: ModelOptions = {}) {
+    super(be, config, opts);
+    for (let l = 0; l < config.num_hidden_layers; l++) {
+      this.gates.push(this.units.param(`model.layers.${l}.block_sparse_moe.gate.weight`));
+      const row: ExpertParams[] = [];
+      for (let e = 0; e < config.num_local_experts; e++) {
+        const P = (n: string) => this.units.param(`model.layers.${l}.block_sparse_moe.experts.${e}.${n}.weight`);
+        row.push({ unit: this.units.unit(`layers.${l}.experts.${e}`), w1: P("w1"), w2: P("w2"), w3: P("w3") });
+      }
+      this.experts.push(row);
+    }
+  }
+
+  protected feedForwardSpecs(layer: number, normal: { kind: "normal"; std: number }): ParamSpec[] {
+    const c = this.config;
+    return [{ name: `model.layers.${layer}.block_sparse_moe.gate.weight`, shape: [c.num_local_experts, c.hidden_size], init: normal }];
+  }
+
+  protected override addLayerExtras(layer: number, dtype: DType, allocate: boolean, normal: { kind: "normal"; std: number }): void {
+    const c = this.config;
+    for (let e = 0; e < c.num_local_experts; e++) {
+      const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
+      this.units.add({
+        name: `layers.${layer}.experts.${e}`,
+        kind: "expert",
+        layer,
+        expert: e,
+        dtype,
+        allocate,
+        params: [
+          { name: `${pre}.w1.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
+          { name: `${pre}.w2.weight`, shape: [c.hidden_size, c.intermediate_size], init: normal },
+          { name: `${pre}.w3.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
+        ],
+      });
+    }
+  }
+
+  /** The expert units of layer `layer`, in expert order. */
+  expertUnits(layer: number): Unit[] {
+    return this.experts[layer]!.map((x) => x.unit);
+  }
+
+  protected override beginForward(): void {
+    this.lastBlocks = [];
+    this.lastAuxLoss = null;
+  }
+
+  protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
+    const r = await this.sparseMoeBlock(layer, x);
+    this.lastBlocks.push({ routerProbMean: r.routerProbMean, expertCounts: r.expertCounts });
+    return r.output;
+  }
+
+  /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
+  async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
+    const c = this.config;
+    const E = c.num_local_experts;
+    const k = c.num_experts_per_tok;
+    const T = x.shape[0]!;
+    const be = this.be;
+    const probs = softmax(linear(x, this.gates[layer]!.tensor)); // [T, E]
+    // Expert choice (not differentiable); read to the host to plan the dispatch.
+    const { values, indices } = topk(probs, k);
+    const chosen = Int32Array.from(await indices.toArray());
+    values.dispose();
+    indices.dispose();
+    // Differentiable top-k probabilities: gather them from p by flat index t·E + e, renormalise.
+    const flat = new Int32Array(T * k);
+    for (let i = 0; i < T * k; i++) flat[i] = Math.floor(i / k) * E + chosen[i]!;
+    const picked = reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(be, flat, [T * k], "i32")), [T, k]);
+    const weights = div(picked, sum(picked, -1, true)); // [T, k]
+    const experts = this.experts[layer]!;
+    const output = await this.route.run({
+      layer,
+      x,
+      topkIndices: chosen,
+      topkWeights: reshape(weights, [T * k]),
+      numExperts: E,
+      topK: k,
+      runExpert: async (e, xs) => {
+        const ex = experts[e];
+        if (!ex) throw new Error(`route ${this.route.name}: expert ${e} does not exist in layer ${layer} (E = ${E})`);
+        await enterUnit(ex.unit);
+        const y = xs ? swiglu(xs, ex.w1, ex.w3, ex.w2) : null;
+        await leaveUnit(ex.unit);
+        return y;
+      },
+    });
+    const expertCounts = new Int32Array(E);
+    for (const e of chosen) expertCounts[e]!++;
+    return { output, routerProbMean: mean(probs, 0), expertCounts };
+  }
+
+  /** HF load-balancing loss over all layers of the last forward (module comment). */
+  protected override extraLoss(tokens: number): Tensor | null {
+    const c = this.config;
+    const L = this.lastBlocks.length;
+    if (L === 0) return null;
+    const E = c.num_local_experts;
+    // mean over all L·T rows of p = average of the per-layer means (every layer has T rows).
+    let pSum = this.lastBlocks[0]!.routerProbMean;
+    for (let l = 1; l < L; l++) pSum = add(pSum, this.lastBlocks[l]!.routerProbMean);
+    const pMean = scale(pSum, 1 / L);
+    const frac = new Float64Array(E);
+    for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts[e]! / (L * tokens);
+    const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
+    this.lastAuxLoss = aux;
+    return c.output_router_logits ? scale(aux, c.router_aux_loss_coef) : null;
+  }
+
+  /** Accept Transformers 5's fused names for the router and experts. */
+  protected override loadAlternative(p: Parameter, sd: StateDict, used: Set<string>): boolean {
+    const c = this.config;
+    const I = c.intermediate_size;
+    let m = /^model\.layers\.(\d+)\.block_sparse_moe\.gate\.weight$/.exec(p.name);
+    if (m) {
+      const name = `model.layers.${m[1]}.mlp.gate.weight`;
+      const t = sd.get(name);
+      if (!t) return false;
+      expectShape(t, [c.num_local_experts, c.hidden_size], name);
+      writeParam(p, t, 0, `loadStateDict(${name})`);
+      used.add(name);
+      return true;
+    }
+    m = /^model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight$/.exec(p.name);
+    if (!m) return false;
+    const l = m[1];
+    const e = Number(m[2]);
+    const w = m[3];
+    const H = c.hidden_size;
+    if (w === "w2") {
+      const name = `model.layers.${l}.mlp.experts.down_proj`;
+      const t = sd.get(name);
+      if (!t) return false;
+      expectShape(t, [c.num_local_experts, H, I], name);
+      writeParam(p, t, e * H * I, `loadStateDict(${name})`);
+      used.add(name);
+      return true;
+    }
+    const name = `model.layers.${l}.mlp.experts.gate_up_proj`;
+    const t = sd.get(name);
+    if (!t) return false;
+    expectShape(t, [c.num_local_experts, 2 * I, H], name);
+    writeParam(p, t, e * 2 * I * H + (w === "w3" ? I * H : 0), `loadStateDict(${name})`);
+    used.add(name);
+    return true;
+  }
+
+  /** State dict in the Hub layout (default) or Transformers 5's fused in-memory layout. */
+  override async stateDict(opts: { layout?: "hub" | "fused" } = {}): Promise<StateDict> {
+    if ((opts.layout ?? "hub") === "hub") return super.stateDict();
+    const c = this.config;
+    const E = c.num_local_experts;
+    const I = c.intermediate_size;
+    const H = c.hidden_size;
+    const sd: StateDict = new Map();
+    const skip = /\.block_sparse_moe\./;
+    for (const p of this.parameters()) if (!skip.test(p.name)) sd.set(p.name, await readParam(p));
+    for (let l = 0; l < c.num_hidden_layers; l++) {
+      sd.set(`model.layers.${l}.mlp.gate.weight`, await readParam(this.gates[l]!));
+      const parts: StateTensor[] = [];
+      for (let e = 0; e < E; e++) {
+        const ex = this.experts[l]![e]!;
+        parts.push(await readParam(ex.w1), await readParam(ex.w3));
+      }
+      sd.set(`model.layers.${l}.mlp.experts.gate_up_proj`, stack(parts, [E, 2 * I, H]));
+      const downs: StateTensor[] = [];
+      for (let e = 0; e < E; e++) downs.push(await readParam(this.experts[l]![e]!.w2));
+      sd.set(`model.layers.${l}.mlp.experts.down_proj`, stack(downs, [E, H, I]));
+    }
+    return sd;
+  }
+
+  /** Re-initialise every unit from the seed (HF init: normal(0, initializer_range), norms 1). */
+  reinitialize(seed = this.seed): void {
+    for (const u of this.units.units) initUnit(u, seed);
+  }
+}
+
+function expectShape(t: StateTensor, shape: number[], name: string): void {
+  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    throw new Error(`loadStateDict: ${name} has shape [${t.shape.join(", ")}], expected [${shape.join(", ")}]`);
+  }
+}
+
+/** Concatenate host tensors of one dtype into one of `shape`. */
+function stack(parts: StateTensor[], shape: number[]): StateTensor {
+  const n = parts.reduce((s, p) => s + p.data.length, 0);
+  const first = parts[0]!;
+  const Ctor = first.data.constructor as { new (n: number): StateTensor["data"] };
+  const data = new Ctor(n);
+  let off = 0;
+  for (const p of parts) {
+    (data as Float32Array).set(p.data as Float32Array, off);
+    off += p.data.length;
+  }
+  return { dtype: first.dtype, shape, data };
+}

@@ -1,0 +1,355 @@
+/**
+ * Parameter units — the sharding granules of ZeroMoE (like FSDP's wrapped modules; design.md "The
+ * six hooks").
+ *
+ * ## Layout
+ * A model's parameters are grouped into units: `embed` (model.embed_tokens), one `layer` unit per
+ * decoder layer (attention, norms, dense MLP or MoE router), one `expert` unit per (layer, expert)
+ * of a Mixtral model, and `head` (model.norm + lm_head). Each unit stores its parameters in ONE flat
+ * buffer `unit.data` of the unit's dtype (f32, bf16 or f16), tagged `param`; each {@link Parameter}
+ * is `(offset, shape)` into it, in declaration order, contiguous. Gradients mirror this in a flat
+ * buffer `unit.grad` of the same dtype and length, tagged `grad`.
+ *
+ * ## Lifetime of the flat buffers (what an engine/plugin may do)
+ * - `unit.data` may be replaced or set to `null` at any time outside the unit's forward/backward
+ *   region (ZeRO-3 frees it after use and gathers it again). Parameters resolve their data through
+ *   the unit *at use time*, so nothing captured during forward goes stale. A buffer longer than
+ *   `unit.numel` is accepted (padded shards); only the first `numel` elements are read.
+ * - `unit.grad` is allocated zeroed on first use. Contributions are *added* (micro-batch
+ *   accumulation); `zeroGrad()` zeroes it. An engine may take it (set `null`) after `gradReady`.
+ * - 16-bit units (mixed precision): compute always runs in f32. At gather time the unit makes an f32
+ *   working copy `unit.work` (tag `gathered`) from `data`; gradients accumulate into an f32
+ *   `unit.workGrad` (tag `grad`); at `gradReady` time the 16-bit `unit.grad` is produced by casting
+ *   `workGrad` (round to nearest even). `zeroGrad()` clears both. `work` is dropped after each
+ *   region.
+ *
+ * ## Hooks ({@link UnitHooks}; defaults are no-ops = everything resident, plain data parallel)
+ * - `gather(unit, "fwd")` before a unit's forward region, `release(unit, "fwd")` after it;
+ * - `gather(unit, "bwd")` when the backward sweep enters the unit's region (first op of the region
+ *   in reverse), then `gradReady(unit)` once all of its gradients are complete, then
+ *   `release(unit, "bwd")`.
+ * Hooks may be async; forward and backward await them in unit order. Every unit the forward entered
+ * fires its backward hooks in the same order on every rank (even an expert that received no
+ * tokens), so collectives inside hooks stay matched. Units are entered in a fixed order:
+ * embed, layers.0 (and its experts 0..E−1, nested inside the layer), layers.1, …, head. A model with
+ * `tie_word_embeddings` re-enters `embed` inside the head region (lm_head reads its weight).
+ */
+import type { Backend, Buf, DType, View } from "../../../kernels/src/backend.ts";
+import type { TapeUnit } from "../tensor/tape.ts";
+import { markUnit } from "../tensor/tape.ts";
+import { Tensor, fmtShape, numelOf, type ParamSource } from "../tensor/tensor.ts";
+
+/** Kind of unit; expert units are partitioned over the expert-data-parallel group (domain.md §4). */
+export type UnitKind = "embed" | "layer" | "expert" | "head";
+
+/** Phase a gather/release belongs to. */
+export type Phase = "fwd" | "bwd";
+
+/** The unit-level hooks an engine installs (design.md: gather/release, and the reduce trigger). */
+export interface UnitHooks {
+  /** Make `unit.data` resident (full parameters) before its forward or backward region. */
+  gather(unit: Unit, phase: Phase): void | Promise<void>;
+  /** The region is over; the engine may free `unit.data`. */
+  release(unit: Unit, phase: Phase): void | Promise<void>;
+  /** All gradients of `unit` for this backward are in `unit.grad` (e.g. start its reduce). */
+  gradReady(unit: Unit): void | Promise<void>;
+}
+
+/** Hooks that do nothing (all parameters resident; gradients stay local). */
+export const NO_OP_HOOKS: UnitHooks = {
+  gather: () => {},
+  release: () => {},
+  gradReady: () => {},
+};
+
+/** How a parameter is initialised (Hugging Face `_init_weights`): normal(0, std), ones, zeros. */
+export type ParamInit = { kind: "normal"; std: number } | { kind: "ones" } | { kind: "zeros" };
+
+/** Declaration of one parameter of a unit. */
+export interface ParamSpec {
+  /** Hugging Face name, e.g. `model.layers.0.mlp.up_proj.weight`. */
+  name: string;
+  /** HF shape (nn.Linear weight is [out, in]). */
+  shape: number[];
+  init: ParamInit;
+}
+
+/** A parameter: a named (offset, shape) region of its unit's flat buffer. */
+export class Parameter implements ParamSource {
+  readonly name: string;
+  readonly shape: readonly number[];
+  readonly numel: number;
+  /** Element offset into the unit's flat buffers. */
+  readonly offset: number;
+  readonly init: ParamInit;
+  readonly unit: Unit;
+  /** The tensor ops use; its data resolves through the unit on each access. */
+  readonly tensor: Tensor;
+
+  constructor(unit: Unit, spec: ParamSpec, offset: number) {
+    this.unit = unit;
+    this.name = spec.name;
+    this.shape = Object.freeze([...spec.shape]);
+    this.numel = numelOf(spec.shape);
+    this.offset = offset;
+    this.init = spec.init;
+    this.tensor = new Tensor(unit.be, spec.shape, "f32", { param: this });
+  }
+
+  get trainable(): boolean {
+    return this.unit.trainable;
+  }
+
+  /** f32 compute view. @throws if the unit's data is not resident. */
+  dataView(): View {
+    return { buf: this.unit.computeBuffer(this.name), off: this.offset };
+  }
+
+  /** f32 gradient accumulator view (allocated zeroed on first use). */
+  gradView(): View {
+    return { buf: this.unit.computeGradBuffer(), off: this.offset };
+  }
+}
+
+/** Options of a {@link Unit}. */
+export interface UnitOptions {
+  name: string;
+  kind: UnitKind;
+  /** Storage dtype of parameters and gradients: f32, or bf16/f16 for mixed precision. */
+  dtype?: DType;
+  params: ParamSpec[];
+  /** Decoder layer index (layer and expert units). */
+  layer?: number;
+  /** Expert index within its layer (expert units). */
+  expert?: number;
+  /** Allocate `data` now (default true). With false, `data` stays null until an engine provides it. */
+  allocate?: boolean;
+}
+
+/** A unit (see the module comment). */
+export class Unit implements TapeUnit {
+  readonly be: Backend;
+  readonly name: string;
+  readonly kind: UnitKind;
+  readonly dtype: DType;
+  readonly layer: number | undefined;
+  readonly expert: number | undefined;
+  readonly params: readonly Parameter[];
+  /** Sum of the parameters' element counts (the flat buffers' logical length). */
+  readonly numel: number;
+  /** Whether gradients are produced for this unit. */
+  trainable = true;
+  /** Flat parameter buffer (dtype `dtype`, ≥ numel elements) or null while released. */
+  data: Buf | null = null;
+  /** Flat gradient buffer (dtype `dtype`) or null until the first backward. */
+  grad: Buf | null = null;
+  /** f32 working copy of `data` for 16-bit units (null when not materialised). */
+  work: Buf | null = null;
+  /** f32 gradient accumulator for 16-bit units. */
+  workGrad: Buf | null = null;
+  /** The set this unit belongs to (gives access to the installed hooks). */
+  readonly owner: UnitSet;
+
+  constructor(owner: UnitSet, opts: UnitOptions) {
+    const dtype = opts.dtype ?? "f32";
+    if (dtype !== "f32" && dtype !== "bf16" && dtype !== "f16") throw new Error(`unit ${opts.name}: dtype must be f32, bf16 or f16, got ${dtype}`);
+    this.owner = owner;
+    this.be = owner.be;
+    this.name = opts.name;
+    this.kind = opts.kind;
+    this.dtype = dtype;
+    this.layer = opts.layer;
+    this.expert = opts.expert;
+    let off = 0;
+    const ps: Parameter[] = [];
+    for (const spec of opts.params) {
+      const p = new Parameter(this, spec, off);
+      ps.push(p);
+      off += p.numel;
+    }
+    this.params = ps;
+    this.numel = off;
+    if (opts.allocate ?? true) this.data = this.be.alloc(dtype, Math.max(off, 1), "param");
+  }
+
+  /** Whether `data` is resident. */
+  get resident(): boolean {
+    return this.data !== null;
+  }
+
+  /** The f32 buffer parameters read from: `data` for f32 units, `work` for 16-bit ones.
+   * @throws naming the parameter and unit when it is not resident. */
+  computeBuffer(paramName = "?"): Buf {
+    if (this.dtype === "f32") {
+      if (!this.data) throw new Error(`parameter ${paramName} of unit ${this.name} used while the unit is not gathered (unit.data is null)`);
+      return this.data;
+    }
+    if (!this.work) throw new Error(`parameter ${paramName} of unit ${this.name} (${this.dtype}) used outside its gathered region (no f32 working copy; call enterUnit first)`);
+    return this.work;
+  }
+
+  /** The f32 gradient accumulator: `grad` (f32 units) or `workGrad` (16-bit), allocated zeroed. */
+  computeGradBuffer(): Buf {
+    if (this.dtype === "f32") {
+      if (!this.grad) this.grad = this.be.alloc("f32", Math.max(this.numel, 1), "grad");
+      return this.grad;
+    }
+    if (!this.workGrad) this.workGrad = this.be.alloc("f32", Math.max(this.numel, 1), "grad");
+    return this.workGrad;
+  }
+
+  /** Make the f32 working copy of a 16-bit unit from `data` (no-op for f32 units or if present). */
+  materialize(): void {
+    if (this.dtype === "f32" || this.work) return;
+    if (!this.data) throw new Error(`unit ${this.name}: cannot make the f32 working copy, unit.data is null (gather hook did not provide it)`);
+    this.work = this.be.alloc("f32", Math.max(this.numel, 1), "gathered");
+    if (this.numel > 0) this.be.cast({ buf: this.data, off: 0 }, { buf: this.work, off: 0 }, this.numel);
+  }
+
+  /** Drop the f32 working copy (16-bit units). */
+  dematerialize(): void {
+    if (this.work) {
+      this.be.free(this.work);
+      this.work = null;
+    }
+  }
+
+  /** For 16-bit units: write `grad` = cast(workGrad). No-op for f32 units. */
+  finalizeGrad(): void {
+    if (this.dtype === "f32") {
+      this.computeGradBuffer();
+      return;
+    }
+    const wg = this.computeGradBuffer();
+    if (!this.grad) this.grad = this.be.alloc(this.dtype, Math.max(this.numel, 1), "grad");
+    if (this.numel > 0) this.be.cast({ buf: wg, off: 0 }, { buf: this.grad, off: 0 }, this.numel);
+  }
+
+  /** Zero the gradient buffers (allocating nothing). With `free`, release them instead. */
+  zeroGrad(free = false): void {
+    for (const k of ["grad", "workGrad"] as const) {
+      const b = this[k];
+      if (!b) continue;
+      if (free) {
+        this.be.free(b);
+        this[k] = null;
+      } else this.be.fill({ buf: b, off: 0 }, 0, b.length);
+    }
+  }
+
+  /** Free every buffer of this unit. */
+  destroy(): void {
+    this.zeroGrad(true);
+    this.dematerialize();
+    if (this.data) this.be.free(this.data);
+    this.data = null;
+  }
+
+  // ---- TapeUnit (backward sweep) -------------------------------------------------------------
+  /** Fires `gather(unit, "bwd")` and makes the working copy. */
+  async enterBackward(): Promise<void> {
+    await this.owner.hooks.gather(this, "bwd");
+    this.materialize();
+  }
+
+  /** Produces `grad` (cast for 16-bit), fires `gradReady`, drops the working copy, fires
+   * `release(unit, "bwd")`. */
+  async finishBackward(): Promise<void> {
+    if (this.trainable) {
+      this.finalizeGrad();
+      await this.owner.hooks.gradReady(this);
+    }
+    this.dematerialize();
+    await this.owner.hooks.release(this, "bwd");
+  }
+
+  toString(): string {
+    return `Unit(${this.name}, ${this.kind}, ${this.dtype}, ${this.numel} elements)`;
+  }
+}
+
+/** A model's units in forward order, the name → parameter index, and the installed hooks. */
+export class UnitSet {
+  readonly be: Backend;
+  readonly units: Unit[] = [];
+  private readonly byName = new Map<string, Parameter>();
+  /** Installed hooks (engine/plugins replace this; default no-ops). */
+  hooks: UnitHooks = NO_OP_HOOKS;
+
+  constructor(be: Backend) {
+    this.be = be;
+  }
+
+  /** Create and append a unit. @throws on a duplicate unit or parameter name. */
+  add(opts: UnitOptions): Unit {
+    if (this.units.some((u) => u.name === opts.name)) throw new Error(`duplicate unit name ${opts.name}`);
+    const u = new Unit(this, opts);
+    for (const p of u.params) {
+      if (this.byName.has(p.name)) throw new Error(`duplicate parameter name ${p.name} (unit ${u.name})`);
+      this.byName.set(p.name, p);
+    }
+    this.units.push(u);
+    return u;
+  }
+
+  /** The parameter with this Hugging Face name. @throws listing a few known names if absent. */
+  param(name: string): Parameter {
+    const p = this.byName.get(name);
+    if (!p) throw new Error(`no parameter named ${name} (known: ${[...this.byName.keys()].slice(0, 6).join(", ")}, …)`);
+    return p;
+  }
+
+  /** Whether a parameter with this name exists. */
+  has(name: string): boolean {
+    return this.byName.has(name);
+  }
+
+  /** The unit with this name. @throws if absent. */
+  unit(name: string): Unit {
+    const u = this.units.find((x) => x.name === name);
+    if (!u) throw new Error(`no unit named ${name}`);
+    return u;
+  }
+
+  /** All parameters in unit order. */
+  parameters(): Parameter[] {
+    return this.units.flatMap((u) => [...u.params]);
+  }
+
+  /** Total parameter elements over all units. */
+  get numel(): number {
+    return this.units.reduce((s, u) => s + u.numel, 0);
+  }
+
+  /** Zero (or free) all gradient buffers. */
+  zeroGrad(free = false): void {
+    for (const u of this.units) u.zeroGrad(free);
+  }
+
+  /** Free every buffer of every unit. */
+  destroy(): void {
+    for (const u of this.units) u.destroy();
+  }
+}
+
+/** Enter a unit's forward region: `gather(unit, "fwd")`, make the f32 working copy, record the
+ * tape marker. */
+export async function enterUnit(unit: Unit): Promise<void> {
+  await unit.owner.hooks.gather(unit, "fwd");
+  unit.materialize();
+  markUnit("enter", unit);
+}
+
+/** Leave a unit's forward region: record the marker, drop the working copy, `release(unit, "fwd")`. */
+export async function leaveUnit(unit: Unit): Promise<void> {
+  markUnit("leave", unit);
+  unit.dematerialize();
+  await unit.owner.hooks.release(unit, "fwd");
+}
+
+/** Validate a shape against a parameter (for loaders). @throws naming both shapes. */
+export function checkParamShape(p: Parameter, shape: readonly number[], source: string): void {
+  if (shape.length !== p.shape.length || shape.some((d, i) => d !== p.shape[i])) {
+    throw new Error(`${source}: ${p.name} has shape ${fmtShape(shape)}, the model expects ${fmtShape(p.shape)}`);
+  }
+}
