@@ -45,7 +45,9 @@ export class GPUImpl {
     this.ctx = new FFIContext(native, instance, pump);
     native.lib.wgpuInstanceProcessEvents(instance);
     const lib = native.lib;
-    this.ctx.track(this, instance, (h) => lib.wgpuInstanceRelease(h));
+    // Every adapter, device and pump holds the context (and uses the instance through it), so the
+    // instance is released when the context, not this GPU object, is collected.
+    this.ctx.track(this.ctx, instance, (h) => lib.wgpuInstanceRelease(h));
   }
 
   /**

@@ -62,3 +62,19 @@ test("requestDevice refuses limits beyond the adapter and features it lacks", as
   await expect(adapter.requestDevice({ requiredLimits: { maxBogus: 1 } })).rejects.toThrow(/not a known limit/);
   await expect(adapter.requestDevice({ requiredFeatures: ["no-such-feature" as GPUFeatureName] })).rejects.toThrow(TypeError);
 });
+
+test("adapters and devices outlive the GPU object that made them (garbage collection)", async () => {
+  let adapter: GPUAdapter | null = await createGPU().requestAdapter();
+  Bun.gc(true);
+  await new Promise((r) => setTimeout(r, 10));
+  Bun.gc(true);
+  const device = await adapter!.requestDevice();
+  adapter = null;
+  Bun.gc(true);
+  const b = device.createBuffer({ size: 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(b, 0, new Uint32Array([3, 5]));
+  await b.mapAsync(GPUMapMode.READ);
+  expect(Array.from(new Uint32Array(b.getMappedRange()))).toEqual([3, 5]);
+  b.unmap();
+  device.destroy();
+});

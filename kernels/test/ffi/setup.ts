@@ -2,7 +2,7 @@
 import { createGPU } from "../../src/ffi/index.ts";
 
 /** Seeded pseudo-random numbers in [-1, 1) (mulberry32), so failures reproduce. */
-export function randomArray(n: number, seed: number): Float32Array {
+export function randomArray(n: number, seed: number): Float32Array<ArrayBuffer> {
   let s = seed >>> 0;
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) {
