@@ -113,6 +113,10 @@ describe("errors", () => {
     const issues = issuesOf(job({ zero_optimization: { ...z, stage3_gather_16bit_weights_on_model_save: false } }));
     expect(at(issues, "zero_optimization.stage3_gather_fp16_weights_on_model_save")[0]).toMatch(/keep only/);
   });
+  test("schema errors and cross-section errors come in one throw; rules on invalid parts are skipped", () => {
+    const issues = issuesOf({ model: tinyLlama, world_size: 2, train_batch_size: 7, train_micro_batch_size_per_gpu: 2, fp16: { enabled: true }, bf16: { enabled: true }, zero_optimization: { stagee: 1 }, data: { seq_len: "x" } });
+    expect(issues.map((i) => i.path).sort()).toEqual(["data.seq_len", "fp16.enabled", "train_batch_size", "zero_optimization.stagee"]);
+  });
   test("ConfigError message lists every issue with its path", () => {
     try {
       resolveJobConfig(job({ steps: -1, seed: 1.5 }), { source: "job.json" });
@@ -206,5 +210,39 @@ describe("docs/config.md", () => {
     for (const key of ["zero_optimization.stage3_param_persistence_threshold", "moe.noisy_gate_policy", "scheduler.params.cos_min_ratio", "model.num_local_experts", "data.validation_fraction"]) {
       expect(doc).toContain("`" + key + "`");
     }
+  });
+});
+
+describe("JSON syntax positions", () => {
+  test("line and column of the first error", async () => {
+    const { findJsonSyntaxError } = await import("../src/config/json-position.ts");
+    expect(findJsonSyntaxError('{\n  "steps": 3,\n  "seed": }\n')).toMatchObject({ line: 3, column: 11 });
+    expect(findJsonSyntaxError('{"a": [1, 2,]}')).toMatchObject({ line: 1, column: 13 });
+  });
+  test("accepts and rejects exactly what JSON.parse does, on random mutations of a job file", async () => {
+    const { findJsonSyntaxError } = await import("../src/config/json-position.ts");
+    const { Rng } = await import("../src/data/prng.ts");
+    const base = JSON.stringify({ ...DEFAULT_JOB, s: "a\\\"b\u00e9", n: [-0.5, 1e-7, 0, true, null] }, null, 2);
+    const alphabet = ' \n{}[]",:0123456789-+.eE\\truefalsnl';
+    const rng = new Rng(31);
+    let rejected = 0;
+    for (let trial = 0; trial < 3000; trial++) {
+      let t = base;
+      for (let m = 1 + rng.nextInt(2); m > 0; m--) {
+        const at = rng.nextInt(t.length);
+        const op = rng.nextInt(3);
+        const ch = alphabet[rng.nextInt(alphabet.length)];
+        t = op === 0 ? t.slice(0, at) + t.slice(at + 1) : op === 1 ? t.slice(0, at) + ch + t.slice(at) : t.slice(0, at) + ch + t.slice(at + 1);
+      }
+      let ok = true;
+      try {
+        JSON.parse(t);
+      } catch {
+        ok = false;
+        rejected++;
+      }
+      expect(findJsonSyntaxError(t) === null).toBe(ok);
+    }
+    expect(rejected).toBeGreaterThan(1000); // the mutations do produce invalid JSON
   });
 });

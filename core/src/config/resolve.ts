@@ -11,6 +11,7 @@ import { JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
 import { resolveBatchSizes } from "./batch.ts";
+import { findJsonSyntaxError } from "./json-position.ts";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
 
 /** Vocabulary size of each tokenizer (byte: 256 byte values; gpt2: r50k_base, 50257 tokens). */
@@ -90,61 +91,73 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
   }
 
   const out = check(merged, JOB_SPEC, "", ctx) as Record<string, unknown> | undefined;
-  if (out === undefined || issues.length > 0) {
-    // Schema errors first; cross-field rules on half-valid input would only add noise.
-    throw new ConfigError(issues, `invalid job ${jobSource}`);
-  }
-  const job = out as unknown as JobConfig & { moe?: Partial<MoeConfig> };
-  resolveCrossFields(job, merged, ctx);
+  if (out === undefined) throw new ConfigError(issues, `invalid job ${jobSource}`);
+  // Cross-section rules run on every part that passed the schema, so one pass reports everything.
+  resolveCrossFields(out as unknown as JobConfig, merged, ctx);
   if (issues.length > 0) throw new ConfigError(issues, `invalid job ${jobSource}`);
-  return { config: job as JobConfig, warnings: ctx.warnings };
+  return { config: out as unknown as JobConfig, warnings: ctx.warnings };
+}
+
+/** True when no issue was recorded at or under any of `paths`. */
+function valid(ctx: CheckContext, ...paths: string[]): boolean {
+  return !ctx.issues.some((i) => paths.some((p) => i.path === p || i.path.startsWith(p + ".") || i.path.startsWith(p + "[")));
 }
 
 /** Fills model-dependent defaults and checks every rule that spans sections. */
 function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): void {
   const model: ModelConfig = job.model;
-  checkModelConsistency(model, "model", ctx);
+  const modelOk = model !== undefined && valid(ctx, "model");
+  if (modelOk) checkModelConsistency(model, "model", ctx);
 
   // data ↔ model
-  const tokVocab = TOKENIZER_VOCAB_SIZE[job.data.tokenizer];
-  if (model.vocab_size < tokVocab) {
-    addIssue(ctx, "model.vocab_size", `model.vocab_size ${model.vocab_size} is smaller than the "${job.data.tokenizer}" tokenizer's vocabulary ${tokVocab}`);
+  if (modelOk && valid(ctx, "data")) {
+    const tokVocab = TOKENIZER_VOCAB_SIZE[job.data.tokenizer];
+    if (model.vocab_size < tokVocab) {
+      addIssue(ctx, "model.vocab_size", `model.vocab_size ${model.vocab_size} is smaller than the "${job.data.tokenizer}" tokenizer's vocabulary ${tokVocab}`);
+    }
+    if (job.data.seq_len > model.max_position_embeddings) {
+      addIssue(ctx, "data.seq_len", `data.seq_len ${job.data.seq_len} exceeds model.max_position_embeddings ${model.max_position_embeddings}`);
+    }
   }
-  if (job.data.seq_len > model.max_position_embeddings) {
-    addIssue(ctx, "data.seq_len", `data.seq_len ${job.data.seq_len} exceeds model.max_position_embeddings ${model.max_position_embeddings}`);
-  }
-  if (job.eval_interval > 0 && job.data.validation_fraction === 0) {
+  if (valid(ctx, "eval_interval", "data") && job.eval_interval > 0 && job.data.validation_fraction === 0) {
     addIssue(ctx, "eval_interval", `eval_interval ${job.eval_interval} needs a validation split, but data.validation_fraction is 0`);
   }
-  if (job.checkpoint.save_interval > 0 && job.checkpoint.dir === null) {
+  if (valid(ctx, "checkpoint") && job.checkpoint.save_interval > 0 && job.checkpoint.dir === null) {
     addIssue(ctx, "checkpoint.save_interval", `save_interval ${job.checkpoint.save_interval} needs checkpoint.dir (a directory), got null`);
   }
 
   // batch-size rule over the data-parallel world (every rank is a dp rank here)
-  const batch = resolveBatchSizes(
-    {
-      train_batch_size: raw.train_batch_size as number | undefined,
-      train_micro_batch_size_per_gpu: raw.train_micro_batch_size_per_gpu as number | undefined,
-      gradient_accumulation_steps: raw.gradient_accumulation_steps as number | undefined,
-    },
-    job.world_size,
-    ctx,
-  );
+  const batchKeys = ["world_size", "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"];
+  const batch =
+    valid(ctx, ...batchKeys) &&
+    resolveBatchSizes(
+      {
+        train_batch_size: raw.train_batch_size as number | undefined,
+        train_micro_batch_size_per_gpu: raw.train_micro_batch_size_per_gpu as number | undefined,
+        gradient_accumulation_steps: raw.gradient_accumulation_steps as number | undefined,
+      },
+      job.world_size,
+      ctx,
+    );
   if (batch) Object.assign(job, batch);
 
   // precision
-  if (job.fp16.enabled && job.bf16.enabled) {
+  if (valid(ctx, "fp16", "bf16") && job.fp16.enabled && job.bf16.enabled) {
     addIssue(ctx, "fp16.enabled", "fp16.enabled and bf16.enabled are both true; enable at most one");
   }
 
   // optimizer
-  if (job.optimizer.type === "AdamW" && !job.optimizer.params.adam_w_mode) {
-    addIssue(ctx, "optimizer.params.adam_w_mode", 'optimizer.type "AdamW" always uses decoupled weight decay; use type "Adam" with adam_w_mode false for L2 decay');
+  if (valid(ctx, "optimizer") && job.optimizer.type === "AdamW" && !job.optimizer.params.adam_w_mode) {
+    addIssue(
+      ctx,
+      "optimizer.params.adam_w_mode",
+      'optimizer.type "AdamW" always uses decoupled weight decay; use type "Adam" with adam_w_mode false for L2 decay',
+    );
   }
 
   // scheduler defaults from optimizer lr and steps
   const sch = job.scheduler;
-  if (sch) {
+  if (sch && valid(ctx, "scheduler", "optimizer", "steps")) {
     const p = sch.params as unknown as Record<string, unknown>;
     if (sch.type !== "WarmupCosineLR" && p.warmup_max_lr === undefined) p.warmup_max_lr = job.optimizer.params.lr;
     if (sch.type !== "WarmupLR" && p.total_num_steps === undefined) {
@@ -154,40 +167,51 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
     if (sch.type === "WarmupCosineLR") {
       const warm = Math.max(2, sch.params.warmup_num_steps);
       if (sch.params.total_num_steps <= warm) {
-        addIssue(ctx, "scheduler.params.total_num_steps", `WarmupCosineLR needs total_num_steps > max(2, warmup_num_steps) = ${warm}, got ${sch.params.total_num_steps}`);
+        addIssue(
+          ctx,
+          "scheduler.params.total_num_steps",
+          `WarmupCosineLR needs total_num_steps > max(2, warmup_num_steps) = ${warm}, got ${sch.params.total_num_steps}`,
+        );
       }
     }
     if (sch.type === "WarmupDecayLR" && sch.params.total_num_steps < Math.max(2, sch.params.warmup_num_steps)) {
-      ctx.warnings.push(`scheduler.params: total_num_steps ${sch.params.total_num_steps} is less than warmup_num_steps ${sch.params.warmup_num_steps} (DeepSpeed warns too)`);
+      ctx.warnings.push(
+        `scheduler.params: total_num_steps ${sch.params.total_num_steps} is less than warmup_num_steps ${sch.params.warmup_num_steps} (DeepSpeed warns too)`,
+      );
     }
   }
 
   // ZeRO offload
   const z = job.zero_optimization;
-  if (z.offload_param.device !== "none" && z.stage !== 3) {
-    addIssue(ctx, "zero_optimization.offload_param.device", `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}`);
-  }
-  if (z.offload_optimizer.device !== "none" && z.stage === 0) {
-    addIssue(ctx, "zero_optimization.offload_optimizer.device", "optimizer offload needs zero_optimization.stage 1, 2 or 3, got stage 0");
-  }
-  for (const which of ["offload_optimizer", "offload_param"] as const) {
-    if (z[which].device === "nvme" && z[which].nvme_path === null) {
-      addIssue(ctx, `zero_optimization.${which}.nvme_path`, `device "nvme" needs nvme_path (a directory), got null`);
+  if (valid(ctx, "zero_optimization")) {
+    if (z.offload_param.device !== "none" && z.stage !== 3) {
+      addIssue(ctx, "zero_optimization.offload_param.device", `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}`);
+    }
+    if (z.offload_optimizer.device !== "none" && z.stage === 0) {
+      addIssue(ctx, "zero_optimization.offload_optimizer.device", "optimizer offload needs zero_optimization.stage 1, 2 or 3, got stage 0");
+    }
+    for (const which of ["offload_optimizer", "offload_param"] as const) {
+      if (z[which].device === "nvme" && z[which].nvme_path === null) {
+        addIssue(ctx, `zero_optimization.${which}.nvme_path`, `device "nvme" needs nvme_path (a directory), got null`);
+      }
     }
   }
 
   // activation checkpointing: present section means on, unless `enabled` says otherwise
   const acRaw = raw.activation_checkpointing;
-  const ac = (job.activation_checkpointing ?? check({}, JOB_SPEC.fields.activation_checkpointing, "activation_checkpointing", ctx)) as JobConfig["activation_checkpointing"];
+  if (!valid(ctx, "activation_checkpointing")) return;
+  const ac = (job.activation_checkpointing ??
+    check({}, JOB_SPEC.fields.activation_checkpointing, "activation_checkpointing", ctx)) as JobConfig["activation_checkpointing"];
   if (ac.enabled === undefined) ac.enabled = isPlainObject(acRaw);
   job.activation_checkpointing = ac;
 
   // MoE
+  if (!modelOk || !valid(ctx, "moe", "world_size")) return;
   job.moe = resolveMoe(job, raw, ctx);
 
   // AutoEP
   const ep = job.expert_parallel;
-  if (ep.enabled) {
+  if (valid(ctx, "expert_parallel") && ep.enabled) {
     if (model.model_type !== "mixtral") {
       addIssue(ctx, "expert_parallel.enabled", `AutoEP needs a model with MoE blocks; model_type is "${model.model_type}"`);
     } else {
@@ -232,23 +256,14 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
   return m as MoeConfig;
 }
 
-/** Parses JSON text, turning a syntax error into a ConfigError naming the file (and line:column
- * when the position is known). */
+/** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column. */
 export function parseJsonConfig(text: string, source: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
-    const m = /position (\d+)/.exec(msg);
-    let where = "";
-    if (m) {
-      const pos = Number(m[1]);
-      const before = text.slice(0, pos);
-      const line = before.split("\n").length;
-      const col = pos - before.lastIndexOf("\n");
-      where = ` at line ${line}, column ${col}`;
-    }
-    throw new ConfigError([{ path: "", message: `not valid JSON${where}: ${msg}`, source }], `cannot parse ${source}`);
+    const found = findJsonSyntaxError(text);
+    const msg = found ? `not valid JSON at line ${found.line}, column ${found.column}: ${found.message}` : `not valid JSON: ${e instanceof Error ? e.message : String(e)}`;
+    throw new ConfigError([{ path: "", message: msg, source }], `cannot parse ${source}`);
   }
 }
 
