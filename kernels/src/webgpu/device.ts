@@ -12,7 +12,8 @@ export interface OpenDeviceOptions {
   /** Passed to `requestAdapter`. */
   powerPreference?: GPUPowerPreference;
   /** Pick the n-th adapter of an implementation that enumerates several (a non-standard
-   * `gpu.enumerateAdapters?()`); ignored (must be 0 or absent) when the implementation has none. */
+   * `gpu.enumerateAdapters?()`, which our ffi binding has); when absent, `requestAdapter` with
+   * `powerPreference` picks. An implementation without enumeration accepts only index 0. */
   adapterIndex?: number;
 }
 
@@ -71,7 +72,7 @@ export async function openDevice(gpu: GPU, opts: OpenDeviceOptions = {}): Promis
   let adapter: GPUAdapter | null = null;
   const idx = opts.adapterIndex ?? 0;
   const enumerate = (gpu as unknown as { enumerateAdapters?: () => Promise<GPUAdapter[]> | GPUAdapter[] }).enumerateAdapters;
-  if (typeof enumerate === "function") {
+  if (opts.adapterIndex !== undefined && typeof enumerate === "function") {
     const list = await enumerate.call(gpu);
     if (idx < 0 || idx >= list.length) throw new Error(`webgpu: adapterIndex ${idx} out of range (${list.length} adapters)`);
     adapter = list[idx]!;

@@ -1,0 +1,131 @@
+/**
+ * Backend selection: `createBackend("auto" | "webgpu" | "cpu", opts)` → `{ backend, reason }`.
+ *
+ * - "cpu": the TypeScript {@link CpuBackend}.
+ * - "webgpu": a {@link WebGpuBackend} on `opts.gpu`, else the host's `navigator.gpu` (Deno, a
+ *   browser), else our wgpu-native binding (`kernels/src/ffi`, loaded on demand so this file also
+ *   runs where bun:ffi does not exist). The device must pass a verification computation (a small
+ *   integer matmul and an affine map with exactly representable results); otherwise it throws.
+ * - "auto": as "webgpu", and on any failure (no library, no adapter, no device, wrong results)
+ *   falls back to the cpu backend, with `reason` naming why. A CPU-type adapter (Mesa lavapipe /
+ *   llvmpipe) is a real, conformant Vulkan device and is used; `reason` says it is a software one.
+ *   Adapters that compute nothing (e.g. a null fallback device) fail verification.
+ */
+import type { Backend } from "./backend.ts";
+import { CpuBackend, type CpuBackendOptions } from "./cpu/index.ts";
+import { WebGpuBackend, type WebGpuBackendOptions } from "./webgpu/index.ts";
+
+/** Which backend to create. */
+export type BackendKind = "auto" | "webgpu" | "cpu";
+
+/** Options of {@link createBackend}. */
+export interface CreateBackendOptions extends WebGpuBackendOptions {
+  /** A WebGPU implementation to use instead of `navigator.gpu` / the ffi binding. */
+  gpu?: GPU;
+  /** Options of the cpu backend (also used for the fallback). */
+  cpu?: CpuBackendOptions;
+  /** Run the verification computation on a webgpu device (default true). */
+  verify?: boolean;
+}
+
+/** The chosen backend and a one-line human-readable reason. */
+export interface SelectedBackend {
+  backend: Backend;
+  reason: string;
+}
+
+/** The WebGPU entry point: explicit, host-provided, or our ffi binding (dynamic import). */
+async function findGPU(explicit?: GPU): Promise<{ gpu: GPU; source: string }> {
+  if (explicit) return { gpu: explicit, source: "the GPU object passed in options" };
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  if (nav?.gpu) return { gpu: nav.gpu, source: "navigator.gpu" };
+  const ffi = (await import("./ffi/index.ts")) as { createGPU: () => GPU };
+  return { gpu: ffi.createGPU(), source: "wgpu-native via bun:ffi" };
+}
+
+/**
+ * Check that `be` computes: C = A·B for small integer matrices (exact in f32) and y = 2x + 1.
+ * Throws describing the first mismatch.
+ */
+export async function verifyBackend(be: Backend): Promise<void> {
+  const M = 3;
+  const K = 5;
+  const N = 4;
+  const A = Float32Array.from({ length: M * K }, (_, i) => (i % 7) - 3);
+  const B = Float32Array.from({ length: K * N }, (_, i) => (i % 5) - 2);
+  const a = be.alloc("f32", M * K, "other");
+  const b = be.alloc("f32", K * N, "other");
+  const c = be.alloc("f32", M * N, "other");
+  const y = be.alloc("f32", 7, "other");
+  try {
+    be.write({ buf: a, off: 0 }, A);
+    be.write({ buf: b, off: 0 }, B);
+    be.matmul({ buf: a, off: 0 }, { buf: b, off: 0 }, { buf: c, off: 0 }, { M, N, K });
+    be.affine({ buf: a, off: 1 }, { buf: y, off: 0 }, 7, 2, 1);
+    const got = await be.read({ buf: c, off: 0 }, M * N);
+    for (let i = 0; i < M; i++) {
+      for (let j = 0; j < N; j++) {
+        let s = 0;
+        for (let k = 0; k < K; k++) s += A[i * K + k]! * B[k * N + j]!;
+        if (got[i * N + j] !== s) throw new Error(`verification matmul: C[${i},${j}] = ${got[i * N + j]}, expected ${s}`);
+      }
+    }
+    const gy = await be.read({ buf: y, off: 0 }, 7);
+    for (let i = 0; i < 7; i++) {
+      const want = 2 * A[i + 1]! + 1;
+      if (gy[i] !== want) throw new Error(`verification affine: y[${i}] = ${gy[i]}, expected ${want}`);
+    }
+  } finally {
+    be.free(a);
+    be.free(b);
+    be.free(c);
+    be.free(y);
+  }
+}
+
+async function makeWebGpu(opts: CreateBackendOptions): Promise<SelectedBackend> {
+  let found: { gpu: GPU; source: string };
+  try {
+    found = await findGPU(opts.gpu);
+  } catch (e) {
+    throw new Error(`no WebGPU implementation: ${(e as Error).message}`);
+  }
+  const be = await WebGpuBackend.create(found.gpu, { powerPreference: "high-performance", ...opts });
+  if (opts.verify !== false) {
+    try {
+      await verifyBackend(be);
+    } catch (e) {
+      be.destroy();
+      throw new Error(`adapter "${be.info.adapter}" failed the verification computation: ${(e as Error).message}`);
+    }
+  }
+  const i = be.info;
+  const soft = i.adapterType === "cpu" ? "; a software (CPU) Vulkan driver: correct but slow" : "";
+  return { backend: be, reason: `webgpu on "${i.adapter}" (${i.adapterType}, ${i.adapterBackend}) through ${found.source}${opts.verify !== false ? ", verified by a test computation" : ""}${soft}` };
+}
+
+/**
+ * Create the backend of `kind` (see the file header). "webgpu" throws when no working device is
+ * found (message says why); "auto" never throws for that reason and falls back to cpu.
+ */
+export async function createBackend(kind: BackendKind, opts: CreateBackendOptions = {}): Promise<SelectedBackend> {
+  switch (kind) {
+    case "cpu":
+      return { backend: new CpuBackend(opts.cpu), reason: "cpu: requested (backend: cpu)" };
+    case "webgpu":
+      try {
+        return await makeWebGpu(opts);
+      } catch (e) {
+        throw new Error(`backend "webgpu" requested but unavailable: ${(e as Error).message}`);
+      }
+    case "auto":
+      try {
+        const r = await makeWebGpu(opts);
+        return { backend: r.backend, reason: `auto → ${r.reason}` };
+      } catch (e) {
+        return { backend: new CpuBackend(opts.cpu), reason: `auto → cpu (TypeScript), because WebGPU is unusable: ${(e as Error).message}` };
+      }
+    default:
+      throw new Error(`createBackend: kind must be "auto", "webgpu" or "cpu", got "${String(kind)}"`);
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * createBackend: "cpu" and "auto"/"webgpu" on this machine's real adapter (lavapipe in CI: a CPU
+ * Vulkan driver, which counts as real), the fallback when there is no adapter, and the refusal of
+ * a device that computes nothing (its queue drops every submission), caught by the verification
+ * computation.
+ */
+import { describe, expect, test } from "bun:test";
+import { CpuBackend } from "../../src/cpu/index.ts";
+import { createGPU } from "../../src/ffi/index.ts";
+import { createBackend, verifyBackend } from "../../src/select.ts";
+import { WebGpuBackend } from "../../src/webgpu/index.ts";
+
+/** Bind methods of `target` so a Proxy can forward them (ffi objects use private state). */
+function forward<T extends object>(target: T, override: Record<string, unknown>): T {
+  return new Proxy(target, {
+    get(t, p) {
+      if (typeof p === "string" && p in override) return override[p];
+      const v = Reflect.get(t, p, t);
+      return typeof v === "function" ? v.bind(t) : v;
+    },
+  });
+}
+
+/** A GPU whose devices accept commands but never run them (like a null fallback device). */
+function nullComputeGPU(real: GPU): GPU {
+  return forward(real, {
+    requestAdapter: async (o?: GPURequestAdapterOptions) => {
+      const a = await real.requestAdapter(o);
+      if (!a) return null;
+      return forward(a, {
+        requestDevice: async (d?: GPUDeviceDescriptor) => {
+          const dev = await a.requestDevice(d);
+          const queue = forward(dev.queue, { submit: (_cbs: GPUCommandBuffer[]) => undefined });
+          return forward(dev, { queue });
+        },
+      });
+    },
+  });
+}
+
+/** A GPU with no adapter. */
+const noAdapterGPU = { requestAdapter: async () => null, getPreferredCanvasFormat: () => "rgba8unorm", wgslLanguageFeatures: new Set() } as unknown as GPU;
+
+describe("createBackend", () => {
+  test("cpu on request", async () => {
+    const { backend, reason } = await createBackend("cpu");
+    expect(backend).toBeInstanceOf(CpuBackend);
+    expect(reason).toContain("requested");
+  });
+
+  test("auto picks webgpu on a real adapter (lavapipe counts) and says so", async () => {
+    const { backend, reason } = await createBackend("auto"); // no navigator.gpu in Bun: loads the ffi binding
+    console.log(reason);
+    expect(backend).toBeInstanceOf(WebGpuBackend);
+    expect(reason).toContain(backend.info.adapter);
+    expect(reason).toContain("verified");
+    expect(reason).toContain("wgpu-native via bun:ffi");
+    if (backend.info.adapterType === "cpu") expect(reason).toContain("software");
+    await verifyBackend(backend); // still computes after selection
+    (backend as WebGpuBackend).destroy();
+  });
+
+  test("auto without any adapter falls back to cpu naming why; webgpu throws", async () => {
+    const r = await createBackend("auto", { gpu: noAdapterGPU });
+    expect(r.backend).toBeInstanceOf(CpuBackend);
+    expect(r.reason).toContain("requestAdapter returned null");
+    await expect(createBackend("webgpu", { gpu: noAdapterGPU })).rejects.toThrow(/webgpu.*requestAdapter returned null/);
+  });
+
+  test("a device that computes nothing is refused", async () => {
+    const gpu = nullComputeGPU(createGPU());
+    const r = await createBackend("auto", { gpu });
+    console.log(r.reason);
+    expect(r.backend).toBeInstanceOf(CpuBackend);
+    expect(r.reason).toContain("failed the verification computation");
+    await expect(createBackend("webgpu", { gpu })).rejects.toThrow(/verification/);
+  });
+
+  test("unknown kind throws", async () => {
+    await expect(createBackend("tpu" as never)).rejects.toThrow(/auto.*webgpu.*cpu/);
+  });
+});
