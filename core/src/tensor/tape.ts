@@ -263,8 +263,9 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
         grads.delete(node.out);
         g.dispose();
       }
-      // Nothing later in the reverse sweep can read this node's output any more.
-      if (!node.out.retained) node.out.dispose();
+      // Nothing later in the reverse sweep can read this node's output any more (views free
+      // nothing here: their base is the output of an earlier node).
+      node.out.disposeIfTemporary();
     }
   } finally {
     gradEnabled = prevMode;

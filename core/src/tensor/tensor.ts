@@ -134,17 +134,23 @@ export class Tensor {
     return this;
   }
 
-  /** Free the buffer if this tensor owns it (no-op for views, parameters, or if already freed). */
+  /** Free the buffer if this tensor owns it. For a view, frees the base's buffer (which every view
+   * of it shares). No-op for parameters or if already freed. */
   dispose(): void {
+    if (this.base) {
+      this.base.dispose();
+      return;
+    }
     if (!this.owns || this.freed || !this.buf) return;
     this.be.free(this.buf);
     this.freed = true;
     this.buf = null;
   }
 
-  /** Internal: dispose unless retained (used by arenas and the tape). */
+  /** Internal: dispose an owned buffer unless retained (used by arenas and the tape; never
+   * follows a view to its base). */
   disposeIfTemporary(): void {
-    if (!this.retained) this.dispose();
+    if (!this.retained && !this.base) this.dispose();
   }
 
   /** Whether this tensor owns a buffer (views and parameters do not). */
