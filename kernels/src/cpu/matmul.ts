@@ -2,12 +2,16 @@
  * Batched, optionally transposed f32 matmul of the cpu backend (see MatmulSpec in ../backend.ts).
  *
  * One kernel, i-k-j order, so the innermost loop walks contiguous memory of row-major storage:
- * four output rows are updated together from each row of op(B) (register blocking: op(B) is
- * streamed once per four rows of A) into float64 accumulator rows. op(A)[i,k] is read in place
- * (transA just swaps the strides). With transB, op(B) is not contiguous by rows, so it is handled
- * in column panels of 128: each panel (K × 128) is copied transposed into scratch, then the same
- * kernel runs; without transB, panels of 512 columns are read in place. No whole matrix is copied. Summation over k is in ascending order in a float64 accumulator, so
- * results are deterministic; `accumulate` adds the finished sum to the old output once.
+ * four output rows are updated together from each pair of rows of op(B) (register blocking: op(B)
+ * is streamed once per four rows of A, and each accumulator load/store serves two k) into float64
+ * accumulator rows. op(A)[i,k] is read in place (transA just swaps the strides). With transB,
+ * op(B) is not contiguous by rows, so it is handled in column panels of 128: each panel (K × 128)
+ * is copied transposed into scratch, then the same kernel runs; without transB, panels of 512
+ * columns are read in place. No whole matrix is copied.
+ *
+ * Summation over k is ascending in a float64 accumulator, adding the products of k and k+1
+ * together (acc + (a_k·b_k + a_k+1·b_k+1)), so results are deterministic; `accumulate` adds the
+ * finished sum to the old output once.
  */
 
 import type { MatmulSpec } from "../backend.ts";
@@ -94,7 +98,7 @@ export function matmulF(a: FArr, ao: number, b: FArr, bo: number, out: FArr, oo:
 }
 
 /** out[i, 0..nb) (=|+=) Σ_k op(A)[i,k] · src[base + k·ks + j] for all i < M: i-k-j, four rows of A
- * per pass over the panel, float64 accumulators, k ascending. `ldo` is the row stride of out. */
+ * and two k per pass over the panel, float64 accumulators, k ascending. `ldo` is the row stride of out. */
 function panelKernel(a: FArr, pa: number, sai: number, sak: number, M: number, K: number, src: FArr, base: number, ks: number, nb: number, out: FArr, po: number, ldo: number, accumulate: boolean, acc: readonly [Float64Array, Float64Array, Float64Array, Float64Array]): void {
   const [acc0, acc1, acc2, acc3] = acc;
   let i = 0;
@@ -104,7 +108,30 @@ function panelKernel(a: FArr, pa: number, sai: number, sak: number, M: number, K
     acc2.fill(0, 0, nb);
     acc3.fill(0, 0, nb);
     const r0 = pa + i * sai;
-    for (let k = 0; k < K; k++) {
+    let k = 0;
+    for (; k + 2 <= K; k += 2) {
+      const ak = r0 + k * sak;
+      const ak1 = ak + sak;
+      const x0 = a[ak]!;
+      const x1 = a[ak + sai]!;
+      const x2 = a[ak + 2 * sai]!;
+      const x3 = a[ak + 3 * sai]!;
+      const y0 = a[ak1]!;
+      const y1 = a[ak1 + sai]!;
+      const y2 = a[ak1 + 2 * sai]!;
+      const y3 = a[ak1 + 3 * sai]!;
+      const bk = base + k * ks;
+      const bk1 = bk + ks;
+      for (let j = 0; j < nb; j++) {
+        const bv = src[bk + j]!;
+        const bw = src[bk1 + j]!;
+        acc0[j] = acc0[j]! + (x0 * bv + y0 * bw);
+        acc1[j] = acc1[j]! + (x1 * bv + y1 * bw);
+        acc2[j] = acc2[j]! + (x2 * bv + y2 * bw);
+        acc3[j] = acc3[j]! + (x3 * bv + y3 * bw);
+      }
+    }
+    for (; k < K; k++) {
       const ak = r0 + k * sak;
       const x0 = a[ak]!;
       const x1 = a[ak + sai]!;
