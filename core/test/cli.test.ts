@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { parseTrainArgs, trainArgsToOverrides, UsageError } from "../src/cli/args.ts";
+import { loadTrainJob, parseTrainArgs, trainArgsToOverrides, UsageError } from "../src/cli/args.ts";
 import { formatDuration, formatValue, Progress } from "../src/cli/progress.ts";
 
 describe("parseTrainArgs", () => {
@@ -9,6 +9,10 @@ describe("parseTrainArgs", () => {
     expect(trainArgsToOverrides(a)).toEqual({ steps: 17, world_size: 3, seed: 4294967295, backend: "webgpu" });
     expect(parseTrainArgs([])).toEqual({ help: false } as never);
     expect(parseTrainArgs(["-h"]).help).toBe(true);
+  });
+  test("loadTrainJob: default job with command-line overrides", async () => {
+    const { config } = await loadTrainJob(parseTrainArgs(["--steps", "3", "--world-size", "2", "--backend", "cpu"]));
+    expect([config.steps, config.world_size, config.backend, config.train_batch_size]).toEqual([3, 2, "cpu", 2 * config.train_micro_batch_size_per_gpu]);
   });
   const bad: [string[], RegExp][] = [
     [["--step", "3"], /unknown option --step; did you mean --steps\?/],

@@ -55,8 +55,12 @@ describe("WarmupCosineLR", () => {
     s.step(3); // first post-warmup step: cos(π/34)
     expect(s.getLr()).toBeCloseTo(2 * (0.25 + 0.75 * (1 + Math.cos(Math.PI / 34)) / 2), 14);
   });
-  test("total_num_steps ≤ warmup is rejected", () => {
-    expect(() => new WarmupCosineLR({ total_num_steps: 2, warmup_min_ratio: 0, warmup_num_steps: 1, cos_min_ratio: 0, warmup_type: "log" }, 1)).toThrow(/total_num_steps/);
+  test("total_num_steps ≤ warmup: warmup as usual, then cos_min_ratio (where DeepSpeed divides by zero)", () => {
+    const s = new WarmupCosineLR({ total_num_steps: 2, warmup_min_ratio: 0, warmup_num_steps: 4, cos_min_ratio: 0.125, warmup_type: "linear" }, 1);
+    s.step(1);
+    expect(s.getLr()).toBe(0.25);
+    s.step(4);
+    expect(s.getLr()).toBe(0.125);
   });
 });
 

@@ -6,6 +6,8 @@
 import { parseArgs } from "node:util";
 import { suggest } from "../config/errors.ts";
 import type { JobOverrides } from "../config/resolve.ts";
+import { loadJobConfig } from "../config/load.ts";
+import type { ResolvedJob } from "../config/types.ts";
 
 /** Usage of `bun run train`. */
 export const TRAIN_USAGE = `usage: bun run train [options]
@@ -114,4 +116,12 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
 /** The config overrides carried by parsed arguments (for `loadJobConfig`). */
 export function trainArgsToOverrides(a: TrainArgs): JobOverrides {
   return { steps: a.steps, world_size: a.worldSize, seed: a.seed, backend: a.backend };
+}
+
+/**
+ * Loads the job the arguments describe: `--config` (or the default job), `--deepspeed`, and the
+ * overrides. @throws ConfigError (all config problems at once).
+ */
+export function loadTrainJob(a: TrainArgs): Promise<ResolvedJob> {
+  return loadJobConfig({ configPath: a.config, deepspeedPath: a.deepspeed, overrides: trainArgsToOverrides(a) });
 }

@@ -167,10 +167,8 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
     if (sch.type === "WarmupCosineLR") {
       const warm = Math.max(2, sch.params.warmup_num_steps);
       if (sch.params.total_num_steps <= warm) {
-        addIssue(
-          ctx,
-          "scheduler.params.total_num_steps",
-          `WarmupCosineLR needs total_num_steps > max(2, warmup_num_steps) = ${warm}, got ${sch.params.total_num_steps}`,
+        ctx.warnings.push(
+          `scheduler.params: total_num_steps ${sch.params.total_num_steps} is not above max(2, warmup_num_steps) = ${warm}: the run ends inside the warmup (DeepSpeed warns too)`,
         );
       }
     }

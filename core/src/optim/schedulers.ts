@@ -17,7 +17,8 @@
  *
  * where min/max = warmup_min_lr/warmup_max_lr, T = total_num_steps, r0 = warmup_min_ratio,
  * c = cos_min_ratio, base_lr = optimizer lr. Like DeepSpeed's, the cosine is not clamped at T:
- * past T the ratio rises again.
+ * past T the ratio rises again. One deviation: when T ≤ W (the whole run is warmup; DeepSpeed only
+ * warns) and t reaches W, DeepSpeed divides by zero or runs the cosine backwards; here the ratio is c.
  */
 import type { SchedulerConfig, WarmupCosineLRParams, WarmupDecayLRParams, WarmupLRParams, WarmupType } from "../config/types.ts";
 
@@ -119,9 +120,6 @@ export class WarmupCosineLR extends BaseScheduler {
   constructor(private readonly p: WarmupCosineLRParams, private readonly baseLr: number) {
     super();
     this.warmup = Math.max(2, p.warmup_num_steps);
-    if (p.total_num_steps <= this.warmup) {
-      throw new RangeError(`WarmupCosineLR: total_num_steps (${p.total_num_steps}) must exceed max(2, warmup_num_steps) = ${this.warmup}`);
-    }
   }
   /** The lr ratio (DeepSpeed `get_lr_ratio`); 0 before the first step. */
   getLrRatio(): number {
@@ -133,6 +131,7 @@ export class WarmupCosineLR extends BaseScheduler {
     }
     const realLast = t - this.warmup + 1;
     const realTotal = this.p.total_num_steps - this.warmup;
+    if (realTotal <= 0) return this.p.cos_min_ratio; // DeepSpeed divides by zero here; we end the schedule
     const cosine = (1 + Math.cos((Math.PI * realLast) / realTotal)) / 2;
     return Math.max(0, this.p.cos_min_ratio + (1 - this.p.cos_min_ratio) * cosine);
   }
