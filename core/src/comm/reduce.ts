@@ -60,6 +60,74 @@ export function reduceInto(
     reduceHalf(out, outOff, srcs as readonly Uint16Array[], len, op, average, divisor, half);
     return;
   }
+  if (op === "sum" && out instanceof Float32Array) {
+    sumF32(out.subarray(outOff, outOff + len), srcs as readonly Float32Array[], len);
+  } else if (op === "sum" && out instanceof Float64Array) {
+    sumF64(out.subarray(outOff, outOff + len), srcs as readonly Float64Array[], len);
+  } else {
+    reduceGeneric(out, outOff, srcs, len, op);
+  }
+  if (average) {
+    const o = out as Float32Array; // Float32Array or Float64Array here; division rounds on store
+    for (let i = outOff; i < outOff + len; i++) o[i] /= divisor;
+  }
+}
+
+const fround = Math.fround;
+
+/** o[i] = ((s0[i] + s1[i]) + s2[i]) + … in f32: two sources per pass, the inner partial sum rounded
+ * with Math.fround and the outer one by the Float32Array store. */
+function sumF32(o: Float32Array, srcs: readonly Float32Array[], len: number): void {
+  for (let b0 = 0; b0 < len; b0 += BLOCK) {
+    const b1 = Math.min(len, b0 + BLOCK);
+    const a = srcs[0];
+    let k = 1;
+    if (srcs.length >= 2) {
+      const b = srcs[1];
+      for (let i = b0; i < b1; i++) o[i] = a[i] + b[i];
+      k = 2;
+    } else if (a !== o) {
+      for (let i = b0; i < b1; i++) o[i] = a[i];
+    }
+    for (; k + 1 < srcs.length; k += 2) {
+      const c = srcs[k];
+      const d = srcs[k + 1];
+      for (let i = b0; i < b1; i++) o[i] = fround(o[i] + c[i]) + d[i];
+    }
+    if (k < srcs.length) {
+      const c = srcs[k];
+      for (let i = b0; i < b1; i++) o[i] += c[i];
+    }
+  }
+}
+
+/** Same as {@link sumF32} in f64 (no intermediate rounding needed: JS numbers are f64). */
+function sumF64(o: Float64Array, srcs: readonly Float64Array[], len: number): void {
+  for (let b0 = 0; b0 < len; b0 += BLOCK) {
+    const b1 = Math.min(len, b0 + BLOCK);
+    const a = srcs[0];
+    let k = 1;
+    if (srcs.length >= 2) {
+      const b = srcs[1];
+      for (let i = b0; i < b1; i++) o[i] = a[i] + b[i];
+      k = 2;
+    } else if (a !== o) {
+      for (let i = b0; i < b1; i++) o[i] = a[i];
+    }
+    for (; k + 1 < srcs.length; k += 2) {
+      const c = srcs[k];
+      const d = srcs[k + 1];
+      for (let i = b0; i < b1; i++) o[i] = o[i] + c[i] + d[i];
+    }
+    if (k < srcs.length) {
+      const c = srcs[k];
+      for (let i = b0; i < b1; i++) o[i] += c[i];
+    }
+  }
+}
+
+/** Integer sums (wrapping on store) and max for every non-16-bit type, one source per pass. */
+function reduceGeneric(out: CommArray, outOff: number, srcs: readonly CommArray[], len: number, op: CommReduceOp): void {
   for (let b0 = 0; b0 < len; b0 += BLOCK) {
     const b1 = Math.min(len, b0 + BLOCK);
     const o = out as Float32Array; // same indexing semantics for every non-16-bit array type
@@ -78,7 +146,6 @@ export function reduceInto(
         }
       }
     }
-    if (average) for (let i = b0; i < b1; i++) o[outOff + i] /= divisor;
   }
 }
 
