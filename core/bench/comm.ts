@@ -16,6 +16,7 @@
  */
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { launch } from "../src/launch/launch.ts";
 import type { CommBenchArgs, CommBenchTimes } from "./_comm_rank.ts";
@@ -116,6 +117,7 @@ export async function main(argv: string[]): Promise<void> {
   if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`bench comm: --world-size must be a positive integer`);
   if (sizesMB.some((s) => !(s > 0))) throw new Error(`bench comm: --sizes-mb must be positive numbers`);
   const t0 = Date.now();
+  const loadBefore = loadavg()[0];
   const rows = await runCommBench(worldSize, sizesMB, iters);
   const table = formatRows(rows);
   console.log(table);
@@ -123,7 +125,8 @@ export async function main(argv: string[]): Promise<void> {
     const cores = navigator.hardwareConcurrency;
     const body = [
       `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters}\``,
-      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, 16 MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s).`,
+      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, 16 MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
+      `1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after the run — other jobs shared the machine when it is above 0).`,
       "algbw = array bytes / time; busbw = algbw·2(n−1)/n for all_reduce, algbw·(n−1)/n for the others (nccl-tests' definition);",
       "memcpy = one-thread `Float32Array.set` of the same bytes in the same run. Data are Float32Array; all_to_all_v uses even counts.",
       "",
