@@ -48,8 +48,8 @@ import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
 import { openDevice, type OpenDeviceOptions } from "./device.ts";
 import { grid2d } from "./grid.ts";
-import { assembleWgsl, type Launch } from "./kernel.ts";
-import { PipelineCache } from "./pipelines.ts";
+import { assembleWgsl, type AssembledKernel, type Kernel, type Launch } from "./kernel.ts";
+import { PipelineCache, type CachedPipeline } from "./pipelines.ts";
 
 /** Options of {@link WebGpuBackend.create}. */
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
@@ -109,8 +109,9 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Counters for reports and tests: dispatches and submits so far, pipelines compiled. */
-  stats(): { dispatches: number; submits: number; pipelines: number } {
-    return { dispatches: this.batcher.dispatches, submits: this.batcher.submits, pipelines: this.pipelines.size };
+  stats(): { dispatches: number; submits: number; pipelines: number; bindGroupHits: number; bindGroupMisses: number } {
+    const bg = this.batcher.bindGroups;
+    return { dispatches: this.batcher.dispatches, submits: this.batcher.submits, pipelines: this.pipelines.size, bindGroupHits: bg.hits, bindGroupMisses: bg.misses };
   }
 
   /** Release the device (the backend is unusable afterwards). */
@@ -122,29 +123,59 @@ export class WebGpuBackend implements Backend {
 
   // ---- plumbing ------------------------------------------------------------------------------
 
+  /** Assembled source + pipeline per kernel object and aliasing pattern of its buffers. */
+  private readonly compiled = new WeakMap<Kernel, Map<string, { asm: AssembledKernel; pipe: CachedPipeline }>>();
+
   private run(l: Launch | null): void {
     if (!l) return;
-    const gbufs = l.bufs.map((b) => b as GpuBuf);
-    const asm = assembleWgsl(l.kernel, gbufs.map((b) => b.id));
-    const label = l.kernel.label;
-    let pipe = this.pipelines.lookup(asm.source);
-    if (!pipe) {
-      // first use: compile under an error scope so WGSL errors name the kernel
-      this.device.pushErrorScope("validation");
-      pipe = this.pipelines.get(label, asm);
-      this.pendingChecks.push(
-        this.device.popErrorScope().then((e) => {
-          if (e) this.errors.push(`kernel ${label} (pipeline creation): ${e.message}`);
-        }),
-      );
+    const gbufs = l.bufs as readonly GpuBuf[];
+    // aliasing pattern: for each bound buffer, the index of its first occurrence
+    let pattern = "";
+    for (let i = 0; i < gbufs.length; i++) {
+      let f = i;
+      for (let j = 0; j < i; j++) {
+        if (gbufs[j] === gbufs[i]) {
+          f = j;
+          break;
+        }
+      }
+      pattern += `${f},`;
     }
+    let perKernel = this.compiled.get(l.kernel);
+    if (!perKernel) {
+      perKernel = new Map();
+      this.compiled.set(l.kernel, perKernel);
+    }
+    let entry = perKernel.get(pattern);
+    const label = l.kernel.label;
+    if (!entry) {
+      const asm = assembleWgsl(l.kernel, gbufs.map((b) => b.id));
+      let pipe = this.pipelines.lookup(asm.source);
+      if (!pipe) {
+        // first use: compile under an error scope so WGSL errors name the kernel
+        this.device.pushErrorScope("validation");
+        pipe = this.pipelines.get(label, asm);
+        this.pendingChecks.push(
+          this.device.popErrorScope().then((e) => {
+            if (e) this.errors.push(`kernel ${label} (pipeline creation): ${e.message}`);
+          }),
+        );
+      }
+      entry = { asm, pipe };
+      perKernel.set(pattern, entry);
+    }
+    const { asm, pipe } = entry;
     const storage: GPUBuffer[] = [];
+    const ids: number[] = [];
     asm.slotOf.forEach((slot, i) => {
-      if (storage[slot] === undefined) storage[slot] = gbufs[i]!.gpu!;
+      if (storage[slot] === undefined) {
+        storage[slot] = gbufs[i]!.gpu!;
+        ids[slot] = gbufs[i]!.id;
+      }
     });
     const grid: [number, number, number] = typeof l.workgroups === "number" ? grid2d(l.workgroups, this.maxPerDim) : [l.workgroups[0], l.workgroups[1], l.workgroups[2]];
     for (const g of grid) if (g > this.maxPerDim) throw new Error(`webgpu ${label}: grid ${grid} exceeds ${this.maxPerDim} workgroups per dimension`);
-    this.batcher.dispatch(label, pipe, storage, l.params, l.kernel.params.map((d) => d.type), grid);
+    this.batcher.dispatch(label, pipe, storage, ids, l.params, l.kernel.params.map((d) => d.type), grid);
   }
 
   private runAll(ls: readonly Launch[]): void {
@@ -168,7 +199,10 @@ export class WebGpuBackend implements Backend {
   private scratchBuf(name: string, dtype: DType, length: number): GpuBuf {
     const cur = this.scratch.get(name);
     if (cur && cur.length >= length) return cur;
-    if (cur) this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(cur));
+    if (cur) {
+      this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(cur));
+      this.batcher.bindGroups.forget(cur.id);
+    }
     const b = this.ledger.alloc(dtype, Math.max(length, cur ? cur.length * 2 : 0), "other");
     this.scratch.set(name, b);
     return b;
@@ -182,6 +216,7 @@ export class WebGpuBackend implements Backend {
 
   free(buf: Buf): void {
     this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(buf));
+    this.batcher.bindGroups.forget(buf.id);
   }
 
   retag(buf: Buf, tag: MemTag): void {
@@ -238,6 +273,7 @@ export class WebGpuBackend implements Backend {
     this.device.queue.writeBuffer(tmp.gpu!, 0, padded.buffer, 0, padded.byteLength);
     this.run(copyCastLaunch(tmp, 0, b, dst.off, n));
     this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(tmp));
+    this.batcher.bindGroups.forget(tmp.id);
   }
 
   async read(src: View, n: number): Promise<HostArray> {

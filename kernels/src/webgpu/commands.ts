@@ -9,6 +9,7 @@
  * by the next batch. Readbacks use a pool of MAP_READ staging buffers.
  */
 import { BufferUsage, MapMode } from "./constants.ts";
+import { BindGroupCache } from "./bindgroups.ts";
 import type { CachedPipeline } from "./pipelines.ts";
 
 /** Bytes per uniform slot (one dispatch's params). */
@@ -30,6 +31,9 @@ export class CommandBatcher {
   private readonly used = new Set<GPUBuffer>();
   /** Buffers to destroy once the current batch is submitted. */
   private readonly doomed: GPUBuffer[] = [];
+  /** Bind groups reused across dispatches (see bindgroups.ts). */
+  readonly bindGroups = new BindGroupCache();
+  private readonly dynOffset = new Uint32Array(1);
   /** Dispatches submitted since creation (for tests and reports). */
   dispatches = 0;
   /** Batches submitted since creation. */
@@ -67,8 +71,9 @@ export class CommandBatcher {
   /**
    * Record one dispatch of `p` with `storage` bound at bindings 1…k and `params` (each value with
    * its WGSL type) in the batch's uniform arena. `grid` is the workgroup count per dimension.
+   * `storageIds` identify the storage buffers (bind-group cache key; see bindgroups.ts).
    */
-  dispatch(label: string, p: CachedPipeline, storage: readonly GPUBuffer[], params: readonly number[], types: readonly ("u32" | "i32" | "f32")[], grid: readonly [number, number, number]): void {
+  dispatch(label: string, p: CachedPipeline, storage: readonly GPUBuffer[], storageIds: readonly number[], params: readonly number[], types: readonly ("u32" | "i32" | "f32")[], grid: readonly [number, number, number]): void {
     if (grid[0] === 0 || grid[1] === 0 || grid[2] === 0) return;
     if (this.slotsUsed >= this.maxBatch) this.submit();
     const slot = this.slotsUsed++;
@@ -83,15 +88,16 @@ export class CommandBatcher {
         this.arenaU32[base + i] = v;
       }
     }
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniform, offset: slot * UNIFORM_SLOT_BYTES, size: UNIFORM_SLOT_BYTES } }];
-    storage.forEach((b, i) => {
-      entries.push({ binding: i + 1, resource: { buffer: b } });
-      this.used.add(b);
+    const bg = this.bindGroups.get(`${p.id}|${storageIds.join(",")}`, storageIds, () => {
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniform, offset: 0, size: UNIFORM_SLOT_BYTES } }];
+      storage.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b } }));
+      return this.device.createBindGroup({ label, layout: p.layout, entries });
     });
-    const bg = this.device.createBindGroup({ label, layout: p.layout, entries });
+    for (const b of storage) this.used.add(b);
     if (!this.pass) this.pass = this.enc().beginComputePass({ label: "zeromoe pass" });
     this.pass.setPipeline(p.pipeline);
-    this.pass.setBindGroup(0, bg);
+    this.dynOffset[0] = slot * UNIFORM_SLOT_BYTES;
+    this.pass.setBindGroup(0, bg, this.dynOffset, 0, 1);
     this.pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
     this.commands++;
     this.dispatches++;

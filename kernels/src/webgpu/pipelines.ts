@@ -1,7 +1,8 @@
 /**
  * Compute pipeline cache keyed by the complete WGSL source (constants such as workgroup sizes and
  * unrolled ranks are baked into the source, so the source is the whole key). Each pipeline gets an
- * explicit bind-group layout: binding 0 the `Params` uniform, bindings 1…k storage buffers
+ * explicit bind-group layout: binding 0 the `Params` uniform (dynamic offset: one bind group serves
+ * every uniform slot of the batch arena), bindings 1…k storage buffers
  * (read-only or read-write as the kernel declares).
  */
 import { ShaderStage } from "./constants.ts";
@@ -11,6 +12,8 @@ import type { AssembledKernel } from "./kernel.ts";
 export interface CachedPipeline {
   pipeline: GPUComputePipeline;
   layout: GPUBindGroupLayout;
+  /** Unique per pipeline (bind-group cache key). */
+  id: number;
 }
 
 /** Creates pipelines on first use and returns the cached one afterwards. */
@@ -32,7 +35,7 @@ export class PipelineCache {
   get(label: string, k: AssembledKernel): CachedPipeline {
     const hit = this.cache.get(k.source);
     if (hit) return hit;
-    const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform" } }];
+    const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform", hasDynamicOffset: true } }];
     k.slots.forEach((s, i) => entries.push({ binding: i + 1, visibility: ShaderStage.COMPUTE, buffer: { type: s.write ? "storage" : "read-only-storage" } }));
     const layout = this.device.createBindGroupLayout({ label, entries });
     const module = this.device.createShaderModule({ label, code: k.source });
@@ -41,7 +44,7 @@ export class PipelineCache {
       layout: this.device.createPipelineLayout({ label, bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: "main" },
     });
-    const c = { pipeline, layout };
+    const c = { pipeline, layout, id: this.cache.size + 1 };
     this.cache.set(k.source, c);
     return c;
   }

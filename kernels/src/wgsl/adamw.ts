@@ -11,7 +11,7 @@
  */
 import type { AdamWParams, Buf, DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { bindTypeOf, entry, EW_WG, f32s, groups, u32s } from "./launch.ts";
+import { bindTypeOf, entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader, toHalfBits } from "./prelude.ts";
 import { wordsTouched } from "./fill_copy_cast.ts";
 
@@ -45,7 +45,7 @@ export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m
   const values = [poff, goff, moff, voff, p16off, n, p.decoupled ? 1 : 0, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay, p.gradScale, p.lr / bc1, Math.sqrt(bc2)];
   const loader = floatLoader("ld_g", "b_g", gd);
   if (param16) {
-    const kernel: Kernel = {
+    const kernel: Kernel = memoKernel(`adamw_${gd}_to_${param16.dtype}`, () => ({
       label: `adamw_${gd}_to_${param16.dtype}`,
       buffers: [...buffers, { name: "b_dst", type: "w16", write: true }],
       params,
@@ -66,10 +66,10 @@ export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m
   }
   b_dst[w] = word;
 }`,
-    };
+    }));
     return { kernel, bufs: [param, grad, m, v, param16], params: values, workgroups: groups(wordsTouched(p16off, n)) };
   }
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`adamw_${gd}`, () => ({
     label: `adamw_${gd}`,
     buffers,
     params,
@@ -78,6 +78,6 @@ export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m
   if (i >= P.n) { return; }
   step(i);
 }`,
-  };
+  }));
   return { kernel, bufs: [param, grad, m, v], params: values, workgroups: groups(n) };
 }

@@ -15,7 +15,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, f32s, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 
 const AW = 64;
 const F = "f32" as const;
@@ -29,7 +29,7 @@ const DIMS = u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff");
 /** Launch of the attention forward. */
 export function attentionLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, B: number, S: number, H: number, Hkv: number, D: number, scale: number): Launch | null {
   if (B * S * H === 0 || D === 0) return null;
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`attention_fwd_d${D}`, () => ({
     label: `attention_fwd_d${D}`,
     buffers: [
       { name: "b_q", type: F, write: false },
@@ -93,7 +93,7 @@ ${entry(AW)} {
   }
   if (li == 0u) { b_lse[P.loff + (b * P.H + h) * P.S + i] = m + log(l); }
 }`,
-  };
+  }));
   return { kernel, bufs: [q, k, v, out, lse], params: [B, S, H, Hkv, qoff, koff, voff, ooff, loff, scale], workgroups: B * H * S };
 }
 
@@ -106,7 +106,7 @@ export function attentionBackwardLaunches(
 ): Launch[] {
   if (B * S === 0 || D === 0) return [];
   const rows = B * H * S;
-  const pre: Kernel = {
+  const pre: Kernel = memoKernel(`attention_bwd_delta_d${D}`, () => ({
     label: `attention_bwd_delta_d${D}`,
     buffers: [
       { name: "b_out", type: F, write: false },
@@ -125,13 +125,13 @@ export function attentionBackwardLaunches(
   for (var d = 0u; d < DH; d = d + 1u) { s = s + b_out[P.ooff + base + d] * b_do[P.dooff + base + d]; }
   b_delta[id] = s;
 }`,
-  };
+  }));
   const common = `${consts(D)}
 fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
 fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
 fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
 `;
-  const dqK: Kernel = {
+  const dqK: Kernel = memoKernel(`attention_bwd_dq_d${D}`, () => ({
     label: `attention_bwd_dq_d${D}`,
     buffers: [
       { name: "b_q", type: F, write: false },
@@ -190,8 +190,8 @@ ${entry(AW)} {
     if (d < DH) { b_dq[P.dqoff + qb + d] = acc[r] * P.scale; }
   }
 }`,
-  };
-  const dkvK: Kernel = {
+  }));
+  const dkvK: Kernel = memoKernel(`attention_bwd_dkv_d${D}`, () => ({
     label: `attention_bwd_dkv_d${D}`,
     buffers: [
       { name: "b_q", type: F, write: false },
@@ -258,7 +258,7 @@ ${entry(AW)} {
     if (d < DH) { b_dk[P.dkoff + kb + d] = adk[r] * P.scale; b_dv[P.dvoff + kb + d] = adv[r]; }
   }
 }`,
-  };
+  }));
   return [
     { kernel: pre, bufs: [out, dout, delta], params: [B, S, H, ooff, dooff], workgroups: groups(rows) },
     { kernel: dqK, bufs: [q, k, v, lse, dout, delta, dq], params: [B, S, H, Hkv, qoff, koff, voff, loff, dooff, dqoff, scale], workgroups: rows },

@@ -7,7 +7,7 @@
  */
 import type { BinaryOp, Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 
 /** Largest rank after merging that the kernel supports. */
 export const MAX_BINARY_RANK = 8;
@@ -98,7 +98,7 @@ export function binaryLaunch(op: BinaryOp, a: Buf, aoff: number, aShape: readonl
   for (let k = r - 1; k >= 0; k--) {
     idx += `  { let c = rem % P.d${k}; rem = rem / P.d${k}; ia = ia + c * P.sa${k}; ib = ib + c * P.sb${k}; }\n`;
   }
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`binary_${op}_r${r}`, () => ({
     label: `binary_${op}_r${r}`,
     buffers: [
       { name: "b_a", type: "f32", write: false },
@@ -116,6 +116,6 @@ ${idx}  let a = b_a[ia];
   let b = b_b[ib];
   b_out[P.ooff + i] = ${opExpr(op)};
 }`,
-  };
+  }));
   return { kernel, bufs: [a, b, out], params, workgroups: groups(plan.total) };
 }

@@ -6,12 +6,12 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, ROW_WG } from "./launch.ts";
+import { entry, ROW_WG, memoKernel } from "./launch.ts";
 import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
 
 /** Launch of the fused cross-entropy. */
 export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff: number, losses: Buf, lsoff: number, dlogits: Buf, doff: number, rows: number, vocab: number, ignoreIndex: number, gradScale: number): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("cross_entropy", () => ({
     label: "cross_entropy",
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -57,6 +57,6 @@ export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff
     else { b_loss[P.lsoff + r] = bitcast<f32>(0x7fc00000u); }
   }
 }`,
-  };
+  }));
   return { kernel, bufs: [logits, targets, losses, dlogits], params: [loff, toff, lsoff, doff, rows, vocab, ignoreIndex, gradScale], workgroups: rows };
 }

@@ -8,7 +8,7 @@
  */
 import { DTYPE_BYTES, type Buf, type DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { bindTypeOf, entry, EW_WG, groups, u32s } from "./launch.ts";
+import { bindTypeOf, entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader, toHalfBits } from "./prelude.ts";
 
 const is16 = (d: DType): boolean => DTYPE_BYTES[d] === 2;
@@ -43,15 +43,15 @@ export function wordsTouched(off: number, n: number): number {
  * bits for f32/i32/u32, 16-bit pattern for f16/bf16). */
 export function fillLaunch(dst: Buf, off: number, n: number, bits: number): Launch {
   if (is16(dst.dtype)) {
-    const kernel: Kernel = {
+    const kernel: Kernel = memoKernel("fill16", () => ({
       label: "fill16",
       buffers: [{ name: "b_dst", type: "w16", write: true }],
       params: u32s("doff", "n", "bits"),
       code: `fn val16(j: u32) -> u32 { return P.bits; }\n${wordWriter()}`,
-    };
+    }));
     return { kernel, bufs: [dst], params: [off, n, bits], workgroups: groups(wordsTouched(off, n)) };
   }
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("fill32", () => ({
     label: "fill32",
     buffers: [{ name: "b_dst", type: "u32", write: true }],
     params: u32s("doff", "n", "bits"),
@@ -60,7 +60,7 @@ export function fillLaunch(dst: Buf, off: number, n: number, bits: number): Laun
   if (i >= P.n) { return; }
   b_dst[P.doff + i] = P.bits;
 }`,
-  };
+  }));
   return { kernel, bufs: [dst], params: [off, n, bits >>> 0], workgroups: groups(n) };
 }
 
@@ -75,7 +75,7 @@ export function copyCastLaunch(src: Buf, soff: number, dst: Buf, doff: number, n
     let val: string;
     if (s === d) val = `fn val16(j: u32) -> u32 { let e = P.soff + j; return half_bits(b_src[e >> 1u], e); }`;
     else val = `${floatLoader("ld_src", "b_src", s)}fn val16(j: u32) -> u32 { return ${toHalfBits(d, "ld_src(P.soff + j)")}; }`;
-    const kernel: Kernel = {
+    const kernel: Kernel = memoKernel(`copy_${s}_${d}`, () => ({
       label: `copy_${s}_${d}`,
       buffers: [
         { name: "b_src", type: bindTypeOf(s), write: false },
@@ -83,11 +83,11 @@ export function copyCastLaunch(src: Buf, soff: number, dst: Buf, doff: number, n
       ],
       params: u32s("soff", "doff", "n"),
       code: `${val}\n${wordWriter()}`,
-    };
+    }));
     return { kernel, bufs: [src, dst], params: [soff, doff, n], workgroups: groups(wordsTouched(doff, n)) };
   }
   const expr = s === d ? "b_src[P.soff + i]" : "ld_src(P.soff + i)";
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`copy_${s}_${d}`, () => ({
     label: `copy_${s}_${d}`,
     buffers: [
       { name: "b_src", type: s === d ? "u32" : bindTypeOf(s), write: false },
@@ -99,6 +99,6 @@ export function copyCastLaunch(src: Buf, soff: number, dst: Buf, doff: number, n
   if (i >= P.n) { return; }
   b_dst[P.doff + i] = ${expr};
 }`,
-  };
+  }));
   return { kernel, bufs: [src, dst], params: [soff, doff, n], workgroups: groups(n) };
 }

@@ -5,12 +5,12 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 
 /** Launch adding one count per index (counts must already be zero where wanted). */
 export function histogramLaunch(idx: Buf, ioff: number, counts: Buf, coff: number, n: number, bins: number): Launch | null {
   if (n === 0) return null;
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("histogram", () => ({
     label: "histogram",
     buffers: [
       { name: "b_idx", type: "i32", write: false },
@@ -23,6 +23,6 @@ export function histogramLaunch(idx: Buf, ioff: number, counts: Buf, coff: numbe
   let b = b_idx[P.ioff + i];
   if (b >= 0 && u32(b) < P.bins) { atomicAdd(&b_c[P.coff + u32(b)], 1u); }
 }`,
-  };
+  }));
   return { kernel, bufs: [idx, counts], params: [ioff, coff, n, bins], workgroups: groups(n) };
 }

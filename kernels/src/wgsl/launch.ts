@@ -3,7 +3,7 @@
  * point signature, and the f32/i32/u32/16-bit bind types of dtypes.
  */
 import type { DType } from "../backend.ts";
-import type { BindType, ParamDecl } from "../webgpu/kernel.ts";
+import type { BindType, Kernel, ParamDecl } from "../webgpu/kernel.ts";
 
 /** Workgroup size of one-element-per-invocation kernels. */
 export const EW_WG = 256;
@@ -34,4 +34,21 @@ export function bindTypeOf(dtype: DType): BindType {
 /** Workgroups needed for `n` invocations of `wgSize`. */
 export function groups(n: number, wgSize: number = EW_WG): number {
   return Math.ceil(n / wgSize);
+}
+
+const kernelMemo = new Map<string, Kernel>();
+
+/**
+ * The kernel whose label is `label`, built by `build` on first use and reused afterwards (so the
+ * WGSL strings are generated once, and the backend's caches can key on the object). Labels must
+ * therefore name every choice that changes the WGSL (op, dtypes, rank, head dim…); throws if a
+ * fresh build's label disagrees with the key.
+ */
+export function memoKernel(label: string, build: () => Kernel): Kernel {
+  const hit = kernelMemo.get(label);
+  if (hit) return hit;
+  const k = build();
+  if (k.label !== label) throw new Error(`memoKernel: kernel built for "${label}" is labelled "${k.label}"`);
+  kernelMemo.set(label, k);
+  return k;
 }

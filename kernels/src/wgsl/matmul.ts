@@ -11,13 +11,17 @@
  */
 import type { Buf, MatmulSpec } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { u32s } from "./launch.ts";
+import { memoKernel, u32s } from "./launch.ts";
 
 const TM = 64;
 const TN = 64;
 const TK = 16;
 
 function matmulKernel(transA: boolean, transB: boolean): Kernel {
+  return memoKernel(`matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}`, () => buildMatmulKernel(transA, transB));
+}
+
+function buildMatmulKernel(transA: boolean, transB: boolean): Kernel {
   // A tile: As[kk * TM + mm] = op(A)[m0+mm, k0+kk]; 1024 elements, 4 per invocation.
   const loadA = transA
     ? `let mm = e % ${TM}u; let kk = e / ${TM}u; let gm = m0 + mm; let gk = k0 + kk;

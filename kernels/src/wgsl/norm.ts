@@ -10,14 +10,14 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, f32s, groups, ROW_WG, u32s } from "./launch.ts";
+import { entry, EW_WG, f32s, groups, ROW_WG, u32s, memoKernel } from "./launch.ts";
 import { treeReduce } from "./workgroup_reduce.ts";
 
 const F = "f32" as const;
 
 /** Launch of RMSNorm forward. */
 export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf, yoff: number, rstd: Buf, roff: number, rows: number, cols: number, eps: number): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("rmsnorm", () => ({
     label: "rmsnorm",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -38,13 +38,13 @@ export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf
   for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_y[yb + c] = b_x[xb + c] * rs * b_w[P.woff + c]; }
   if (li == 0u) { b_r[P.roff + r] = rs; }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, w, y, rstd], params: [xoff, woff, yoff, roff, rows, cols, eps], workgroups: rows };
 }
 
 /** Launches of RMSNorm backward: dx (per row) then dw += (per column). */
 export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, rows: number, cols: number): Launch[] {
-  const dxK: Kernel = {
+  const dxK: Kernel = memoKernel("rmsnorm_bwd_dx", () => ({
     label: "rmsnorm_bwd_dx",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -67,8 +67,8 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
   let k = rs * rs * rs * s / f32(P.cols);
   for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_dx[ob + c] = rs * b_dy[db + c] * b_w[P.woff + c] - k * b_x[xb + c]; }
 }`,
-  };
-  const dwK: Kernel = {
+  }));
+  const dwK: Kernel = memoKernel("rmsnorm_bwd_dw", () => ({
     label: "rmsnorm_bwd_dw",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -84,7 +84,7 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
   for (var r = 0u; r < P.rows; r = r + 1u) { acc = acc + b_dy[P.dyoff + r * P.cols + c] * b_x[P.xoff + r * P.cols + c] * b_r[P.roff + r]; }
   b_dw[P.dwoff + c] = acc;
 }`,
-  };
+  }));
   return [
     { kernel: dxK, bufs: [x, w, rstd, dy, dx], params: [xoff, woff, roff, dyoff, dxoff, rows, cols], workgroups: rows },
     { kernel: dwK, bufs: [x, rstd, dy, dw], params: [xoff, roff, dyoff, dwoff, rows, cols], workgroups: groups(cols) },
@@ -93,7 +93,7 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
 
 /** Launch of LayerNorm forward (saves mean and rstd per row). */
 export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: Buf, boff: number, y: Buf, yoff: number, mean: Buf, moff: number, rstd: Buf, roff: number, rows: number, cols: number, eps: number): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("layernorm", () => ({
     label: "layernorm",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -118,13 +118,13 @@ export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: B
   for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_y[yb + c] = (b_x[xb + c] - mu) * rs * b_w[P.woff + c] + b_b[P.boff + c]; }
   if (li == 0u) { b_mean[P.moff + r] = mu; b_r[P.roff + r] = rs; }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, w, b, y, mean, rstd], params: [xoff, woff, boff, yoff, moff, roff, rows, cols, eps], workgroups: rows };
 }
 
 /** Launches of LayerNorm backward: dx (per row), then dw += and db += (per column). */
 export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, mean: Buf, moff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, db: Buf, dboff: number, rows: number, cols: number): Launch[] {
-  const dxK: Kernel = {
+  const dxK: Kernel = memoKernel("layernorm_bwd_dx", () => ({
     label: "layernorm_bwd_dx",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -158,8 +158,8 @@ export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: nu
     b_dx[ob + c] = rs * (g - mg - xh * mgx);
   }
 }`,
-  };
-  const dwK: Kernel = {
+  }));
+  const dwK: Kernel = memoKernel("layernorm_bwd_dwdb", () => ({
     label: "layernorm_bwd_dwdb",
     buffers: [
       { name: "b_x", type: F, write: false },
@@ -183,7 +183,7 @@ export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: nu
   b_dw[P.dwoff + c] = aw;
   b_db[P.dboff + c] = ab;
 }`,
-  };
+  }));
   return [
     { kernel: dxK, bufs: [x, w, mean, rstd, dy, dx], params: [xoff, woff, moff, roff, dyoff, dxoff, rows, cols], workgroups: rows },
     { kernel: dwK, bufs: [x, mean, rstd, dy, dw, db], params: [xoff, moff, roff, dyoff, dwoff, dboff, rows, cols], workgroups: groups(cols) },

@@ -12,7 +12,7 @@
  */
 import type { Buf, DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { bindTypeOf, entry, EW_WG, groups, u32s } from "./launch.ts";
+import { bindTypeOf, entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader } from "./prelude.ts";
 import { treeReduce } from "./workgroup_reduce.ts";
 
@@ -28,7 +28,7 @@ export function sumSquaresPartials(n: number): number {
 export function sumSquaresLaunches(x: Buf, xoff: number, out: Buf, ooff: number, n: number, scratch: Buf): Launch[] {
   const np = sumSquaresPartials(n);
   const d: DType = x.dtype;
-  const pass1: Kernel = {
+  const pass1: Kernel = memoKernel(`sumsq_partial_${d}`, () => ({
     label: `sumsq_partial_${d}`,
     buffers: [
       { name: "b_x", type: bindTypeOf(d), write: false },
@@ -47,8 +47,8 @@ export function sumSquaresLaunches(x: Buf, xoff: number, out: Buf, ooff: number,
   s = wg_sum(li, s);
   if (li == 0u) { b_part[g] = s; }
 }`,
-  };
-  const pass2: Kernel = {
+  }));
+  const pass2: Kernel = memoKernel("sumsq_final", () => ({
     label: "sumsq_final",
     buffers: [
       { name: "b_part", type: "f32", write: false },
@@ -61,7 +61,7 @@ export function sumSquaresLaunches(x: Buf, xoff: number, out: Buf, ooff: number,
   s = wg_sum(li, s);
   if (li == 0u) { b_out[P.ooff] = s; }
 }`,
-  };
+  }));
   return [
     { kernel: pass1, bufs: [x, scratch], params: [xoff, n, np], workgroups: np },
     { kernel: pass2, bufs: [scratch, out], params: [np, ooff], workgroups: [1, 1, 1] },
@@ -77,7 +77,7 @@ export function nonFiniteLaunch(x: Buf, xoff: number, out: Buf, ooff: number, n:
   else if (d === "f16") test = "(half_bits(b_x[(P.xoff + i) >> 1u], P.xoff + i) & 0x7c00u) == 0x7c00u";
   else if (d === "bf16") test = "(half_bits(b_x[(P.xoff + i) >> 1u], P.xoff + i) & 0x7f80u) == 0x7f80u";
   else throw new Error(`webgpu nonFinite: x must be f32, f16 or bf16, got ${d}`);
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`nonfinite_${d}`, () => ({
     label: `nonfinite_${d}`,
     buffers: [
       { name: "b_x", type: d === "f32" ? "u32" : "w16", write: false },
@@ -89,6 +89,6 @@ export function nonFiniteLaunch(x: Buf, xoff: number, out: Buf, ooff: number, n:
   if (i >= P.n) { return; }
   if (${d === "f32" ? test.replace("bitcast<u32>(b_x[P.xoff + i])", "b_x[P.xoff + i]") : test}) { atomicOr(&b_out[P.ooff], 1u); }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, out], params: [xoff, ooff, n], workgroups: groups(n) };
 }

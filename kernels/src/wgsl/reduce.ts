@@ -7,7 +7,7 @@
  */
 import type { Buf, ReduceOp } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, ROW_WG, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, ROW_WG, u32s, memoKernel } from "./launch.ts";
 import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
 
 /** Launch of reduce(op) over the middle axis (null when there is no output). */
@@ -26,7 +26,7 @@ export function reduceLaunch(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff:
   const params = u32s("xoff", "ooff", "outer", "n", "inner");
   const values = [xoff, ooff, outer, n, inner];
   if (n <= 64) {
-    const kernel: Kernel = {
+    const kernel: Kernel = memoKernel(`reduce_${op}_serial`, () => ({
       label: `reduce_${op}_serial`,
       buffers,
       params,
@@ -43,10 +43,10 @@ export function reduceLaunch(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff:
   }
   b_out[P.ooff + o] = ${finish};
 }`,
-    };
+    }));
     return { kernel, bufs: [x, out], params: values, workgroups: groups(outputs) };
   }
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`reduce_${op}_tree`, () => ({
     label: `reduce_${op}_tree`,
     buffers,
     params,
@@ -64,6 +64,6 @@ export function reduceLaunch(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff:
   acc = ${isMax ? "wg_max(li, acc)" : "wg_sum(li, acc)"};
   if (li == 0u) { b_out[P.ooff + o] = ${finish}; }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, out], params: values, workgroups: outputs };
 }

@@ -10,7 +10,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, f32s, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 
 /** Inverse frequencies θ^(−2i/D) for i < D/2, computed in float64, as an f32 table. */
 export function ropeInvFreq(headDim: number, theta: number): Float32Array {
@@ -27,7 +27,7 @@ export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: num
   const half = headDim / 2;
   const total = batch * seq * heads * half;
   if (total === 0) return null;
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("rope", () => ({
     label: "rope",
     buffers: [
       { name: "b_f", type: "f32", write: false },
@@ -52,6 +52,6 @@ export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: num
   b_y[P.yoff + base + i] = x1 * c - x2 * s;
   b_y[P.yoff + base + i + P.half] = x2 * c + x1 * s;
 }`,
-  };
+  }));
   return { kernel, bufs: [invFreq, x, y], params: [xoff, yoff, seq, heads, headDim, half, total, inverse ? -1 : 1], workgroups: groups(total) };
 }

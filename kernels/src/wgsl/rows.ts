@@ -15,14 +15,14 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 
 /** Launch of gatherRows/embedding: out[ooff + i·dim + c] = x[xoff + idx[i]·dim + c]; rows of x
  * available: `xrows`. */
 export function gatherRowsLaunch(x: Buf, xoff: number, xrows: number, idx: Buf, ioff: number, out: Buf, ooff: number, n: number, dim: number): Launch | null {
   const total = n * dim;
   if (total === 0) return null;
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("gather_rows", () => ({
     label: "gather_rows",
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -40,7 +40,7 @@ export function gatherRowsLaunch(x: Buf, xoff: number, xrows: number, idx: Buf, 
   if (id >= 0 && u32(id) < P.xrows) { v = b_x[P.xoff + u32(id) * P.dim + c]; }
   b_out[P.ooff + t] = v;
 }`,
-  };
+  }));
   return { kernel, bufs: [x, idx, out], params: [xoff, xrows, ioff, ooff, n, dim], workgroups: groups(total) };
 }
 
@@ -54,7 +54,7 @@ export function scatterScratchWords(n: number): number {
 export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: number, weights: Buf | null, woff: number, out: Buf, ooff: number, outRows: number, n: number, dim: number, scratch: Buf): Launch[] {
   if (n === 0 || dim === 0) return [];
   const key = `fn key(i: u32) -> i32 { let k = b_idx[P.ioff + i]; if (k < 0 || u32(k) >= P.outRows) { return -1; } return k; }\n`;
-  const sort: Kernel = {
+  const sort: Kernel = memoKernel("scatter_sort", () => ({
     label: "scatter_sort",
     buffers: [
       { name: "b_idx", type: "i32", write: false },
@@ -82,9 +82,9 @@ export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: num
   }
   if (src != 0u) { for (var i = 0u; i < n; i = i + 1u) { b_ord[i] = b_ord[src + i]; } }
 }`,
-  };
+  }));
   const hasW = weights !== null;
-  const apply: Kernel = {
+  const apply: Kernel = memoKernel(hasW ? "scatter_add_weighted" : "scatter_add", () => ({
     label: hasW ? "scatter_add_weighted" : "scatter_add",
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -111,7 +111,7 @@ export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: num
   }
   b_out[o] = acc;
 }`,
-  };
+  }));
   const p = [ioff, n, outRows];
   return [
     { kernel: sort, bufs: [idx, scratch], params: p, workgroups: [1, 1, 1] },

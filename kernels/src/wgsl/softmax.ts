@@ -8,12 +8,12 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, ROW_WG, u32s } from "./launch.ts";
+import { entry, ROW_WG, u32s, memoKernel } from "./launch.ts";
 import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
 
 /** Launch of (log-)softmax over `rows` rows of `cols`. */
 export function softmaxLaunch(x: Buf, xoff: number, y: Buf, yoff: number, rows: number, cols: number, log: boolean): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(log ? "log_softmax" : "softmax", () => ({
     label: log ? "log_softmax" : "softmax",
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -36,13 +36,13 @@ export function softmaxLaunch(x: Buf, xoff: number, y: Buf, yoff: number, rows: 
     ${log ? "b_y[yb + c] = b_x[xb + c] - m - ls;" : "b_y[yb + c] = exp(b_x[xb + c] - m) * inv;"}
   }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, y], params: [xoff, yoff, rows, cols], workgroups: rows };
 }
 
 /** Launch of the backward of (log-)softmax given forward output y. */
 export function softmaxBackwardLaunch(y: Buf, yoff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, rows: number, cols: number, log: boolean): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(log ? "log_softmax_bwd" : "softmax_bwd", () => ({
     label: log ? "log_softmax_bwd" : "softmax_bwd",
     buffers: [
       { name: "b_y", type: "f32", write: false },
@@ -63,6 +63,6 @@ export function softmaxBackwardLaunch(y: Buf, yoff: number, dy: Buf, dyoff: numb
     ${log ? "b_dx[xb + c] = b_dy[db + c] - exp(b_y[yb + c]) * s;" : "b_dx[xb + c] = b_y[yb + c] * (b_dy[db + c] - s);"}
   }
 }`,
-  };
+  }));
   return { kernel, bufs: [y, dy, dx], params: [yoff, dyoff, dxoff, rows, cols], workgroups: rows };
 }

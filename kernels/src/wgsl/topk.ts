@@ -5,7 +5,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 
 /** Largest k supported. */
 export const MAX_TOPK = 8;
@@ -14,7 +14,7 @@ export const MAX_TOPK = 8;
 export function topkLaunch(x: Buf, xoff: number, values: Buf, voff: number, indices: Buf, ioff: number, rows: number, cols: number, k: number): Launch | null {
   if (!Number.isInteger(k) || k < 1 || k > MAX_TOPK) throw new Error(`webgpu topk: k must be an integer in 1…${MAX_TOPK}, got ${k}`);
   if (rows === 0) return null;
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel("topk", () => ({
     label: "topk",
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -54,6 +54,6 @@ export function topkLaunch(x: Buf, xoff: number, values: Buf, voff: number, indi
     }
   }
 }`,
-  };
+  }));
   return { kernel, bufs: [x, values, indices], params: [xoff, voff, ioff, rows, cols, k], workgroups: groups(rows) };
 }

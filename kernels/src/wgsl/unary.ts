@@ -8,7 +8,7 @@
  */
 import type { Buf, UnaryOp } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, groups, u32s } from "./launch.ts";
+import { entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 
 const MATH = /* wgsl */ `
 const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
@@ -65,7 +65,7 @@ function bwdBody(op: UnaryOp): string {
 
 /** Launch y[yoff+i] = op(x[xoff+i]), i < n. */
 export function unaryLaunch(op: UnaryOp, x: Buf, xoff: number, y: Buf, yoff: number, n: number): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`unary_${op}`, () => ({
     label: `unary_${op}`,
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -78,13 +78,13 @@ export function unaryLaunch(op: UnaryOp, x: Buf, xoff: number, y: Buf, yoff: num
   let x = b_x[P.xoff + i];
   b_y[P.yoff + i] = ${fwdExpr(op)};
 }`,
-  };
+  }));
   return { kernel, bufs: [x, y], params: [xoff, yoff, n], workgroups: groups(n) };
 }
 
 /** Launch dx[i] = dy[i] · op'(x[i]), i < n. */
 export function unaryBackwardLaunch(op: UnaryOp, x: Buf, xoff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, n: number): Launch {
-  const kernel: Kernel = {
+  const kernel: Kernel = memoKernel(`unary_bwd_${op}`, () => ({
     label: `unary_bwd_${op}`,
     buffers: [
       { name: "b_x", type: "f32", write: false },
@@ -100,6 +100,6 @@ export function unaryBackwardLaunch(op: UnaryOp, x: Buf, xoff: number, dy: Buf, 
   ${bwdBody(op)}
   b_dx[P.dxoff + i] = d;
 }`,
-  };
+  }));
   return { kernel, bufs: [x, dy, dx], params: [xoff, dyoff, dxoff, n], workgroups: groups(n) };
 }
