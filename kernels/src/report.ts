@@ -3,9 +3,10 @@
  * adapter wgpu-native finds (name, backend, type, features, key limits, and whether a device runs
  * a small compute check), and which backend `backend: auto` would pick and why.
  *
- * The "auto" line comes from kernels/src/select.ts when that module exists and exports
- * `describeAutoChoice(): Promise<AutoChoice>` (the WebGPU backend owns the choice); another
- * provider can be installed with {@link setAutoChoiceProvider}. Without either, the report says so.
+ * The "auto" line comes from kernels/src/select.ts (the WebGPU backend owns the choice): its
+ * `describeAutoChoice(): Promise<AutoChoice>` when exported, else it runs `createBackend("auto")`
+ * (with its verification computation) and reports the chosen backend and reason. Another provider
+ * can be installed with {@link setAutoChoiceProvider}. Without any, the report says so.
  */
 import { arch, cpus, platform, release, totalmem } from "node:os";
 import { createGPU, libraryVersion, type AdapterInfoEx } from "./ffi/index.ts";
@@ -67,14 +68,28 @@ export function setAutoChoiceProvider(fn: AutoChoiceProvider | null): void {
   provider = fn;
 }
 
+/** The shape of kernels/src/select.ts used here (imported at run time, so the report still runs
+ * when that module is absent or broken). */
+interface SelectModule {
+  describeAutoChoice?: AutoChoiceProvider;
+  createBackend?: (kind: "auto") => Promise<{ backend: { info: { name: string }; destroy?: () => void }; reason: string }>;
+}
+
 async function autoChoice(): Promise<{ auto: AutoChoice | null; note: string | null }> {
   try {
     if (provider) return { auto: await provider(), note: null };
     const spec = new URL("./select.ts", import.meta.url).href;
-    const mod = (await import(spec).catch(() => null)) as { describeAutoChoice?: AutoChoiceProvider } | null;
-    if (!mod) return { auto: null, note: "kernels/src/select.ts not present yet (extension point: export describeAutoChoice())" };
-    if (typeof mod.describeAutoChoice !== "function") return { auto: null, note: "kernels/src/select.ts does not export describeAutoChoice()" };
-    return { auto: await mod.describeAutoChoice(), note: null };
+    const mod = (await import(spec).catch(() => null)) as SelectModule | null;
+    if (!mod) return { auto: null, note: "kernels/src/select.ts not present (extension point: createBackend or describeAutoChoice)" };
+    if (typeof mod.describeAutoChoice === "function") return { auto: await mod.describeAutoChoice(), note: null };
+    if (typeof mod.createBackend === "function") {
+      // Do what `backend: auto` does (including its verification computation) and report it.
+      const r = await mod.createBackend("auto");
+      r.backend.destroy?.();
+      const backend = r.backend.info.name === "webgpu" ? "webgpu" : "cpu";
+      return { auto: { backend, reason: r.reason.replace(/^auto → /, "") }, note: null };
+    }
+    return { auto: null, note: "kernels/src/select.ts exports neither createBackend nor describeAutoChoice" };
   } catch (e) {
     return { auto: null, note: `backend selection failed: ${(e as Error).message}` };
   }

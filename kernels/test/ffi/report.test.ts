@@ -23,6 +23,9 @@ test("collectReport lists Bun, wgpu-native and every adapter with key limits and
   expect(text).toContain("maxStorageBufferBindingSize");
   expect(text).toContain("compute check");
   expect(text).toMatch(/backend auto\.+ /);
+  // kernels/src/select.ts decides `auto`; when it is importable the report names its choice.
+  if (r.auto) expect(["webgpu", "cpu"]).toContain(r.auto.backend);
+  else expect(r.autoNote).toMatch(/select\.ts|selection failed/);
 });
 
 test("a missing wgpu-native is reported, not thrown", async () => {
