@@ -13,7 +13,8 @@
  * ```
  *
  * `runOpSuite` registers one `describe("ops conformance: <name>")` with a nested describe per op
- * family (memory+transfer, elementwise, rows, matmul, embedding+loss, transformer, moe, optim).
+ * family (memory+transfer, elementwise, rows, matmul, embedding+loss, transformer, moe, optim,
+ * determinism: bit-identical results when an op is run twice).
  * `make` runs once in `beforeAll`; every test allocates through a context that frees its buffers
  * afterwards. Each op is compared with the float64 reference in `kernels/test/reference/` on
  * seeded random data at sizes 1, primes, non-multiples of 4/16/64 and one larger size (scaled by
@@ -31,6 +32,7 @@
 
 import { afterAll, beforeAll, describe, test } from "bun:test";
 import type { Backend } from "../../src/backend.ts";
+import { determinismTests } from "./determinism.ts";
 import { elementwiseTests } from "./elementwise.ts";
 import { embeddingTests } from "./embedding.ts";
 import { Ctx, type OpSuiteOptions } from "./harness.ts";
@@ -82,5 +84,6 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
     describe("rope and attention", () => transformerTests(t));
     describe("moe primitives", () => moeTests(t));
     describe("optimizer", () => optimTests(t));
+    describe("determinism", () => determinismTests(t));
   });
 }

@@ -25,6 +25,7 @@ export function memoryTests(t: T): void {
     }
     const baseTotal = MEM_TAGS.reduce((s, tg) => s + base.current[tg], 0);
     expect(m.peakTotal).toBe(Math.max(base.peakTotal, baseTotal + total));
+    await be.flush();
     for (const b of bufs) {
       const z = await be.read({ buf: b, off: 0 }, b.length);
       expect(Array.from(z as ArrayLike<number>).every((v) => v === 0)).toBe(true);
