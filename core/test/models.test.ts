@@ -181,6 +181,20 @@ describe("mixtral", () => {
     expect(Math.max(...peaks.slice(3))).toBeLessThanOrEqual(Math.max(...peaks.slice(0, 3)) * 1.2);
   });
 
+  test("noGrad forward: only returned tensors survive (logits, loss, aux loss)", async () => {
+    const be = new CpuBackend();
+    const cfg = tinyMixtral();
+    const m = new MixtralForCausalLM(be, cfg, { seed: 8 });
+    const ids = tokens(B * S, cfg.vocab_size, "mix-nograd");
+    const out = await noGrad(() => m.forward({ inputIds: ids, labels: ids, batch: B, seq: S }));
+    expect(be.memory().current.activation).toBe((B * S * cfg.vocab_size + 2) * 4);
+    expect(Math.abs((await out.auxLoss!.item()) - 2)).toBeLessThan(0.05);
+    out.logits.dispose();
+    out.loss!.dispose();
+    out.auxLoss!.dispose();
+    expect(be.memory().current.activation).toBe(0);
+  });
+
   test("hooks fire for every expert in order, including experts that received no tokens", async () => {
     const be = new CpuBackend();
     const cfg = tinyMixtral({ num_local_experts: 7, num_experts_per_tok: 1, num_hidden_layers: 1 });

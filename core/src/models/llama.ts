@@ -56,6 +56,8 @@ export interface CausalLMOutput {
   loss: Tensor | null;
   /** Number of labels that counted (non-ignored shifted targets). */
   numTargets: number;
+  /** Mixtral's load-balancing loss (before the coefficient), [1]; null for dense models. */
+  auxLoss: Tensor | null;
 }
 
 /** HF's label shift: target[b, t] = labels[b, t+1] for t < seq−1, −100 at the last position. */
@@ -176,8 +178,18 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
   /** The feed-forward block of layer `layer` on normed x [T, hidden] → [T, hidden]. */
   protected abstract feedForward(layer: number, x: Tensor): Promise<Tensor>;
 
+  /** Tensors made inside layer `layer` that must outlive its scope (e.g. router statistics). */
+  protected layerOutputsToKeep(_layer: number): Tensor[] {
+    return [];
+  }
+
   /** Called before the layers run (reset per-forward state, e.g. router statistics). */
   protected beginForward(): void {}
+
+  /** The auxiliary loss of the forward that just ran, reported in the output (null by default). */
+  protected auxLossOfLastForward(): Tensor | null {
+    return null;
+  }
 
   /** Extra loss terms added to the CE loss (Mixtral's aux loss); null for none. */
   protected extraLoss(_tokens: number): Tensor | null {
@@ -211,7 +223,8 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
       const u = this.layerUnits[i]!;
       await enterUnit(u);
       const prev = h;
-      h = await scope(() => this.decoderLayer(i, prev, B, S));
+      // In no-grad mode the scope frees the layer's intermediates except what it returns.
+      [h] = await scope(async () => [await this.decoderLayer(i, prev, B, S), ...this.layerOutputsToKeep(i)]);
       if (!isGradEnabled()) prev.dispose();
       await leaveUnit(u);
     }
@@ -232,7 +245,7 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
     let loss = ce;
     const extra = this.extraLoss(B * S);
     if (loss && extra) loss = add(loss, extra);
-    return { logits, loss, numTargets: shifted?.numValid ?? 0 };
+    return { logits, loss, numTargets: shifted?.numValid ?? 0, auxLoss: this.auxLossOfLastForward() };
   }
 
   /** One decoder layer on the residual stream h [B·S, hidden]. */

@@ -108,6 +108,11 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     return this.experts[layer]!.map((x) => x.unit);
   }
 
+  protected override layerOutputsToKeep(layer: number): Tensor[] {
+    const b = this.lastBlocks[layer];
+    return b ? [b.routerProbMean] : [];
+  }
+
   protected override beginForward(): void {
     this.lastBlocks = [];
     this.lastAuxLoss = null;
@@ -157,6 +162,10 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     const expertCounts = new Int32Array(E);
     for (const e of chosen) expertCounts[e]!++;
     return { output, routerProbMean: mean(probs, 0), expertCounts };
+  }
+
+  protected override auxLossOfLastForward(): Tensor | null {
+    return this.lastAuxLoss;
   }
 
   /** HF load-balancing loss over all layers of the last forward (module comment). */
