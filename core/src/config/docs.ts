@@ -24,7 +24,7 @@ function fmtDefault(v: unknown): string {
 function defaultCell(spec: Spec): string {
   if (spec.required) return "**required**";
   if (spec.default === undefined) return "derived";
-  if (spec.kind === "object") return "see below";
+  if (spec.kind === "object") return spec.default === null ? "`null`" : "see below";
   return "`" + fmtDefault(spec.default) + "`";
 }
 
@@ -40,7 +40,7 @@ function renderTable(spec: ObjectSpec, prefix: string, out: string[]): void {
   out.push("| key | type | default | meaning |", "| --- | --- | --- | --- |");
   for (const [key, f] of Object.entries(spec.fields)) {
     const name = prefix ? `${prefix}.${key}` : key;
-    const type = f.kind === "custom" ? f.typeName : isSection(f) ? "object" : describeSpec(f);
+    const type = f.kind === "custom" ? f.typeName : isSection(f) ? (f.nullable ? "object or null" : "object") : describeSpec(f);
     out.push(`| \`${name}\` | ${esc(type)} | ${defaultCell(f)} | ${esc(f.doc ?? "")} |`);
   }
   const aliases = Object.entries(spec.aliases ?? {});

@@ -62,6 +62,16 @@ function commonFields(d: {
     rms_norm_eps: { kind: "number", min: 0, exclusiveMin: true, default: d.rms_norm_eps, doc: "RMSNorm ε" },
     rope_theta: { kind: "number", min: 0, exclusiveMin: true, default: d.rope_theta, doc: "RoPE base" },
     rope_scaling: mustBeNull("rope_scaling"),
+    rope_parameters: {
+      kind: "object",
+      nullable: true,
+      default: null,
+      doc: "transformers ≥ 5 form of the RoPE settings: {rope_type: \"default\", rope_theta}; sets rope_theta",
+      fields: {
+        rope_type: { kind: "enum", values: ["default"], default: "default", doc: "only the default (unscaled) RoPE is implemented" },
+        rope_theta: { kind: "number", min: 0, exclusiveMin: true, doc: "RoPE base (overrides the top-level default)" },
+      },
+    },
     max_position_embeddings: posInt("longest sequence the model is built for (>= data.seq_len)", d.max_position_embeddings),
     tie_word_embeddings: { kind: "boolean", default: false, doc: "share the embedding matrix with the LM head" },
     initializer_range: { kind: "number", min: 0, exclusiveMin: true, default: 0.02, doc: "std-dev of the normal weight init" },
@@ -138,6 +148,14 @@ export const MODEL_SPEC: Spec = {
       }
     }
     delete out.rope_scaling;
+    const rp = out.rope_parameters as { rope_theta?: number } | null | undefined;
+    if (rp && rp.rope_theta !== undefined) {
+      if (value.rope_theta !== undefined && value.rope_theta !== rp.rope_theta) {
+        addIssue(ctx, joinPath(path, "rope_parameters.rope_theta"), `rope_parameters.rope_theta ${rp.rope_theta} differs from rope_theta ${show(value.rope_theta)}; give one`);
+      }
+      out.rope_theta = rp.rope_theta;
+    }
+    delete out.rope_parameters;
     return out;
   },
 };

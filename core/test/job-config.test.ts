@@ -1,0 +1,269 @@
+// Job config: every error kind (unknown key with suggestion, wrong type, out of range, batch rule,
+// MoE constraints, precision, offload), defaults, merging a DeepSpeed file, overrides.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, DEFAULT_JOB, editDistance, loadJobConfig, resolveJobConfig, suggest, type ConfigIssue } from "../src/config/index.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "zeromoe-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const tinyLlama = { model_type: "llama", vocab_size: 300, hidden_size: 48, intermediate_size: 97, num_hidden_layers: 3, num_attention_heads: 6, max_position_embeddings: 128 };
+const job = (extra: Record<string, unknown> = {}) => ({ model: tinyLlama, train_micro_batch_size_per_gpu: 3, ...extra });
+
+/** Issues of a failing resolve (fails the test if it resolves). */
+function issuesOf(raw: unknown, opts: Parameters<typeof resolveJobConfig>[1] = {}): ConfigIssue[] {
+  try {
+    resolveJobConfig(raw, opts);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return [...(e as ConfigError).issues];
+  }
+  throw new Error("expected a ConfigError");
+}
+const at = (issues: ConfigIssue[], path: string) => issues.filter((i) => i.path === path).map((i) => i.message);
+
+describe("suggestions", () => {
+  test("edit distance", () => {
+    expect(editDistance("kitten", "sitting")).toBe(3);
+    expect(editDistance("", "abc")).toBe(3);
+    expect(editDistance("stage", "stage")).toBe(0);
+  });
+  test("suggest picks the closest, or nothing when far", () => {
+    expect(suggest("reduce_bucket_sise", ["allgather_bucket_size", "reduce_bucket_size"])).toBe("reduce_bucket_size");
+    expect(suggest("zzzz", ["stage", "overlap_comm"])).toBeNull();
+  });
+});
+
+describe("errors", () => {
+  test("unknown keys at every level, each with a did-you-mean", () => {
+    const issues = issuesOf(job({ optimzer: {}, zero_optimization: { stgae: 2, offload_optimizer: { devce: "cpu" } }, model: { ...tinyLlama, hiden_size: 4 } }));
+    expect(at(issues, "optimzer")[0]).toMatch(/unknown key; did you mean "optimizer"\?/);
+    expect(at(issues, "zero_optimization.stgae")[0]).toMatch(/did you mean "stage"\?/);
+    expect(at(issues, "zero_optimization.offload_optimizer.devce")[0]).toMatch(/did you mean "device"\?/);
+    expect(at(issues, "model.hiden_size")[0]).toMatch(/did you mean "hidden_size"\?/);
+    expect(issues.length).toBe(4); // all collected in one throw
+  });
+  test("wrong types name the path, the expected type and what was given", () => {
+    const issues = issuesOf(job({ steps: "10", fp16: { enabled: 1 }, optimizer: { type: "AdamW", params: { betas: [0.9] } }, plugins: "x" }));
+    expect(at(issues, "steps")[0]).toMatch(/expected integer >= 0, got string "10"/);
+    expect(at(issues, "fp16.enabled")[0]).toMatch(/expected boolean, got number 1/);
+    expect(at(issues, "optimizer.params.betas")[0]).toMatch(/exactly 2 items, got 1/);
+    expect(at(issues, "plugins")[0]).toMatch(/expected array of string/);
+  });
+  test("out of range names the range", () => {
+    const issues = issuesOf(job({ zero_optimization: { stage: 4 }, data: { validation_fraction: 0.9 }, optimizer: { params: { betas: [0.9, 1] } }, world_size: 0 }));
+    expect(at(issues, "zero_optimization.stage")[0]).toMatch(/expected integer in \[0, 3\], got 4/);
+    expect(at(issues, "data.validation_fraction")[0]).toMatch(/\[0, 0\.5\], got 0\.9/);
+    expect(at(issues, "optimizer.params.betas[1]")[0]).toMatch(/\[0, 1\), got 1/);
+    expect(at(issues, "world_size")[0]).toMatch(/>= 1, got 0/);
+  });
+  test("enum values get a suggestion; HF \"auto\" placeholders are explained", () => {
+    const issues = issuesOf(job({ backend: "webgpus", zero_optimization: { reduce_bucket_size: "auto" } }));
+    expect(at(issues, "backend")[0]).toMatch(/did you mean "webgpu"\?/);
+    expect(at(issues, "zero_optimization.reduce_bucket_size")[0]).toMatch(/Hugging Face Trainer placeholder/);
+  });
+  test("batch rule: three inconsistent values name all three and the dp world size", () => {
+    const issues = issuesOf({ model: tinyLlama, world_size: 3, train_batch_size: 20, train_micro_batch_size_per_gpu: 2, gradient_accumulation_steps: 3 });
+    const m = at(issues, "train_batch_size")[0];
+    expect(m).toMatch(/2 × 3 × 3 = 18/);
+    expect(m).toMatch(/train_batch_size=20, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=3, dp world size=3/);
+  });
+  test("batch rule: two determine the third; indivisible and missing are errors", () => {
+    const r = (b: Record<string, number>, ws = 2) => resolveJobConfig({ model: tinyLlama, world_size: ws, ...b }).config;
+    expect(r({ train_batch_size: 42, train_micro_batch_size_per_gpu: 3 }).gradient_accumulation_steps).toBe(7);
+    expect(r({ train_batch_size: 42, gradient_accumulation_steps: 7 }).train_micro_batch_size_per_gpu).toBe(3);
+    expect(r({ train_micro_batch_size_per_gpu: 5, gradient_accumulation_steps: 3 }).train_batch_size).toBe(30);
+    const only = r({ train_batch_size: 26 });
+    expect([only.train_micro_batch_size_per_gpu, only.gradient_accumulation_steps]).toEqual([13, 1]);
+    expect(at(issuesOf({ model: tinyLlama, world_size: 2, train_batch_size: 43, train_micro_batch_size_per_gpu: 3 }), "train_batch_size")[0]).toMatch(/multiple of train_micro_batch_size_per_gpu × dp world size = 6/);
+    expect(at(issuesOf({ model: tinyLlama, gradient_accumulation_steps: 3 }), "train_batch_size")[0]).toMatch(/give train_batch_size or train_micro_batch_size_per_gpu/);
+  });
+  test("MoE constraints name the numbers", () => {
+    const mixtral = { ...tinyLlama, model_type: "mixtral", num_local_experts: 6, num_experts_per_tok: 2, num_key_value_heads: 3 };
+    const issues = issuesOf({ model: mixtral, world_size: 10, train_micro_batch_size_per_gpu: 1, moe: { ep_size: 4 } });
+    expect(at(issues, "moe.ep_size")).toEqual(["num_local_experts 6 is not divisible by ep_size 4", "world_size 10 is not divisible by ep_size 4"]);
+    const dense = issuesOf(job({ moe: { ep_size: 1 } }));
+    expect(at(dense, "moe")[0]).toMatch(/needs a model with experts/);
+    const k = issuesOf({ model: { ...mixtral, num_experts_per_tok: 7 }, train_micro_batch_size_per_gpu: 1 });
+    expect(at(k, "model.num_experts_per_tok")[0]).toMatch(/7 exceeds num_local_experts 6/);
+    const ep = issuesOf({ model: mixtral, world_size: 3, train_micro_batch_size_per_gpu: 1, expert_parallel: { enabled: true, autoep_size: 4 } });
+    expect(at(ep, "expert_parallel.autoep_size")).toEqual(["num_local_experts 6 is not divisible by autoep_size 4", "world_size 3 is not divisible by autoep_size 4"]);
+  });
+  test("fp16 and bf16 together; offload without the right stage; nvme without a path", () => {
+    const issues = issuesOf(job({ fp16: { enabled: true }, bfloat16: { enabled: true }, zero_optimization: { stage: 2, offload_param: { device: "cpu" }, offload_optimizer: { device: "nvme" } } }));
+    expect(at(issues, "fp16.enabled")[0]).toMatch(/both true/);
+    expect(at(issues, "zero_optimization.offload_param.device")[0]).toMatch(/needs zero_optimization.stage 3, got stage 2/);
+    expect(at(issues, "zero_optimization.offload_optimizer.nvme_path")[0]).toMatch(/needs nvme_path/);
+  });
+  test("model checks: llama-only keys, GQA divisibility, vocab vs tokenizer, seq_len vs positions", () => {
+    const a = issuesOf(job({ model: { ...tinyLlama, num_local_experts: 4 } }));
+    expect(at(a, "model.num_local_experts")[0]).toMatch(/only for model_type "mixtral"/);
+    const b = issuesOf(job({ model: { ...tinyLlama, vocab_size: 1000, num_key_value_heads: 4 }, data: { tokenizer: "gpt2", seq_len: 200 } }));
+    expect(at(b, "model.num_key_value_heads")[0]).toMatch(/6 must be a multiple of num_key_value_heads 4/);
+    expect(at(b, "model.vocab_size")[0]).toMatch(/1000 is smaller than the "gpt2" tokenizer's vocabulary 50257/);
+    expect(at(b, "data.seq_len")[0]).toMatch(/200 exceeds model.max_position_embeddings 128/);
+    expect(at(issuesOf({ train_micro_batch_size_per_gpu: 1 }), "model")[0]).toMatch(/required/);
+    expect(at(issuesOf(job({ model: { ...tinyLlama, rope_scaling: { type: "linear" } } })), "model.rope_scaling")[0]).toMatch(/not supported/);
+  });
+  test("old and new name together is an error; old name alone is accepted", () => {
+    const z = { stage: 3, stage3_gather_fp16_weights_on_model_save: true };
+    expect(resolveJobConfig(job({ zero_optimization: z })).config.zero_optimization.stage3_gather_16bit_weights_on_model_save).toBe(true);
+    const issues = issuesOf(job({ zero_optimization: { ...z, stage3_gather_16bit_weights_on_model_save: false } }));
+    expect(at(issues, "zero_optimization.stage3_gather_fp16_weights_on_model_save")[0]).toMatch(/keep only/);
+  });
+  test("schema errors and cross-section errors come in one throw; rules on invalid parts are skipped", () => {
+    const issues = issuesOf({ model: tinyLlama, world_size: 2, train_batch_size: 7, train_micro_batch_size_per_gpu: 2, fp16: { enabled: true }, bf16: { enabled: true }, zero_optimization: { stagee: 1 }, data: { seq_len: "x" } });
+    expect(issues.map((i) => i.path).sort()).toEqual(["data.seq_len", "fp16.enabled", "train_batch_size", "zero_optimization.stagee"]);
+  });
+  test("ConfigError message lists every issue with its path", () => {
+    try {
+      resolveJobConfig(job({ steps: -1, seed: 1.5 }), { source: "job.json" });
+      throw new Error("unreachable");
+    } catch (e) {
+      expect((e as Error).message).toMatch(/^invalid job job\.json: 2 errors\n  - seed: .*\n  - steps: /);
+    }
+  });
+});
+
+describe("resolution", () => {
+  test("defaults: DeepSpeed (domain.md §3) and Hugging Face", () => {
+    const c = resolveJobConfig(job()).config;
+    expect(c.zero_optimization).toMatchObject({ stage: 0, reduce_bucket_size: 5e8, allgather_bucket_size: 5e8, stage3_prefetch_bucket_size: 5e7, stage3_param_persistence_threshold: 1e5, stage3_max_live_parameters: 1e9, stage3_max_reuse_distance: 1e9, sub_group_size: 1e9, reduce_scatter: true, overlap_comm: false, contiguous_gradients: true, stage3_gather_16bit_weights_on_model_save: false });
+    expect(c.fp16).toEqual({ enabled: false, loss_scale: 0, initial_scale_power: 16, loss_scale_window: 1000, hysteresis: 2, consecutive_hysteresis: false, min_loss_scale: 1 });
+    expect(c.optimizer).toEqual({ type: "AdamW", params: { lr: 1e-3, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, adam_w_mode: true } });
+    expect([c.gradient_clipping, c.steps_per_print, c.scheduler, c.moe, c.activation_checkpointing.enabled]).toEqual([0, 10, null, null, false]);
+    expect(c.model).toMatchObject({ num_key_value_heads: 6, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: false, initializer_range: 0.02 });
+    expect(c.data).toEqual({ dataset: "moby-dick", tokenizer: "byte", seq_len: 64, validation_fraction: 0.05 });
+    expect([c.train_batch_size, c.gradient_accumulation_steps]).toEqual([3, 1]);
+  });
+  test("mixtral: HF defaults and MoE defaults derived from the model", () => {
+    const c = resolveJobConfig({ model: { model_type: "mixtral", vocab_size: 256, hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2 }, train_batch_size: 4 }).config;
+    expect(c.model).toMatchObject({ num_local_experts: 8, num_experts_per_tok: 2, router_aux_loss_coef: 0.001, rope_theta: 1e6, rms_norm_eps: 1e-5, head_dim: 8 });
+    expect(c.moe).toMatchObject({ k: 2, aux_loss: "mixtral", aux_loss_coef: 0.001, drop_tokens: false, ep_size: 1, capacity_factor: 1, min_capacity: 4 });
+  });
+  test("scheduler defaults from optimizer lr and steps; type selects its params", () => {
+    const c = resolveJobConfig(job({ steps: 77, optimizer: { type: "adam", params: { lr: 0.02 } }, scheduler: { type: "WarmupDecayLR", params: { warmup_num_steps: 5 } } })).config;
+    expect(c.optimizer.type).toBe("Adam");
+    expect(c.scheduler).toEqual({ type: "WarmupDecayLR", params: { total_num_steps: 77, warmup_min_lr: 0, warmup_max_lr: 0.02, warmup_num_steps: 5, warmup_type: "log" } });
+    const bad = issuesOf(job({ scheduler: { type: "WarmupLR", params: { cos_min_ratio: 0.1 } } }));
+    expect(at(bad, "scheduler.params.cos_min_ratio")[0]).toMatch(/unknown key/);
+    expect(at(issuesOf(job({ scheduler: { type: "OneCycle" } })), "scheduler.type")[0]).toMatch(/one of "WarmupLR"/);
+  });
+  test("the default job resolves and is a small mixtral on Moby Dick with byte tokens", () => {
+    const { config, warnings } = resolveJobConfig(DEFAULT_JOB);
+    expect(warnings).toEqual([]);
+    expect(config.model.model_type).toBe("mixtral");
+    expect(config.data).toMatchObject({ dataset: "moby-dick", tokenizer: "byte" });
+    expect(config.moe?.k).toBe(2);
+    expect(() => ((DEFAULT_JOB.model as Record<string, unknown>).hidden_size = 1)).toThrow();
+  });
+  test("ignored DeepSpeed/HF keys are accepted with a warning", () => {
+    const { warnings } = resolveJobConfig(job({ zero_optimization: { allgather_partitions: true }, model: { ...tinyLlama, torch_dtype: "bfloat16" }, wandb: { enabled: false } }));
+    expect(warnings.length).toBe(3);
+    expect(warnings.some((w) => w.startsWith("zero_optimization.allgather_partitions: ignored"))).toBe(true);
+  });
+});
+
+describe("Hugging Face config.json files (transformers 5.17 fixtures)", () => {
+  for (const name of ["llama", "mixtral"]) {
+    test(`${name}: accepted as the model section; rope_parameters sets rope_theta`, async () => {
+      const model = await Bun.file(new URL(`./fixtures/${name}/config.json`, import.meta.url).pathname).json();
+      // The fixture's vocabulary (64) is smaller than the byte tokenizer's: the only complaint.
+      const issues = issuesOf({ model, train_micro_batch_size_per_gpu: 2, data: { seq_len: 16 } });
+      expect(issues.map((i) => i.path)).toEqual(["model.vocab_size"]);
+      const { config, warnings } = resolveJobConfig({ model: { ...model, vocab_size: 256 }, train_micro_batch_size_per_gpu: 2, data: { seq_len: 16 } });
+      expect(config.model.rope_theta).toBe(model.rope_parameters.rope_theta);
+      expect(config.model.head_dim).toBe(8);
+      expect(warnings.map((w) => w.split(":")[0]).sort()).toEqual(["model.architectures", "model.dtype", "model.pretraining_tp", "model.transformers_version", "model.use_cache"].filter((k) => k.slice(6) in model));
+    });
+  }
+  test("rope_parameters with another rope_type, or a conflicting rope_theta, is an error", () => {
+    const a = issuesOf(job({ model: { ...tinyLlama, rope_parameters: { rope_type: "llama3", rope_theta: 5e5 } } }));
+    expect(at(a, "model.rope_parameters.rope_type")[0]).toMatch(/expected one of "default"/);
+    const b = issuesOf(job({ model: { ...tinyLlama, rope_theta: 1e4, rope_parameters: { rope_theta: 5e5 } } }));
+    expect(at(b, "model.rope_parameters.rope_theta")[0]).toMatch(/differs from rope_theta 10000/);
+  });
+});
+
+describe("files, --deepspeed merge and overrides", () => {
+  test("a DeepSpeed file overrides DeepSpeed keys; its errors name that file; non-DeepSpeed keys are refused", async () => {
+    const jobPath = join(dir, "job.json");
+    writeFileSync(jobPath, JSON.stringify(job({ zero_optimization: { stage: 1, reduce_bucket_size: 1000 } })));
+    const dsPath = join(dir, "ds.json");
+    writeFileSync(dsPath, JSON.stringify({ zero_optimization: { stage: 2 }, gradient_clipping: 1.5 }));
+    const { config } = await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath, overrides: { world_size: 2, steps: 9 } });
+    expect([config.zero_optimization.stage, config.zero_optimization.reduce_bucket_size, config.gradient_clipping]).toEqual([2, 1000, 1.5]);
+    expect([config.world_size, config.steps, config.train_batch_size]).toEqual([2, 9, 6]);
+
+    writeFileSync(dsPath, JSON.stringify({ model: {}, zero_optimization: { stage: 7 } }));
+    try {
+      await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath });
+      throw new Error("unreachable");
+    } catch (e) {
+      const issues = (e as ConfigError).issues;
+      expect(issues.find((i) => i.path === "model")).toMatchObject({ source: dsPath });
+      expect(issues.find((i) => i.path === "model")?.message).toMatch(/ZeroMoE job key/);
+    }
+    writeFileSync(dsPath, JSON.stringify({ zero_optimization: { stage: 7 } }));
+    const e2 = (await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath }).catch((e: unknown) => e)) as ConfigError;
+    expect(e2.issues[0]).toMatchObject({ path: "zero_optimization.stage", source: dsPath });
+  });
+  test("missing file and bad JSON name the file (and line)", async () => {
+    await expect(loadJobConfig({ configPath: join(dir, "absent.json") })).rejects.toThrow(/file not found: .*absent\.json/);
+    const bad = join(dir, "bad.json");
+    writeFileSync(bad, '{\n  "steps": 3,\n  "seed": }\n');
+    await expect(loadJobConfig({ configPath: bad })).rejects.toThrow(/bad\.json/);
+  });
+  test("no --config → the default job; overrides apply", async () => {
+    const { config } = await loadJobConfig({ overrides: { seed: 5, backend: "cpu" } });
+    expect([config.seed, config.backend, config.model.model_type]).toEqual([5, "cpu", "mixtral"]);
+  });
+});
+
+describe("docs/config.md", () => {
+  test("the generated key reference is up to date with the schema (run `bun core/src/config/docs.ts`)", async () => {
+    const { renderConfigReference, replaceGenerated } = await import("../src/config/docs.ts");
+    const path = new URL("../../docs/config.md", import.meta.url).pathname;
+    const doc = await Bun.file(path).text();
+    expect(doc).toBe(replaceGenerated(doc, renderConfigReference()));
+    for (const key of ["zero_optimization.stage3_param_persistence_threshold", "moe.noisy_gate_policy", "scheduler.params.cos_min_ratio", "model.num_local_experts", "data.validation_fraction"]) {
+      expect(doc).toContain("`" + key + "`");
+    }
+  });
+});
+
+describe("JSON syntax positions", () => {
+  test("line and column of the first error", async () => {
+    const { findJsonSyntaxError } = await import("../src/config/json-position.ts");
+    expect(findJsonSyntaxError('{\n  "steps": 3,\n  "seed": }\n')).toMatchObject({ line: 3, column: 11 });
+    expect(findJsonSyntaxError('{"a": [1, 2,]}')).toMatchObject({ line: 1, column: 13 });
+  });
+  test("accepts and rejects exactly what JSON.parse does, on random mutations of a job file", async () => {
+    const { findJsonSyntaxError } = await import("../src/config/json-position.ts");
+    const { Rng } = await import("../src/data/prng.ts");
+    const base = JSON.stringify({ ...DEFAULT_JOB, s: "a\\\"b\u00e9", n: [-0.5, 1e-7, 0, true, null] }, null, 2);
+    const alphabet = ' \n{}[]",:0123456789-+.eE\\truefalsnl';
+    const rng = new Rng(31);
+    let rejected = 0;
+    for (let trial = 0; trial < 3000; trial++) {
+      let t = base;
+      for (let m = 1 + rng.nextInt(2); m > 0; m--) {
+        const at = rng.nextInt(t.length);
+        const op = rng.nextInt(3);
+        const ch = alphabet[rng.nextInt(alphabet.length)];
+        t = op === 0 ? t.slice(0, at) + t.slice(at + 1) : op === 1 ? t.slice(0, at) + ch + t.slice(at) : t.slice(0, at) + ch + t.slice(at + 1);
+      }
+      let ok = true;
+      try {
+        JSON.parse(t);
+      } catch {
+        ok = false;
+        rejected++;
+      }
+      expect(findJsonSyntaxError(t) === null).toBe(ok);
+    }
+    expect(rejected).toBeGreaterThan(1000); // the mutations do produce invalid JSON
+  });
+});
