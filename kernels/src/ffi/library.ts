@@ -25,7 +25,7 @@ export class WgpuLibraryNotFoundError extends Error {
     super(
       `wgpu-native ${what} not found. Tried:\n  ${tried.join("\n  ")}\n` +
         `Run \`bash scripts/setup.sh\` to fetch wgpu-native ${WGPU_NATIVE_VERSION}, or set WGPU_NATIVE_LIB ` +
-        `to the path of libwgpu_native.so (with webgpu.h and wgpu.h beside it).`,
+        `to the path of libwgpu_native.so (with webgpu.h and wgpu.h beside it, or in WGPU_NATIVE_INCLUDE).`,
     );
     this.name = "WgpuLibraryNotFoundError";
     this.tried = tried;
@@ -42,7 +42,8 @@ export function defaultLibraryDir(): string {
  * Resolve the library path: `libraryPath` option, else env `WGPU_NATIVE_LIB` (either one, when given,
  * is the only path tried), else
  * `$ZEROMOE_CACHE` (default `~/.cache/zeromoe`) `/wgpu-native/29.0.1.1/libwgpu_native.so`.
- * Headers are looked for beside the library, then in the default cache folder.
+ * Headers (needed at run time: the shim is compiled then) are looked for in env
+ * `WGPU_NATIVE_INCLUDE` when set, else beside the library, then in the default cache folder.
  * @throws WgpuLibraryNotFoundError naming every path tried and `bash scripts/setup.sh`.
  */
 export function resolveLibrary(libraryPath?: string): LibraryLocation {
@@ -62,7 +63,8 @@ export function resolveLibrary(libraryPath?: string): LibraryLocation {
   }
   if (!found) throw new WgpuLibraryNotFoundError("library (libwgpu_native.so)", tried);
   const headerTried: string[] = [];
-  for (const dir of [dirname(found), defaultLibraryDir()]) {
+  const headerDirs = process.env.WGPU_NATIVE_INCLUDE ? [process.env.WGPU_NATIVE_INCLUDE] : [dirname(found), defaultLibraryDir()];
+  for (const dir of headerDirs) {
     headerTried.push(join(dir, "webgpu.h"));
     if (existsSync(join(dir, "webgpu.h")) && existsSync(join(dir, "wgpu.h"))) return { libraryPath: found, headerDir: dir };
   }
