@@ -10,7 +10,8 @@ import type { Communicator } from "../src/comm/communicator.ts";
 export interface CommBenchArgs {
   /** Array sizes in bytes (the full array of each collective). */
   sizes: number[];
-  /** Timed calls per op and size (after one warm-up call). */
+  /** Least timed calls per op and size (after one warm-up call); small sizes get more, so that each
+   * op moves at least 64 MB in total (at most 100 calls). */
   iters: number;
 }
 
@@ -32,12 +33,13 @@ export default async function main(comm: Communicator, rank: number, n: number, 
       all_gather: () => comm.allGather(shard, recv),
       all_to_all_v: () => comm.allToAllV(full, counts, counts, recv),
     };
+    const iters = Math.max(a.iters, Math.min(100, Math.ceil(64e6 / bytes)));
     for (const [name, fn] of Object.entries(ops)) {
       await fn(); // warm-up
       await comm.barrier();
       const t0 = performance.now();
-      for (let k = 0; k < a.iters; k++) await fn();
-      out[`${name}:${bytes}`] = (performance.now() - t0) / 1000 / a.iters;
+      for (let k = 0; k < iters; k++) await fn();
+      out[`${name}:${bytes}`] = (performance.now() - t0) / 1000 / iters;
     }
   }
   return out;
