@@ -67,6 +67,28 @@ const PANEL = 128;
 /** Columns per panel when B is stored K×N (read in place): keeps the four accumulator rows in L1/L2. */
 const PANEL_DIRECT = 512;
 
+/** Scratch reused across calls (ops run synchronously on one thread, so one set suffices); grown
+ * on demand, which keeps the hot path free of allocations and GC pauses. */
+let accScratch: [Float64Array, Float64Array, Float64Array, Float64Array] = [new Float64Array(0), new Float64Array(0), new Float64Array(0), new Float64Array(0)];
+let panel32 = new Float32Array(0);
+let panel64 = new Float64Array(0);
+
+/** Four accumulator rows of at least `width` elements. */
+function accumulators(width: number): readonly [Float64Array, Float64Array, Float64Array, Float64Array] {
+  if (accScratch[0].length < width) accScratch = [new Float64Array(width), new Float64Array(width), new Float64Array(width), new Float64Array(width)];
+  return accScratch;
+}
+
+/** A panel scratch of at least n elements of the storage type of B (copies stay exact). */
+function panelScratch(f32: boolean, n: number): FArr {
+  if (f32) {
+    if (panel32.length < n) panel32 = new Float32Array(n);
+    return panel32;
+  }
+  if (panel64.length < n) panel64 = new Float64Array(n);
+  return panel64;
+}
+
 /** out[b] (=|+=) op(A[b]) · op(B[b]) for every batch b. Arrays are the storages, `*o` offsets. */
 export function matmulF(a: FArr, ao: number, b: FArr, bo: number, out: FArr, oo: number, g: MatmulGeometry): void {
   const { M, N, K, transA, transB, accumulate } = g;
@@ -75,8 +97,8 @@ export function matmulF(a: FArr, ao: number, b: FArr, bo: number, out: FArr, oo:
   const sai = transA ? 1 : K;
   const sak = transA ? M : 1;
   const width = Math.min(transB ? PANEL : PANEL_DIRECT, N);
-  const acc = [new Float64Array(width), new Float64Array(width), new Float64Array(width), new Float64Array(width)] as const;
-  const panel: FArr | null = transB ? (b instanceof Float32Array ? new Float32Array(K * width) : new Float64Array(K * width)) : null;
+  const acc = accumulators(width);
+  const panel: FArr | null = transB ? panelScratch(b instanceof Float32Array, K * width) : null;
   for (let t = 0; t < g.batch; t++) {
     const pa = ao + t * g.strideA;
     const pb = bo + t * g.strideB;
