@@ -4,7 +4,7 @@
  * bf16 is the top 16 bits of an IEEE-754 binary32: 1 sign, 8 exponent (bias 127), 7 mantissa bits
  * (domain.md §5; Google "BFloat16: the secret to high performance on Cloud TPUs"). Same exponent
  * range as f32, so only values within half an ulp of f32's max overflow. NaN becomes a quiet NaN
- * with the sign kept.
+ * (see each function for the bits).
  *
  * {@link bf16FromF32Bits} is the integer bit trick (add 0x7fff + lsb, shift); {@link bf16FromNumber}
  * rounds the exact double value by scaling; tests check they agree on f32 inputs.
@@ -40,7 +40,8 @@ function roundHalfEven(q: number): number {
 }
 
 /** bf16 bits nearest to the double `x` (ties to even), rounding the exact double once. Overflow
- * (|x| ≥ (2 − 2^-8)·2^127) gives ±inf; NaN gives 0x7fc0 with the sign of x dropped. */
+ * (|x| ≥ (2 − 2^-8)·2^127) gives ±inf; NaN gives 0x7fc0 (a JS NaN carries no
+ * reliable sign or payload). */
 export function bf16FromNumber(x: number): number {
   if (Number.isNaN(x)) return 0x7fc0;
   const sign = x < 0 || Object.is(x, -0) ? 0x8000 : 0;

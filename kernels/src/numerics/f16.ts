@@ -3,7 +3,7 @@
  *
  * Format: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits. Largest finite 65504; smallest
  * normal 2^-14; smallest subnormal 2^-24. Values at or above 65520 (65504 plus half an ulp) round
- * to infinity (IEEE-754-2019 §4.3.1, §7.4). NaN becomes a quiet NaN with the sign kept.
+ * to infinity (IEEE-754-2019 §4.3.1, §7.4). NaN becomes a quiet NaN (see each function for the bits).
  *
  * Two independent formulations are given: {@link f16FromF32Bits} works on the f32 bit pattern (the
  * classic shift-and-round used by hardware converters), {@link f16FromNumber} works on the value
@@ -43,8 +43,8 @@ function roundHalfEven(q: number): number {
 }
 
 /** f16 bits (0..65535) nearest to the double `x` (ties to even), rounding the exact double value
- * once (no intermediate f32 rounding). Overflow (|x| ≥ 65520) gives ±inf; NaN gives 0x7e00 with
- * the sign of x. */
+ * once (no intermediate f32 rounding). Overflow (|x| ≥ 65520) gives ±inf; NaN gives 0x7e00 (a JS
+ * NaN carries no reliable sign or payload). */
 export function f16FromNumber(x: number): number {
   if (Number.isNaN(x)) return 0x7e00;
   const sign = x < 0 || Object.is(x, -0) ? 0x8000 : 0;
