@@ -83,8 +83,8 @@ export function f16FromF32Bits(bits: number): number {
     return sign | h;
   }
   if (e < -25) return sign; // below half the smallest subnormal (2^-25): rounds to zero
-  // Subnormal: value = 1.m × 2^e = (m32 | 2^23) × 2^(e-23); in units of 2^-24: shift right by
-  // (-e - 1) bits... i.e. (m32|2^23) × 2^(e+1).
+  // Subnormal f16: value = (m32 | 2^23) × 2^(e−23), i.e. (m32 | 2^23) × 2^(e+1) units of 2^-24:
+  // shift right by −(e+1) bits (14..24) and round on the bits shifted out.
   const full = m32 | 0x800000;
   const shift = -e - 1; // 14..24
   let h = full >>> shift;
