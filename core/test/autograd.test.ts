@@ -27,6 +27,12 @@ describe("elementwise backward vs central differences (f64)", () => {
     const pos = (_i: number, n: number) => randn(n, "pos").map((v) => 0.5 + Math.abs(v));
     for (const op of ["log", "sqrt", "rsqrt"] as const) await check([[2, 5]], (x) => T.unary(op, x), pos);
   });
+  test("gradient hand-over without copies (add/sub/reshape) stays correct with shared inputs", async () => {
+    await check([[3, 4]], (x) => T.add(x, x));
+    await check([[3, 4]], (x) => T.sub(x, T.reshape(T.reshape(x, [12]), [3, 4])));
+    await check([[3, 4], [4]], (x, b) => T.mul(T.add(T.reshape(x, [3, 4]), b), T.sub(b, x)));
+    await check([[2, 6]], (x) => T.add(T.silu(x), T.reshape(T.add(T.reshape(x, [12]), T.reshape(x, [12])), [2, 6])));
+  });
   test("affine, scale, and a reused input (gradient accumulation)", async () => {
     await check([[11]], (x) => T.affine(x, -1.7, 0.3));
     await check([[3, 4]], (x) => T.mul(T.scale(x, 2.5), T.silu(x)));

@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { createBackend } from "../../kernels/src/select.ts";
 import { loadStateDict as readSafetensors } from "../src/checkpoint/hf-load.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
@@ -80,6 +81,22 @@ describe("Hugging Face fixtures (f32 cpu backend)", () => {
     await backward(out.loss!);
     model.zeroGrad();
     await compare(model, f);
+  });
+
+  test("llama and mixtral on the auto-selected backend (webgpu where an adapter exists)", async () => {
+    const { backend: be, reason } = await createBackend("auto");
+    console.log(`hf-fixtures on ${be.info.name}: ${reason}`);
+    const fl = await fixture("llama");
+    const llama = new LlamaForCausalLM(be, llamaConfig(fl.config));
+    llama.loadStateDict(fl.weights);
+    await compare(llama, fl);
+    const fm = await fixture("mixtral");
+    const mixtral = new MixtralForCausalLM(be, mixtralConfig(fm.config));
+    mixtral.loadStateDict(fm.weights);
+    await compare(mixtral, fm);
+    expect(be.memory().current.activation).toBe(0);
+    llama.destroy();
+    mixtral.destroy();
   });
 
   test("mixtral: Transformers 5 fused state dict loads to the same parameters, and round-trips", async () => {

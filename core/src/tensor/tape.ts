@@ -128,6 +128,22 @@ export function resetTape(): void {
   rootArena().release();
 }
 
+/** Incoming gradients handed to an input by {@link passGrad} (not freed with their node). */
+const handedOver = new Set<Tensor>();
+
+/**
+ * Give the incoming gradient `g` of the node being processed to input `t` as its gradient, without
+ * a copy (for ops whose local derivative is the identity: reshape, add). Only possible when `t` is
+ * not a parameter, has no gradient yet, has g's element count, and `g` was not handed over already.
+ * The caller must not write to `g` afterwards. Returns whether it happened.
+ */
+export function passGrad(t: Tensor, g: Tensor): boolean {
+  if (!t.requiresGrad || t.param || !grads || grads.has(t) || handedOver.has(g) || t.numel !== g.numel) return false;
+  grads.set(t, g);
+  handedOver.add(g);
+  return true;
+}
+
 /** A place to write a gradient contribution; call `commit()` after writing. */
 export interface GradTarget {
   view: View;
@@ -261,7 +277,8 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
       if (g) {
         await node.backward(g);
         grads.delete(node.out);
-        g.dispose();
+        if (handedOver.has(g)) handedOver.delete(g);
+        else g.dispose();
       }
       // Nothing later in the reverse sweep can read this node's output any more (views free
       // nothing here: their base is the output of an earlier node).
@@ -272,7 +289,8 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
     entries.length = 0;
     const left = grads;
     grads = null;
-    for (const g of left.values()) g.dispose();
+    handedOver.clear();
+    for (const g of new Set(left.values())) g.dispose();
     rootArena().release();
   }
 }

@@ -4,7 +4,7 @@
  */
 import type { UnaryOp, View } from "../../../../kernels/src/backend.ts";
 import { broadcastShape, reduceToShape } from "../broadcast.ts";
-import { accumulateGrad, record, scratch } from "../tape.ts";
+import { accumulateGrad, passGrad, record, scratch } from "../tape.ts";
 import { Tensor, empty, fmtShape } from "../tensor.ts";
 
 function checkF32(op: string, ...ts: Tensor[]): void {
@@ -60,13 +60,15 @@ function binaryOp(op: Bin, a: Tensor, b: Tensor): Tensor {
       );
     };
     switch (op) {
+      // For add/sub, an operand of the output's shape may take `g` itself (no copy) — done last,
+      // after every read of g, and only when the two operands are different tensors.
       case "add":
         grad(a, null, 1, null, false);
-        grad(b, null, 1, null, false);
+        if (!(b !== a && sameShape(b.shape, shape) && passGrad(b, g))) grad(b, null, 1, null, false);
         break;
       case "sub":
-        grad(a, null, 1, null, false);
         grad(b, null, -1, null, false);
+        if (!(a !== b && sameShape(a.shape, shape) && passGrad(a, g))) grad(a, null, 1, null, false);
         break;
       case "mul":
         grad(a, b, 1, null, false);
@@ -165,4 +167,8 @@ export function assertSameShape(op: string, a: Tensor, b: Tensor): void {
   if (a.shape.length !== b.shape.length || a.shape.some((d, i) => d !== b.shape[i])) {
     throw new Error(`${op}: shapes ${fmtShape(a.shape)} and ${fmtShape(b.shape)} must be equal`);
   }
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
 }

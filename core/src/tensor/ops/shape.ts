@@ -4,7 +4,7 @@
  * an element offset into the same buffer.
  */
 import type { View } from "../../../../kernels/src/backend.ts";
-import { accumulateGrad, gradTarget, record } from "../tape.ts";
+import { accumulateGrad, gradTarget, passGrad, record } from "../tape.ts";
 import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 
 /** A view of `x` with a new shape of the same numel. One dimension may be −1 (inferred).
@@ -21,6 +21,7 @@ export function reshape(x: Tensor, shape: readonly number[]): Tensor {
   const out = new Tensor(x.be, s, x.dtype, { base: x, off: 0 });
   const be = x.be;
   return record("reshape", [x], out, (g) => {
+    if (passGrad(x, g)) return;
     accumulateGrad(
       x,
       (dst, acc) => {
