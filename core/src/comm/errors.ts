@@ -34,6 +34,23 @@ export class CommAbortedError extends Error {
   }
 }
 
+/** Members this rank waits for have already returned from their entry function: they will never
+ * arrive (a rank skipped a collective the others called). `gone` are world ranks. */
+export class CommPeerFinishedError extends Error {
+  override readonly name = "CommPeerFinishedError";
+  constructor(
+    readonly op: string,
+    readonly group: string,
+    readonly gone: readonly number[],
+    rank: number,
+  ) {
+    super(
+      `${op} on group ${group} (rank ${rank}): rank(s) [${gone.join(", ")}] already returned from their entry ` +
+        `function without calling it (every member must call the same collectives in the same order)`,
+    );
+  }
+}
+
 /** Members called a collective with disagreeing arguments (op kind, dtype, length or root). */
 export class CommMismatchError extends Error {
   override readonly name = "CommMismatchError";

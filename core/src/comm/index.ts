@@ -10,7 +10,7 @@ export type {
   ReduceOptions,
 } from "./communicator.ts";
 export { COLLECTIVE_NAMES } from "./communicator.ts";
-export { CommAbortedError, CommMismatchError, CommTimeoutError } from "./errors.ts";
+export { CommAbortedError, CommMismatchError, CommPeerFinishedError, CommTimeoutError } from "./errors.ts";
 export {
   createParallelGroups,
   expertDataParallelGroups,

@@ -9,7 +9,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { CommAbortedError } from "../comm/errors.ts";
 import { LocalCommunicator } from "../comm/local/local_communicator.ts";
-import { abortWorld, type LocalWorldMemory } from "../comm/local/memory.ts";
+import { abortWorld, markFinished, type LocalWorldMemory } from "../comm/local/memory.ts";
 import type { RankMessage, RankWorkerData } from "./protocol.ts";
 
 const data = workerData as RankWorkerData;
@@ -30,6 +30,7 @@ async function run(): Promise<void> {
       throw new Error(`launch: entry ${data.entry} must export a default function or "main" taking (comm, rank, worldSize, args)`);
     }
     const value = await (fn as (...a: unknown[]) => unknown)(comm, data.rank, data.worldSize, data.args);
+    markFinished(mem, data.rank);
     post({ type: "result", rank: data.rank, value });
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e));

@@ -62,6 +62,14 @@ test("a native crash (SIGSEGV) in a rank ends the whole job at once with a non-z
   expect(r.seconds).toBeLessThan(10);
 }, 30_000);
 
+test("a rank that returns without a collective its peers call fails them at once, not at the timeout", async () => {
+  const t0 = performance.now();
+  const err = await launch({ worldSize: 4, entry: ENTRY, args: ["skip"], timeoutS: 60 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(LaunchError);
+  expect((err as LaunchError).message).toMatch(/CommPeerFinishedError: all_reduce on group world \(rank [013]\): rank\(s\) \[2\] already returned/);
+  expect(performance.now() - t0).toBeLessThan(10_000);
+}, 30_000);
+
 test("mismatched lengths fail on every rank with an error naming ranks and lengths", async () => {
   const err = await launch({ worldSize: 4, entry: ENTRY, args: ["length"], timeoutS: 20 }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(LaunchError);

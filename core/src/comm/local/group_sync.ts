@@ -6,11 +6,12 @@
  * epoch based: each member keeps a private count of barriers it has entered on the group; entering
  * barrier k stores k in `arrive[me]`, increments and notifies the group's bell word, and waits
  * (Atomics.wait on the bell, in slices so the abort word is re-checked) until every member's
- * `arrive` has reached k. The ranks whose `arrive` is behind are the ones named by a timeout.
+ * `arrive` has reached k. The ranks whose `arrive` is behind are the ones named by a timeout; a
+ * missing rank whose FINISHED flag is set (its entry returned) fails the wait at once.
  */
 
-import { CommAbortedError, CommTimeoutError } from "../errors.ts";
-import { ABORT, MAX_GROUPS, controlLayout, type ControlLayout } from "./memory.ts";
+import { CommAbortedError, CommPeerFinishedError, CommTimeoutError } from "../errors.ts";
+import { ABORT, FINISHED_WORD, HEADER_BASE, HEADER_WORDS, MAX_GROUPS, controlLayout, type ControlLayout } from "./memory.ts";
 
 /** Longest single Atomics.wait, ms: bounds how stale an abort can be even without a notify. */
 const WAIT_SLICE_MS = 250;
@@ -38,7 +39,8 @@ export class GroupSync {
 
   /**
    * Wait until every member has entered this barrier. Throws {@link CommAbortedError} when the job
-   * is aborted and {@link CommTimeoutError} (naming the missing world ranks) after `timeoutMs`.
+   * is aborted, {@link CommPeerFinishedError} when a missing member has already returned from its
+   * entry function, and {@link CommTimeoutError} (naming the missing world ranks) after `timeoutMs`.
    * `op`/`groupName` only label errors.
    */
   arriveAndWait(op: string, groupName: string, timeoutMs: number): void {
@@ -62,6 +64,13 @@ export class GroupSync {
       const now = performance.now();
       if (deadline < 0) deadline = now + timeoutMs;
       if (now >= deadline) throw new CommTimeoutError(op, groupName, this.missing(epoch), timeoutMs / 1000, this.me);
+      // FINISHED is read before `arrive`: a rank stores its last arrival before its FINISHED flag.
+      const gone = this.ranks.filter(
+        (r) =>
+          Atomics.load(ctl, HEADER_BASE + HEADER_WORDS * r + FINISHED_WORD) === 1 &&
+          ((Atomics.load(ctl, this.arriveBase + r) - epoch) | 0) < 0,
+      );
+      if (gone.length > 0) throw new CommPeerFinishedError(op, groupName, gone, this.me);
       Atomics.wait(ctl, this.bell, b, Math.min(WAIT_SLICE_MS, deadline - now));
     }
   }

@@ -5,7 +5,8 @@
  *
  * ```
  * [0]                      ABORT: 0, or (world rank that failed first) + 1, or −1 (aborted, no rank)
- * [8 + 8r .. 8 + 8r + 7]   header of rank r's current collective (op code, dtype code, length, root…)
+ * [8 + 8r .. 8 + 8r + 6]   header of rank r's current collective (op code, dtype code, length, root…)
+ * [8 + 8r + 7]             FINISHED flag of rank r: 1 once its entry function has returned
  * [REG + e·ENTRY ..]       group registry entry e: [state, bell, member mask words…, arrive[W]…]
  * ```
  * A registry entry's `state` is 0 free, 1 being claimed, 2 ready; `bell` is the word members
@@ -21,6 +22,8 @@ export const MAX_GROUPS = 256;
 export const ABORT = 0;
 export const HEADER_BASE = 8;
 export const HEADER_WORDS = 8;
+/** Offset of the FINISHED flag within a rank's header. */
+export const FINISHED_WORD = 7;
 
 /** Memory shared by all ranks of a `local` job. Structured-cloneable (goes to Workers as is). */
 export interface LocalWorldMemory {
@@ -74,6 +77,25 @@ export function createLocalWorldMemory(worldSize: number, slotBytes: number = sl
   };
 }
 
+/** Wake every rank waiting at a barrier (they re-check their conditions). */
+function ringAllBells(mem: LocalWorldMemory, ctl: Int32Array): void {
+  const layout = controlLayout(mem.worldSize);
+  for (let e = 0; e < MAX_GROUPS; e++) {
+    const base = layout.registryBase + e * layout.entryWords;
+    if (Atomics.load(ctl, base) === 0) break; // entries are claimed in order
+    Atomics.add(ctl, base + 1, 1);
+    Atomics.notify(ctl, base + 1);
+  }
+}
+
+/** Record that world rank `rank` has returned from its entry function, so peers still waiting for
+ * it in a collective fail at once instead of at the timeout. */
+export function markFinished(mem: LocalWorldMemory, rank: number): void {
+  const ctl = new Int32Array(mem.control);
+  Atomics.store(ctl, HEADER_BASE + HEADER_WORDS * rank + FINISHED_WORD, 1);
+  ringAllBells(mem, ctl);
+}
+
 /**
  * Mark the job aborted (first caller wins; `failedRank` −1 for "no rank") and wake every rank
  * waiting in a collective. Safe to call from any thread holding the memory, any number of times.
@@ -83,12 +105,6 @@ export function abortWorld(mem: LocalWorldMemory, failedRank: number): number {
   const ctl = new Int32Array(mem.control);
   const code = failedRank >= 0 ? failedRank + 1 : -1;
   Atomics.compareExchange(ctl, ABORT, 0, code);
-  const layout = controlLayout(mem.worldSize);
-  for (let e = 0; e < MAX_GROUPS; e++) {
-    const base = layout.registryBase + e * layout.entryWords;
-    if (Atomics.load(ctl, base) === 0) break; // entries are claimed in order
-    Atomics.add(ctl, base + 1, 1);
-    Atomics.notify(ctl, base + 1);
-  }
+  ringAllBells(mem, ctl);
   return Atomics.load(ctl, ABORT);
 }
