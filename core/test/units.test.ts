@@ -77,6 +77,24 @@ describe("units", () => {
     expect(num / den).toBeLessThan(0.05);
   });
 
+  test("a frozen unit (trainable = false) gets no gradient and no gradReady", async () => {
+    const be = new CpuBackend();
+    const cfg = tinyLlama();
+    const m = new LlamaForCausalLM(be, cfg);
+    m.embedUnit.trainable = false;
+    const ready: string[] = [];
+    m.units.hooks = { gather: () => {}, release: () => {}, gradReady: (u) => void ready.push(u.name) };
+    const ids = tokens(6, cfg.vocab_size, "frozen");
+    const out = await m.forward({ inputIds: ids, labels: ids, batch: 1, seq: 6 });
+    await backward(out.loss!);
+    expect(ready).toEqual(["head", "layers.1", "layers.0"]);
+    expect(m.embedUnit.grad).toBeNull();
+    expect(m.layerUnits[0]!.grad).not.toBeNull();
+    expect(() => {
+      m.param("model.norm.weight").tensor.requiresGrad = false;
+    }).toThrow(/trainable/);
+  });
+
   test("enterUnit/leaveUnit outside grad mode still fire gather/release", async () => {
     const be = new CpuBackend();
     const set = new UnitSet(be);

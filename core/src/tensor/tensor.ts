@@ -65,8 +65,7 @@ export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
   readonly numel: number;
-  /** True when gradients flow to this tensor (set by ops and for trainable parameters). */
-  requiresGrad = false;
+  private ownRequiresGrad = false;
   /** Set by `retain()`: the tape/arena will not free this tensor; the caller must `dispose()` it. */
   retained = false;
   /** For view tensors: the tensor whose buffer is shared. */
@@ -88,7 +87,17 @@ export class Tensor {
     this.buf = init.buf ?? null;
     this.off = init.off ?? 0;
     this.owns = init.owns ?? false;
-    if (this.param) this.requiresGrad = this.param.trainable;
+  }
+
+  /** True when gradients flow to this tensor: set by recorded ops; for parameter tensors it is
+   * the parameter's (unit's) current `trainable` flag. */
+  get requiresGrad(): boolean {
+    return this.param ? this.param.trainable : this.ownRequiresGrad;
+  }
+
+  set requiresGrad(v: boolean) {
+    if (this.param) throw new Error(`requiresGrad of parameter ${this.param.name} follows its unit's \`trainable\` flag; set that instead`);
+    this.ownRequiresGrad = v;
   }
 
   /** Rank (number of dimensions). */
