@@ -210,6 +210,27 @@ describe("files, --deepspeed merge and overrides", () => {
     const e2 = (await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath }).catch((e: unknown) => e)) as ConfigError;
     expect(e2.issues[0]).toMatchObject({ path: "zero_optimization.stage", source: dsPath });
   });
+  test("a typical DeepSpeed ZeRO-3 offload config (DeepSpeed/HF examples, values filled in) merges cleanly", async () => {
+    const ds = {
+      fp16: { enabled: true, auto_cast: false, loss_scale: 0, initial_scale_power: 32, loss_scale_window: 1000, hysteresis: 2, consecutive_hysteresis: false, min_loss_scale: 1 },
+      optimizer: { type: "AdamW", params: { lr: 3e-5, betas: [0.8, 0.999], eps: 1e-8, weight_decay: 3e-7, torch_adam: false } },
+      scheduler: { type: "WarmupDecayLR", params: { warmup_min_lr: 0, warmup_max_lr: 3e-5, warmup_num_steps: 500, total_num_steps: 10000, warmup_type: "linear" } },
+      zero_optimization: {
+        stage: 3, offload_optimizer: { device: "cpu", pin_memory: true }, offload_param: { device: "nvme", nvme_path: "/local_nvme", pin_memory: true, buffer_count: 5, buffer_size: 1e8, max_in_cpu: 1e9 },
+        overlap_comm: true, contiguous_gradients: true, sub_group_size: 0, reduce_bucket_size: 5e8, stage3_prefetch_bucket_size: 5e7, stage3_param_persistence_threshold: 1e6,
+        stage3_max_live_parameters: 0, stage3_max_reuse_distance: 0, stage3_gather_16bit_weights_on_model_save: true, allgather_partitions: true, round_robin_gradients: true,
+      },
+      gradient_accumulation_steps: 4, gradient_clipping: 1.0, steps_per_print: 2000, train_batch_size: 96, train_micro_batch_size_per_gpu: 3, wall_clock_breakdown: false,
+      activation_checkpointing: { partition_activations: false, cpu_checkpointing: false, contiguous_memory_optimization: false, number_checkpoints: null, synchronize_checkpoint_boundary: false, profile: false },
+      flops_profiler: { enabled: false, profile_step: 1, module_depth: -1, top_modules: 1, detailed: true, output_file: null, recompute_fwd_factor: 0.0 },
+      zero_allow_untested_optimizer: true, prescale_gradients: false,
+    };
+    const { config, warnings } = resolveJobConfig({ model: tinyLlama }, { deepspeed: { raw: ds, source: "ds_config.json" }, overrides: { world_size: 8 } });
+    expect([config.train_batch_size, config.gradient_accumulation_steps, config.zero_optimization.stage, config.zero_optimization.offload_param.device]).toEqual([96, 4, 3, "nvme"]);
+    expect(config.activation_checkpointing.enabled).toBe(true);
+    expect(config.fp16.initial_scale_power).toBe(32);
+    expect(warnings.length).toBe(7); // auto_cast, torch_adam, allgather_partitions, round_robin_gradients, recompute_fwd_factor, zero_allow_untested_optimizer, prescale_gradients
+  });
   test("missing file and bad JSON name the file (and line)", async () => {
     await expect(loadJobConfig({ configPath: join(dir, "absent.json") })).rejects.toThrow(/file not found: .*absent\.json/);
     const bad = join(dir, "bad.json");

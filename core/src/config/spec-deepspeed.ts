@@ -184,7 +184,7 @@ export const ZERO_SPEC: ObjectSpec = {
     stage3_max_live_parameters: nonNegInt("most gathered parameter elements resident before releasing", 1e9),
     stage3_max_reuse_distance: nonNegInt("do not release a parameter reused within this many elements of compute", 1e9),
     stage3_gather_16bit_weights_on_model_save: bool("gather 16-bit weights when saving the model (false: save16bitModel skips)", false),
-    sub_group_size: posInt("parameter elements the optimizer step processes at a time", 1e9),
+    sub_group_size: nonNegInt("parameter elements the optimizer step processes at a time (0: one parameter tensor at a time)", 1e9),
     offload_optimizer: OFFLOAD_OPTIMIZER_SPEC,
     offload_param: OFFLOAD_PARAM_SPEC,
     cpu_offload: {
@@ -293,6 +293,7 @@ export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
   comms_logger: "communication volume is always counted",
   data_types: "accumulation dtype is fp32",
   amp: "use fp16 or bf16",
+  autotuning: "no autotuner",
 };
 
 /** Names of every DeepSpeed key (fields, aliases, ignored) accepted at the top of a job file or in
