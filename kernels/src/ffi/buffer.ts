@@ -49,6 +49,11 @@ export class GPUBufferImpl {
     device.ctx.track(this, handle, (h) => lib.wgpuBufferRelease(h));
   }
 
+  /** True after destroy(). */
+  get isDestroyed(): boolean {
+    return this.destroyed;
+  }
+
   /** "unmapped" | "pending" | "mapped". */
   get mapState(): GPUBufferMapState {
     return this.state;

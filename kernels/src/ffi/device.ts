@@ -37,7 +37,7 @@ import { GPUShaderModuleImpl } from "./shader.ts";
 type Listener = Parameters<EventTarget["addEventListener"]>[1];
 
 /** A captured error from a synchronous error scope: WGPUErrorType and message. */
-interface ScopeResult {
+export interface ScopeResult {
   type: number;
   message: string;
 }
@@ -127,6 +127,20 @@ export class GPUDeviceImpl extends EventTarget {
       s.zm_slot_free(e);
     }
     this.lostError(operation);
+    this.deliver(errors, operation);
+  }
+
+  /**
+   * Report errors found outside wgpu-native's error machinery (by the binding's own checks, or
+   * captured by its internal scopes) the way uncaptured errors are: events when listened for, else
+   * a thrown {@link GPUUncapturedError}.
+   * @param type WGPUErrorType (2 validation, 3 out-of-memory, 4 internal)
+   */
+  reportError(type: number, message: string, operation: string): void {
+    this.deliver([makeGPUError(type, message)], operation);
+  }
+
+  private deliver(errors: GPUError[], operation: string): void {
     if (this.uncapturedListeners > 0 || this.onuncapturederror) {
       for (const error of errors) this.dispatchEvent(new GPUUncapturedErrorEventImpl("uncapturederror", { error }));
       return;
@@ -183,7 +197,7 @@ export class GPUDeviceImpl extends EventTarget {
 
   /** Run `fn` inside validation and out-of-memory error scopes and return the captured error
    * synchronously (wgpu-native answers popErrorScope at once; events are processed to be sure). */
-  private scoped<T>(fn: () => T): { value: T; error: ScopeResult | null } {
+  scoped<T>(fn: () => T): { value: T; error: ScopeResult | null } {
     const n = this.ctx.native;
     n.lib.wgpuDevicePushErrorScope(this.handle, ERROR_FILTER["out-of-memory"]);
     n.lib.wgpuDevicePushErrorScope(this.handle, ERROR_FILTER.validation);
@@ -396,6 +410,8 @@ export class GPUDeviceImpl extends EventTarget {
   /** Non-standard: poll the device (wgpuDevicePoll); `wait` blocks until the queue is empty.
    * Returns true when no submission is in flight. */
   poll(wait = false): boolean {
+    // wgpu-native aborts the process when polling a lost device fails: refuse in JS instead.
+    this.ensureAlive("poll");
     return this.ctx.native.shim.zm_device_poll(this.handle, wait ? 1 : 0, 0) !== 0;
   }
 

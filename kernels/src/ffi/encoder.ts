@@ -27,15 +27,27 @@ export class GPUCommandBufferImpl {
   label: string;
   private handle: Pointer | null;
 
+  /**
+   * @param used every buffer the commands reference (submit refuses mapped or destroyed ones:
+   *   wgpu-native 29 aborts the process on any submit error, so the binding checks first)
+   * @param invalid true when encoding failed (finish reported an error); submit refuses it
+   */
   constructor(
     readonly device: GPUDeviceImpl,
     handle: Pointer,
     label: string,
+    readonly used: ReadonlySet<GPUBufferImpl>,
+    readonly invalid: boolean,
   ) {
     this.handle = handle;
     this.label = label;
     const lib = device.ctx.native.lib;
     device.ctx.track(this, handle, (h) => lib.wgpuCommandBufferRelease(h));
+  }
+
+  /** True until submitted. */
+  get pending(): boolean {
+    return this.handle !== null;
   }
 
   /** Hand the native handle to `operation` (submit), which releases it. Throws when already
@@ -55,10 +67,12 @@ export class GPUComputePassEncoderImpl {
   label: string;
   private h: Pointer | null;
 
+  /** @param used the encoder's set of referenced buffers, added to by setBindGroup/indirect. */
   constructor(
     readonly device: GPUDeviceImpl,
     handle: Pointer,
     label: string,
+    private readonly used: Set<GPUBufferImpl>,
   ) {
     this.h = handle;
     this.label = label;
@@ -83,6 +97,7 @@ export class GPUComputePassEncoderImpl {
     if (bindGroup !== null && !(bindGroup instanceof GPUBindGroupImpl)) throw new TypeError("setBindGroup: not a GPUBindGroup of this binding");
     const lib = this.device.ctx.native.lib;
     const group = bindGroup ? bindGroup.handle : null;
+    if (bindGroup) for (const b of bindGroup.buffers) this.used.add(b);
     if (!dynamicOffsets) {
       lib.wgpuComputePassEncoderSetBindGroup(this.handle, index, group, 0, null);
       return undefined;
@@ -104,6 +119,7 @@ export class GPUComputePassEncoderImpl {
    * `indirectOffset` (multiple of 4; the buffer needs INDIRECT usage). */
   dispatchWorkgroupsIndirect(indirectBuffer: GPUBuffer, indirectOffset: number): undefined {
     const b = buf(indirectBuffer, "dispatchWorkgroupsIndirect: indirectBuffer");
+    this.used.add(b);
     this.device.ctx.native.lib.wgpuComputePassEncoderDispatchWorkgroupsIndirect(this.handle, b.handle, indirectOffset);
     return undefined;
   }
@@ -136,6 +152,7 @@ export class GPUCommandEncoderImpl {
   readonly __brand = "GPUCommandEncoder" as const;
   label: string;
   private h: Pointer | null;
+  private readonly used = new Set<GPUBufferImpl>();
 
   constructor(
     readonly device: GPUDeviceImpl,
@@ -168,7 +185,7 @@ export class GPUCommandEncoderImpl {
     }
     const p = this.device.ctx.native.shim.zm_begin_compute_pass(this.handle, label.bytes, label.len, qs, begin, end);
     this.device.checkErrors(`beginComputePass('${descriptor.label ?? ""}')`);
-    return new GPUComputePassEncoderImpl(this.device, p!, descriptor.label ?? "");
+    return new GPUComputePassEncoderImpl(this.device, p!, descriptor.label ?? "", this.used);
   }
 
   /**
@@ -190,6 +207,7 @@ export class GPUCommandEncoderImpl {
       dst = buf(a, "copyBufferToBuffer: destination");
       size = (b as number | undefined) ?? src.size;
     }
+    this.used.add(src).add(dst);
     this.device.ctx.native.lib.wgpuCommandEncoderCopyBufferToBuffer(this.handle, src.handle, srcOffset, dst.handle, dstOffset, size);
     return undefined;
   }
@@ -197,6 +215,7 @@ export class GPUCommandEncoderImpl {
   /** Spec clearBuffer: zero `size` bytes (default: to the end) from byte `offset`. */
   clearBuffer(buffer: GPUBuffer, offset = 0, size?: number): undefined {
     const b = buf(buffer, "clearBuffer: buffer");
+    this.used.add(b);
     this.device.ctx.native.lib.wgpuCommandEncoderClearBuffer(this.handle, b.handle, offset, size === undefined ? WGPU_WHOLE_SIZE : size);
     return undefined;
   }
@@ -206,21 +225,27 @@ export class GPUCommandEncoderImpl {
   resolveQuerySet(querySet: GPUQuerySet, firstQuery: number, queryCount: number, destination: GPUBuffer, destinationOffset: number): undefined {
     if (!(querySet instanceof GPUQuerySetImpl)) throw new TypeError("resolveQuerySet: querySet is not a GPUQuerySet of this binding");
     const d = buf(destination, "resolveQuerySet: destination");
+    this.used.add(d);
     this.device.ctx.native.lib.wgpuCommandEncoderResolveQuerySet(this.handle, querySet.handle, firstQuery, queryCount, d.handle, destinationOffset);
     return undefined;
   }
 
-  /** Spec finish: returns the command buffer; the encoder's handle is released and recording
-   * errors are reported here. */
+  /**
+   * Spec finish: returns the command buffer; the encoder's handle is released. Recording errors
+   * (wgpu-native reports them all here) are captured by an internal error scope and delivered as
+   * uncaptured errors (thrown, or an event when listened for, then the command buffer is marked
+   * invalid and submit refuses it) — also inside a user's error scope.
+   */
   finish(descriptor: GPUCommandBufferDescriptor = {}): GPUCommandBufferImpl {
     const h = this.handle;
     const n = this.device.ctx.native;
     const label = utf8(descriptor.label);
-    const cb = n.shim.zm_encoder_finish(h, label.bytes, label.len);
+    const { value: cb, error } = this.device.scoped(() => n.shim.zm_encoder_finish(h, label.bytes, label.len));
     this.h = null;
     this.device.ctx.untrack(this);
     n.lib.wgpuCommandEncoderRelease(h);
-    const out = new GPUCommandBufferImpl(this.device, cb!, descriptor.label ?? this.label);
+    const out = new GPUCommandBufferImpl(this.device, cb!, descriptor.label ?? this.label, this.used, error !== null);
+    if (error) this.device.reportError(error.type, error.message, `finish of command encoder '${this.label}'`);
     this.device.checkErrors(`finish of command encoder '${this.label}'`);
     return out;
   }

@@ -5,6 +5,7 @@ import { ptr, type Pointer } from "bun:ffi";
 import { GPUBufferImpl } from "./buffer.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 import { GPUCommandBufferImpl } from "./encoder.ts";
+import { ERROR_TYPE } from "./constants.ts";
 import { domError, notSupported } from "./errors.ts";
 import { slotMessage } from "./native.ts";
 
@@ -30,10 +31,16 @@ export class GPUQueueImpl {
   submit(commandBuffers: Iterable<GPUCommandBuffer>): undefined {
     this.device.ensureAlive("queue.submit");
     const list = Array.from(commandBuffers);
+    // wgpu-native 29 aborts the process on any submit validation error (handle_error_fatal), so the
+    // spec's submit checks are made here first: invalid command buffers, mapped/destroyed buffers.
+    const problem = this.submitProblem(list);
+    if (problem) {
+      this.device.reportError(ERROR_TYPE.validation, problem, "queue.submit");
+      return undefined;
+    }
     const handles = new BigUint64Array(Math.max(1, list.length));
     list.forEach((cb, i) => {
-      if (!(cb instanceof GPUCommandBufferImpl)) throw new TypeError(`queue.submit: commandBuffers[${i}] is not a GPUCommandBuffer of this binding`);
-      handles[i] = BigInt(cb.take("queue.submit") as unknown as number);
+      handles[i] = BigInt((cb as GPUCommandBufferImpl).take("queue.submit") as unknown as number);
     });
     const lib = this.device.ctx.native.lib;
     this.lastSubmissionIndex = lib.wgpuQueueSubmitForIndex(this.handle, list.length, ptr(handles)) as number;
@@ -41,6 +48,23 @@ export class GPUQueueImpl {
     for (let i = 0; i < list.length; i++) lib.wgpuCommandBufferRelease(Number(handles[i]) as unknown as Pointer);
     this.device.checkErrors("queue.submit");
     return undefined;
+  }
+
+  /** The reason `list` may not be submitted, or null. */
+  private submitProblem(list: GPUCommandBuffer[]): string | null {
+    const seen = new Set<GPUCommandBuffer>();
+    for (const [i, cb] of list.entries()) {
+      if (!(cb instanceof GPUCommandBufferImpl)) throw new TypeError(`queue.submit: commandBuffers[${i}] is not a GPUCommandBuffer of this binding`);
+      if (seen.has(cb)) return `queue.submit: command buffer '${cb.label}' appears twice`;
+      seen.add(cb);
+      if (!cb.pending) return `queue.submit: command buffer '${cb.label}' was already submitted`;
+      if (cb.invalid) return `queue.submit: command buffer '${cb.label}' is invalid (its encoding failed)`;
+      for (const b of cb.used) {
+        if (b.isDestroyed) return `queue.submit: buffer '${b.label}' used by command buffer '${cb.label}' is destroyed`;
+        if (b.mapState !== "unmapped") return `queue.submit: buffer '${b.label}' used by command buffer '${cb.label}' is ${b.mapState}; unmap it first`;
+      }
+    }
+    return null;
   }
 
   /**

@@ -108,3 +108,46 @@ test("device.destroy resolves lost, rejects pending work and makes calls throw",
   b.destroy(); // destroying after loss is allowed
   device.destroy(); // idempotent
 });
+
+test("submit refuses mapped, destroyed and invalid work instead of letting wgpu-native abort", async () => {
+  const { device } = await openDevice();
+  const src = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST, label: "src" });
+  const m = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: "staging" });
+  await m.mapAsync(GPUMapMode.READ);
+  const e1 = device.createCommandEncoder();
+  e1.copyBufferToBuffer(src, 0, m, 0, 16);
+  const cb1 = e1.finish();
+  expect(() => device.queue.submit([cb1])).toThrow(/'staging' used by command buffer '' is mapped/);
+  m.unmap();
+  device.queue.submit([cb1]); // the refused buffer is still submittable once unmapped
+  expect(() => device.queue.submit([cb1])).toThrow(/already submitted/);
+  const e2 = device.createCommandEncoder();
+  e2.clearBuffer(src);
+  const cb2 = e2.finish();
+  src.destroy();
+  expect(() => device.queue.submit([cb2])).toThrow(/'src' used by command buffer '' is destroyed/);
+  // With a listener, a failed finish yields an invalid command buffer that submit refuses.
+  const seen: string[] = [];
+  device.addEventListener("uncapturederror", (ev) => seen.push((ev as GPUUncapturedErrorEvent).error.message));
+  const e3 = device.createCommandEncoder({ label: "bad" });
+  const p3 = e3.beginComputePass();
+  p3.dispatchWorkgroups(1);
+  p3.end();
+  const cb3 = e3.finish();
+  expect(seen.length).toBe(1);
+  device.queue.submit([cb3]);
+  expect(seen.length).toBe(2);
+  expect(seen[1]).toMatch(/is invalid/);
+  // Errors of finish reach the caller even inside a user's error scope.
+  device.pushErrorScope("validation");
+  const e4 = device.createCommandEncoder();
+  const p4 = e4.beginComputePass();
+  p4.dispatchWorkgroups(1);
+  p4.end();
+  e4.finish();
+  expect(await device.popErrorScope()).toBeNull();
+  expect(seen.length).toBe(3);
+  await device.queue.onSubmittedWorkDone();
+  device.destroy();
+  expect(() => (device as unknown as { poll(): boolean }).poll()).toThrow(GPUDeviceLostError);
+});
