@@ -126,7 +126,7 @@ export async function main(argv: string[]): Promise<void> {
     const cores = navigator.hardwareConcurrency;
     const body = [
       `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters}\``,
-      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, ${(slotBytesFromEnv() / 1048576).toFixed(0)} MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
+      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, ${(slotBytesFromEnv(worldSize) / 1048576).toFixed(0)} MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
       `1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after the run: above ${worldSize}, other jobs were sharing the cores).`,
       "algbw = array bytes / time; busbw = algbw·2(n−1)/n for all_reduce, algbw·(n−1)/n for the others (nccl-tests' definition);",
       "memcpy = one-thread `Float32Array.set` of the same bytes in the same run (best of ≥3). Data are Float32Array; all_to_all_v uses even counts;",

@@ -33,7 +33,7 @@ export interface LaunchOptions<A = unknown> {
   args?: A;
   /** Collective timeout in seconds; default env ZEROMOE_COMM_TIMEOUT_S or 300. */
   timeoutS?: number;
-  /** Arena bytes per rank; default env ZEROMOE_COMM_ARENA_MB or 16 MiB. */
+  /** Arena bytes per rank; default env ZEROMOE_COMM_ARENA_MB, else 16 MiB (256 MiB / worldSize past 16 ranks, at least 1 MiB). */
   slotBytes?: number;
   /** After a failure, how long surviving ranks get to unwind before being terminated; default 2000 ms. */
   graceMs?: number;
@@ -81,7 +81,7 @@ export function launch<R = unknown, A = unknown>(opts: LaunchOptions<A>): Promis
   const W = opts.worldSize;
   if (!Number.isInteger(W) || W < 1) throw new Error(`launch: worldSize must be a positive integer, got ${W}`);
   if (opts.timeoutS !== undefined && !(opts.timeoutS > 0)) throw new Error(`launch: timeoutS must be > 0, got ${opts.timeoutS}`);
-  const mem = createLocalWorldMemory(W, opts.slotBytes ?? slotBytesFromEnv());
+  const mem = createLocalWorldMemory(W, opts.slotBytes ?? slotBytesFromEnv(W));
   const timeoutMs = opts.timeoutS !== undefined ? opts.timeoutS * 1000 : timeoutMsFromEnv();
   const graceMs = opts.graceMs ?? 2000;
   const entry = entryUrl(opts.entry);

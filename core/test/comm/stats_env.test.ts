@@ -50,8 +50,12 @@ test("ZEROMOE_COMM_TIMEOUT_S and ZEROMOE_COMM_ARENA_MB are read and validated", 
   expect(() => timeoutMsFromEnv()).toThrow('ZEROMOE_COMM_TIMEOUT_S must be a positive number of seconds, got "soon"');
   delete process.env.ZEROMOE_COMM_ARENA_MB;
   expect(slotBytesFromEnv()).toBe(DEFAULT_SLOT_BYTES);
+  expect(slotBytesFromEnv(16)).toBe(DEFAULT_SLOT_BYTES);
+  expect(slotBytesFromEnv(64)).toBe(4 << 20);
+  expect(slotBytesFromEnv(1000)).toBe(1 << 20);
   process.env.ZEROMOE_COMM_ARENA_MB = "3";
   expect(slotBytesFromEnv()).toBe(3 * 1048576);
+  expect(slotBytesFromEnv(64)).toBe(3 * 1048576);
   process.env.ZEROMOE_COMM_ARENA_MB = "-1";
   expect(() => slotBytesFromEnv()).toThrow("ZEROMOE_COMM_ARENA_MB must be a positive number of MiB");
 });

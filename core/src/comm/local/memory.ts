@@ -14,8 +14,12 @@
  * world rank r reached in that group.
  */
 
-/** Default bytes per rank slot of the data arena (env ZEROMOE_COMM_ARENA_MB overrides). */
+/** Largest default bytes per rank slot of the data arena (env ZEROMOE_COMM_ARENA_MB overrides). */
 export const DEFAULT_SLOT_BYTES = 16 << 20;
+/** Default arena of a whole job: slots shrink below {@link DEFAULT_SLOT_BYTES} past 16 ranks. */
+const DEFAULT_ARENA_BYTES = 256 << 20;
+/** Smallest default slot. */
+const MIN_DEFAULT_SLOT_BYTES = 1 << 20;
 /** Most distinct groups (rank sets) one job can create. */
 export const MAX_GROUPS = 256;
 /** Index of the abort word. */
@@ -50,10 +54,14 @@ export function controlLayout(worldSize: number): ControlLayout {
   return { registryBase, maskWords, entryWords, totalWords: registryBase + MAX_GROUPS * entryWords };
 }
 
-/** Slot size from the environment (ZEROMOE_COMM_ARENA_MB, MiB per rank) or the default. */
-export function slotBytesFromEnv(): number {
+/** Slot size from the environment (ZEROMOE_COMM_ARENA_MB, MiB per rank) or the default for
+ * `worldSize` ranks: 16 MiB up to 16 ranks, then 256 MiB / worldSize, at least 1 MiB. */
+export function slotBytesFromEnv(worldSize = 1): number {
   const v = process.env.ZEROMOE_COMM_ARENA_MB;
-  if (v === undefined || v === "") return DEFAULT_SLOT_BYTES;
+  if (v === undefined || v === "") {
+    const perRank = Math.floor(DEFAULT_ARENA_BYTES / worldSize / 8) * 8;
+    return Math.max(MIN_DEFAULT_SLOT_BYTES, Math.min(DEFAULT_SLOT_BYTES, perRank));
+  }
   const mb = Number(v);
   if (!Number.isFinite(mb) || mb <= 0) throw new Error(`ZEROMOE_COMM_ARENA_MB must be a positive number of MiB, got "${v}"`);
   return Math.max(64, Math.floor((mb * 1048576) / 8) * 8);
@@ -63,7 +71,7 @@ export function slotBytesFromEnv(): number {
  * Allocate the shared memory of a job: `worldSize` ranks, `slotBytes` bytes of arena per rank
  * (rounded down to a multiple of 8, at least 64). Throws on invalid sizes.
  */
-export function createLocalWorldMemory(worldSize: number, slotBytes: number = slotBytesFromEnv()): LocalWorldMemory {
+export function createLocalWorldMemory(worldSize: number, slotBytes: number = slotBytesFromEnv(worldSize)): LocalWorldMemory {
   if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`local comm: worldSize must be a positive integer, got ${worldSize}`);
   if (!(slotBytes >= 64)) throw new Error(`local comm: slotBytes must be at least 64, got ${slotBytes}`);
   const slot = Math.floor(slotBytes / 8) * 8;
