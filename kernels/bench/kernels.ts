@@ -9,6 +9,7 @@
  *   --cpu-max 256                    largest size the CPU reference runs at (0 = none)
  *   --elementwise N                  elements of the bandwidth test (default 2^26; 0 = skip)
  *   --tune                           also time every tile of the tuning set at every size
+ *   --tune-sizes 2048,4096           restrict --tune to these sizes
  *   --no-f16                         skip the f16-storage matmul
  *   --no-torch                       skip the PyTorch reference
  *   --json PATH                      write all results as JSON
@@ -38,14 +39,17 @@ export const TUNE_TILES: readonly MatmulTile[] = [
   { BM: 64, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
   { BM: 128, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
   { BM: 256, BN: 128, BK: 8, TM: 16, TN: 8, padA: 0, padB: 0 },
+  { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
+  { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
+  { BM: 64, BN: 128, BK: 16, TM: 4, TN: 8, padA: 0, padB: 0 },
 ];
 
 interface Args {
-  sizes: number[]; cpuMax: number; elementwise: number; tune: boolean; f16: boolean; torch: boolean; json: string | null; batches: number;
+  sizes: number[]; tuneSizes: number[]; cpuMax: number; elementwise: number; tune: boolean; f16: boolean; torch: boolean; json: string | null; batches: number;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { sizes: [256, 512, 1024, 2048, 4096], cpuMax: 256, elementwise: 1 << 26, tune: false, f16: true, torch: true, json: null, batches: 5 };
+  const a: Args = { sizes: [256, 512, 1024, 2048, 4096], tuneSizes: [], cpuMax: 256, elementwise: 1 << 26, tune: false, f16: true, torch: true, json: null, batches: 5 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const val = (): string => {
@@ -59,6 +63,7 @@ function parseArgs(argv: string[]): Args {
       return n;
     };
     if (k === "--sizes") a.sizes = val().split(",").map(int);
+    else if (k === "--tune-sizes") a.tuneSizes = val().split(",").map(int);
     else if (k === "--cpu-max") a.cpuMax = int(val());
     else if (k === "--elementwise") a.elementwise = int(val());
     else if (k === "--batches") a.batches = int(val());
@@ -137,12 +142,12 @@ async function checkSamples(device: GPUDevice, ops: Operands): Promise<number> {
   return worst;
 }
 
-async function timeMatmul(device: GPUDevice, pipes: MatmulFastPipelines, ops: Operands, opts: MatmulFastOptions, batches: number): Promise<MatmulResult> {
+async function timeMatmul(device: GPUDevice, pipes: MatmulFastPipelines, ops: Operands, opts: MatmulFastOptions, batches: number, warmupSeconds = 0.3): Promise<MatmulResult> {
   const n = ops.n;
   const plan = planMatmulFast({ M: n, N: n, K: n }, 0, 0, 0, { ...opts, storage: ops.storage });
   const params = pipes.paramsBuffer(plan);
   const bg = pipes.bindGroup(plan, ops.a, ops.b, ops.c, params);
-  const t = await timeGpu(device, ops.c, (pass) => pipes.dispatch(pass, plan, bg), { batches });
+  const t = await timeGpu(device, ops.c, (pass) => pipes.dispatch(pass, plan, bg), { batches, warmupSeconds });
   const err = await checkSamples(device, ops);
   params.destroy();
   const tol = ops.storage === "f32" ? 1e-5 : 1e-5; // inputs are f16-rounded on the host too, so f32 accumulation error only
@@ -238,15 +243,19 @@ export async function main(argv: string[]): Promise<void> {
       if (!r.ok) failed = true;
       const tg = torchG(storage === "f32" ? "fp32" : "fp16", n);
       console.log(`${String(n).padStart(14)}   ${storage.padEnd(7)}  ${r.tile.padEnd(20)} ${fmt(r.gflops).padStart(8)}   ${r.method.padEnd(9)}  ${fmt(storage === "f32" ? cpuG : undefined, 2).padStart(11)}  ${fmt(tg).padStart(13)}  ${tg ? (r.gflops / tg).toFixed(3) : "  -  "}  ${r.maxRelErr.toExponential(1)}${r.ok ? "" : "  MISMATCH"}`);
-      if (args.tune) {
+      if (args.tune && (args.tuneSizes.length === 0 || args.tuneSizes.includes(n))) {
         const variants: MatmulFastOptions[] = [];
-        for (const tile of TUNE_TILES) if (tileFits(tile, limits)) for (const groupM of [1, 8]) variants.push({ ...base, tile, groupM });
+        for (const tile of TUNE_TILES) {
+          if (!tileFits(tile, limits)) continue;
+          for (const unroll2 of [false, true]) variants.push({ ...base, tile, unroll2 });
+        }
+        variants.push({ ...base, tile: TUNE_TILES[0]!, groupM: 1 });
         if (storage === "f16" && hasF16) variants.push({ ...base, f16Native: false });
         for (const v of variants) {
-          const t = await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches));
+          const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false };
           tuning.push(t);
           if (!t.ok) failed = true;
-          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM} ${v.f16Native ? "native" : ""} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
+          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM}${v.unroll2 ? " u2" : "   "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
         }
       }
       ops.destroy();

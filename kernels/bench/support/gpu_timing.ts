@@ -29,6 +29,8 @@ export interface GpuTimingOptions {
   batches?: number;
   /** Most repetitions per batch. Default 200. */
   maxReps?: number;
+  /** Seconds of repeated batches before timing starts. Default 0.3. */
+  warmupSeconds?: number;
   /** Try timestamp queries when the device has `timestamp-query`. Default true. */
   timestamps?: boolean;
 }
@@ -69,11 +71,13 @@ export async function timeGpu(device: GPUDevice, probe: GPUBuffer, record: (pass
     await gpuSync(device, probe);
     return (performance.now() - t0) / 1000;
   };
-  // warm up (pipeline creation, first-touch) and size the batch
+  // warm up (pipeline creation, first touch, and GPU clocks, which drop while the host prepares
+  // data and take a few hundred milliseconds of load to come back), then size the batch
   await runBatch(1);
   const one = await runBatch(1);
   const reps = Math.max(1, Math.min(maxReps, Math.ceil(target / Math.max(one, 1e-6))));
-  await runBatch(reps);
+  const warmUntil = performance.now() + 1000 * (opts.warmupSeconds ?? 0.3);
+  do await runBatch(reps); while (performance.now() < warmUntil);
 
   if ((opts.timestamps ?? true) && device.features.has("timestamp-query")) {
     try {

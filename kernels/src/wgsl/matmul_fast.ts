@@ -21,6 +21,8 @@ export interface MatmulFastOptions {
   f16Native?: boolean;
   /** Force a tile (tuning, tests); default: {@link chooseMatmulTile}. */
   tile?: MatmulTile;
+  /** Unroll the K loop by two (see {@link MatmulVariant.unroll2}); default false. */
+  unroll2?: boolean;
   /** Tile rasterisation group (see {@link MatmulVariant.groupM}); default 8. */
   groupM?: number;
   /** Device limits (default: WebGPU's defaults). */
@@ -77,7 +79,7 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
   const edges = M % tile.BM !== 0 || N % tile.BN !== 0 || K % tile.BK !== 0;
   const variant: MatmulVariant = {
     tile, storage, f16Native: storage === "f16" && (opts.f16Native ?? false), transA, transB, vecA, vecB, vecC, edges,
-    groupM: opts.groupM ?? 8,
+    groupM: opts.groupM ?? 8, unroll2: opts.unroll2 ?? false,
   };
   const tilesM = Math.ceil(M / tile.BM), tilesN = Math.ceil(N / tile.BN);
   const total = tilesM * tilesN * batch;

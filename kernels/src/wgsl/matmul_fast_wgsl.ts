@@ -67,6 +67,8 @@ export interface MatmulVariant {
   vecC: boolean;
   /** Bounds guards are emitted (false only when M % BM == 0, N % BN == 0 and K % BK == 0). */
   edges: boolean;
+  /** Unroll the K loop by two so the staging-buffer index is a constant (bigger shader). */
+  unroll2: boolean;
   /** Tile rasterisation: consecutive workgroups sweep groups of `groupM` block-rows column by
    * column (1 = plain row-major order), for L2 reuse of B. */
   groupM: number;
@@ -115,7 +117,7 @@ export function variantKey(v: MatmulVariant): string {
     v.storage, v.storage === "f16" ? (v.f16Native ? "nat" : "pk") : "",
     v.transA ? "tA" : "nA", v.transB ? "tB" : "nB",
     v.vecA ? "vA" : "sA", v.vecB ? "vB" : "sB", v.vecC ? "vC" : "sC",
-    v.edges ? "e" : "x", `g${v.groupM}`,
+    v.edges ? "e" : "x", `g${v.groupM}`, v.unroll2 ? "u2" : "",
   ];
   return `mmf_${tileKey(v.tile)}_${flags.join("")}`;
 }
@@ -147,7 +149,6 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   const TX = BN / TN, TY = BM / TM, WG = TX * TY;
   const AS4 = (BM + t.padA) / 4; // vec4 words per k-row of the staged A slice
   const BS4 = (BN + t.padB) / 4;
-  const ASZ = BK * AS4, BSZ = BK * BS4; // vec4 words per buffer
   const nLA = (BM * BK) / (4 * WG), nLB = (BN * BK) / (4 * WG);
   const f16 = v.storage === "f16";
   const L: string[] = [];
@@ -166,8 +167,11 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   e(`@group(0) @binding(1) var<storage, read> B: ${elemDecl(v.vecB)};`);
   e(`@group(0) @binding(2) var<storage, read_write> C: ${v.vecC ? "array<vec4<f32>>" : "array<f32>"};`);
   e(`@group(0) @binding(3) var<uniform> p: Params;`);
-  e(`var<workgroup> As: array<vec4<f32>, ${2 * ASZ}>;`);
-  e(`var<workgroup> Bs: array<vec4<f32>, ${2 * BSZ}>;`);
+  // [buffer][k][vec4 column]: with constant k, the only dynamic indices are the buffer (one clamp
+  // per step) and the thread's column, which is loop-invariant, so the bounds clamps WGSL
+  // compilers insert (naga's "Restrict" policy) are hoisted out of the inner loop.
+  e(`var<workgroup> As: array<array<array<vec4<f32>, ${AS4}>, ${BK}>, 2>;`);
+  e(`var<workgroup> Bs: array<array<array<vec4<f32>, ${BS4}>, ${BK}>, 2>;`);
 
   // --- element readers: vec4 at element index i (i % 4 == 0), or one scalar at i
   for (const [name, vec] of [["A", v.vecA], ["B", v.vecB]] as const) {
@@ -269,23 +273,22 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   };
   /** Writes the prefetched registers into staging buffer `buf` (a u32 expression: 0 or 1). */
   const emitSharedStores = (buf: string) => {
-    const aBase = `${buf} * ${ASZ}u`, bBase = `${buf} * ${BSZ}u`;
     for (let i = 0; i < nLA; i++) {
       if (!v.transA) {
         // scatter the 4 k-values of row ar into 4 k-rows, component ar % 4 of word ar / 4
         for (let j = 0; j < 4; j++) {
-          e(`    As[${aBase} + (ak${i} + ${j}u) * ${AS4}u + (ar${i} >> 2u)][ar${i} & 3u] = ra${i}[${j}];`);
+          e(`    As[${buf}][ak${i} + ${j}u][ar${i} >> 2u][ar${i} & 3u] = ra${i}[${j}];`);
         }
       } else {
-        e(`    As[${aBase} + ak${i} * ${AS4}u + aq${i}] = ra${i};`);
+        e(`    As[${buf}][ak${i}][aq${i}] = ra${i};`);
       }
     }
     for (let i = 0; i < nLB; i++) {
       if (!v.transB) {
-        e(`    Bs[${bBase} + bk${i} * ${BS4}u + bq${i}] = rb${i};`);
+        e(`    Bs[${buf}][bk${i}][bq${i}] = rb${i};`);
       } else {
         for (let j = 0; j < 4; j++) {
-          e(`    Bs[${bBase} + (bk${i} + ${j}u) * ${BS4}u + (br${i} >> 2u)][br${i} & 3u] = rb${i}[${j}];`);
+          e(`    Bs[${buf}][bk${i} + ${j}u][br${i} >> 2u][br${i} & 3u] = rb${i}[${j}];`);
         }
       }
     }
@@ -302,32 +305,42 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   emitSharedStores("0u");
   e(`  }`);
   e(`  workgroupBarrier();`);
-  e(`  for (var t = 0u; t < nT; t = t + 1u) {`);
-  e(`    let cur = t & 1u;`);
-  e(`    let aB = cur * ${ASZ}u + ty; let bB = cur * ${BSZ}u + tx;`);
-  e(`    let more = t + 1u < nT;`);
-  e(`    if (more) {`);
-  emitGlobalLoads(`(t + 1u) * ${BK}u`);
-  e(`    }`);
-  for (let kk = 0; kk < BK; kk++) {
-    // one block per k step: WGSL forbids redeclaring a `let` in the same scope
-    e(`    {`);
-    for (let j = 0; j < TM / 4; j++) e(`    let a${j} = As[aB + ${kk * AS4 + j * TY}u];`);
-    for (let j = 0; j < CC; j++) e(`    let b${j} = Bs[bB + ${kk * BS4 + j * TX}u];`);
-    for (let r = 0; r < RC; r++) {
-      const comp = "xyzw"[r % 4];
-      for (let c = 0; c < CC; c++) {
-        e(`    c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
+  // One K-step: prefetch slice t+1 into registers, consume buffer `cur`, stage t+1 into the other.
+  const emitStep = (t: string, cur: string, ind: string) => {
+    e(`${ind}{ let more = ${t} + 1u < nT;`);
+    e(`${ind}if (more) {`);
+    emitGlobalLoads(`(${t} + 1u) * ${BK}u`);
+    e(`${ind}}`);
+    for (let kk = 0; kk < BK; kk++) {
+      // one block per k step: WGSL forbids redeclaring a \`let\` in the same scope
+      e(`${ind}{`);
+      for (let j = 0; j < TM / 4; j++) e(`${ind}let a${j} = As[${cur}][${kk}][ty + ${j * TY}u];`);
+      for (let j = 0; j < CC; j++) e(`${ind}let b${j} = Bs[${cur}][${kk}][tx + ${j * TX}u];`);
+      for (let r = 0; r < RC; r++) {
+        const comp = "xyzw"[r % 4];
+        for (let c = 0; c < CC; c++) e(`${ind}c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
       }
+      e(`${ind}}`);
     }
+    e(`${ind}if (more) {`);
+    emitSharedStores(cur === "0u" ? "1u" : cur === "1u" ? "0u" : `(${cur} ^ 1u)`);
+    e(`${ind}}`);
+    e(`${ind}workgroupBarrier(); }`);
+  };
+  if (v.unroll2) {
+    // two steps per iteration with constant buffer indices
+    e(`  for (var t = 0u; t < nT; t = t + 2u) {`);
+    emitStep("t", "0u", "    ");
+    e(`    if (t + 1u < nT) {`);
+    emitStep("(t + 1u)", "1u", "      ");
     e(`    }`);
+    e(`  }`);
+  } else {
+    e(`  for (var t = 0u; t < nT; t = t + 1u) {`);
+    e(`    let cur = t & 1u;`);
+    emitStep("t", "cur", "    ");
+    e(`  }`);
   }
-  e(`    if (more) {`);
-  e(`      let nb = (cur ^ 1u);`);
-  emitSharedStores("nb");
-  e(`    }`);
-  e(`    workgroupBarrier();`);
-  e(`  }`);
 
   // --- epilogue: write the micro-tile
   for (let r = 0; r < RC; r++) {

@@ -175,6 +175,16 @@ describe("fast matmul: every tile, edges and transposes", () => {
       await expectCase({ spec: { M: 13, N: 11, K: 17, transA: true, transB: true }, opts: { tile } });
     });
   }
+  test("K loop unrolled by two (odd and even numbers of K-slices, 1 slice, edges)", async () => {
+    const tile = MATMUL_TILES[4]!; // 32×32×16: small shader, quick to compile on lavapipe
+    // same (edge, scalar) variant: 3, 2 and 1 K-slices
+    await expectCase({ spec: { M: 33, N: 21, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
+    await expectCase({ spec: { M: 20, N: 37, K: tile.BK + 5 }, opts: { tile, unroll2: true } });
+    await expectCase({ spec: { M: 7, N: 9, K: 1 }, opts: { tile, unroll2: true } });
+    // unguarded vec4 variant, 2 and 3 slices
+    await expectCase({ spec: { M: 64, N: 32, K: 2 * tile.BK }, opts: { tile, unroll2: true } });
+    await expectCase({ spec: { M: 32, N: 64, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
+  });
   test("tile-aligned shapes use the unguarded variant and are exact", async () => {
     const tile = MATMUL_TILES[3]!; // 64×64×8
     const plan = planMatmulFast({ M: 64, N: 128, K: 24 }, 0, 0, 0, { tile });
@@ -253,7 +263,7 @@ describe("fast matmul: planning (no device)", () => {
       for (const storage of ["f32", "f16"] as const) {
         for (const transA of [false, true]) {
           for (const vec of [false, true]) {
-            const code = matmulFastWGSL({ tile, storage, f16Native: false, transA, transB: !transA, vecA: vec, vecB: vec, vecC: vec, edges: !vec, groupM: 8 });
+            const code = matmulFastWGSL({ tile, storage, f16Native: false, transA, transB: !transA, vecA: vec, vecB: vec, vecC: vec, edges: !vec, groupM: 8, unroll2: vec });
             device.pushErrorScope("validation");
             device.createShaderModule({ code });
             const e = await device.popErrorScope();
