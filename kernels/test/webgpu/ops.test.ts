@@ -16,7 +16,7 @@ runOpSuite(
   },
   {
     tol: { rtol: 1e-4, atol: 1e-5 },
-    sizeScale: 0.25,
+    sizeScale: Number(process.env.ZEROMOE_OPS_SIZE_SCALE ?? 0.25),
     timeoutMs: 60000,
     dispose: (be) => (be as WebGpuBackend).destroy(),
   },
