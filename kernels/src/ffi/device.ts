@@ -278,7 +278,8 @@ export class GPUDeviceImpl extends EventTarget {
     return new GPUBindGroupLayoutImpl(this, h!, descriptor.label ?? "");
   }
 
-  /** Spec createPipelineLayout. */
+  /** Spec createPipelineLayout, plus the non-standard `immediateSize` (bytes of `var<immediate>`
+   * data, needs the `wgpu-immediates` feature; see GPUComputePassEncoderImpl.setImmediates). */
   createPipelineLayout(descriptor: GPUPipelineLayoutDescriptor): GPUPipelineLayoutImpl {
     this.ensureAlive("createPipelineLayout");
     const layouts = Array.from(descriptor.bindGroupLayouts);
@@ -288,7 +289,8 @@ export class GPUDeviceImpl extends EventTarget {
       handles[i] = BigInt(l.handle as unknown as number);
     });
     const label = utf8(descriptor.label);
-    const h = this.ctx.native.shim.zm_create_pipeline_layout(this.handle, ptr(handles), layouts.length, 0, label.bytes, label.len);
+    const immediateSize = (descriptor as GPUPipelineLayoutDescriptor & { immediateSize?: number }).immediateSize ?? 0;
+    const h = this.ctx.native.shim.zm_create_pipeline_layout(this.handle, ptr(handles), layouts.length, immediateSize, label.bytes, label.len);
     this.checkErrors(`createPipelineLayout('${descriptor.label ?? ""}')`);
     return new GPUPipelineLayoutImpl(this, h!, descriptor.label ?? "", layouts as GPUBindGroupLayoutImpl[]);
   }

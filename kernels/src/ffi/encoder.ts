@@ -124,6 +124,20 @@ export class GPUComputePassEncoderImpl {
     return undefined;
   }
 
+  /**
+   * Non-standard (wgpu-native `wgpuComputePassEncoderSetImmediates`, feature `wgpu-immediates`):
+   * set `data` (byte length a multiple of 4) at byte `offset` of the pipeline's `var<immediate>`
+   * block, declared through the pipeline layout's `immediateSize`. Cheaper than a uniform buffer for
+   * small per-dispatch parameters.
+   */
+  setImmediates(offset: number, data: ArrayBufferView): undefined {
+    if (data.byteLength % 4 !== 0 || offset % 4 !== 0) throw new RangeError(`setImmediates: offset ${offset} and byte length ${data.byteLength} must be multiples of 4`);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (bytes.byteLength === 0) return undefined;
+    this.device.ctx.native.lib.wgpuComputePassEncoderSetImmediates(this.handle, offset, ptr(bytes), bytes.byteLength);
+    return undefined;
+  }
+
   /** Spec end: closes the pass (its handle is released) and reports recording errors. */
   end(): undefined {
     const h = this.handle;

@@ -57,6 +57,7 @@ const DIRECT = {
   wgpuComputePassEncoderDispatchWorkgroups: { args: [P, U32, U32, U32], returns: V },
   wgpuComputePassEncoderDispatchWorkgroupsIndirect: { args: [P, P, U64], returns: V },
   wgpuComputePassEncoderEnd: { args: [P], returns: V },
+  wgpuComputePassEncoderSetImmediates: { args: [P, U32, P, U64], returns: V },
   wgpuQuerySetRelease: { args: [P], returns: V },
   wgpuQuerySetDestroy: { args: [P], returns: V },
 } as const;

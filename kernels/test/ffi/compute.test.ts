@@ -139,3 +139,44 @@ test("several command buffers in one submit run in order", async () => {
   const got = new Float32Array(await readBack(device, c, n * 4));
   expect(Array.from(got).every((v) => v === 0)).toBe(true);
 });
+
+test("non-standard immediates (wgpu-immediates): per-dispatch parameters without a uniform buffer", async () => {
+  const { createGPU } = await import("../../src/ffi/index.ts");
+  const adapter = (await createGPU().requestAdapter())!;
+  const offered = adapter.features.has("wgpu-immediates");
+  if (!offered) {
+    await expect(adapter.requestDevice({ requiredFeatures: ["wgpu-immediates" as GPUFeatureName] })).rejects.toThrow(TypeError);
+    return;
+  }
+  const dev = await adapter.requestDevice({ requiredFeatures: ["wgpu-immediates" as GPUFeatureName], requiredLimits: { maxImmediateSize: 16 } as Record<string, number> });
+  const code = /* wgsl */ `
+struct P { scale: f32, n: u32 }
+var<immediate> p: P;
+@group(0) @binding(0) var<storage, read_write> v: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3u) { if (g.x < p.n) { v[g.x] = v[g.x] * p.scale; } }`;
+  const bgl = dev.createBindGroupLayout({ entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: "storage" } }] });
+  const layout = dev.createPipelineLayout({ bindGroupLayouts: [bgl], immediateSize: 8 } as GPUPipelineLayoutDescriptor);
+  const pipeline = dev.createComputePipeline({ layout, compute: { module: dev.createShaderModule({ code }) } });
+  const n = 67;
+  const x = randomArray(n, 41);
+  const b = dev.createBuffer({ size: n * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+  dev.queue.writeBuffer(b, 0, x);
+  const enc = dev.createCommandEncoder();
+  const pass = enc.beginComputePass() as unknown as GPUComputePassEncoder & { setImmediates(offset: number, data: ArrayBufferView): void };
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, dev.createBindGroup({ layout: bgl, entries: [{ binding: 0, resource: { buffer: b } }] }));
+  const imm = new ArrayBuffer(8);
+  const view = new DataView(imm);
+  for (const [scale, count] of [[3, n], [-0.5, 13]] as const) {
+    view.setFloat32(0, scale, true);
+    view.setUint32(4, count, true);
+    pass.setImmediates(0, new Uint8Array(imm));
+    pass.dispatchWorkgroups(Math.ceil(n / 64));
+  }
+  pass.end();
+  dev.queue.submit([enc.finish()]);
+  const got = new Float32Array(await readBack(dev, b, n * 4));
+  for (let i = 0; i < n; i++) expect(got[i]).toBe(Math.fround(Math.fround(x[i] * 3) * (i < 13 ? -0.5 : 1)));
+  expect(() => pass.setImmediates(2, new Uint8Array(4))).toThrow(/multiples of 4|ended/);
+  dev.destroy();
+});
