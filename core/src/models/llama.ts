@@ -22,7 +22,7 @@ import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state_dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit } from "../nn/unit.ts";
-import { add, causalAttention, checkIds, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
+import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { DecoderConfig, LlamaConfig } from "./config.ts";
 
@@ -126,6 +126,9 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
   protected readonly finalNorm: Parameter;
   protected readonly lmHead: Parameter;
   readonly seed: number;
+  /** Recompute each decoder layer during backward instead of keeping its activations (HF
+   * `gradient_checkpointing`, DeepSpeed `activation_checkpointing`); see tensor/checkpoint.ts. */
+  gradientCheckpointing = false;
 
   constructor(be: Backend, config: C, opts: ModelOptions = {}) {
     this.be = be;
@@ -178,6 +181,10 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
   /** The feed-forward block of layer `layer` on normed x [T, hidden] → [T, hidden]. */
   protected abstract feedForward(layer: number, x: Tensor): Promise<Tensor>;
 
+  /** The checkpointed layer `layer` returned these extra outputs (those of
+   * {@link layerOutputsToKeep}); use them instead of the ones the region stored. */
+  protected adoptLayerOutputs(_layer: number, _extras: Tensor[]): void {}
+
   /** Tensors made inside layer `layer` that must outlive its scope (e.g. router statistics). */
   protected layerOutputsToKeep(_layer: number): Tensor[] {
     return [];
@@ -223,8 +230,16 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
       const u = this.layerUnits[i]!;
       await enterUnit(u);
       const prev = h;
-      // In no-grad mode the scope frees the layer's intermediates except what it returns.
-      [h] = await scope(async () => [await this.decoderLayer(i, prev, B, S), ...this.layerOutputsToKeep(i)]);
+      const layer = async (x: Tensor): Promise<Tensor[]> => [await this.decoderLayer(i, x, B, S), ...this.layerOutputsToKeep(i)];
+      if (this.gradientCheckpointing && isGradEnabled()) {
+        // Keep only the layer's input and outputs; recompute the rest during backward.
+        const outs = await checkpoint(layer, [prev]);
+        h = outs[0]!;
+        this.adoptLayerOutputs(i, outs.slice(1));
+      } else {
+        // In no-grad mode the scope frees the layer's intermediates except what it returns.
+        [h] = await scope(() => layer(prev));
+      }
       if (!isGradEnabled()) prev.dispose();
       await leaveUnit(u);
     }

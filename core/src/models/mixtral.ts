@@ -120,8 +120,13 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
     const r = await this.sparseMoeBlock(layer, x);
-    this.lastBlocks.push({ routerProbMean: r.routerProbMean, expertCounts: r.expertCounts });
+    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts };
     return r.output;
+  }
+
+  protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
+    const b = this.lastBlocks[layer];
+    if (b && extras[0]) b.routerProbMean = extras[0];
   }
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */

@@ -37,6 +37,18 @@ export function trackTensor(t: Tensor): void {
   stack[stack.length - 1]!.tensors.push(t);
 }
 
+/** Make `arena` the innermost arena (pair with {@link popArena}). */
+export function pushArena(arena: Arena): void {
+  stack.push(arena);
+}
+
+/** Remove `arena` from the stack (wherever it is; arenas of interleaved async work may nest out
+ * of order). Does not free anything. */
+export function popArena(arena: Arena): void {
+  const idx = stack.lastIndexOf(arena);
+  if (idx > 0) stack.splice(idx, 1);
+}
+
 /** Run `fn` inside a fresh child arena; free what it created except its returned tensors, which are
  * handed to the parent arena. Works with sync and async `fn`. */
 export function withArena<T>(fn: () => T): T {

@@ -1,7 +1,8 @@
 /** Tensors and tape-based autograd over a `Backend` (see tensor.ts and tape.ts for the design). */
 export { Tensor, Variable, empty, zeros, full, fromArray, dispose, numelOf, fmtShape } from "./tensor.ts";
 export type { ParamSource, TensorInit } from "./tensor.ts";
-export { backward, noGrad, scope, record, markUnit, resetTape, isGradEnabled, tapeLength, accumulateGrad, gradTarget, passGrad, scratch } from "./tape.ts";
+export { backward, noGrad, scope, record, recordNode, markUnit, resetTape, isGradEnabled, tapeLength, accumulateGrad, gradTarget, passGrad, takeGrad, adoptGrad, scratch, withGradMode } from "./tape.ts";
+export { checkpoint } from "./checkpoint.ts";
 export type { TapeUnit, OpNode, UnitMarker, GradTarget, BackwardOptions } from "./tape.ts";
 export { broadcastShape } from "./broadcast.ts";
 export { add, sub, mul, div, unary, silu, gelu, geluErf, exp, log, neg, sqrt, rsqrt, relu, sigmoid, square, affine, scale } from "./ops/elementwise.ts";

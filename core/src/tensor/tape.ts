@@ -27,7 +27,7 @@
  * no-grad forward memory stays bounded by one layer.
  */
 import type { Backend, View } from "../../../kernels/src/backend.ts";
-import { rootArena, withArena } from "./arena.ts";
+import { Arena, popArena, pushArena, rootArena, withArena } from "./arena.ts";
 import { Tensor, fmtShape } from "./tensor.ts";
 
 /** What the tape needs from a parameter unit (implemented by `nn/unit.ts` `Unit`). */
@@ -40,12 +40,15 @@ export interface TapeUnit {
 }
 
 /** A recorded op. `backward` receives the gradient of `out` (same shape, f32) and must add
- * contributions to its inputs with {@link accumulateGrad}/{@link gradTarget}. */
+ * contributions to its inputs with {@link accumulateGrad}/{@link gradTarget}. A node with
+ * `extraOuts` (checkpointed regions) takes their gradients itself with {@link takeGrad}; it runs
+ * when any of its outputs has a gradient (`gOut` is then zeros if `out` has none). */
 export interface OpNode {
   kind: "op";
   name: string;
   inputs: Tensor[];
   out: Tensor;
+  extraOuts?: Tensor[];
   backward: (gOut: Tensor) => void | Promise<void>;
 }
 
@@ -58,9 +61,16 @@ export interface UnitMarker {
 type Entry = OpNode | UnitMarker;
 
 let gradEnabled = true;
-const entries: Entry[] = [];
-/** Gradients of non-parameter tensors during a backward sweep. */
-let grads: Map<Tensor, Tensor> | null = null;
+/** The tape ops record onto (swapped for a fresh one while a checkpointed region recomputes). */
+let entries: Entry[] = [];
+
+/** State of one reverse sweep: gradients of non-parameter tensors, and incoming gradients that a
+ * node handed to an input with {@link passGrad} (so they are not freed with the node). */
+interface Sweep {
+  grads: Map<Tensor, Tensor>;
+  handedOver: Set<Tensor>;
+}
+let sweep: Sweep | null = null;
 
 /** Whether ops currently record onto the tape. */
 export function isGradEnabled(): boolean {
@@ -111,6 +121,14 @@ export function record(name: string, inputs: Tensor[], out: Tensor, backward: Op
   return out;
 }
 
+/** Append a prepared node (grad mode only; used by `checkpoint`). */
+export function recordNode(node: OpNode): void {
+  if (!gradEnabled) return;
+  node.out.requiresGrad = true;
+  for (const t of node.extraOuts ?? []) t.requiresGrad = true;
+  entries.push(node);
+}
+
 /** Record a unit boundary (no-op in no-grad mode). */
 export function markUnit(kind: "enter" | "leave", unit: TapeUnit): void {
   if (!gradEnabled) return;
@@ -120,16 +138,10 @@ export function markUnit(kind: "enter" | "leave", unit: TapeUnit): void {
 /** Drop the tape without running backward and free every tensor of the root arena (except
  * retained ones). Use after a forward in grad mode whose backward will not run. */
 export function resetTape(): void {
-  entries.length = 0;
-  if (grads) {
-    for (const g of grads.values()) g.dispose();
-    grads = null;
-  }
+  if (sweep) throw new Error("resetTape(): a backward sweep is running");
+  entries = [];
   rootArena().release();
 }
-
-/** Incoming gradients handed to an input by {@link passGrad} (not freed with their node). */
-const handedOver = new Set<Tensor>();
 
 /**
  * Give the incoming gradient `g` of the node being processed to input `t` as its gradient, without
@@ -138,10 +150,42 @@ const handedOver = new Set<Tensor>();
  * The caller must not write to `g` afterwards. Returns whether it happened.
  */
 export function passGrad(t: Tensor, g: Tensor): boolean {
-  if (!t.requiresGrad || t.param || !grads || grads.has(t) || handedOver.has(g) || t.numel !== g.numel) return false;
-  grads.set(t, g);
-  handedOver.add(g);
+  if (!t.requiresGrad || t.param || !sweep || sweep.grads.has(t) || sweep.handedOver.has(g) || t.numel !== g.numel) return false;
+  sweep.grads.set(t, g);
+  sweep.handedOver.add(g);
   return true;
+}
+
+/** Remove and return the gradient accumulated so far for `t` in the running sweep (the caller
+ * owns it and must dispose it), or null. For nodes with `extraOuts`. */
+export function takeGrad(t: Tensor): Tensor | null {
+  if (!sweep) throw new Error(`takeGrad(${t}): called outside backward()`);
+  const g = sweep.grads.get(t) ?? null;
+  if (g) sweep.grads.delete(t);
+  return g;
+}
+
+/** Give `t` the gradient tensor `g` (owned by the caller until now): adopted without a copy when
+ * `t` has none yet, else added in and freed. */
+export function adoptGrad(t: Tensor, g: Tensor): void {
+  if (!sweep) throw new Error(`adoptGrad(${t}): called outside backward()`);
+  if (!t.requiresGrad) {
+    g.dispose();
+    return;
+  }
+  if (!t.param && !sweep.grads.has(t) && g.numel === t.numel) {
+    sweep.grads.set(t, g);
+    return;
+  }
+  accumulateGrad(
+    t,
+    (dst, acc) => {
+      if (acc) t.be.axpy(1, g.view, dst, t.numel);
+      else t.be.copy(g.view, dst, t.numel);
+    },
+    true,
+  );
+  g.dispose();
 }
 
 /** A place to write a gradient contribution; call `commit()` after writing. */
@@ -163,7 +207,8 @@ function gradBuffer(be: Backend, t: Tensor): Tensor {
  */
 export function gradTarget(t: Tensor, mode: "add" | "overwrite"): GradTarget | null {
   if (!t.requiresGrad) return null;
-  if (!grads) throw new Error(`gradTarget(${t}): called outside backward()`);
+  if (!sweep) throw new Error(`gradTarget(${t}): called outside backward()`);
+  const grads = sweep.grads;
   const be = t.be;
   let dst: View;
   if (t.param) {
@@ -194,7 +239,7 @@ export function accumulateGrad(t: Tensor, write: (dst: View, accumulate: boolean
   if (!t.requiresGrad) return;
   if (canAccumulate) {
     // Decide between overwrite (fresh buffer) and add (existing accumulator) without a temporary.
-    if (!t.param && grads && !grads.has(t)) {
+    if (!t.param && sweep && !sweep.grads.has(t)) {
       const target = gradTarget(t, "overwrite")!;
       write(target.view, false);
       target.commit();
@@ -227,12 +272,11 @@ export interface BackwardOptions {
  * @throws if `loss` does not require grad, or is not scalar and no `grad` is given.
  */
 export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promise<void> {
-  if (grads) throw new Error("backward(): already running (one backward at a time per process)");
+  if (sweep) throw new Error("backward(): already running (one backward at a time per process)");
   if (!loss.requiresGrad) throw new Error(`backward(): ${loss} does not require grad (was it computed under noGrad, or from no trainable parameter?)`);
   const be = loss.be;
-  grads = new Map();
-  const prevMode = gradEnabled;
-  gradEnabled = false;
+  const list = entries;
+  entries = [];
   try {
     let seed: Tensor;
     if (opts.grad) {
@@ -244,17 +288,31 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
       seed = gradBuffer(be, loss);
       be.fill(seed.view, 1, 1);
     }
-    grads.set(loss, seed);
+    await sweepTape(list, new Map([[loss, seed]]), []);
+  } finally {
+    rootArena().release();
+  }
+}
 
+/** The reverse sweep over `list` from `seeds` (tensor → its gradient, owned by the sweep). Returns
+ * the gradients of the `capture` tensors (the caller owns them); frees every other gradient. */
+async function sweepTape(list: Entry[], seeds: Map<Tensor, Tensor>, capture: Tensor[]): Promise<Map<Tensor, Tensor>> {
+  const outer = sweep;
+  const prevMode = gradEnabled;
+  const s: Sweep = { grads: new Map(seeds), handedOver: new Set() };
+  sweep = s;
+  gradEnabled = false;
+  const captured = new Map<Tensor, Tensor>();
+  try {
     // The first `enter` marker of each unit (in forward order) closes its gradients in reverse.
     const firstEnter = new Map<TapeUnit, number>();
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i]!;
+    for (let i = 0; i < list.length; i++) {
+      const e = list[i]!;
       if (e.kind === "enter" && !firstEnter.has(e.unit)) firstEnter.set(e.unit, i);
     }
     const entered = new Set<TapeUnit>();
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const e = entries[i]!;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const e = list[i]!;
       if (e.kind === "leave") {
         if (!entered.has(e.unit)) {
           entered.add(e.unit);
@@ -273,24 +331,77 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
         continue;
       }
       const node = e as OpNode;
-      const g = grads.get(node.out);
+      let g = s.grads.get(node.out);
+      if (!g && node.extraOuts?.some((t) => s.grads.has(t))) {
+        g = gradBuffer(node.out.be, node.out);
+        s.grads.set(node.out, g);
+      }
       if (g) {
         await node.backward(g);
-        grads.delete(node.out);
-        if (handedOver.has(g)) handedOver.delete(g);
+        s.grads.delete(node.out);
+        if (s.handedOver.has(g)) s.handedOver.delete(g);
         else g.dispose();
       }
       // Nothing later in the reverse sweep can read this node's output any more (views free
       // nothing here: their base is the output of an earlier node).
       node.out.disposeIfTemporary();
     }
+    for (const c of capture) {
+      const g = s.grads.get(c);
+      if (g) {
+        captured.set(c, g);
+        s.grads.delete(c);
+      }
+    }
   } finally {
+    sweep = outer;
     gradEnabled = prevMode;
-    entries.length = 0;
-    const left = grads;
-    grads = null;
-    handedOver.clear();
-    for (const g of new Set(left.values())) g.dispose();
-    rootArena().release();
+    const keep = new Set(captured.values());
+    for (const g of new Set(s.grads.values())) if (!keep.has(g)) g.dispose();
+  }
+  return captured;
+}
+
+/**
+ * For activation checkpointing: run `fn` in grad mode on a fresh tape inside a fresh arena, then
+ * sweep that tape backward from the gradients `seedsOf(outputs)` gives for its outputs, and return
+ * the gradients of `capture` (tensors `fn` used as inputs; the caller owns them, null when none
+ * flowed). Everything the recomputation allocated is freed; unit markers recorded during `fn` fire
+ * their backward hooks during this inner sweep. The caller's tape and sweep are restored.
+ */
+export async function recomputeBackward(fn: () => Promise<Tensor[]>, seedsOf: (outs: Tensor[]) => Map<Tensor, Tensor>, capture: Tensor[]): Promise<(Tensor | null)[]> {
+  const savedEntries = entries;
+  const savedSweep = sweep;
+  const savedMode = gradEnabled;
+  entries = [];
+  sweep = null;
+  gradEnabled = true;
+  const arena = new Arena();
+  pushArena(arena);
+  try {
+    const outs = await fn();
+    const seeds = seedsOf(outs);
+    const list = entries;
+    entries = [];
+    sweep = savedSweep; // sweepTape saves and restores around its own sweep
+    const got = await sweepTape(list, seeds, capture);
+    return capture.map((c) => got.get(c) ?? null);
+  } finally {
+    popArena(arena);
+    arena.release();
+    entries = savedEntries;
+    sweep = savedSweep;
+    gradEnabled = savedMode;
+  }
+}
+
+/** Run `fn` with grad mode set to `enabled` (restored afterwards, also for async `fn`). */
+export async function withGradMode<T>(enabled: boolean, fn: () => Promise<T>): Promise<T> {
+  const prev = gradEnabled;
+  gradEnabled = enabled;
+  try {
+    return await fn();
+  } finally {
+    gradEnabled = prev;
   }
 }
