@@ -1,0 +1,11 @@
+/** The engine's public surface: what plugins and the trainer use. */
+export { Engine, type EngineOptions, type StepResult, type TrainMicroBatch } from "./engine.ts";
+export type { CheckpointHook, EngineEnv, EngineHooks, EnginePlugin, GatherHook, OffloadHook, PartitionHook, ReduceHook, RouteHook } from "./hooks.ts";
+export { defaultHooks, groupFor, isLastMicro } from "./defaults.ts";
+export { makePlan, isSharded, paddingElements, type Placement, type UnitPlan } from "./plan.ts";
+export { UnitState } from "./unit-state.ts";
+export { accumulateLocal, allReduceAccumulated, reduceScatterAccumulated, reduceScatterBucket, stateOf, takeMicroGrad, type PendingGrad } from "./grad-reduce.ts";
+export { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded, toCommArray } from "./host-transfer.ts";
+export { createModel } from "./model-factory.ts";
+export { initUnitRange } from "./init-shard.ts";
+export { BUILTIN_PLUGINS, builtinPluginNames, importPlugin, pluginsForJob } from "./plugins.ts";

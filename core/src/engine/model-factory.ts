@@ -1,0 +1,21 @@
+/**
+ * Build the model a job names (`model.model_type`: "llama" | "mixtral", Hugging Face config keys).
+ */
+import type { Backend } from "../../../kernels/src/backend.ts";
+import type { ModelConfig } from "../config/types.ts";
+import { llamaConfig, mixtralConfig } from "../models/config.ts";
+import { LlamaForCausalLM, type CausalDecoder, type ModelOptions } from "../models/llama.ts";
+import { MixtralForCausalLM } from "../models/mixtral.ts";
+
+/** A new model on `be`. @throws for an unknown `model_type` (naming it). */
+export function createModel(be: Backend, cfg: ModelConfig, opts: ModelOptions): CausalDecoder {
+  const json = cfg as unknown as Record<string, unknown>;
+  switch (cfg.model_type) {
+    case "llama":
+      return new LlamaForCausalLM(be, llamaConfig(json, "model"), opts);
+    case "mixtral":
+      return new MixtralForCausalLM(be, mixtralConfig(json, "model"), opts);
+    default:
+      throw new Error(`model.model_type: expected "llama" or "mixtral", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The optimizer step on the shards each rank owns (design.md "One training step", after the last
+ * micro-batch): global gradient norm over all ranks → overflow check → clip → fused AdamW on owned
+ * ranges → all_gather of updated parameters where parameters are replicated but optimizer states
+ * are sharded (ZeRO-1/2). Under ZeRO-3 parameters stay sharded.
+ *
+ * Gradients arrive *summed* over ranks and micro-batches (reduce hook); AdamW's `gradScale`
+ * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
+ * same arithmetic to the same values (domain.md §5).
+ */
+import type { Buf, View } from "../../../kernels/src/backend.ts";
+import { unscaleAndClip } from "../optim/clip.ts";
+import type { EngineEnv } from "./hooks.ts";
+import { readPadded } from "./host-transfer.ts";
+import type { UnitState } from "./unit-state.ts";
+
+/** Inputs of one optimizer step. */
+export interface StepInputs {
+  lr: number;
+  /** 1-based optimizer step (bias correction), counting only applied steps. */
+  step: number;
+  lossScale: number;
+  /** `gradient_clipping` (0 = off). */
+  maxNorm: number;
+  /** Divisor turning summed gradients into the mean: accumulation steps × world size. */
+  gradDivisor: number;
+}
+
+/** Outcome of one optimizer step. */
+export interface StepOutcome {
+  /** Global L2 norm of the averaged, unscaled gradients (NaN/inf on overflow). */
+  gradNorm: number;
+  /** True when the step was skipped because gradients held inf/NaN. */
+  overflow: boolean;
+  clipCoef: number;
+}
+
+/** View of the summed gradient region the optimizer of `st` updates, and its length. */
+export function ownedGrad(st: UnitState): { view: View; n: number } {
+  const n = st.optimCount;
+  if (st.gradShard) return { view: { buf: st.gradShard, off: 0 }, n };
+  return { view: { buf: st.gradAcc!, off: st.optimStart }, n };
+}
+
+/** Σ g² of the gradients this rank is responsible for, over all ranks (f64 all_reduce over the
+ * world). A replicated state is counted by its group's rank 0 only, so every element counts once. */
+export async function globalSumSquares(env: EngineEnv, states: readonly UnitState[]): Promise<number> {
+  const be = env.be;
+  const counted = states.filter((st) => (st.plan.optim === "sharded" ? st.optimCount > 0 : st.plan.group.rank === 0 && st.plan.numel > 0));
+  let local = 0;
+  if (counted.length > 0) {
+    const out: Buf = be.alloc("f32", counted.length, "other");
+    counted.forEach((st, i) => {
+      const g = ownedGrad(st);
+      be.sumSquares(g.view, { buf: out, off: i }, g.n);
+    });
+    const parts = await be.read({ buf: out, off: 0 }, counted.length);
+    be.free(out);
+    for (let i = 0; i < parts.length; i++) local += parts[i]!;
+  }
+  const tot = new Float64Array([local]);
+  if (env.comm.worldSize > 1) await env.comm.allReduce(tot);
+  return tot[0]!;
+}
+
+/** Run one optimizer step over `states` (see the module comment). On overflow nothing is
+ * updated. Gradient accumulators are zeroed either way. */
+export async function optimizerStep(env: EngineEnv, states: readonly UnitState[], inp: StepInputs): Promise<StepOutcome> {
+  const be = env.be;
+  const sumsq = await globalSumSquares(env, states);
+  const overflow = !Number.isFinite(sumsq);
+  const { norm, clipCoef } = unscaleAndClip(overflow ? 0 : sumsq, inp.lossScale * inp.gradDivisor, inp.maxNorm);
+  if (!overflow) {
+    const o = env.config.optimizer.params;
+    const gradScale = clipCoef / (inp.lossScale * inp.gradDivisor);
+    const mixed = env.paramDtype !== "f32";
+    for (const st of states) {
+      const n = st.optimCount;
+      if (n === 0) continue;
+      const u = st.unit;
+      const paramBuf = st.paramShard ?? u.data;
+      if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
+      const pOff = st.paramShard ? 0 : st.optimStart;
+      const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
+      const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
+      be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, {
+        lr: inp.lr,
+        beta1: o.betas[0],
+        beta2: o.betas[1],
+        eps: o.eps,
+        weightDecay: o.weight_decay,
+        decoupled: o.adam_w_mode,
+        step: inp.step,
+        gradScale,
+      });
+    }
+    await allGatherUpdatedParams(env, states);
+  }
+  for (const st of states) {
+    const g = st.gradShard ?? st.gradAcc;
+    if (g) be.fill({ buf: g, off: 0 }, 0, g.length);
+  }
+  return { gradNorm: overflow ? Number.POSITIVE_INFINITY : norm, overflow, clipCoef: overflow ? 1 : clipCoef };
+}
+
+/** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them. */
+export async function allGatherUpdatedParams(env: EngineEnv, states: readonly UnitState[]): Promise<void> {
+  for (const st of states) {
+    const p = st.plan;
+    if (p.params !== "replicated" || p.optim !== "sharded" || p.group.size === 1 || p.numel === 0) continue;
+    const u = st.unit;
+    const shard = await readPadded(env.be, u.data!, p.shardStart, p.owned, p.shardSize);
+    const full = await env.comm.allGather(shard, undefined, { group: p.group });
+    env.be.write({ buf: u.data!, off: 0 }, full.subarray(0, p.numel));
+  }
+}
+
+/** Initialise the fp32 master copy (mixed precision) from the 16-bit parameters this rank owns. */
+export function initMaster(env: EngineEnv, st: UnitState): void {
+  if (!st.master || st.optimCount === 0) return;
+  const src = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: st.unit.data!, off: st.optimStart };
+  env.be.cast(src, { buf: st.master, off: 0 }, st.optimCount);
+}

@@ -1,0 +1,84 @@
+/**
+ * Per-unit engine state on one rank: the buffers a unit's plan says this rank holds.
+ *
+ * | buffer      | when                               | length        | dtype          | tag   |
+ * |-------------|------------------------------------|---------------|----------------|-------|
+ * | unit.data   | params replicated (or gathered)    | numel         | param dtype    | param (gathered under ZeRO-3) |
+ * | paramShard  | params sharded                     | shardSize     | param dtype    | param |
+ * | gradAcc     | grads replicated                   | numel         | param dtype    | grad  |
+ * | gradShard   | grads sharded                      | shardSize     | param dtype    | grad  |
+ * | master      | mixed precision                    | optim length  | f32            | optim |
+ * | m, v        | always                             | optim length  | f32            | optim |
+ *
+ * "optim length" is `shardSize` when optimizer states are sharded, else `numel`. With f32 training
+ * the parameters themselves are the master copy (domain.md §1: 4 + 4 + 8 bytes per parameter).
+ */
+import type { Backend, Buf } from "../../../kernels/src/backend.ts";
+import { DTYPE_BYTES } from "../../../kernels/src/backend.ts";
+import type { Unit } from "../nn/unit.ts";
+import type { UnitPlan } from "./plan.ts";
+
+export class UnitState {
+  readonly unit: Unit;
+  readonly plan: UnitPlan;
+  paramShard: Buf | null = null;
+  gradAcc: Buf | null = null;
+  gradShard: Buf | null = null;
+  master: Buf | null = null;
+  m: Buf | null = null;
+  v: Buf | null = null;
+  /** Parameters below `stage3_param_persistence_threshold` stay whole on every rank (ZeRO-3). */
+  persistent = false;
+
+  constructor(unit: Unit, plan: UnitPlan) {
+    this.unit = unit;
+    this.plan = plan;
+  }
+
+  /** First element (in unit coordinates) of the optimizer's range on this rank. */
+  get optimStart(): number {
+    return this.plan.optim === "sharded" ? this.plan.shardStart : 0;
+  }
+
+  /** Real elements the optimizer updates on this rank. */
+  get optimCount(): number {
+    return this.plan.optim === "sharded" ? this.plan.owned : this.plan.numel;
+  }
+
+  /** Allocated length of optimizer buffers (shard including padding, or the whole unit). */
+  get optimLength(): number {
+    return this.plan.optim === "sharded" ? this.plan.shardSize : Math.max(1, this.plan.numel);
+  }
+
+  /** Padding bytes this rank holds for this unit (sharded states only). */
+  paddingBytes(mixed: boolean): number {
+    const pad = this.plan.shardSize - this.plan.owned;
+    const pb = DTYPE_BYTES[this.unit.dtype];
+    let b = 0;
+    if (this.plan.params === "sharded") b += pad * pb;
+    if (this.plan.grads === "sharded") b += pad * pb;
+    if (this.plan.optim === "sharded") b += pad * (mixed ? 12 : 8);
+    return b;
+  }
+
+  /** Allocate the gradient and optimizer buffers the plan calls for (zeroed). */
+  allocate(be: Backend, mixed: boolean): void {
+    const p = this.plan;
+    const dt = this.unit.dtype;
+    if (p.grads === "sharded") this.gradShard = be.alloc(dt, p.shardSize, "grad");
+    else this.gradAcc = be.alloc(dt, Math.max(1, p.numel), "grad");
+    const len = this.optimLength;
+    this.m = be.alloc("f32", len, "optim");
+    this.v = be.alloc("f32", len, "optim");
+    if (mixed) this.master = be.alloc("f32", len, "optim");
+  }
+
+  /** Free every buffer this state owns (not `unit.data`). */
+  destroy(be: Backend): void {
+    for (const k of ["paramShard", "gradAcc", "gradShard", "master", "m", "v"] as const) {
+      const b = this[k];
+      if (b) be.free(b);
+      this[k] = null;
+    }
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * ZeRO stage 1 (Rajbhandari et al., SC'20, §5.1 "P_os"): optimizer states are partitioned over the
+ * unit's data-parallel group; parameters and gradients stay whole on every rank.
+ *
+ * Per step: gradients accumulate locally over micro-batches, then one reduce_scatter (sum, fixed
+ * rank order) leaves each rank the summed gradient of its shard; each rank runs AdamW on its shard;
+ * core's optimizer all_gathers the updated parameters (params replicated, optim sharded). Traffic
+ * per rank per step ≈ Ψ (reduce_scatter) + Ψ (all_gather) = 2Ψ elements (domain.md §2).
+ * Memory per rank: 2Ψ + 2Ψ + 12Ψ/N bytes with bf16/fp16, 4Ψ + 4Ψ + 8Ψ/N with fp32 (domain.md §1).
+ */
+import { accumulateLocal, definePlugin, groupFor, isLastMicro, makePlan, reduceScatterAccumulated, type EngineEnv, type EngineHooks } from "@zeromoe/core";
+
+type Hooks = EngineHooks & Record<string, unknown>;
+
+/** The zero1 plugin (selected by `zero_optimization.stage: 1`). */
+export const zero1 = definePlugin<Hooks, EngineEnv>({
+  name: "zero1",
+  configKey: "zero_optimization",
+  conflicts: ["zero2", "zero3"],
+  setup(ctx) {
+    ctx.claim("partition", { plan: (unit, env) => makePlan(unit, groupFor(unit, env), "replicated", "replicated", "sharded") });
+    ctx.claim("reduce", {
+      gradReady: async (unit, env) => {
+        accumulateLocal(env, unit);
+        if (isLastMicro(env)) await reduceScatterAccumulated(env, unit);
+      },
+      finish: () => {},
+    });
+  },
+});
+
+export default zero1;

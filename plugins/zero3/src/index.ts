@@ -1,0 +1,42 @@
+/**
+ * ZeRO stage 3 (Rajbhandari et al., SC'20, §5.3 "P_os+g+p"): parameters, gradients and optimizer
+ * states are all partitioned over the unit's group (dp for dense units, edp for experts).
+ *
+ * - Construction-time partitioning (like `deepspeed.zero.Init`): the partition hook plans the
+ *   parameters sharded, so core allocates and initialises only this rank's shard of each unit —
+ *   no rank ever holds all full parameters.
+ * - Gather on demand with prefetch and release (gatherer.ts).
+ * - Gradients: zero2's bucketed reduce_scatter (imported from its public export).
+ * - Units smaller than `stage3_param_persistence_threshold` elements stay whole on every rank
+ *   (their gradients and optimizer states are still sharded; core all_gathers them after the step).
+ *
+ * Traffic ≈ 3Ψ per rank per step with persistence threshold 0 and reuse distance 0 (all_gather in
+ * forward and in backward, reduce_scatter of gradients; domain.md §2). Memory 16Ψ/N (mixed) or
+ * 16Ψ/N (fp32) bytes of model states per rank plus gathered parameters (reported as `gathered`).
+ */
+import { definePlugin, groupFor, makePlan, type EngineEnv, type EngineHooks } from "@zeromoe/core";
+import { createBucketedReducer } from "@zeromoe/plugin-zero2";
+import { createGatherer } from "./gatherer.ts";
+
+export { createGatherer } from "./gatherer.ts";
+
+type Hooks = EngineHooks & Record<string, unknown>;
+
+/** The zero3 plugin (selected by `zero_optimization.stage: 3`). */
+export const zero3 = definePlugin<Hooks, EngineEnv>({
+  name: "zero3",
+  configKey: "zero_optimization",
+  conflicts: ["zero1", "zero2"],
+  setup(ctx) {
+    ctx.claim("partition", {
+      plan: (unit, env) => {
+        const persistent = unit.numel < env.config.zero_optimization.stage3_param_persistence_threshold;
+        return makePlan(unit, groupFor(unit, env), persistent ? "replicated" : "sharded", "sharded", "sharded");
+      },
+    });
+    ctx.claim("gather", createGatherer());
+    ctx.claim("reduce", createBucketedReducer());
+  },
+});
+
+export default zero3;
