@@ -3,7 +3,7 @@
  *
  * Native handles are released as soon as the spec makes an object unusable: a pass at `end()`, an
  * encoder at `finish()`, a command buffer at `queue.submit()`. Using one afterwards throws (instead
- * of touching a released handle). Recording errors (say a dispatch without a pipeline) are reported
+ * of touching a released handle). Debug groups and markers are passed to wgpu-native. Recording errors (say a dispatch without a pipeline) are reported
  * by wgpu-native at `end()`/`finish()` and delivered as uncaptured errors there.
  */
 import { ptr, type Pointer } from "bun:ffi";
@@ -150,14 +150,22 @@ export class GPUComputePassEncoderImpl {
     return undefined;
   }
 
-  pushDebugGroup(): never {
-    return notSupported("GPUComputePassEncoder.pushDebugGroup");
+  /** Spec pushDebugGroup (shown by GPU debuggers; unbalanced groups are a validation error). */
+  pushDebugGroup(groupLabel: string): undefined {
+    const l = utf8(groupLabel);
+    this.device.ctx.native.shim.zm_debug_label(this.handle, 1, 0, l.bytes, l.len);
+    return undefined;
   }
-  popDebugGroup(): never {
-    return notSupported("GPUComputePassEncoder.popDebugGroup");
+  /** Spec popDebugGroup. */
+  popDebugGroup(): undefined {
+    this.device.ctx.native.lib.wgpuComputePassEncoderPopDebugGroup(this.handle);
+    return undefined;
   }
-  insertDebugMarker(): never {
-    return notSupported("GPUComputePassEncoder.insertDebugMarker");
+  /** Spec insertDebugMarker. */
+  insertDebugMarker(markerLabel: string): undefined {
+    const l = utf8(markerLabel);
+    this.device.ctx.native.shim.zm_debug_label(this.handle, 1, 1, l.bytes, l.len);
+    return undefined;
   }
 }
 
@@ -276,13 +284,21 @@ export class GPUCommandEncoderImpl {
   copyTextureToTexture(): never {
     return notSupported("GPUCommandEncoder.copyTextureToTexture");
   }
-  pushDebugGroup(): never {
-    return notSupported("GPUCommandEncoder.pushDebugGroup");
+  /** Spec pushDebugGroup. */
+  pushDebugGroup(groupLabel: string): undefined {
+    const l = utf8(groupLabel);
+    this.device.ctx.native.shim.zm_debug_label(this.handle, 0, 0, l.bytes, l.len);
+    return undefined;
   }
-  popDebugGroup(): never {
-    return notSupported("GPUCommandEncoder.popDebugGroup");
+  /** Spec popDebugGroup. */
+  popDebugGroup(): undefined {
+    this.device.ctx.native.lib.wgpuCommandEncoderPopDebugGroup(this.handle);
+    return undefined;
   }
-  insertDebugMarker(): never {
-    return notSupported("GPUCommandEncoder.insertDebugMarker");
+  /** Spec insertDebugMarker. */
+  insertDebugMarker(markerLabel: string): undefined {
+    const l = utf8(markerLabel);
+    this.device.ctx.native.shim.zm_debug_label(this.handle, 0, 1, l.bytes, l.len);
+    return undefined;
   }
 }

@@ -58,6 +58,8 @@ const DIRECT = {
   wgpuComputePassEncoderDispatchWorkgroupsIndirect: { args: [P, P, U64], returns: V },
   wgpuComputePassEncoderEnd: { args: [P], returns: V },
   wgpuComputePassEncoderSetImmediates: { args: [P, U32, P, U64], returns: V },
+  wgpuComputePassEncoderPopDebugGroup: { args: [P], returns: V },
+  wgpuCommandEncoderPopDebugGroup: { args: [P], returns: V },
   wgpuQuerySetRelease: { args: [P], returns: V },
   wgpuQuerySetDestroy: { args: [P], returns: V },
 } as const;
@@ -106,6 +108,7 @@ const SHIM = {
   zm_queue_on_submitted_work_done: { args: [P, P], returns: U64R },
   zm_create_query_set: { args: [P, U32, U32, P, U64], returns: P },
   zm_device_poll: { args: [P, I32, U64], returns: I32 },
+  zm_debug_label: { args: [P, I32, I32, P, U64], returns: V },
 } as const;
 
 /** bun-types types a "ptr" return as `Pointer | bigint | null` and "u64_fast" as `number | bigint`;

@@ -494,3 +494,16 @@ int32_t zm_device_poll(WGPUDevice device, int32_t wait, uint64_t submission_inde
   WGPUSubmissionIndex idx = submission_index;
   return (int32_t)wgpuDevicePoll(device, (WGPUBool)wait, submission_index ? &idx : NULL);
 }
+
+/* Debug groups and markers (WGPUStringView by value). kind: 0 push, 1 insert marker; pass != 0
+ * targets a compute pass encoder, else a command encoder. */
+void zm_debug_label(void *encoder, int32_t is_pass, int32_t kind, const char *label, size_t label_len) {
+  WGPUStringView v = zm_sv(label ? label : "", label ? label_len : 0);
+  if (is_pass) {
+    if (kind == 0) wgpuComputePassEncoderPushDebugGroup((WGPUComputePassEncoder)encoder, v);
+    else wgpuComputePassEncoderInsertDebugMarker((WGPUComputePassEncoder)encoder, v);
+  } else {
+    if (kind == 0) wgpuCommandEncoderPushDebugGroup((WGPUCommandEncoder)encoder, v);
+    else wgpuCommandEncoderInsertDebugMarker((WGPUCommandEncoder)encoder, v);
+  }
+}

@@ -89,3 +89,15 @@ test("writeBuffer checks ranges and alignment before calling native code", () =>
   expect(() => device.queue.writeBuffer(b, 8, new Float32Array(4))).toThrow(/do not fit/);
   expect(() => device.queue.writeBuffer(b, 0, new Float32Array(4), 2, 3)).toThrow(/exceed/);
 });
+
+test("pollMode 'block' waits inside wgpuDevicePoll and gives the same results", async () => {
+  const { createGPU } = await import("../../src/ffi/index.ts");
+  const gpu = createGPU({ pollMode: "block", spinMs: 0 });
+  const dev = await (await gpu.requestAdapter())!.requestDevice();
+  const data = randomArray(101, 9);
+  const b = dev.createBuffer({ size: 404, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+  dev.queue.writeBuffer(b, 0, data);
+  for (let i = 0; i < 3; i++) expect(new Float32Array(await readBack(dev, b, 404))).toEqual(data);
+  await dev.queue.onSubmittedWorkDone();
+  dev.destroy();
+});

@@ -151,3 +151,22 @@ test("submit refuses mapped, destroyed and invalid work instead of letting wgpu-
   device.destroy();
   expect(() => (device as unknown as { poll(): boolean }).poll()).toThrow(GPUDeviceLostError);
 });
+
+test("debug groups and markers are accepted when balanced; an unbalanced pop is a reported error", async () => {
+  const { device } = await openDevice();
+  const enc = device.createCommandEncoder();
+  enc.pushDebugGroup("outer ✓");
+  enc.insertDebugMarker("marker");
+  const pass = enc.beginComputePass();
+  pass.pushDebugGroup("in pass");
+  pass.insertDebugMarker("m");
+  pass.popDebugGroup();
+  pass.end();
+  enc.popDebugGroup();
+  device.queue.submit([enc.finish()]);
+  const bad = device.createCommandEncoder({ label: "unbalanced" });
+  bad.popDebugGroup();
+  expect(() => bad.finish()).toThrow(GPUUncapturedError);
+  await device.queue.onSubmittedWorkDone();
+  device.destroy();
+});
