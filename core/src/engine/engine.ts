@@ -103,6 +103,7 @@ export class Engine {
     const list: UnitState[] = [];
     for (const unit of model.units.units) {
       const plan = hooks.partition.plan(unit, env);
+      if (!plan) continue; // held by another rank (expert parallelism)
       const st = new UnitState(unit, plan);
       if (plan.params === "sharded") {
         st.paramShard = be.alloc(unit.dtype, plan.shardSize, "param");

@@ -42,9 +42,11 @@ export interface EngineEnv {
   log(message: string): void;
 }
 
-/** partition: the plan of one unit (placements and group). Called once per unit at set-up. */
+/** partition: the plan of one unit (placements and group). Called once per unit at set-up.
+ * `null` means this rank does not hold the unit at all (an expert placed on another rank of the EP
+ * group): no buffers, no optimizer state, and its hooks never fire here. */
 export interface PartitionHook {
-  plan(unit: Unit, env: EngineEnv): UnitPlan;
+  plan(unit: Unit, env: EngineEnv): UnitPlan | null;
 }
 
 /** gather: make `unit.data` hold the full parameters before a region, release after. */
