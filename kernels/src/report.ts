@@ -124,7 +124,8 @@ async function checkAdapter(adapter: GPUAdapter): Promise<{ ok: boolean; ms: num
     const ok = got.every((v, i) => v === input[i] * 3 + i);
     return ok ? { ok, ms: performance.now() - t0 } : { ok, ms: performance.now() - t0, error: `wrong result ${Array.from(got)}` };
   } catch (e) {
-    return { ok: false, ms: performance.now() - t0, error: (e as Error).message.split("\n")[0] };
+    const msg = (e as Error).message.replace(/\s+/g, " ").trim();
+    return { ok: false, ms: performance.now() - t0, error: msg.length > 400 ? `${msg.slice(0, 400)}…` : msg };
   } finally {
     device?.destroy();
   }
