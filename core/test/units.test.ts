@@ -77,6 +77,24 @@ describe("units", () => {
     expect(num / den).toBeLessThan(0.05);
   });
 
+  test("per-unit dtype: f32 embed/head, bf16 layers, f16 experts — trains and matches the f32 loss closely", async () => {
+    const cfg = tinyMixtral();
+    const ids = tokens(10, cfg.vocab_size, "mixed");
+    const be = new CpuBackend();
+    const m = new MixtralForCausalLM(be, cfg, { seed: 9, dtype: ({ kind }) => (kind === "layer" ? "bf16" : kind === "expert" ? "f16" : "f32") });
+    expect(m.units.units.map((u) => u.dtype).join(",")).toBe(["f32", "bf16", ...Array(5).fill("f16"), "bf16", ...Array(5).fill("f16"), "f32"].join(","));
+    const ref = new MixtralForCausalLM(new CpuBackend(), cfg, { seed: 9 });
+    // One forward/backward at a time: the tape is per process.
+    const b = await ref.forward({ inputIds: ids, labels: ids, batch: 2, seq: 5 });
+    const lb = await b.loss!.item();
+    await backward(b.loss!);
+    const a = await m.forward({ inputIds: ids, labels: ids, batch: 2, seq: 5 });
+    expect(Math.abs((await a.loss!.item()) - lb)).toBeLessThan(1e-2);
+    await backward(a.loss!);
+    expect(m.units.unit("layers.0.experts.2").grad!.dtype).toBe("f16");
+    expect(be.memory().current.gathered).toBe(0);
+  });
+
   test("a frozen unit (trainable = false) gets no gradient and no gradReady", async () => {
     const be = new CpuBackend();
     const cfg = tinyLlama();

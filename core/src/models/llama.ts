@@ -21,15 +21,16 @@
 import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state_dict.ts";
-import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit } from "../nn/unit.ts";
+import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { DecoderConfig, LlamaConfig } from "./config.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
-  /** Parameter/gradient storage dtype of every unit (compute is f32). Default f32. */
-  dtype?: DType;
+  /** Parameter/gradient storage dtype (compute is f32): one for every unit, or chosen per unit
+   * from its name and kind (e.g. keep `embed`/`head` in f32, layers in bf16). Default f32. */
+  dtype?: DType | ((unit: { name: string; kind: UnitKind }) => DType);
   /** Seed of the parameter initialisation (Philox stream per parameter name). Default 0. */
   seed?: number;
   /** Allocate and initialise parameter buffers now (default true). With false, units start with
@@ -134,13 +135,14 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
     this.be = be;
     this.config = config;
     this.seed = opts.seed ?? 0;
-    const dtype = opts.dtype ?? "f32";
+    const dtypeOpt = opts.dtype ?? "f32";
+    const dtypeOf = (name: string, kind: UnitKind): DType => (typeof dtypeOpt === "function" ? dtypeOpt({ name, kind }) : dtypeOpt);
     const allocate = opts.allocate ?? true;
     const c = config;
     const std = c.initializer_range;
     const normal = { kind: "normal", std } as const;
     this.units = new UnitSet(be);
-    this.embedUnit = this.units.add({ name: "embed", kind: "embed", dtype, allocate, params: [{ name: "model.embed_tokens.weight", shape: [c.vocab_size, c.hidden_size], init: normal }] });
+    this.embedUnit = this.units.add({ name: "embed", kind: "embed", dtype: dtypeOf("embed", "embed"), allocate, params: [{ name: "model.embed_tokens.weight", shape: [c.vocab_size, c.hidden_size], init: normal }] });
     this.embedTokens = this.units.param("model.embed_tokens.weight");
     for (let i = 0; i < c.num_hidden_layers; i++) {
       const pre = `model.layers.${i}`;
@@ -155,18 +157,18 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
         { name: `${pre}.input_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
         { name: `${pre}.post_attention_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
       ];
-      this.layerUnits.push(this.units.add({ name: `layers.${i}`, kind: "layer", layer: i, dtype, allocate, params: specs }));
+      this.layerUnits.push(this.units.add({ name: `layers.${i}`, kind: "layer", layer: i, dtype: dtypeOf(`layers.${i}`, "layer"), allocate, params: specs }));
       const P = (n: string) => this.units.param(`${pre}.${n}`);
       this.layerParams.push({
         attn: { q: P("self_attn.q_proj.weight"), k: P("self_attn.k_proj.weight"), v: P("self_attn.v_proj.weight"), o: P("self_attn.o_proj.weight") },
         inputNorm: P("input_layernorm.weight"),
         postNorm: P("post_attention_layernorm.weight"),
       });
-      this.addLayerExtras(i, dtype, allocate, normal);
+      this.addLayerExtras(i, dtypeOf, allocate, normal);
     }
     const headSpecs: ParamSpec[] = [{ name: "model.norm.weight", shape: [c.hidden_size], init: { kind: "ones" } }];
     if (!c.tie_word_embeddings) headSpecs.push({ name: "lm_head.weight", shape: [c.vocab_size, c.hidden_size], init: normal });
-    this.headUnit = this.units.add({ name: "head", kind: "head", dtype, allocate, params: headSpecs });
+    this.headUnit = this.units.add({ name: "head", kind: "head", dtype: dtypeOf("head", "head"), allocate, params: headSpecs });
     this.finalNorm = this.units.param("model.norm.weight");
     this.lmHead = c.tie_word_embeddings ? this.embedTokens : this.units.param("lm_head.weight");
     if (allocate) for (const u of this.units.units) initUnit(u, this.seed);
@@ -176,7 +178,7 @@ export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
   protected abstract feedForwardSpecs(layer: number, normal: { kind: "normal"; std: number }): ParamSpec[];
 
   /** Extra units after layer `layer`'s unit (Mixtral's experts). */
-  protected addLayerExtras(_layer: number, _dtype: DType, _allocate: boolean, _normal: { kind: "normal"; std: number }): void {}
+  protected addLayerExtras(_layer: number, _dtypeOf: (name: string, kind: UnitKind) => DType, _allocate: boolean, _normal: { kind: "normal"; std: number }): void {}
 
   /** The feed-forward block of layer `layer` on normed x [T, hidden] → [T, hidden]. */
   protected abstract feedForward(layer: number, x: Tensor): Promise<Tensor>;

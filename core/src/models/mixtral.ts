@@ -31,7 +31,7 @@ import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
 import { LocalRoute, type MoERoute } from "../nn/moe_route.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state_dict.ts";
-import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit } from "../nn/unit.ts";
+import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { MixtralConfig } from "./config.ts";
@@ -83,7 +83,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     return [{ name: `model.layers.${layer}.block_sparse_moe.gate.weight`, shape: [c.num_local_experts, c.hidden_size], init: normal }];
   }
 
-  protected override addLayerExtras(layer: number, dtype: DType, allocate: boolean, normal: { kind: "normal"; std: number }): void {
+  protected override addLayerExtras(layer: number, dtypeOf: (name: string, kind: UnitKind) => DType, allocate: boolean, normal: { kind: "normal"; std: number }): void {
     const c = this.config;
     for (let e = 0; e < c.num_local_experts; e++) {
       const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
@@ -92,7 +92,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
         kind: "expert",
         layer,
         expert: e,
-        dtype,
+        dtype: dtypeOf(`layers.${layer}.experts.${e}`, "expert"),
         allocate,
         params: [
           { name: `${pre}.w1.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
