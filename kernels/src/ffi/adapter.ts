@@ -63,8 +63,10 @@ export function readLimits(native: Native, adapter: Pointer | null, device: Poin
   const out = new BigUint64Array(names.length);
   const st = native.shim.zm_get_limits(adapter, device, ptr(out));
   if (st !== 1) throw new Error(`wgpu${adapter ? "Adapter" : "Device"}GetLimits failed with WGPUStatus ${st}`);
-  const o: Record<string, number | string> = { __brand: "GPUSupportedLimits" };
+  const o: Record<string, number> = {};
   names.forEach((n, i) => (o[n] = Number(out[i])));
+  // Non-enumerable so that `{ ...adapter.limits }` is a valid `requiredLimits`.
+  Object.defineProperty(o, "__brand", { value: "GPUSupportedLimits", enumerable: false });
   return Object.freeze(o) as unknown as GPUSupportedLimits;
 }
 
@@ -122,7 +124,7 @@ export class GPUAdapterImpl {
       limits = new BigUint64Array(names.length).fill(0xffffffffffffffffn);
       const adapterLimits = this.limits as unknown as Record<string, number>;
       for (const [key, value] of Object.entries(descriptor.requiredLimits)) {
-        if (value === undefined) continue;
+        if (value === undefined || key === "__brand") continue;
         const i = names.indexOf(key);
         if (i < 0) throw domError("OperationError", `requestDevice: requiredLimits.${key} is not a known limit`);
         const better = key.startsWith("min") ? value < adapterLimits[key] : value > adapterLimits[key];

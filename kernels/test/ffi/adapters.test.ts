@@ -50,6 +50,10 @@ test("requestDevice lifts limits to the adapter's maxima and enables offered fea
   expect(device.limits.maxBufferSize).toBe(adapter.limits.maxBufferSize);
   for (const f of want) expect(device.features.has(f)).toBe(true);
   device.destroy();
+  // Every adapter limit at once (the spread of adapter.limits) is a valid request.
+  const all = await adapter.requestDevice({ requiredLimits: { ...adapter.limits } as unknown as Record<string, number> });
+  expect(all.limits.maxComputeWorkgroupStorageSize).toBe(adapter.limits.maxComputeWorkgroupStorageSize);
+  all.destroy();
   // A default device keeps the spec's default storage-binding limit (128 MiB).
   const plain = await adapter.requestDevice();
   expect(plain.limits.maxStorageBufferBindingSize).toBe(128 * 1024 * 1024);
