@@ -42,6 +42,12 @@ export const TUNE_TILES: readonly MatmulTile[] = [
   { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
   { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
   { BM: 64, BN: 128, BK: 16, TM: 4, TN: 8, padA: 0, padB: 0 },
+  { BM: 64, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
+  { BM: 128, BN: 64, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
+  { BM: 64, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
+  { BM: 128, BN: 128, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
+  { BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
+  { BM: 256, BN: 128, BK: 16, TM: 16, TN: 8, padA: 0, padB: 0 },
 ];
 
 interface Args {

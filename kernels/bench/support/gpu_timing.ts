@@ -82,8 +82,13 @@ export async function timeGpu(device: GPUDevice, probe: GPUBuffer, record: (pass
   if ((opts.timestamps ?? true) && device.features.has("timestamp-query")) {
     try {
       const samples: number[] = [];
+      // One query set per call, released by the garbage collector: with wgpu-native 29 an explicit
+      // destroy() followed by the final release panics in wgpu-core ("Cannot remove a vacant resource").
+      const qs = device.createQuerySet({ type: "timestamp", count: 2 * reps });
+      // wgpu-native resolves raw ticks; its GPUQueue exposes the tick length (ns) as a non-standard method.
+      const q = device.queue as GPUQueue & { getTimestampPeriod?: () => number };
+      const period = typeof q.getTimestampPeriod === "function" ? q.getTimestampPeriod() : 1;
       for (let b = 0; b < batches; b++) {
-        const qs = device.createQuerySet({ type: "timestamp", count: 2 * reps });
         const bytes = 16 * reps;
         const resolve = device.createBuffer({ size: bytes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
         const rb = device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
@@ -100,10 +105,10 @@ export async function timeGpu(device: GPUDevice, probe: GPUBuffer, record: (pass
         const ts = new BigUint64Array(rb.getMappedRange().slice(0));
         rb.unmap();
         for (let r = 0; r < reps; r++) {
-          const d = Number(ts[2 * r + 1]! - ts[2 * r]!) / 1e9;
+          const d = (Number(ts[2 * r + 1]! - ts[2 * r]!) * period) / 1e9;
           if (d > 0) samples.push(d);
         }
-        rb.destroy(); resolve.destroy(); qs.destroy();
+        rb.destroy(); resolve.destroy();
       }
       if (samples.length >= Math.max(1, reps)) return { seconds: median(samples), method: "timestamp", samples: samples.length, repsPerBatch: reps };
     } catch {

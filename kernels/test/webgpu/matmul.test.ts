@@ -154,6 +154,8 @@ async function runCase(c: Case, seed: number): Promise<{ err: number; key: strin
 }
 
 const TOL = 2e-6;
+/** Per-test limit: lavapipe compiles each shader variant on 2 shared cores, so allow for contention. */
+const GPU_TEST_MS = 90_000;
 let seed = 1;
 async function expectCase(c: Case): Promise<void> {
   const { err, key } = await runCase(c, seed++);
@@ -173,7 +175,7 @@ describe("fast matmul: every tile, edges and transposes", () => {
       await expectCase({ spec: { M: 131, N: 68, K: 20, transA: true }, opts: { tile } }); // vec4 B, scalar A (M odd)
       await expectCase({ spec: { M: 36, N: 45, K: 44, transB: true }, opts: { tile } }); // vec4 A and B (K % 4 == 0), scalar C
       await expectCase({ spec: { M: 13, N: 11, K: 17, transA: true, transB: true }, opts: { tile } });
-    });
+    }, GPU_TEST_MS);
   }
   test("K loop unrolled by two (odd and even numbers of K-slices, 1 slice, edges)", async () => {
     const tile = MATMUL_TILES[4]!; // 32×32×16: small shader, quick to compile on lavapipe
@@ -184,7 +186,7 @@ describe("fast matmul: every tile, edges and transposes", () => {
     // unguarded vec4 variant, 2 and 3 slices
     await expectCase({ spec: { M: 64, N: 32, K: 2 * tile.BK }, opts: { tile, unroll2: true } });
     await expectCase({ spec: { M: 32, N: 64, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
-  });
+  }, GPU_TEST_MS);
   test("tile-aligned shapes use the unguarded variant and are exact", async () => {
     const tile = MATMUL_TILES[3]!; // 64×64×8
     const plan = planMatmulFast({ M: 64, N: 128, K: 24 }, 0, 0, 0, { tile });
@@ -192,28 +194,28 @@ describe("fast matmul: every tile, edges and transposes", () => {
     expect(plan.variant.vecA && plan.variant.vecB && plan.variant.vecC).toBe(true);
     await expectCase({ spec: { M: 64, N: 128, K: 24 }, opts: { tile } });
     await expectCase({ spec: { M: 128, N: 64, K: 16, transA: true, transB: true }, opts: { tile } });
-  });
+  }, GPU_TEST_MS);
 });
 
 describe("fast matmul: batches, strides, offsets, accumulate", () => {
   test("batch 3 with dense strides, accumulate, element offsets", async () => {
     await expectCase({ spec: { M: 29, N: 31, K: 23, batch: 3, accumulate: true }, offA: 5, offB: 2, offC: 7 });
     await expectCase({ spec: { M: 33, N: 40, K: 12, batch: 3, transA: true }, offA: 4, offB: 8, offC: 4 }); // vec4 paths with offsets
-  });
+  }, GPU_TEST_MS);
   test("broadcast B (strideB 0) and gaps between output batches", async () => {
     await expectCase({ spec: { M: 17, N: 19, K: 11, batch: 4, strideB: 0, strideOut: 17 * 19 + 5 } });
     await expectCase({ spec: { M: 8, N: 12, K: 20, batch: 2, strideA: 0, transB: true, accumulate: true } });
-  });
+  }, GPU_TEST_MS);
   test("scalar-only path agrees (forced), with offsets not multiples of 4", async () => {
     await expectCase({ spec: { M: 37, N: 40, K: 16, transB: true }, offA: 3, offB: 1, offC: 2, opts: { scalarOnly: true } });
     await expectCase({ spec: { M: 40, N: 36, K: 16 }, offA: 1, opts: { tile: MATMUL_TILES[0]! } }); // A falls back to scalar, B stays vec4
-  });
+  }, GPU_TEST_MS);
   test("K = 0 writes zeros, or leaves out unchanged with accumulate; M = 0 dispatches nothing", async () => {
     await expectCase({ spec: { M: 5, N: 7, K: 0 } });
     await expectCase({ spec: { M: 5, N: 7, K: 0, accumulate: true } });
     expect(planMatmulFast({ M: 0, N: 7, K: 3 }, 0, 0, 0).workgroups).toEqual([0, 0, 0]);
     await expectCase({ spec: { M: 0, N: 7, K: 3 } });
-  });
+  }, GPU_TEST_MS);
   test("grid beyond 65535 workgroups is folded into two dimensions", async () => {
     const tile = MATMUL_TILES[MATMUL_TILES.length - 1]!; // 32×32
     const spec = { M: 1, N: 32 * 65537 + 3, K: 1 };
@@ -221,7 +223,7 @@ describe("fast matmul: batches, strides, offsets, accumulate", () => {
     expect(plan.workgroups[0]).toBe(65535);
     expect(plan.workgroups[1]).toBe(2);
     await expectCase({ spec, opts: { tile } });
-  });
+  }, GPU_TEST_MS);
 });
 
 describe("fast matmul: f16 storage", () => {
@@ -230,13 +232,13 @@ describe("fast matmul: f16 storage", () => {
     await expectCase({ spec: { M: 36, N: 44, K: 40, transA: true, transB: true }, opts: { storage: "f16" } });
     await expectCase({ spec: { M: 20, N: 24, K: 16, batch: 2, accumulate: true }, offA: 4, offB: 4, opts: { storage: "f16", tile: MATMUL_TILES[0]! } });
     await expectCase({ spec: { M: 9, N: 10, K: 11 }, offA: 1, offB: 3, opts: { storage: "f16" } });
-  });
+  }, GPU_TEST_MS);
   test("native f16 (shader-f16) where the adapter offers it, else the packed path is what runs", async () => {
     const f16Native = hasF16;
     await expectCase({ spec: { M: 67, N: 45, K: 29 }, opts: { storage: "f16", f16Native } });
     await expectCase({ spec: { M: 36, N: 44, K: 40, transB: true }, offA: 4, opts: { storage: "f16", f16Native } });
     await expectCase({ spec: { M: 9, N: 10, K: 11, transA: true }, offB: 3, opts: { storage: "f16", f16Native } });
-  });
+  }, GPU_TEST_MS);
 });
 
 describe("fast matmul: planning (no device)", () => {
@@ -272,5 +274,5 @@ describe("fast matmul: planning (no device)", () => {
         }
       }
     }
-  });
+  }, GPU_TEST_MS);
 });
