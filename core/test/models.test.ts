@@ -4,9 +4,9 @@ import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import { LocalRoute, type RouteRequest } from "../src/nn/moe_route.ts";
 import { readGrad } from "../src/nn/state_dict.ts";
-import type { Unit, UnitHooks } from "../src/nn/unit.ts";
+import type { UnitHooks } from "../src/nn/unit.ts";
 import { backward, noGrad } from "../src/tensor/index.ts";
-import { sgdStep, tinyLlama, tinyMixtral, tokens } from "./tiny_models.ts";
+import { sgdStep, tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny_models.ts";
 
 const B = 2;
 const S = 7;
@@ -104,32 +104,6 @@ function recorder(events: string[]): UnitHooks {
     release: (u, ph) => void events.push(`release ${u.name} ${ph}`),
     gradReady: (u) => void events.push(`gradReady ${u.name}`),
   };
-}
-
-/** Hooks that behave like ZeRO-3: a unit's data exists only between gather and release (restored
- * from a host copy, as an all_gather would), gradients are moved out at gradReady. */
-async function zero3Like(be: CpuBackend, units: Unit[]): Promise<{ hooks: UnitHooks; grads: Map<string, Float32Array | Float64Array> }> {
-  const host = new Map<Unit, Float32Array | Float64Array>();
-  const grads = new Map<string, Float32Array | Float64Array>();
-  for (const u of units) host.set(u, (await be.read({ buf: u.data!, off: 0 }, u.numel)) as Float32Array);
-  const hooks: UnitHooks = {
-    gather: async (u) => {
-      if (u.data) return;
-      const buf = be.alloc("f32", u.numel, "gathered");
-      be.write({ buf, off: 0 }, host.get(u)!);
-      u.data = buf;
-    },
-    release: (u) => {
-      if (u.data) be.free(u.data);
-      u.data = null;
-    },
-    gradReady: async (u) => {
-      grads.set(u.name, (await be.read({ buf: u.grad!, off: 0 }, u.numel)) as Float32Array);
-      be.free(u.grad!);
-      u.grad = null;
-    },
-  };
-  return { hooks, grads };
 }
 
 describe("mixtral", () => {

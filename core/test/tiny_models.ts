@@ -1,5 +1,6 @@
 /** Test helper: tiny Llama/Mixtral configs at awkward sizes and a plain SGD step over units. */
 import type { Backend } from "../../kernels/src/backend.ts";
+import type { Unit, UnitHooks } from "../src/nn/unit.ts";
 import { llamaConfig, mixtralConfig, type LlamaConfig, type MixtralConfig } from "../src/models/config.ts";
 import type { CausalDecoder } from "../src/models/llama.ts";
 import { randint, streamKey } from "../src/tensor/index.ts";
@@ -41,3 +42,30 @@ export function sgdStep(be: Backend, model: CausalDecoder, lr: number): void {
   }
   model.zeroGrad();
 }
+
+/** Hooks that behave like ZeRO-3: a unit's data exists only between gather and release (restored
+ * from a host copy, as an all_gather would), gradients are moved out at gradReady. */
+export async function zero3Like(be: Backend, units: Unit[]): Promise<{ hooks: UnitHooks; grads: Map<string, Float32Array | Float64Array> }> {
+  const host = new Map<Unit, Float32Array | Float64Array>();
+  const grads = new Map<string, Float32Array | Float64Array>();
+  for (const u of units) host.set(u, (await be.read({ buf: u.data!, off: 0 }, u.numel)) as Float32Array);
+  const hooks: UnitHooks = {
+    gather: async (u) => {
+      if (u.data) return;
+      const buf = be.alloc("f32", u.numel, "gathered");
+      be.write({ buf, off: 0 }, host.get(u)!);
+      u.data = buf;
+    },
+    release: (u) => {
+      if (u.data) be.free(u.data);
+      u.data = null;
+    },
+    gradReady: async (u) => {
+      grads.set(u.name, (await be.read({ buf: u.grad!, off: 0 }, u.numel)) as Float32Array);
+      be.free(u.grad!);
+      u.grad = null;
+    },
+  };
+  return { hooks, grads };
+}
+
