@@ -29,31 +29,29 @@ function binaryOp(op: Bin, a: Tensor, b: Tensor): Tensor {
             reduceToShape(be, g.view, shape, t.shape, dst, acc);
             return;
           }
-          // Chain of temporaries (backend outputs never alias inputs).
+          // A chain of elementwise steps over the output's shape (backend outputs never alias
+          // inputs). When t has the output's shape and we overwrite, the last step writes straight
+          // into dst; otherwise into a temporary that is then reduced (or added) into dst.
+          const steps: ((src: View, d: View) => void)[] = [];
+          if (mulOut) steps.push((src, d) => be.binary("mul", src, shape, out.view, shape, d));
+          else if (factor) steps.push((src, d) => be.binary("mul", src, shape, factor.view, factor.shape, d));
+          if (divBy) steps.push((src, d) => be.binary("div", src, shape, divBy.view, divBy.shape, d));
+          if (sign !== 1) steps.push((src, d) => be.affine(src, d, out.numel, sign, 0));
+          const direct = sameShape(t.shape, shape) && !acc;
           const temps: { view: View; free(): void }[] = [];
           let cur: View = g.view;
-          const next = (): View => {
-            const t2 = scratch(be, out.numel);
-            temps.push(t2);
-            return t2.view;
-          };
-          if (mulOut || factor) {
-            const d = next();
-            if (mulOut) be.binary("mul", cur, shape, out.view, shape, d);
-            else be.binary("mul", cur, shape, factor!.view, factor!.shape, d);
+          steps.forEach((step, i) => {
+            let d: View;
+            if (direct && i === steps.length - 1) d = dst;
+            else {
+              const t2 = scratch(be, out.numel);
+              temps.push(t2);
+              d = t2.view;
+            }
+            step(cur, d);
             cur = d;
-          }
-          if (divBy) {
-            const d = next();
-            be.binary("div", cur, shape, divBy.view, divBy.shape, d);
-            cur = d;
-          }
-          if (sign !== 1) {
-            const d = next();
-            be.affine(cur, d, out.numel, sign, 0);
-            cur = d;
-          }
-          reduceToShape(be, cur, shape, t.shape, dst, acc);
+          });
+          if (!direct) reduceToShape(be, cur, shape, t.shape, dst, acc);
           for (const t2 of temps) t2.free();
         },
         true,
