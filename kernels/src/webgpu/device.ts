@@ -95,16 +95,14 @@ export async function openDevice(gpu: GPU, opts: OpenDeviceOptions = {}): Promis
     throw new Error(`webgpu: requestDevice failed with limits ${JSON.stringify(requiredLimits)} and features [${requiredFeatures}]: ${(e as Error).message}`);
   }
   const ai: GPUAdapterInfo = adapter.info;
-  const name = ai.description || ai.device || ai.vendor || "unknown adapter";
-  return {
-    adapter,
-    device,
-    info: {
-      name: "webgpu",
-      adapter: name,
-      adapterBackend: adapterBackendName(ai),
-      adapterType: classifyAdapter(ai),
-      features: [...device.features].sort(),
-    },
-  };
+  return { adapter, device, info: { name: "webgpu", adapter: adapterName(ai), adapterBackend: adapterBackendName(ai), adapterType: classifyAdapter(ai), features: [...device.features].sort() } };
+}
+
+/** Human-readable adapter name: wgpu-native puts the device name ("NVIDIA H200", "llvmpipe (…)")
+ * in `device` and driver information in `description`; Deno puts the name in `description` and a
+ * numeric id in `device`. Takes `device` unless it is empty or numeric. */
+export function adapterName(ai: GPUAdapterInfo): string {
+  const dev = (ai.device ?? "").trim();
+  if (dev !== "" && !/^(0x)?[0-9a-f]+$/i.test(dev)) return dev;
+  return (ai.description || ai.vendor || "unknown adapter").trim();
 }
