@@ -254,6 +254,7 @@ export async function main(argv: string[]): Promise<void> {
         for (const tile of TUNE_TILES) {
           if (!tileFits(tile, limits)) continue;
           for (const unroll2 of [false, true]) variants.push({ ...base, tile, unroll2 });
+          variants.push({ ...base, tile, scalarOnly: true }); // as bound through the backend's scalar bindings
         }
         variants.push({ ...base, tile: TUNE_TILES[0]!, groupM: 1 });
         if (storage === "f16" && hasF16) variants.push({ ...base, f16Native: false });
@@ -261,7 +262,7 @@ export async function main(argv: string[]): Promise<void> {
           const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false };
           tuning.push(t);
           if (!t.ok) failed = true;
-          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM}${v.unroll2 ? " u2" : "   "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
+          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM}${v.unroll2 ? " u2" : "   "}${v.scalarOnly ? " scalar" : "       "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
         }
       }
       ops.destroy();

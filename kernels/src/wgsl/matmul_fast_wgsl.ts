@@ -141,10 +141,27 @@ export function matmulParamWords(p: {
   return w;
 }
 
-/** Generates the WGSL compute shader for one variant. Throws if the tile is inconsistent. */
-export function matmulFastWGSL(v: MatmulVariant): string {
+/**
+ * How the shader gets its buffers and params:
+ * - "standalone": it declares them itself (bindings 0–3 of group 0, see the file comment);
+ * - "kernel": it declares nothing and follows the backend's {@link Kernel} convention
+ *   (webgpu/kernel.ts): buffers `b_a`, `b_b`, `b_out` and a uniform `P` with the u32 fields
+ *   {@link MATMUL_PARAM_NAMES}, declared by the backend's assembler; those bindings are scalar
+ *   arrays (`array<f32>`, 16-bit as packed `array<u32>`), so vec4 access and native f16 are refused.
+ */
+export type MatmulBindingMode = "standalone" | "kernel";
+
+/** Names of the params (u32 each, in uniform order) — the first 14 words of {@link matmulParamWords}. */
+export const MATMUL_PARAM_NAMES = ["M", "N", "K", "batch", "offA", "offB", "offC", "strideA", "strideB", "strideC", "tilesM", "tilesN", "gridX", "accumulate"] as const;
+
+/** Generates the WGSL compute shader for one variant. Throws if the tile is inconsistent, or in
+ * "kernel" mode when the variant asks for vec4 access or native f16. */
+export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "standalone"): string {
   const t = v.tile;
   validateTile(t);
+  if (mode === "kernel" && (v.vecA || v.vecB || v.vecC || v.f16Native)) {
+    throw new Error(`matmul ${variantKey(v)}: "kernel" binding mode has scalar bindings only (vecA/vecB/vecC/f16Native must be false)`);
+  }
   const { BM, BN, BK, TM, TN } = t;
   const TX = BN / TN, TY = BM / TM, WG = TX * TY;
   const AS4 = (BM + t.padA) / 4; // vec4 words per k-row of the staged A slice
@@ -154,39 +171,39 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   const L: string[] = [];
   const e = (s: string) => L.push(s);
 
-  if (f16 && v.f16Native) e("enable f16;");
-  // --- bindings
-  const elemDecl = (vec: boolean): string => {
-    if (!f16) return vec ? "array<vec4<f32>>" : "array<f32>";
-    if (v.f16Native) return vec ? "array<vec4<f16>>" : "array<f16>";
-    return vec ? "array<vec2<u32>>" : "array<u32>";
-  };
-  e(`struct Params { M: u32, N: u32, K: u32, batch: u32, offA: u32, offB: u32, offC: u32, strideA: u32,`);
-  e(`  strideB: u32, strideC: u32, tilesM: u32, tilesN: u32, gridX: u32, accumulate: u32, pad0: u32, pad1: u32 };`);
-  e(`@group(0) @binding(0) var<storage, read> A: ${elemDecl(v.vecA)};`);
-  e(`@group(0) @binding(1) var<storage, read> B: ${elemDecl(v.vecB)};`);
-  e(`@group(0) @binding(2) var<storage, read_write> C: ${v.vecC ? "array<vec4<f32>>" : "array<f32>"};`);
-  e(`@group(0) @binding(3) var<uniform> p: Params;`);
+  if (mode === "standalone") {
+    if (f16 && v.f16Native) e("enable f16;");
+    const elemDecl = (vec: boolean): string => {
+      if (!f16) return vec ? "array<vec4<f32>>" : "array<f32>";
+      if (v.f16Native) return vec ? "array<vec4<f16>>" : "array<f16>";
+      return vec ? "array<vec2<u32>>" : "array<u32>";
+    };
+    e(`struct Params { ${MATMUL_PARAM_NAMES.map((n) => `${n}: u32`).join(", ")}, pad0: u32, pad1: u32 };`);
+    e(`@group(0) @binding(0) var<storage, read> b_a: ${elemDecl(v.vecA)};`);
+    e(`@group(0) @binding(1) var<storage, read> b_b: ${elemDecl(v.vecB)};`);
+    e(`@group(0) @binding(2) var<storage, read_write> b_out: ${v.vecC ? "array<vec4<f32>>" : "array<f32>"};`);
+    e(`@group(0) @binding(3) var<uniform> P: Params;`);
+  }
   // [buffer][k][vec4 column]: with constant k, the only dynamic indices are the buffer (one clamp
   // per step) and the thread's column, which is loop-invariant, so the bounds clamps WGSL
   // compilers insert (naga's "Restrict" policy) are hoisted out of the inner loop.
-  e(`var<workgroup> As: array<array<array<vec4<f32>, ${AS4}>, ${BK}>, 2>;`);
-  e(`var<workgroup> Bs: array<array<array<vec4<f32>, ${BS4}>, ${BK}>, 2>;`);
+  e(`var<workgroup> mm_As: array<array<array<vec4<f32>, ${AS4}>, ${BK}>, 2>;`);
+  e(`var<workgroup> mm_Bs: array<array<array<vec4<f32>, ${BS4}>, ${BK}>, 2>;`);
 
   // --- element readers: vec4 at element index i (i % 4 == 0), or one scalar at i
-  for (const [name, vec] of [["A", v.vecA], ["B", v.vecB]] as const) {
+  for (const [name, buf, vec] of [["A", "b_a", v.vecA], ["B", "b_b", v.vecB]] as const) {
     if (vec) {
       let body: string;
-      if (!f16) body = `return ${name}[i >> 2u];`;
-      else if (v.f16Native) body = `return vec4<f32>(${name}[i >> 2u]);`;
-      else body = `let w = ${name}[i >> 2u]; return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));`;
-      e(`fn ld${name}4(i: u32) -> vec4<f32> { ${body} }`);
+      if (!f16) body = `return ${buf}[i >> 2u];`;
+      else if (v.f16Native) body = `return vec4<f32>(${buf}[i >> 2u]);`;
+      else body = `let w = ${buf}[i >> 2u]; return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));`;
+      e(`fn mm_ld${name}4(i: u32) -> vec4<f32> { ${body} }`);
     } else {
       let body: string;
-      if (!f16) body = `return ${name}[i];`;
-      else if (v.f16Native) body = `return f32(${name}[i]);`;
-      else body = `let w = unpack2x16float(${name}[i >> 1u]); return select(w.x, w.y, (i & 1u) == 1u);`;
-      e(`fn ld${name}1(i: u32) -> f32 { ${body} }`);
+      if (!f16) body = `return ${buf}[i];`;
+      else if (v.f16Native) body = `return f32(${buf}[i]);`;
+      else body = `let w = unpack2x16float(${buf}[i >> 1u]); return select(w.x, w.y, (i & 1u) == 1u);`;
+      e(`fn mm_ld${name}1(i: u32) -> f32 { ${body} }`);
     }
   }
 
@@ -194,42 +211,42 @@ export function matmulFastWGSL(v: MatmulVariant): string {
   // `rowOk` guarding the strided coordinate and `c`/`lim` the contiguous coordinate and its limit.
   const load4 = (name: "A" | "B", vec: boolean, idx: string, rowOk: string, c: string, lim: string): string => {
     if (vec) {
-      if (!v.edges) return `ld${name}4(${idx})`;
+      if (!v.edges) return `mm_ld${name}4(${idx})`;
       // Guarded vec4 load; the index is clamped so that a skipped load still addresses memory.
       const ok = `${rowOk} && ${c} < ${lim}`;
-      return `select(vec4<f32>(0.0), ld${name}4(select(0u, ${idx}, ${ok})), ${ok})`;
+      return `select(vec4<f32>(0.0), mm_ld${name}4(select(0u, ${idx}, ${ok})), ${ok})`;
     }
     const parts = [0, 1, 2, 3].map((j) => {
       const ij = j === 0 ? idx : `${idx} + ${j}u`;
-      if (!v.edges) return `ld${name}1(${ij})`;
+      if (!v.edges) return `mm_ld${name}1(${ij})`;
       // Guarded scalar load; the index is clamped so that a skipped load still addresses memory.
-      return `select(0.0, ld${name}1(select(0u, ${ij}, ${rowOk} && ${c} + ${j}u < ${lim})), ${rowOk} && ${c} + ${j}u < ${lim})`;
+      return `select(0.0, mm_ld${name}1(select(0u, ${ij}, ${rowOk} && ${c} + ${j}u < ${lim})), ${rowOk} && ${c} + ${j}u < ${lim})`;
     });
     return `vec4<f32>(${parts.join(", ")})`;
   };
 
   e(`@compute @workgroup_size(${WG})`);
   e(`fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`);
-  e(`  let M = p.M; let N = p.N; let K = p.K;`);
-  e(`  let lin = wg.x + wg.y * p.gridX;`);
-  e(`  let perBatch = p.tilesM * p.tilesN;`);
+  e(`  let M = P.M; let N = P.N; let K = P.K;`);
+  e(`  let lin = wg.x + wg.y * P.gridX;`);
+  e(`  let perBatch = P.tilesM * P.tilesN;`);
   e(`  let b = lin / perBatch;`);
-  e(`  if (b >= p.batch) { return; }`);
+  e(`  if (b >= P.batch) { return; }`);
   e(`  let rem = lin - b * perBatch;`);
   if (v.groupM > 1) {
-    e(`  let width = ${v.groupM}u * p.tilesN;`);
+    e(`  let width = ${v.groupM}u * P.tilesN;`);
     e(`  let grp = rem / width;`);
     e(`  let firstM = grp * ${v.groupM}u;`);
-    e(`  let gsz = min(p.tilesM - firstM, ${v.groupM}u);`);
+    e(`  let gsz = min(P.tilesM - firstM, ${v.groupM}u);`);
     e(`  let inG = rem - grp * width;`);
     e(`  let tm = firstM + inG % gsz;`);
     e(`  let tn = inG / gsz;`);
   } else {
-    e(`  let tm = rem / p.tilesN;`);
-    e(`  let tn = rem - tm * p.tilesN;`);
+    e(`  let tm = rem / P.tilesN;`);
+    e(`  let tn = rem - tm * P.tilesN;`);
   }
   e(`  let m0 = tm * ${BM}u; let n0 = tn * ${BN}u;`);
-  e(`  let baseA = p.offA + b * p.strideA; let baseB = p.offB + b * p.strideB; let baseC = p.offC + b * p.strideC;`);
+  e(`  let baseA = P.offA + b * P.strideA; let baseB = P.offB + b * P.strideB; let baseC = P.offC + b * P.strideC;`);
   e(`  let tx = lid % ${TX}u; let ty = lid / ${TX}u;`);
 
   // --- per-thread load coordinates (constant over the K loop)
@@ -277,18 +294,18 @@ export function matmulFastWGSL(v: MatmulVariant): string {
       if (!v.transA) {
         // scatter the 4 k-values of row ar into 4 k-rows, component ar % 4 of word ar / 4
         for (let j = 0; j < 4; j++) {
-          e(`    As[${buf}][ak${i} + ${j}u][ar${i} >> 2u][ar${i} & 3u] = ra${i}[${j}];`);
+          e(`    mm_As[${buf}][ak${i} + ${j}u][ar${i} >> 2u][ar${i} & 3u] = ra${i}[${j}];`);
         }
       } else {
-        e(`    As[${buf}][ak${i}][aq${i}] = ra${i};`);
+        e(`    mm_As[${buf}][ak${i}][aq${i}] = ra${i};`);
       }
     }
     for (let i = 0; i < nLB; i++) {
       if (!v.transB) {
-        e(`    Bs[${buf}][bk${i}][bq${i}] = rb${i};`);
+        e(`    mm_Bs[${buf}][bk${i}][bq${i}] = rb${i};`);
       } else {
         for (let j = 0; j < 4; j++) {
-          e(`    Bs[${buf}][bk${i} + ${j}u][br${i} >> 2u][br${i} & 3u] = rb${i}[${j}];`);
+          e(`    mm_Bs[${buf}][bk${i} + ${j}u][br${i} >> 2u][br${i} & 3u] = rb${i}[${j}];`);
         }
       }
     }
@@ -314,8 +331,8 @@ export function matmulFastWGSL(v: MatmulVariant): string {
     for (let kk = 0; kk < BK; kk++) {
       // one block per k step: WGSL forbids redeclaring a \`let\` in the same scope
       e(`${ind}{`);
-      for (let j = 0; j < TM / 4; j++) e(`${ind}let a${j} = As[${cur}][${kk}][ty + ${j * TY}u];`);
-      for (let j = 0; j < CC; j++) e(`${ind}let b${j} = Bs[${cur}][${kk}][tx + ${j * TX}u];`);
+      for (let j = 0; j < TM / 4; j++) e(`${ind}let a${j} = mm_As[${cur}][${kk}][ty + ${j * TY}u];`);
+      for (let j = 0; j < CC; j++) e(`${ind}let b${j} = mm_Bs[${cur}][${kk}][tx + ${j * TX}u];`);
       for (let r = 0; r < RC; r++) {
         const comp = "xyzw"[r % 4];
         for (let c = 0; c < CC; c++) e(`${ind}c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
@@ -352,12 +369,12 @@ export function matmulFastWGSL(v: MatmulVariant): string {
       e(`    { let n = ${colExpr};`);
       if (v.vecC) {
         e(`    ${v.edges ? "if (n < N) " : ""}{ let i = (baseC + m * N + n) >> 2u;`);
-        e(`      if (p.accumulate != 0u) { C[i] = C[i] + c${r}_${c}; } else { C[i] = c${r}_${c}; } }`);
+        e(`      if (P.accumulate != 0u) { b_out[i] = b_out[i] + c${r}_${c}; } else { b_out[i] = c${r}_${c}; } }`);
       } else {
         for (let j = 0; j < 4; j++) {
           const guard = v.edges ? `if (n + ${j}u < N) ` : "";
           e(`    ${guard}{ let i = baseC + m * N + n + ${j}u;`);
-          e(`      if (p.accumulate != 0u) { C[i] = C[i] + c${r}_${c}[${j}]; } else { C[i] = c${r}_${c}[${j}]; } }`);
+          e(`      if (P.accumulate != 0u) { b_out[i] = b_out[i] + c${r}_${c}[${j}]; } else { b_out[i] = c${r}_${c}[${j}]; } }`);
         }
       }
       e(`    }`);
