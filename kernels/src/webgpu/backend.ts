@@ -35,7 +35,7 @@ import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents, planMatmul } from "../wgsl/matmul.ts";
-import { layernormBackwardLaunches, layernormLaunch, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
+import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
 import { reduceLaunch } from "../wgsl/reduce.ts";
 import { ropeInvFreq, ropeLaunch } from "../wgsl/rope.ts";
@@ -430,7 +430,9 @@ export class WebGpuBackend implements Backend {
     const dyb = this.v(dy, n, op, "dy", F32);
     const dxb = this.v(dx, n, op, "dx", F32);
     const dwb = this.v(dw, cols, op, "dw", F32);
-    if (n > 0) this.runAll(rmsnormBackwardLaunches(xb, x.off, wb, w.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, rows, cols));
+    if (n === 0) return;
+    const scratch = this.scratchBuf("norm_partials", "f32", normChunks(rows) * cols);
+    this.runAll(rmsnormBackwardLaunches(xb, x.off, wb, w.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, rows, cols, scratch));
   }
 
   layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {
@@ -456,7 +458,9 @@ export class WebGpuBackend implements Backend {
     const dxb = this.v(dx, n, op, "dx", F32);
     const dwb = this.v(dw, cols, op, "dw", F32);
     const dbb = this.v(db, cols, op, "db", F32);
-    if (n > 0) this.runAll(layernormBackwardLaunches(xb, x.off, wb, w.off, mb, mean.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, dbb, db.off, rows, cols));
+    if (n === 0) return;
+    const scratch = this.scratchBuf("norm_partials", "f32", 2 * normChunks(rows) * cols);
+    this.runAll(layernormBackwardLaunches(xb, x.off, wb, w.off, mb, mean.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, dbb, db.off, rows, cols, scratch));
   }
 
   // ---- matmul --------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
  * RMSNorm (Zhang & Sennrich 2019) and LayerNorm (Ba et al. 2016) forward and backward (f32).
  *
  * Forward and dx: one workgroup per row with tree reductions (workgroup_reduce.ts). Weight/bias
- * gradients: one invocation per column looping over rows in ascending order and adding to the
- * existing dw/db (they accumulate, backend.ts), so the result is deterministic.
+ * gradients, deterministic in two stages: invocation (chunk k, column c) sums rows
+ * [32k, 32k + 32) in order into a scratch of partials; then one invocation per column adds the
+ * partials in ascending k to the existing dw/db (they accumulate, backend.ts).
  *   rms:  r = 1/sqrt(mean(x²) + eps); y = x·r·w;  dx = r·g − r³·x·Σ(g·x)/cols, g = dy·w;  dw += Σ_rows dy·x·r
  *   ln:   xh = (x − μ)·r, r = 1/sqrt(var + eps) (two-pass variance); y = xh·w + b;
  *         dx = r·(g − mean(g) − xh·mean(g·xh));  dw += Σ dy·xh;  db += Σ dy
@@ -14,6 +15,35 @@ import { entry, EW_WG, f32s, groups, ROW_WG, u32s, memoKernel } from "./launch.t
 import { treeReduce } from "./workgroup_reduce.ts";
 
 const F = "f32" as const;
+
+/** Rows summed by one invocation in the first stage of the dw/db column sums. */
+export const ROW_CHUNK = 32;
+
+/** Row chunks of the dw/db column sums; the scratch needs normChunks(rows)·cols f32 per output
+ * (two outputs for layernorm). */
+export function normChunks(rows: number): number {
+  return Math.max(1, Math.ceil(rows / ROW_CHUNK));
+}
+
+/** out[ooff + c] += Σ_{k < nch} part[poff + k·cols + c] in ascending k (one invocation per column). */
+function colSumAdd(part: Buf, poff: number, out: Buf, ooff: number, cols: number, nch: number): Launch {
+  const kernel = memoKernel("norm_colsum_add", () => ({
+    label: "norm_colsum_add",
+    buffers: [
+      { name: "b_part", type: F, write: false },
+      { name: "b_out", type: F, write: true },
+    ],
+    params: u32s("poff", "ooff", "cols", "nch"),
+    code: `${entry(EW_WG)} {
+  let c = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (c >= P.cols) { return; }
+  var acc: f32 = 0.0;
+  for (var k = 0u; k < P.nch; k = k + 1u) { acc = acc + b_part[P.poff + k * P.cols + c]; }
+  b_out[P.ooff + c] = b_out[P.ooff + c] + acc;
+}`,
+  }));
+  return { kernel, bufs: [part, out], params: [poff, ooff, cols, nch], workgroups: groups(cols) };
+}
 
 /** Launch of RMSNorm forward. */
 export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf, yoff: number, rstd: Buf, roff: number, rows: number, cols: number, eps: number): Launch {
@@ -43,7 +73,7 @@ export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf
 }
 
 /** Launches of RMSNorm backward: dx (per row) then dw += (per column). */
-export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, rows: number, cols: number): Launch[] {
+export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, rows: number, cols: number, scratch: Buf): Launch[] {
   const dxK: Kernel = memoKernel("rmsnorm_bwd_dx", () => ({
     label: "rmsnorm_bwd_dx",
     buffers: [
@@ -68,26 +98,31 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
   for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_dx[ob + c] = rs * b_dy[db + c] * b_w[P.woff + c] - k * b_x[xb + c]; }
 }`,
   }));
-  const dwK: Kernel = memoKernel("rmsnorm_bwd_dw", () => ({
-    label: "rmsnorm_bwd_dw",
+  const part: Kernel = memoKernel("rmsnorm_bwd_dw_part", () => ({
+    label: "rmsnorm_bwd_dw_part",
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_r", type: F, write: false },
       { name: "b_dy", type: F, write: false },
-      { name: "b_dw", type: F, write: true },
+      { name: "b_part", type: F, write: true },
     ],
-    params: u32s("xoff", "roff", "dyoff", "dwoff", "rows", "cols"),
+    params: u32s("xoff", "roff", "dyoff", "rows", "cols", "nch"),
     code: `${entry(EW_WG)} {
-  let c = wg_lin(wg, nwg) * ${EW_WG}u + li;
-  if (c >= P.cols) { return; }
-  var acc = b_dw[P.dwoff + c];
-  for (var r = 0u; r < P.rows; r = r + 1u) { acc = acc + b_dy[P.dyoff + r * P.cols + c] * b_x[P.xoff + r * P.cols + c] * b_r[P.roff + r]; }
-  b_dw[P.dwoff + c] = acc;
+  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (t >= P.nch * P.cols) { return; }
+  let ch = t / P.cols;
+  let c = t % P.cols;
+  var acc: f32 = 0.0;
+  let r1 = min(P.rows, (ch + 1u) * ${ROW_CHUNK}u);
+  for (var r = ch * ${ROW_CHUNK}u; r < r1; r = r + 1u) { acc = acc + b_dy[P.dyoff + r * P.cols + c] * b_x[P.xoff + r * P.cols + c] * b_r[P.roff + r]; }
+  b_part[t] = acc;
 }`,
   }));
+  const nch = normChunks(rows);
   return [
     { kernel: dxK, bufs: [x, w, rstd, dy, dx], params: [xoff, woff, roff, dyoff, dxoff, rows, cols], workgroups: rows },
-    { kernel: dwK, bufs: [x, rstd, dy, dw], params: [xoff, roff, dyoff, dwoff, rows, cols], workgroups: groups(cols) },
+    { kernel: part, bufs: [x, rstd, dy, scratch], params: [xoff, roff, dyoff, rows, cols, nch], workgroups: groups(nch * cols) },
+    colSumAdd(scratch, 0, dw, dwoff, cols, nch),
   ];
 }
 
@@ -123,7 +158,7 @@ export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: B
 }
 
 /** Launches of LayerNorm backward: dx (per row), then dw += and db += (per column). */
-export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, mean: Buf, moff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, db: Buf, dboff: number, rows: number, cols: number): Launch[] {
+export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, mean: Buf, moff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, db: Buf, dboff: number, rows: number, cols: number, scratch: Buf): Launch[] {
   const dxK: Kernel = memoKernel("layernorm_bwd_dx", () => ({
     label: "layernorm_bwd_dx",
     buffers: [
@@ -159,33 +194,38 @@ export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: nu
   }
 }`,
   }));
-  const dwK: Kernel = memoKernel("layernorm_bwd_dwdb", () => ({
-    label: "layernorm_bwd_dwdb",
+  const part: Kernel = memoKernel("layernorm_bwd_dwdb_part", () => ({
+    label: "layernorm_bwd_dwdb_part",
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_mean", type: F, write: false },
       { name: "b_r", type: F, write: false },
       { name: "b_dy", type: F, write: false },
-      { name: "b_dw", type: F, write: true },
-      { name: "b_db", type: F, write: true },
+      { name: "b_part", type: F, write: true },
     ],
-    params: u32s("xoff", "moff", "roff", "dyoff", "dwoff", "dboff", "rows", "cols"),
+    params: u32s("xoff", "moff", "roff", "dyoff", "rows", "cols", "nch"),
     code: `${entry(EW_WG)} {
-  let c = wg_lin(wg, nwg) * ${EW_WG}u + li;
-  if (c >= P.cols) { return; }
-  var aw = b_dw[P.dwoff + c];
-  var ab = b_db[P.dboff + c];
-  for (var r = 0u; r < P.rows; r = r + 1u) {
+  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (t >= P.nch * P.cols) { return; }
+  let ch = t / P.cols;
+  let c = t % P.cols;
+  var aw: f32 = 0.0;
+  var ab: f32 = 0.0;
+  let r1 = min(P.rows, (ch + 1u) * ${ROW_CHUNK}u);
+  for (var r = ch * ${ROW_CHUNK}u; r < r1; r = r + 1u) {
     let g = b_dy[P.dyoff + r * P.cols + c];
     aw = aw + g * (b_x[P.xoff + r * P.cols + c] - b_mean[P.moff + r]) * b_r[P.roff + r];
     ab = ab + g;
   }
-  b_dw[P.dwoff + c] = aw;
-  b_db[P.dboff + c] = ab;
+  b_part[t] = aw;
+  b_part[P.nch * P.cols + t] = ab;
 }`,
   }));
+  const nch = normChunks(rows);
   return [
     { kernel: dxK, bufs: [x, w, mean, rstd, dy, dx], params: [xoff, woff, moff, roff, dyoff, dxoff, rows, cols], workgroups: rows },
-    { kernel: dwK, bufs: [x, mean, rstd, dy, dw, db], params: [xoff, moff, roff, dyoff, dwoff, dboff, rows, cols], workgroups: groups(cols) },
+    { kernel: part, bufs: [x, mean, rstd, dy, scratch], params: [xoff, moff, roff, dyoff, rows, cols, nch], workgroups: groups(nch * cols) },
+    colSumAdd(scratch, 0, dw, dwoff, cols, nch),
+    colSumAdd(scratch, nch * cols, db, dboff, cols, nch),
   ];
 }

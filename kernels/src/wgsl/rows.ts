@@ -6,9 +6,11 @@
  *
  * scatter-add: out[idx[i], :] += s_i · x[i, :] with i ascending per destination row, without float
  * atomics, in two dispatches:
- *   1. a stable sort of row numbers 0…n−1 by key idx[i] (invalid keys → −1, sorted first), as a
- *      bottom-up merge sort run by one invocation (O(n log n) steps; n is a token count) into a
- *      scratch u32 buffer of 2n words;
+ *   1. a stable sort of row numbers 0…n−1 by key idx[i] (invalid keys → −1, sorted first): a
+ *      bottom-up merge sort of ⌈log2 n⌉ passes over a ping-pong scratch of 2n u32 words, each pass
+ *      one invocation per element placing it by binary search in the partner run (its rank in
+ *      its own run + the partner's keys below it: strictly below for the left run, at or below
+ *      for the right, which keeps equal keys in index order — "merge path" placement);
  *   2. one invocation per (sorted position p, column c): if p starts a run of equal valid keys, it
  *      adds the run's rows in order into out[key, c] (acc starts from the current out value, so the
  *      result equals sequential `out += s_i·x_i`).
@@ -54,33 +56,46 @@ export function scatterScratchWords(n: number): number {
 export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: number, weights: Buf | null, woff: number, out: Buf, ooff: number, outRows: number, n: number, dim: number, scratch: Buf): Launch[] {
   if (n === 0 || dim === 0) return [];
   const key = `fn key(i: u32) -> i32 { let k = b_idx[P.ioff + i]; if (k < 0 || u32(k) >= P.outRows) { return -1; } return k; }\n`;
-  const sort: Kernel = memoKernel("scatter_sort", () => ({
-    label: "scatter_sort",
+  const init: Kernel = memoKernel("scatter_sort_init", () => ({
+    label: "scatter_sort_init",
+    buffers: [{ name: "b_ord", type: "u32", write: true }],
+    params: u32s("n"),
+    code: `${entry(EW_WG)} {
+  let i = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (i < P.n) { b_ord[i] = i; }
+}`,
+  }));
+  const merge: Kernel = memoKernel("scatter_sort_merge", () => ({
+    label: "scatter_sort_merge",
     buffers: [
       { name: "b_idx", type: "i32", write: false },
       { name: "b_ord", type: "u32", write: true },
     ],
-    params: u32s("ioff", "n", "outRows"),
-    code: `${key}@compute @workgroup_size(1) fn main() {
-  let n = P.n;
-  for (var i = 0u; i < n; i = i + 1u) { b_ord[i] = i; }
-  var src = 0u;
-  var dst = n;
-  for (var w = 1u; w < n; w = w * 2u) {
-    for (var lo = 0u; lo < n; lo = lo + 2u * w) {
-      let mid = min(lo + w, n);
-      let hi = min(lo + 2u * w, n);
-      var a = lo;
-      var b = mid;
-      for (var o = lo; o < hi; o = o + 1u) {
-        var takeA = a < mid;
-        if (takeA && b < hi) { takeA = key(b_ord[src + a]) <= key(b_ord[src + b]); }
-        if (takeA) { b_ord[dst + o] = b_ord[src + a]; a = a + 1u; } else { b_ord[dst + o] = b_ord[src + b]; b = b + 1u; }
-      }
-    }
-    let t = src; src = dst; dst = t;
+    params: u32s("ioff", "n", "outRows", "w", "src", "dst"),
+    code: `${key}
+// number of positions q in [a, b) of the source run with key(ord[q]) < k (strict) or <= k
+fn count_below(a: u32, b: u32, k: i32, strict: bool) -> u32 {
+  var lo = a;
+  var hi = b;
+  loop {
+    if (lo >= hi) { break; }
+    let m = (lo + hi) / 2u;
+    let km = key(b_ord[P.src + m]);
+    if ((strict && km < k) || (!strict && km <= k)) { lo = m + 1u; } else { hi = m; }
   }
-  if (src != 0u) { for (var i = 0u; i < n; i = i + 1u) { b_ord[i] = b_ord[src + i]; } }
+  return lo - a;
+}
+${entry(EW_WG)} {
+  let p = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (p >= P.n) { return; }
+  let lo = (p / (2u * P.w)) * (2u * P.w);
+  let mid = min(lo + P.w, P.n);
+  let hi = min(lo + 2u * P.w, P.n);
+  let e = b_ord[P.src + p];
+  let k = key(e);
+  var pos: u32;
+  if (p < mid) { pos = p + count_below(mid, hi, k, true); } else { pos = lo + (p - mid) + count_below(lo, mid, k, false); }
+  b_ord[P.dst + pos] = e;
 }`,
   }));
   const hasW = weights !== null;
@@ -93,28 +108,32 @@ export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: num
       ...(hasW ? [{ name: "b_w", type: "f32" as const, write: false }] : []),
       { name: "b_out", type: "f32", write: true },
     ],
-    params: u32s("ioff", "n", "outRows", "xoff", "woff", "ooff", "dim"),
+    params: u32s("ioff", "n", "outRows", "xoff", "woff", "ooff", "dim", "ordoff"),
     code: `${key}${entry(EW_WG)} {
   let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
   if (t >= P.n * P.dim) { return; }
   let p = t / P.dim;
   let c = t % P.dim;
-  let k = key(b_ord[p]);
+  let k = key(b_ord[P.ordoff + p]);
   if (k < 0) { return; }
-  if (p > 0u && key(b_ord[p - 1u]) == k) { return; }
+  if (p > 0u && key(b_ord[P.ordoff + p - 1u]) == k) { return; }
   let o = P.ooff + u32(k) * P.dim + c;
   var acc = b_out[o];
   for (var q = p; q < P.n; q = q + 1u) {
-    let i = b_ord[q];
+    let i = b_ord[P.ordoff + q];
     if (key(i) != k) { break; }
     acc = acc + ${hasW ? "b_w[P.woff + i] * " : ""}b_x[P.xoff + i * P.dim + c];
   }
   b_out[o] = acc;
 }`,
   }));
-  const p = [ioff, n, outRows];
-  return [
-    { kernel: sort, bufs: [idx, scratch], params: p, workgroups: [1, 1, 1] },
-    { kernel: apply, bufs: hasW ? [x, idx, scratch, weights, out] : [x, idx, scratch, out], params: [...p, xoff, woff, ooff, dim], workgroups: groups(n * dim) },
-  ];
+  const launches: Launch[] = [{ kernel: init, bufs: [scratch], params: [n], workgroups: groups(n) }];
+  let src = 0;
+  for (let w = 1; w < n; w *= 2) {
+    const dst = src === 0 ? n : 0;
+    launches.push({ kernel: merge, bufs: [idx, scratch], params: [ioff, n, outRows, w, src, dst], workgroups: groups(n) });
+    src = dst;
+  }
+  launches.push({ kernel: apply, bufs: hasW ? [x, idx, scratch, weights, out] : [x, idx, scratch, out], params: [ioff, n, outRows, xoff, woff, ooff, dim, src], workgroups: groups(n * dim) });
+  return launches;
 }
