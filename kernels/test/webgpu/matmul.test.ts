@@ -12,6 +12,9 @@ import { planMatmulFast, type MatmulFastOptions } from "../../src/wgsl/matmul_fa
 import { MatmulFastPipelines } from "../../src/wgsl/matmul_fast_pipeline.ts";
 import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILES } from "../../src/wgsl/matmul_fast_tiles.ts";
 import { matmulFastWGSL, validateTile } from "../../src/wgsl/matmul_fast_wgsl.ts";
+import { planMatmulFastLaunches } from "../../src/wgsl/matmul_fast_launch.ts";
+import { assembleWgsl } from "../../src/webgpu/kernel.ts";
+import type { Buf, DType } from "../../src/backend.ts";
 
 // ---------------------------------------------------------------------------------------------
 // device
@@ -275,4 +278,76 @@ describe("fast matmul: planning (no device)", () => {
       }
     }
   }, GPU_TEST_MS);
+});
+
+describe("fast matmul through the backend's Launch/Kernel convention", () => {
+  /** Runs the launches of planMatmulFastLaunches with the backend's WGSL assembler over raw buffers. */
+  async function runLaunches(bufs: { buf: Buf; gpu: GPUBuffer }[], launches: ReturnType<typeof planMatmulFastLaunches>): Promise<void> {
+    const gpuOf = new Map(bufs.map((x) => [x.buf.id, x.gpu]));
+    const enc = device.createCommandEncoder();
+    for (const l of launches) {
+      const asm = assembleWgsl(l.kernel, l.bufs.map((b) => b.id));
+      const pipe = device.createComputePipeline({ layout: "auto", compute: { module: device.createShaderModule({ code: asm.source }), entryPoint: "main" } });
+      const params = new Uint32Array(Math.ceil(l.params.length / 4) * 4);
+      params.set(l.params);
+      const ub = device.createBuffer({ size: params.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      device.queue.writeBuffer(ub, 0, params);
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: ub } }];
+      asm.slotOf.forEach((slot, i) => {
+        if (!entries.some((e) => e.binding === slot + 1)) entries.push({ binding: slot + 1, resource: { buffer: gpuOf.get(l.bufs[i]!.id)! } });
+      });
+      const pass = enc.beginComputePass();
+      pass.setPipeline(pipe);
+      pass.setBindGroup(0, device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries }));
+      const w = l.workgroups as readonly [number, number, number];
+      pass.dispatchWorkgroups(w[0], w[1], w[2]);
+      pass.end();
+    }
+    device.queue.submit([enc.finish()]);
+  }
+  const fakeBuf = (id: number, dtype: DType, length: number): Buf => ({ id, dtype, length, tag: "activation" });
+
+  test("f32 and f16 storage, transposes, accumulate, offsets; a and out in one buffer", async () => {
+    const cases: { spec: MatmulSpec; storage: "f32" | "f16"; offA: number; offB: number; offC: number }[] = [
+      { spec: { M: 45, N: 38, K: 29, transB: true, accumulate: true }, storage: "f32", offA: 3, offB: 0, offC: 5 },
+      { spec: { M: 130, N: 66, K: 20, transA: true, batch: 2 }, storage: "f32", offA: 0, offB: 7, offC: 0 },
+      { spec: { M: 17, N: 24, K: 33 }, storage: "f16", offA: 1, offB: 2, offC: 0 },
+    ];
+    let sd = 500;
+    for (const c of cases) {
+      const s: Required<MatmulSpec> = { batch: 1, transA: false, transB: false, accumulate: false, strideA: c.spec.M * c.spec.K, strideB: c.spec.K * c.spec.N, strideOut: c.spec.M * c.spec.N, ...c.spec } as Required<MatmulSpec>;
+      const nA = c.offA + s.batch * s.M * s.K, nB = c.offB + s.batch * s.K * s.N, nC = c.offC + s.batch * s.M * s.N;
+      const a = rounded(random(nA, sd++), c.storage), b = rounded(random(nB, sd++), c.storage), c0 = rounded(random(nC, sd++), "f32");
+      const A = storageBuffer(encode(a, c.storage)), B = storageBuffer(encode(b, c.storage)), C = storageBuffer(encode(c0, "f32"));
+      const bA = fakeBuf(1, c.storage, nA), bB = fakeBuf(2, c.storage, nB), bC = fakeBuf(3, "f32", nC);
+      await runLaunches([{ buf: bA, gpu: A }, { buf: bB, gpu: B }, { buf: bC, gpu: C }], planMatmulFastLaunches(bA, c.offA, bB, c.offB, bC, c.offC, s));
+      const got = await readF32(C, nC);
+      const { out, mag } = reference(a, c.offA, b, c.offB, c0, c.offC, s);
+      for (let i = 0; i < nC; i++) {
+        const err = mag[i] === 0 ? Math.abs(got[i]! - out[i]!) : Math.abs(got[i]! - out[i]!) / mag[i]!;
+        if (!(err <= TOL)) throw new Error(`launch case ${JSON.stringify(c)}: element ${i} got ${got[i]} want ${out[i]}`);
+      }
+      A.destroy(); B.destroy(); C.destroy();
+    }
+    // a and out are views of one buffer (merged binding): out = A[0:M×K] · B written after it
+    const M = 9, N = 11, K = 7;
+    const flat = rounded(random(M * K + M * N, sd++), "f32"), b = rounded(random(K * N, sd++), "f32");
+    const F = storageBuffer(encode(flat, "f32")), B = storageBuffer(encode(b, "f32"));
+    const bF = fakeBuf(10, "f32", flat.length), bB = fakeBuf(11, "f32", b.length);
+    await runLaunches([{ buf: bF, gpu: F }, { buf: bB, gpu: B }], planMatmulFastLaunches(bF, 0, bB, 0, bF, M * K, { M, N, K }));
+    const got = await readF32(F, flat.length);
+    const s: Required<MatmulSpec> = { M, N, K, batch: 1, transA: false, transB: false, accumulate: false, strideA: M * K, strideB: K * N, strideOut: M * N };
+    const { out, mag } = reference(flat, 0, b, 0, flat, M * K, s);
+    for (let i = 0; i < flat.length; i++) {
+      const err = mag[i] === 0 ? Math.abs(got[i]! - out[i]!) : Math.abs(got[i]! - out[i]!) / mag[i]!;
+      if (!(err <= TOL)) throw new Error(`aliased launch: element ${i} got ${got[i]} want ${out[i]}`);
+    }
+    expect(gpuErrors).toEqual([]);
+  }, GPU_TEST_MS);
+
+  test("refuses mixed dtypes and M = 0 plans nothing", () => {
+    const f = fakeBuf(1, "f32", 100), h = fakeBuf(2, "f16", 100);
+    expect(() => planMatmulFastLaunches(f, 0, h, 0, f, 0, { M: 2, N: 2, K: 2 })).toThrow(/f32\/f32\/f32 or f16\/f16\/f32/);
+    expect(planMatmulFastLaunches(f, 0, f, 0, fakeBuf(3, "f32", 10), 0, { M: 0, N: 2, K: 2 })).toEqual([]);
+  });
 });
