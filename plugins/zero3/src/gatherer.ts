@@ -6,10 +6,18 @@
  *   the recorded order of use are fetched ahead until this many elements are in flight or resident
  *   beyond the current one. The order of use is recorded during the first step (forward order, then
  *   backward order) and is identical on every rank, so prefetch collectives stay matched.
- * - `stage3_max_reuse_distance` (elements): at release, a unit whose next use lies within this many
- *   parameter elements of computation is kept resident.
+ * - `stage3_max_reuse_distance` (elements): at release, a unit whose next use comes after fewer than
+ *   this many parameter elements of computation (strictly less, as DeepSpeed's coordinator counts
+ *   it) is kept resident; 0 releases every unit after each use.
  * - `stage3_max_live_parameters` (elements): kept units are evicted (farthest next use first) so
- *   that resident gathered elements, excluding units in use, stay within this bound.
+ *   that gathered elements stay within this bound: at release, and before a demand fetch (making
+ *   room for the unit). Units in use are never evicted, so the bound cannot go below the largest
+ *   set of units in use at once (a layer and one of its experts; the head). Together with the
+ *   prefetch rule, the gathered elements (resident or being fetched) stay within
+ *   `stage3_max_live_parameters + stage3_prefetch_bucket_size` whenever the former is at least
+ *   that largest in-use set (tested in plugins/zero3/test). In bytes of the parameter dtype: the
+ *   f32 working copies that 16-bit units make while in use (core/src/nn/unit.ts `materialize`,
+ *   also tagged `gathered`) come on top.
  * - units with fewer than `stage3_param_persistence_threshold` elements are never partitioned
  *   (the partition hook plans them replicated; gather skips them).
  *
@@ -36,9 +44,11 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
   let peakLive = 0;
 
   const sharded = (env: EngineEnv, u: Unit) => stateOf(env, u).plan.params === "sharded";
+  /** Gathered elements resident or being fetched (a fetch's buffer counts from its start). */
   const liveElements = () => {
     let s = 0;
     for (const u of resident.keys()) s += u.numel;
+    for (const u of inflight.keys()) if (!resident.has(u)) s += u.numel;
     return s;
   };
 
@@ -59,6 +69,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       inflight.delete(u);
     })();
     inflight.set(u, pr);
+    peakLive = Math.max(peakLive, liveElements());
     return pr;
   };
 
@@ -81,10 +92,24 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
     return Number.POSITIVE_INFINITY;
   };
 
+  /** Trace position of the next use of `u` after the current position (∞ if none). */
+  const nextUse = (u: Unit): number => {
+    for (let j = pos + 1; j < trace.length; j++) if (trace[j]!.unit === u) return j;
+    return Number.POSITIVE_INFINITY;
+  };
+
   const evictFor = (env: EngineEnv, maxLive: number) => {
     while (liveElements() > maxLive) {
       let victim: Unit | null = null;
-      for (const u of resident.keys()) if (!inUse.has(u)) { victim = u; break; }
+      let far = -1;
+      for (const u of resident.keys()) {
+        if (inUse.has(u)) continue;
+        const j = recording ? Number.POSITIVE_INFINITY : nextUse(u);
+        if (j > far) {
+          far = j;
+          victim = u;
+        }
+      }
       if (!victim) return;
       drop(env, victim);
     }
@@ -102,6 +127,9 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
         pos = next;
       }
       inUse.set(unit, (inUse.get(unit) ?? 0) + 1);
+      // a demand fetch first evicts kept units (farthest next use first) so that the gathered
+      // elements stay within stage3_max_live_parameters where the units in use allow it
+      if (!resident.has(unit) && !inflight.has(unit)) evictFor(env, z.stage3_max_live_parameters - unit.numel);
       await fetch(env, unit);
       unit.data = resident.get(unit)!;
       if (!recording && pos >= 0) {
@@ -124,7 +152,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       else inUse.delete(unit);
       if (n > 0) return;
       const i = recording ? -1 : pos;
-      const keep = i >= 0 && reuseDistance(i) <= z.stage3_max_reuse_distance;
+      const keep = i >= 0 && reuseDistance(i) < z.stage3_max_reuse_distance;
       if (!keep) drop(env, unit);
       else unit.data = null;
       evictFor(env, z.stage3_max_live_parameters);
