@@ -1,0 +1,77 @@
+/**
+ * `bun run train [--config job.json] [--deepspeed ds.json] [--steps N] [--world-size N] [--seed S]
+ * [--summary out.json] [--backend auto|webgpu|cpu]`: train a job end to end (the built-in default
+ * job without `--config`). Prints the job, then rank 0's log (backend and why, data, a line every
+ * `steps_per_print` steps, validation every `eval_interval` steps, a progress bar on a terminal),
+ * then a result line; `--summary` writes docs/summary.md's JSON.
+ *
+ * Exit status: 0 on success; 2 for a user error — UsageError (command line), ConfigError (job or
+ * DeepSpeed file), DataError (dataset) — printed as its message without a stack trace; 1 when the
+ * run fails otherwise (the failing rank and its error, with the stack).
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { ConfigError } from "../config/errors.ts";
+import { summarizeJob } from "../config/summary.ts";
+import { DataError } from "../data/sources.ts";
+import { LaunchError } from "../launch/launch.ts";
+import { runTraining } from "../train/run.ts";
+import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
+
+/** Error names that are the user's to fix: shown as their message only, exit status 2. */
+const USER_ERRORS = ["UsageError", "ConfigError", "DataError"];
+
+/** Message and exit status for an error that ended `train`. */
+export function describeTrainError(e: unknown): { message: string; status: number } {
+  if (e instanceof UsageError || e instanceof ConfigError || e instanceof DataError) return { message: `error: ${e.message}`, status: 2 };
+  if (e instanceof LaunchError) {
+    const cause = e.failures.find((f) => f.rank === e.rank);
+    const name = cause?.message.split(":", 1)[0] ?? "";
+    if (cause && USER_ERRORS.includes(name)) return { message: `error: rank ${e.rank}: ${cause.message.slice(name.length + 2)}`, status: 2 };
+    return { message: `error: training failed: ${e.message}`, status: 1 };
+  }
+  return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };
+}
+
+/** Write `value` as indented JSON to `path`, creating its folder. */
+function writeJson(path: string, value: unknown): void {
+  const abs = resolve(path);
+  mkdirSync(dirname(abs), { recursive: true });
+  writeFileSync(abs, JSON.stringify(value, null, 2) + "\n");
+}
+
+/** Run `train` with `argv` (without the runtime and script); returns the exit status. */
+export async function main(argv: readonly string[]): Promise<number> {
+  try {
+    const a = parseTrainArgs(argv);
+    if (a.help) {
+      console.log(TRAIN_USAGE);
+      return 0;
+    }
+    if (a.resume !== undefined) throw new UsageError(`--resume: resuming from a checkpoint is not supported by the trainer yet (the engine has no checkpoint loading)`);
+    if (a.initFrom !== undefined) throw new UsageError(`--init-from: initialising from safetensors is not supported by the trainer yet`);
+    const { config, warnings } = await loadTrainJob(a);
+    const out = (s: string) => void process.stdout.write(s + "\n");
+    out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
+    for (const l of summarizeJob(config)) out(l);
+    for (const w of warnings) out(`warning: ${w}`);
+    if (config.checkpoint.dir !== null) out(`warning: checkpoint.dir is set (${config.checkpoint.dir}) but the trainer does not save checkpoints yet: nothing will be written`);
+    const t0 = performance.now();
+    const { summary } = await runTraining(config);
+    const secs = (performance.now() - t0) / 1000;
+    const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
+    const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
+    out(`done       ${summary.steps} steps in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
+    if (a.summary) {
+      writeJson(a.summary, summary);
+      out(`summary    ${a.summary}`);
+    }
+    return 0;
+  } catch (e) {
+    const { message, status } = describeTrainError(e);
+    console.error(message);
+    return status;
+  }
+}
+
+if (import.meta.main) process.exit(await main(process.argv.slice(2)));

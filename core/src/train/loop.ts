@@ -1,0 +1,116 @@
+/**
+ * The training loop of one rank, top to bottom: for each step take this rank's micro-batches from
+ * the DataLoader, run `engine.trainBatch`, print a line every `steps_per_print` steps (rank 0),
+ * evaluate every `eval_interval` steps, and keep what the summary needs. Every rank runs the same
+ * sequence of collectives (trainBatch, evalLoss), so the loop must not branch on rank except for
+ * output.
+ */
+import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Communicator } from "../comm/communicator.ts";
+import type { JobConfig } from "../config/types.ts";
+import type { DataLoader, MicroBatch } from "../data/loader.ts";
+import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
+import type { ExpertLoad } from "./expert-load.ts";
+import { formatEvalLine, formatStepLine } from "./log.ts";
+
+/** Where rank 0's output goes (the others pass a sink that drops everything). */
+export interface LoopOutput {
+  /** A whole log line (no newline). */
+  line(message: string): void;
+  /** Progress after `step` steps with the latest figures (draws the bar on a terminal). */
+  progress(step: number, fields: Record<string, number | string>): void;
+}
+
+/** What the loop hands back for the summary. */
+export interface LoopResult {
+  /** Mean loss of each step over all ranks. */
+  losses: number[];
+  /** trainBatch wall time of each step, seconds. */
+  stepSeconds: number[];
+  /** Latest validation loss (over all ranks), null when none ran. */
+  valLoss: number | null;
+  /** The last step's result, null after 0 steps. */
+  last: StepResult | null;
+}
+
+/** Engine micro-batches from loader batches: labels = inputs (the model shifts them, as in HF). */
+export function toEngineBatches(mbs: readonly MicroBatch[]): TrainMicroBatch[] {
+  return mbs.map((m) => ({ inputIds: m.inputs, labels: m.inputs, batch: m.micro, seq: m.seqLen }));
+}
+
+/** Validation micro-batches per rank per evaluation: at most `eval_batches`, and the same number on
+ * every rank (evalLoss is a collective), so only whole rounds of world_size slots are used. */
+export function evalBatchCount(validationWindows: number, micro: number, worldSize: number, evalBatches: number): number {
+  return Math.min(evalBatches, Math.floor(Math.floor(validationWindows / micro) / worldSize));
+}
+
+/** Options of {@link trainLoop}. */
+export interface LoopOptions {
+  config: JobConfig;
+  comm: Communicator;
+  backend: Backend;
+  engine: Engine;
+  loader: DataLoader;
+  /** Counts expert load while trainBatch runs (Mixtral); null for dense models. */
+  expertLoad: ExpertLoad | null;
+  out: LoopOutput;
+}
+
+/** Runs `config.steps` optimizer steps (see the module comment). */
+export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
+  const { config, comm, backend: be, engine, loader, expertLoad, out } = o;
+  const steps = config.steps;
+  const tokensPerStep = config.train_batch_size * config.data.seq_len;
+  const printEvery = Math.max(1, config.steps_per_print);
+  const nEval = evalBatchCount(loader.info.validationWindows, config.train_micro_batch_size_per_gpu, comm.worldSize, config.eval_batches);
+  const losses: number[] = [];
+  const stepSeconds: number[] = [];
+  let valLoss: number | null = null;
+  let lastEvalStep = -1;
+  let last: StepResult | null = null;
+  let windowSeconds = 0;
+  let windowSteps = 0;
+
+  const evaluate = async (step: number): Promise<void> => {
+    if (nEval < 1) return;
+    const t0 = performance.now();
+    valLoss = await engine.evalLoss(toEngineBatches(loader.validationBatches(nEval)));
+    lastEvalStep = step;
+    out.line(formatEvalLine(step, valLoss, nEval * comm.worldSize * config.train_micro_batch_size_per_gpu, (performance.now() - t0) / 1000));
+  };
+
+  for (let step = 1; step <= steps; step++) {
+    const micros = toEngineBatches(loader.nextStep());
+    const t0 = performance.now();
+    const r = expertLoad ? await expertLoad.track(() => engine.trainBatch(micros)) : await engine.trainBatch(micros);
+    const dt = (performance.now() - t0) / 1000;
+    last = r;
+    losses.push(r.loss);
+    stepSeconds.push(dt);
+    windowSeconds += dt;
+    windowSteps++;
+    out.progress(step, { loss: r.loss, lr: r.lr });
+    if (step % printEvery === 0 || step === steps) {
+      out.line(
+        formatStepLine({
+          step,
+          totalSteps: steps,
+          loss: r.loss,
+          lr: r.lr,
+          tokensPerSecond: windowSeconds > 0 ? (windowSteps * tokensPerStep) / windowSeconds : 0,
+          lossScale: r.lossScale,
+          gradNorm: r.gradNorm,
+          skipped: r.skipped,
+          memory: be.memory().current,
+          paddingBytes: engine.paddingBytes(),
+        }),
+      );
+      windowSeconds = 0;
+      windowSteps = 0;
+    }
+    if (config.eval_interval > 0 && step % config.eval_interval === 0) await evaluate(step);
+  }
+  // A run that evaluates at all ends with a validation loss of its final weights.
+  if (config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);
+  return { losses, stepSeconds, valLoss, last };
+}

@@ -1,0 +1,136 @@
+/**
+ * Entry module of one training rank, started by `launch` (core/src/launch/) for every rank,
+ * world size 1 included: create the backend, the rank's DataLoader and the Engine, run the loop
+ * (loop.ts), and return a {@link RankReport} for the summary.
+ *
+ * Output: only rank 0 writes, with synchronous writes to file descriptor 1. In a Bun 1.4.5 Worker
+ * both `console.log` and `process.stdout.write` to a file are buffered and flushed only when the
+ * worker's event loop turns, which a CPU-bound training loop rarely lets it do: lines were lost
+ * when the launcher ended the worker (seen 2026-11-29 with `bun run train > log`). A progress bar
+ * is drawn when the launcher says stdout is a terminal.
+ */
+import { writeSync } from "node:fs";
+import type { MemTag } from "../../../kernels/src/backend.ts";
+import { Progress } from "../cli/progress.ts";
+import type { Communicator } from "../comm/communicator.ts";
+import type { JobConfig } from "../config/types.ts";
+import { DataLoader } from "../data/loader.ts";
+import { Engine } from "../engine/engine.ts";
+import { pluginsForJob } from "../engine/plugins.ts";
+import { destroyBackend, selectTrainBackend } from "./backend.ts";
+import { ExpertLoad } from "./expert-load.ts";
+import { trainLoop, type LoopOutput } from "./loop.ts";
+import type { RankComm, RankMemory, RankReport } from "./summary.ts";
+
+/** Arguments every rank receives (structured-cloned by launch). */
+export interface TrainRankArgs {
+  /** The resolved job (config.world_size equals the launched world size). */
+  config: JobConfig;
+  /** Rank 0 writes log lines to stdout. False: no output at all (benchmarks, tests). */
+  verbose: boolean;
+  /** Draw a progress bar (stdout is a terminal). */
+  tty: boolean;
+  /** Terminal width for the bar. */
+  columns?: number;
+  /** Folder that relative plugin paths are resolved against (the job file's working directory). */
+  baseDir: string;
+}
+
+const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
+
+/** Write all of `s` to stdout now (retrying while a non-blocking pipe is full). */
+function writeStdout(s: string): void {
+  let buf = Buffer.from(s);
+  for (let tries = 0; buf.length > 0; ) {
+    try {
+      buf = buf.subarray(writeSync(1, buf));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EAGAIN" || ++tries > 1000) throw e;
+      Bun.sleepSync(1);
+    }
+  }
+}
+
+function rank0Output(args: TrainRankArgs): { out: LoopOutput; done: () => void } {
+  const write = writeStdout;
+  if (!args.tty) return { out: { line: (m) => write(m + "\n"), progress: () => {} }, done: () => {} };
+  const bar = new Progress({ total: args.config.steps, label: "train", tty: true, sink: { write, isTTY: true, columns: args.columns } });
+  return { out: { line: (m) => bar.log(m), progress: (s, f) => bar.update(s, f) }, done: () => bar.done() };
+}
+
+/**
+ * Train this rank. Every rank must be launched with the same `args`.
+ * @throws DataError (dataset missing or too small), Error from the backend ("webgpu" requested
+ * but unusable) or the engine; launch turns it into a failure of the whole job.
+ */
+export async function trainRank(comm: Communicator, args: TrainRankArgs): Promise<RankReport> {
+  const config = args.config;
+  if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
+  const talk = comm.rank === 0 && args.verbose;
+  const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
+  const { backend: be, reason } = await selectTrainBackend(config.backend);
+  try {
+    out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
+    const loader = await DataLoader.fromConfig(config.data, {
+      micro: config.train_micro_batch_size_per_gpu,
+      accum: config.gradient_accumulation_steps,
+      worldSize: comm.worldSize,
+      rank: comm.rank,
+      seed: config.seed,
+    });
+    const d = loader.info;
+    out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);
+    const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config, args.baseDir), log: talk ? (m) => out.line(m) : () => {} });
+    engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
+    const expertLoad = ExpertLoad.attach(engine.model);
+    const loop = await trainLoop({ config, comm, backend: be, engine, loader, expertLoad, out });
+    done();
+
+    // Figures of the run, read before the summary's own collective below.
+    const mem = be.memory();
+    const cur = mem.current as Record<MemTag, number>;
+    const memory: RankMemory = {
+      rank: comm.rank,
+      params: cur.param,
+      grads: cur.grad,
+      optim: cur.optim,
+      gathered: cur.gathered,
+      activation: cur.activation,
+      comm: cur.comm,
+      other: cur.other,
+      padding: engine.paddingBytes(),
+      peak_total: mem.peakTotal,
+    };
+    const st = comm.stats();
+    const commBytes: RankComm = {
+      rank: comm.rank,
+      all_gather: st.all_gather.bytesSent,
+      reduce_scatter: st.reduce_scatter.bytesSent,
+      all_reduce: st.all_reduce.bytesSent,
+      all_to_all: st.all_to_all_v.bytesSent,
+      broadcast: st.broadcast.bytesSent,
+    };
+    const moe = expertLoad ? { ...(await expertLoad.allReduce(comm)), dropped_tokens: 0 } : null;
+    const report: RankReport = {
+      rank: comm.rank,
+      backend: { name: be.info.name, adapter: be.info.adapter, reason },
+      numParameters: engine.model.numParameters,
+      losses: loop.losses,
+      stepSeconds: loop.stepSeconds,
+      valLoss: loop.valLoss,
+      tokensPerStep: config.train_batch_size * config.data.seq_len,
+      memory,
+      comm: commBytes,
+      moe: moe && { expert_counts: moe.expertCounts, aux_loss: moe.auxLoss, dropped_tokens: moe.dropped_tokens },
+    };
+    engine.destroy();
+    return report;
+  } finally {
+    destroyBackend(be);
+  }
+}
+
+/** launch's entry signature: `(comm, rank, worldSize, args)`. */
+export default function main(comm: Communicator, _rank: number, _worldSize: number, args: TrainRankArgs): Promise<RankReport> {
+  return trainRank(comm, args);
+}

@@ -1,0 +1,50 @@
+/**
+ * Run a resolved job: launch `config.world_size` ranks of rank.ts through `launch` (world size 1
+ * included, so one code path trains everywhere) and merge their reports into a summary.
+ */
+import type { JobConfig } from "../config/types.ts";
+import { launch } from "../launch/launch.ts";
+import type { TrainRankArgs } from "./rank.ts";
+import { buildSummary, type RankReport, type TrainSummary } from "./summary.ts";
+
+/** Options of {@link runTraining}. */
+export interface RunTrainingOptions {
+  /** Rank 0 prints log lines to stdout (default true). */
+  verbose?: boolean;
+  /** Draw a progress bar (default: stdout is a terminal and env CI is unset). */
+  tty?: boolean;
+  /** Terminal width for the bar (default: stdout's columns). */
+  columns?: number;
+  /** Folder relative plugin paths resolve against (default: the working directory). */
+  baseDir?: string;
+  /** Collective timeout in seconds (default: launch's, env ZEROMOE_COMM_TIMEOUT_S or 300). */
+  timeoutS?: number;
+}
+
+/** What a run produces. */
+export interface TrainingRun {
+  summary: TrainSummary;
+  /** Every rank's report, in rank order. */
+  reports: RankReport[];
+}
+
+/**
+ * Train `config` (see the module comment).
+ * @throws LaunchError (core/src/launch) naming the first failing rank and its error.
+ */
+export async function runTraining(config: JobConfig, o: RunTrainingOptions = {}): Promise<TrainingRun> {
+  const args: TrainRankArgs = {
+    config,
+    verbose: o.verbose ?? true,
+    tty: o.tty ?? (process.stdout.isTTY === true && !process.env.CI),
+    columns: o.columns ?? process.stdout.columns,
+    baseDir: o.baseDir ?? process.cwd(),
+  };
+  const reports = await launch<RankReport, TrainRankArgs>({
+    worldSize: config.world_size,
+    entry: new URL("./rank.ts", import.meta.url),
+    args,
+    timeoutS: o.timeoutS,
+  });
+  return { summary: buildSummary(reports), reports };
+}

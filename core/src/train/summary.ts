@@ -1,0 +1,175 @@
+/**
+ * The `--summary out.json` file of `bun run train` (documented in docs/summary.md): what each rank
+ * reports at the end of a run ({@link RankReport}), how the reports become one
+ * {@link TrainSummary}, and a structural check of a summary ({@link checkSummary}) for tests and
+ * for tools that read these files. All sizes are bytes, all times seconds.
+ */
+
+/** Memory of one rank after the last step, bytes. `padding` is the engine's shard padding
+ * (`engine.paddingBytes()`, already inside params/grads/optim); `peak_total` is the run's peak
+ * of the sum over all tags. */
+export interface RankMemory {
+  rank: number;
+  params: number;
+  grads: number;
+  optim: number;
+  gathered: number;
+  activation: number;
+  comm: number;
+  /** Buffers tagged "other" (scratch, verification); not in the design's list, reported anyway. */
+  other: number;
+  padding: number;
+  peak_total: number;
+}
+
+/** Bytes one rank sent per collective over the whole run (nominal ring bytes, comm/stats.ts). */
+export interface RankComm {
+  rank: number;
+  all_gather: number;
+  reduce_scatter: number;
+  all_reduce: number;
+  all_to_all: number;
+  broadcast: number;
+}
+
+/** MoE load statistics of the run. */
+export interface MoeSummary {
+  /** expert_counts[layer][expert]: routing choices (flattened tokens·k) over every training
+   * micro-batch of the run, summed over the data-parallel group. */
+  expert_counts: number[][];
+  /** Load-balancing loss (before its coefficient) of the last step, mean over micro-batches and ranks. */
+  aux_loss: number | null;
+  /** Tokens dropped for capacity over the run (0: Mixtral routing has no capacity limit). */
+  dropped_tokens: number;
+}
+
+/** What one rank returns from its entry at the end of a run. */
+export interface RankReport {
+  rank: number;
+  backend: { name: string; adapter: string; reason: string };
+  numParameters: number;
+  /** Mean training loss of each step over all ranks (the same list on every rank). */
+  losses: number[];
+  /** Wall time of each `trainBatch`, seconds (evaluation excluded). */
+  stepSeconds: number[];
+  /** Latest validation loss over all ranks; null when no evaluation ran. */
+  valLoss: number | null;
+  /** Global tokens per optimizer step (train_batch_size × seq_len). */
+  tokensPerStep: number;
+  memory: RankMemory;
+  comm: RankComm;
+  moe: MoeSummary | null;
+}
+
+/** The summary file; see docs/summary.md. */
+export interface TrainSummary {
+  world_size: number;
+  steps: number;
+  num_parameters: number;
+  losses: number[];
+  final_loss: number | null;
+  val_loss: number | null;
+  /** Global training tokens per second over all steps (step wall time of rank 0, evaluation excluded). */
+  tokens_per_second: number;
+  backend: { name: string; adapter: string };
+  memory: { per_rank: RankMemory[] };
+  comm: { per_rank: RankComm[] };
+  /** null for a dense (llama) model. */
+  moe: MoeSummary | null;
+}
+
+/**
+ * One summary from every rank's report (in rank order).
+ * @throws Error when `reports` is empty.
+ */
+export function buildSummary(reports: readonly RankReport[]): TrainSummary {
+  const r0 = reports[0];
+  if (!r0) throw new Error("buildSummary: no rank reports");
+  const seconds = r0.stepSeconds.reduce((a, b) => a + b, 0);
+  const steps = r0.losses.length;
+  return {
+    world_size: reports.length,
+    steps,
+    num_parameters: r0.numParameters,
+    losses: r0.losses,
+    final_loss: steps > 0 ? r0.losses[steps - 1]! : null,
+    val_loss: r0.valLoss,
+    tokens_per_second: seconds > 0 ? (steps * r0.tokensPerStep) / seconds : 0,
+    backend: { name: r0.backend.name, adapter: r0.backend.adapter },
+    memory: { per_rank: reports.map((r) => r.memory) },
+    comm: { per_rank: reports.map((r) => r.comm) },
+    moe: r0.moe,
+  };
+}
+
+const MEMORY_KEYS = ["params", "grads", "optim", "gathered", "activation", "comm", "padding", "peak_total"] as const;
+const COMM_KEYS = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"] as const;
+
+/**
+ * Structural check of a parsed summary file: every field of docs/summary.md present with its type,
+ * sizes non-negative, per-rank lists of length world_size in rank order, losses of length steps,
+ * expert_counts rectangular. Returns the problems found (empty when valid), each naming the field.
+ */
+export function checkSummary(x: unknown): string[] {
+  const bad: string[] = [];
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+  const num = (v: unknown, path: string, nullable = false): void => {
+    if (nullable && v === null) return;
+    if (typeof v !== "number" || !Number.isFinite(v)) bad.push(`${path}: expected a finite number${nullable ? " or null" : ""}, got ${JSON.stringify(v)}`);
+  };
+  const size = (v: unknown, path: string): void => {
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) bad.push(`${path}: expected a size in bytes (number ≥ 0), got ${JSON.stringify(v)}`);
+  };
+  if (!isObj(x)) return ["(root): expected an object"];
+  const ws = x.world_size;
+  if (typeof ws !== "number" || !Number.isInteger(ws) || ws < 1) bad.push(`world_size: expected an integer ≥ 1, got ${JSON.stringify(ws)}`);
+  const steps = x.steps;
+  if (typeof steps !== "number" || !Number.isInteger(steps) || steps < 0) bad.push(`steps: expected an integer ≥ 0, got ${JSON.stringify(steps)}`);
+  if (typeof x.num_parameters !== "number" || !Number.isInteger(x.num_parameters) || x.num_parameters < 1) bad.push(`num_parameters: expected an integer ≥ 1, got ${JSON.stringify(x.num_parameters)}`);
+  if (!Array.isArray(x.losses)) bad.push("losses: expected an array");
+  else {
+    x.losses.forEach((v, i) => num(v, `losses[${i}]`));
+    if (typeof steps === "number" && x.losses.length !== steps) bad.push(`losses: expected ${steps} entries (steps), got ${x.losses.length}`);
+  }
+  num(x.final_loss, "final_loss", true);
+  num(x.val_loss, "val_loss", true);
+  size(x.tokens_per_second, "tokens_per_second");
+  if (!isObj(x.backend) || typeof x.backend.name !== "string" || typeof x.backend.adapter !== "string") bad.push("backend: expected {name: string, adapter: string}");
+  const perRank = (section: string, keys: readonly string[]): void => {
+    const s = x[section];
+    if (!isObj(s) || !Array.isArray(s.per_rank)) {
+      bad.push(`${section}.per_rank: expected an array`);
+      return;
+    }
+    if (typeof ws === "number" && s.per_rank.length !== ws) bad.push(`${section}.per_rank: expected ${ws} entries (world_size), got ${s.per_rank.length}`);
+    s.per_rank.forEach((r: unknown, i: number) => {
+      if (!isObj(r)) {
+        bad.push(`${section}.per_rank[${i}]: expected an object`);
+        return;
+      }
+      if (r.rank !== i) bad.push(`${section}.per_rank[${i}].rank: expected ${i}, got ${JSON.stringify(r.rank)}`);
+      for (const k of keys) size(r[k], `${section}.per_rank[${i}].${k}`);
+    });
+  };
+  perRank("memory", MEMORY_KEYS);
+  perRank("comm", COMM_KEYS);
+  if (x.moe !== null) {
+    if (!isObj(x.moe)) bad.push("moe: expected an object or null");
+    else {
+      const ec = x.moe.expert_counts;
+      if (!Array.isArray(ec) || ec.length === 0 || !ec.every(Array.isArray)) bad.push("moe.expert_counts: expected a non-empty array of arrays [layer][expert]");
+      else {
+        const E = (ec[0] as unknown[]).length;
+        ec.forEach((row: unknown[], l) => {
+          if (row.length !== E) bad.push(`moe.expert_counts[${l}]: expected ${E} experts, got ${row.length}`);
+          row.forEach((v, e) => {
+            if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad.push(`moe.expert_counts[${l}][${e}]: expected a count (integer ≥ 0), got ${JSON.stringify(v)}`);
+          });
+        });
+      }
+      num(x.moe.aux_loss, "moe.aux_loss", true);
+      size(x.moe.dropped_tokens, "moe.dropped_tokens");
+    }
+  }
+  return bad;
+}
