@@ -29,7 +29,8 @@ import {
 import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
 import { adamwLaunch } from "../wgsl/adamw.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
-import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
+import { attentionBackwardLaunches, attentionDeltaLaunch, attentionLaunch } from "../wgsl/attention.ts";
+import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention_tiled.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
@@ -55,6 +56,10 @@ import { PipelineCache, type CachedPipeline } from "./pipelines.ts";
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Dispatches recorded per command batch before an automatic submit (default 512). */
   maxBatch?: number;
+  /** Attention kernels: "tiled" (FlashAttention-style blocks, wgsl/attention_tiled.ts) where a
+   * block size fits the device's workgroup memory, else one workgroup per query row
+   * (wgsl/attention.ts) — the default "auto"; "rows" always uses the latter. */
+  attention?: "auto" | "rows";
 }
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
@@ -79,6 +84,7 @@ export class WebGpuBackend implements Backend {
     readonly adapter: GPUAdapter,
     info: BackendInfo,
     maxBatch: number,
+    private readonly attentionMode: "auto" | "rows",
   ) {
     this.info = info;
     const lim = device.limits;
@@ -105,7 +111,7 @@ export class WebGpuBackend implements Backend {
    */
   static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const { adapter, device, info } = await openDevice(gpu, opts);
-    return new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512);
+    return new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto");
   }
 
   /** Counters for reports and tests: dispatches and submits so far, pipelines compiled. */
@@ -522,7 +528,9 @@ export class WebGpuBackend implements Backend {
     const vb = this.v(v, B * S * Hkv * D, op, "v", F32);
     const ob = this.v(out, B * S * H * D, op, "out", F32);
     const lb = this.v(lse, B * H * S, op, "lse", F32);
-    this.run(attentionLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale));
+    const blk = this.attentionBlock(D).fwd;
+    if (blk > 0) this.run(attentionTiledLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale, blk));
+    else this.run(attentionLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale));
   }
 
   attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
@@ -541,7 +549,19 @@ export class WebGpuBackend implements Backend {
     const dvb = this.v(dv, nk, op, "dv", F32);
     if (nq === 0) return;
     const delta = this.scratchBuf("attn_delta", "f32", B * H * S);
+    const blk = this.attentionBlock(D).bwd;
+    if (blk > 0) {
+      this.run(attentionDeltaLaunch(ob, out.off, dob, dout.off, delta, B, S, H, D));
+      this.runAll(attentionTiledBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, blk));
+      return;
+    }
     this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
+  }
+
+  /** Tiled-attention block sizes for head dim D (0: use the per-row kernels). */
+  private attentionBlock(D: number): { fwd: number; bwd: number } {
+    if (this.attentionMode === "rows") return { fwd: 0, bwd: 0 };
+    return chooseAttentionBlock(D, this.device.limits.maxComputeWorkgroupStorageSize);
   }
 
   private checkHeads(op: string, H: number, Hkv: number): void {

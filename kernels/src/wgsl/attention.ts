@@ -97,14 +97,9 @@ ${entry(AW)} {
   return { kernel, bufs: [q, k, v, out, lse], params: [B, S, H, Hkv, qoff, koff, voff, ooff, loff, scale], workgroups: B * H * S };
 }
 
-/** Launches of the attention backward; `delta` is a scratch f32 buffer of ≥ B·H·S elements
- * (from element 0). dq, dk, dv are overwritten. */
-export function attentionBackwardLaunches(
-  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number,
-  dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
-  B: number, S: number, H: number, Hkv: number, D: number, scale: number,
-): Launch[] {
-  if (B * S === 0 || D === 0) return [];
+/** Launch computing Δ[b, h, i] = Σ_d dout·out (rows of [B, S, H, D]) into `delta` from element 0:
+ * the first step of every attention backward. */
+export function attentionDeltaLaunch(out: Buf, ooff: number, dout: Buf, dooff: number, delta: Buf, B: number, S: number, H: number, D: number): Launch {
   const rows = B * H * S;
   const pre: Kernel = memoKernel(`attention_bwd_delta_d${D}`, () => ({
     label: `attention_bwd_delta_d${D}`,
@@ -126,6 +121,18 @@ export function attentionBackwardLaunches(
   b_delta[id] = s;
 }`,
   }));
+  return { kernel: pre, bufs: [out, dout, delta], params: [B, S, H, ooff, dooff], workgroups: groups(rows) };
+}
+
+/** Launches of the attention backward; `delta` is a scratch f32 buffer of ≥ B·H·S elements
+ * (from element 0). dq, dk, dv are overwritten. */
+export function attentionBackwardLaunches(
+  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number,
+  dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
+  B: number, S: number, H: number, Hkv: number, D: number, scale: number,
+): Launch[] {
+  if (B * S === 0 || D === 0) return [];
+  const rows = B * H * S;
   const common = `${consts(D)}
 fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
 fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
@@ -260,7 +267,7 @@ ${entry(AW)} {
 }`,
   }));
   return [
-    { kernel: pre, bufs: [out, dout, delta], params: [B, S, H, ooff, dooff], workgroups: groups(rows) },
+    attentionDeltaLaunch(out, ooff, dout, dooff, delta, B, S, H, D),
     { kernel: dqK, bufs: [q, k, v, lse, dout, delta, dq], params: [B, S, H, Hkv, qoff, koff, voff, loff, dooff, dqoff, scale], workgroups: rows },
     { kernel: dkvK, bufs: [q, k, v, lse, dout, delta, dk, dv], params: [B, S, H, Hkv, qoff, koff, voff, loff, dooff, dkoff, dvoff, scale], workgroups: B * Hkv * S },
   ];

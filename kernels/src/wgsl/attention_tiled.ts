@@ -1,0 +1,375 @@
+/**
+ * Tiled causal attention, forward and backward (f32), in the manner of FlashAttention-2 (Dao 2023):
+ * a workgroup owns a block of B query rows (forward, dQ) or B key rows (dK/dV), stages Q/K/V/dO
+ * tiles of B rows × D in workgroup memory and walks the other axis in blocks of B, so every K/V
+ * (or Q/dO) element read from memory serves B rows instead of one. Same layouts, grouped-query
+ * mapping, lse and results as attention.ts (the one-row-per-workgroup kernels, which stay as the
+ * fallback when no block size fits the device's workgroup memory).
+ *
+ * Forward, per key block: S = (scale·Q)Kᵀ masked causally; per row, online softmax (running max m,
+ * sum l, rescale α = exp(m_old − m_new)); O = α·O + P·V. Output O/l, lse = m + log l.
+ * Backward (Δ_i = dO_i·O_i precomputed by attention.ts's delta kernel):
+ *   dQ block:  dS = P ⊙ (dO·Vᵀ − Δ), P = exp(scale·QKᵀ − lse);  dQ = scale · dS·K
+ *   dK/dV block, over the query heads of its kv group and the query blocks at or after it:
+ *              dV += Pᵀ·dO;  dK += scale · dSᵀ·Q
+ * Each sum runs in a fixed order (blocks ascending, rows/keys ascending within a block): results are
+ * bit-reproducible. Invocations own fixed (row, d) output elements; row statistics are updated by
+ * one invocation per row.
+ */
+import type { Buf } from "../backend.ts";
+import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import { f32s, memoKernel, u32s } from "./launch.ts";
+
+/** Invocations per workgroup of the tiled kernels. */
+const TW = 128;
+const F = "f32" as const;
+const NEG = "-3.0e38";
+
+/** Workgroup-memory bytes of each tiled kernel for block size `b` and head dim `d`. */
+export function attentionTileBytes(b: number, d: number): { fwd: number; dq: number; dkv: number } {
+  const tile = b * d * 4;
+  return {
+    fwd: 3 * tile + b * b * 4 + 3 * b * 4,
+    dq: 4 * tile + b * b * 4 + 2 * b * 4,
+    dkv: 4 * tile + 2 * b * b * 4 + 2 * b * 4,
+  };
+}
+
+/** Largest block size in {32, 16, 8} whose kernels fit in `maxShared` bytes for head dim `d`
+ * (forward and backward separately), or 0 when none does. */
+export function chooseAttentionBlock(d: number, maxShared: number): { fwd: number; bwd: number } {
+  let fwd = 0;
+  let bwd = 0;
+  for (const b of [32, 16, 8]) {
+    const t = attentionTileBytes(b, d);
+    if (!fwd && t.fwd <= maxShared) fwd = b;
+    if (!bwd && Math.max(t.dq, t.dkv) <= maxShared) bwd = b;
+  }
+  return { fwd, bwd };
+}
+
+function header(D: number, B: number): string {
+  return `const DH: u32 = ${D}u;
+const BB: u32 = ${B}u;
+const OPT: u32 = ${Math.ceil((B * D) / TW)}u;
+fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
+fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
+fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
+`;
+}
+
+const ENTRY = `@compute @workgroup_size(${TW}) fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32)`;
+
+/** Launch of the tiled forward with block size `B` (from {@link chooseAttentionBlock}). */
+export function attentionTiledLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, B: number): Launch | null {
+  if (Bt * S * H === 0 || D === 0) return null;
+  const nqb = Math.ceil(S / B);
+  const kernel: Kernel = memoKernel(`attention_tiled_fwd_d${D}_b${B}`, () => ({
+    label: `attention_tiled_fwd_d${D}_b${B}`,
+    buffers: [
+      { name: "b_q", type: F, write: false },
+      { name: "b_k", type: F, write: false },
+      { name: "b_v", type: F, write: false },
+      { name: "b_out", type: F, write: true },
+      { name: "b_lse", type: F, write: true },
+    ],
+    params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff", "nqb"), ...f32s("scale")],
+    code: `${header(D, B)}
+var<workgroup> Qs: array<f32, ${B * D}>;
+var<workgroup> Ks: array<f32, ${B * D}>;
+var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Ss: array<f32, ${B * B}>;
+var<workgroup> rm: array<f32, ${B}>;
+var<workgroup> rl: array<f32, ${B}>;
+var<workgroup> ra: array<f32, ${B}>;
+${ENTRY} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.H * P.nqb) { return; }
+  let qb = id % P.nqb;
+  let h = (id / P.nqb) % P.H;
+  let b = id / (P.nqb * P.H);
+  let kh = (h * P.Hkv) / P.H;
+  let q0 = qb * BB;
+  for (var e = li; e < BB * DH; e = e + ${TW}u) {
+    let qi = q0 + e / DH;
+    var val: f32 = 0.0;
+    if (qi < P.S) { val = b_q[P.qoff + qidx(b, qi, h) + e % DH] * P.scale; }
+    Qs[e] = val;
+  }
+  if (li < BB) { rm[li] = ${NEG}; rl[li] = 0.0; }
+  var acc: array<f32, OPT>;
+  for (var u = 0u; u < OPT; u = u + 1u) { acc[u] = 0.0; }
+  workgroupBarrier();
+  let qlast = min(q0 + BB, P.S) - 1u;
+  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
+    for (var e = li; e < BB * DH; e = e + ${TW}u) {
+      let kj = k0 + e / DH;
+      var kv: f32 = 0.0;
+      var vv: f32 = 0.0;
+      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
+      Ks[e] = kv;
+      Vs[e] = vv;
+    }
+    workgroupBarrier();
+    for (var e = li; e < BB * BB; e = e + ${TW}u) {
+      let r = e / BB;
+      let j = e % BB;
+      var s: f32 = ${NEG};
+      if (k0 + j <= q0 + r && q0 + r < P.S) {
+        var dot: f32 = 0.0;
+        for (var d = 0u; d < DH; d = d + 1u) { dot = dot + Qs[r * DH + d] * Ks[j * DH + d]; }
+        s = dot;
+      }
+      Ss[e] = s;
+    }
+    workgroupBarrier();
+    if (li < BB) {
+      let mo = rm[li];
+      var mn = mo;
+      for (var j = 0u; j < BB; j = j + 1u) { mn = max(mn, Ss[li * BB + j]); }
+      let alpha = exp(mo - mn);
+      var l = rl[li] * alpha;
+      for (var j = 0u; j < BB; j = j + 1u) { let p = exp(Ss[li * BB + j] - mn); Ss[li * BB + j] = p; l = l + p; }
+      rm[li] = mn;
+      rl[li] = l;
+      ra[li] = alpha;
+    }
+    workgroupBarrier();
+    for (var u = 0u; u < OPT; u = u + 1u) {
+      let e = li + ${TW}u * u;
+      if (e < BB * DH) {
+        let r = e / DH;
+        let d = e % DH;
+        var a = acc[u] * ra[r];
+        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ss[r * BB + j] * Vs[j * DH + d]; }
+        acc[u] = a;
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var u = 0u; u < OPT; u = u + 1u) {
+    let e = li + ${TW}u * u;
+    if (e < BB * DH) {
+      let qi = q0 + e / DH;
+      if (qi < P.S) { b_out[P.ooff + qidx(b, qi, h) + e % DH] = acc[u] / rl[e / DH]; }
+    }
+  }
+  if (li < BB && q0 + li < P.S) { b_lse[P.loff + ridx(b, h, q0 + li)] = rm[li] + log(rl[li]); }
+}`,
+  }));
+  return { kernel, bufs: [q, k, v, out, lse], params: [Bt, S, H, Hkv, qoff, koff, voff, ooff, loff, nqb, scale], workgroups: Bt * H * nqb };
+}
+
+/** Launches of the tiled dQ and dK/dV kernels; `delta` holds Δ [B, H, S] from element 0 (computed
+ * by the delta kernel of attention.ts, which the caller launches first). */
+export function attentionTiledBackwardLaunches(
+  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, lse: Buf, loff: number,
+  dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
+  Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, B: number,
+): Launch[] {
+  if (Bt * S === 0 || D === 0) return [];
+  const nb = Math.ceil(S / B);
+  const dqK: Kernel = memoKernel(`attention_tiled_dq_d${D}_b${B}`, () => ({
+    label: `attention_tiled_dq_d${D}_b${B}`,
+    buffers: [
+      { name: "b_q", type: F, write: false },
+      { name: "b_k", type: F, write: false },
+      { name: "b_v", type: F, write: false },
+      { name: "b_lse", type: F, write: false },
+      { name: "b_do", type: F, write: false },
+      { name: "b_delta", type: F, write: false },
+      { name: "b_dq", type: F, write: true },
+    ],
+    params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff", "nb"), ...f32s("scale")],
+    code: `${header(D, B)}
+var<workgroup> Qs: array<f32, ${B * D}>;
+var<workgroup> Os: array<f32, ${B * D}>;
+var<workgroup> Ks: array<f32, ${B * D}>;
+var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Ds: array<f32, ${B * B}>;
+var<workgroup> rL: array<f32, ${B}>;
+var<workgroup> rD: array<f32, ${B}>;
+${ENTRY} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.H * P.nb) { return; }
+  let qb = id % P.nb;
+  let h = (id / P.nb) % P.H;
+  let b = id / (P.nb * P.H);
+  let kh = (h * P.Hkv) / P.H;
+  let q0 = qb * BB;
+  for (var e = li; e < BB * DH; e = e + ${TW}u) {
+    let qi = q0 + e / DH;
+    var qv: f32 = 0.0;
+    var ov: f32 = 0.0;
+    if (qi < P.S) { let o = qidx(b, qi, h) + e % DH; qv = b_q[P.qoff + o]; ov = b_do[P.dooff + o]; }
+    Qs[e] = qv;
+    Os[e] = ov;
+  }
+  if (li < BB) {
+    var L: f32 = 0.0;
+    var Dl: f32 = 0.0;
+    if (q0 + li < P.S) { L = b_lse[P.loff + ridx(b, h, q0 + li)]; Dl = b_delta[ridx(b, h, q0 + li)]; }
+    rL[li] = L;
+    rD[li] = Dl;
+  }
+  var acc: array<f32, OPT>;
+  for (var u = 0u; u < OPT; u = u + 1u) { acc[u] = 0.0; }
+  workgroupBarrier();
+  let qlast = min(q0 + BB, P.S) - 1u;
+  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
+    for (var e = li; e < BB * DH; e = e + ${TW}u) {
+      let kj = k0 + e / DH;
+      var kv: f32 = 0.0;
+      var vv: f32 = 0.0;
+      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
+      Ks[e] = kv;
+      Vs[e] = vv;
+    }
+    workgroupBarrier();
+    for (var e = li; e < BB * BB; e = e + ${TW}u) {
+      let r = e / BB;
+      let j = e % BB;
+      var ds: f32 = 0.0;
+      if (k0 + j <= q0 + r && q0 + r < P.S) {
+        var s: f32 = 0.0;
+        var dp: f32 = 0.0;
+        for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * DH + d]; dp = dp + Os[r * DH + d] * Vs[j * DH + d]; }
+        let p = exp(s * P.scale - rL[r]);
+        ds = p * (dp - rD[r]);
+      }
+      Ds[e] = ds;
+    }
+    workgroupBarrier();
+    for (var u = 0u; u < OPT; u = u + 1u) {
+      let e = li + ${TW}u * u;
+      if (e < BB * DH) {
+        let r = e / DH;
+        let d = e % DH;
+        var a = acc[u];
+        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ds[r * BB + j] * Ks[j * DH + d]; }
+        acc[u] = a;
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var u = 0u; u < OPT; u = u + 1u) {
+    let e = li + ${TW}u * u;
+    if (e < BB * DH) {
+      let qi = q0 + e / DH;
+      if (qi < P.S) { b_dq[P.dqoff + qidx(b, qi, h) + e % DH] = acc[u] * P.scale; }
+    }
+  }
+}`,
+  }));
+  const dkvK: Kernel = memoKernel(`attention_tiled_dkv_d${D}_b${B}`, () => ({
+    label: `attention_tiled_dkv_d${D}_b${B}`,
+    buffers: [
+      { name: "b_q", type: F, write: false },
+      { name: "b_k", type: F, write: false },
+      { name: "b_v", type: F, write: false },
+      { name: "b_lse", type: F, write: false },
+      { name: "b_do", type: F, write: false },
+      { name: "b_delta", type: F, write: false },
+      { name: "b_dk", type: F, write: true },
+      { name: "b_dv", type: F, write: true },
+    ],
+    params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale")],
+    code: `${header(D, B)}
+var<workgroup> Ks: array<f32, ${B * D}>;
+var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Qs: array<f32, ${B * D}>;
+var<workgroup> Os: array<f32, ${B * D}>;
+var<workgroup> Ps: array<f32, ${B * B}>;
+var<workgroup> Ds: array<f32, ${B * B}>;
+var<workgroup> rL: array<f32, ${B}>;
+var<workgroup> rD: array<f32, ${B}>;
+${ENTRY} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.Hkv * P.nb) { return; }
+  let kb = id % P.nb;
+  let kh = (id / P.nb) % P.Hkv;
+  let b = id / (P.nb * P.Hkv);
+  let k0 = kb * BB;
+  for (var e = li; e < BB * DH; e = e + ${TW}u) {
+    let kj = k0 + e / DH;
+    var kv: f32 = 0.0;
+    var vv: f32 = 0.0;
+    if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
+    Ks[e] = kv;
+    Vs[e] = vv;
+  }
+  var adk: array<f32, OPT>;
+  var adv: array<f32, OPT>;
+  for (var u = 0u; u < OPT; u = u + 1u) { adk[u] = 0.0; adv[u] = 0.0; }
+  workgroupBarrier();
+  for (var h = 0u; h < P.H; h = h + 1u) {
+    if ((h * P.Hkv) / P.H != kh) { continue; }
+    for (var q0 = k0; q0 < P.S; q0 = q0 + BB) {
+      for (var e = li; e < BB * DH; e = e + ${TW}u) {
+        let qi = q0 + e / DH;
+        var qv: f32 = 0.0;
+        var ov: f32 = 0.0;
+        if (qi < P.S) { let o = qidx(b, qi, h) + e % DH; qv = b_q[P.qoff + o]; ov = b_do[P.dooff + o]; }
+        Qs[e] = qv;
+        Os[e] = ov;
+      }
+      if (li < BB) {
+        var L: f32 = 0.0;
+        var Dl: f32 = 0.0;
+        if (q0 + li < P.S) { L = b_lse[P.loff + ridx(b, h, q0 + li)]; Dl = b_delta[ridx(b, h, q0 + li)]; }
+        rL[li] = L;
+        rD[li] = Dl;
+      }
+      workgroupBarrier();
+      for (var e = li; e < BB * BB; e = e + ${TW}u) {
+        let r = e / BB;
+        let j = e % BB;
+        var p: f32 = 0.0;
+        var ds: f32 = 0.0;
+        if (k0 + j <= q0 + r && q0 + r < P.S) {
+          var s: f32 = 0.0;
+          var dp: f32 = 0.0;
+          for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * DH + d]; dp = dp + Os[r * DH + d] * Vs[j * DH + d]; }
+          p = exp(s * P.scale - rL[r]);
+          ds = p * (dp - rD[r]);
+        }
+        Ps[e] = p;
+        Ds[e] = ds;
+      }
+      workgroupBarrier();
+      for (var u = 0u; u < OPT; u = u + 1u) {
+        let e = li + ${TW}u * u;
+        if (e < BB * DH) {
+          let j = e / DH;
+          let d = e % DH;
+          var av = adv[u];
+          var ak = adk[u];
+          for (var r = 0u; r < BB; r = r + 1u) {
+            av = av + Ps[r * BB + j] * Os[r * DH + d];
+            ak = ak + Ds[r * BB + j] * Qs[r * DH + d];
+          }
+          adv[u] = av;
+          adk[u] = ak;
+        }
+      }
+      workgroupBarrier();
+    }
+  }
+  for (var u = 0u; u < OPT; u = u + 1u) {
+    let e = li + ${TW}u * u;
+    if (e < BB * DH) {
+      let kj = k0 + e / DH;
+      if (kj < P.S) {
+        let o = kidx(b, kj, kh) + e % DH;
+        b_dk[P.dkoff + o] = adk[u] * P.scale;
+        b_dv[P.dvoff + o] = adv[u];
+      }
+    }
+  }
+}`,
+  }));
+  return [
+    { kernel: dqK, bufs: [q, k, v, lse, dout, delta, dq], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dqoff, nb, scale], workgroups: Bt * H * nb },
+    { kernel: dkvK, bufs: [q, k, v, lse, dout, delta, dk, dv], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dkoff, dvoff, nb, scale], workgroups: Bt * Hkv * nb },
+  ];
+}

@@ -1,0 +1,106 @@
+/**
+ * The tiled attention kernels (wgsl/attention_tiled.ts) against the one-row-per-workgroup kernels
+ * (wgsl/attention.ts) and the cpu backend, at sequence lengths that cross several blocks and end
+ * mid-block, grouped-query heads, and head dims that pick different block sizes; plus the block
+ * choice itself.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Backend, View } from "../../src/backend.ts";
+import { CpuBackend } from "../../src/cpu/index.ts";
+import { createGPU } from "../../src/ffi/index.ts";
+import { WebGpuBackend } from "../../src/webgpu/index.ts";
+import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention_tiled.ts";
+
+function rand(n: number, seed: number): Float32Array {
+  let s = seed >>> 0 || 1;
+  return Float32Array.from({ length: n }, () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return (s / 2 ** 32) * 2 - 1;
+  });
+}
+
+let tiled: WebGpuBackend;
+let rows: WebGpuBackend;
+const cpu = new CpuBackend();
+beforeAll(async () => {
+  const g = createGPU();
+  tiled = await WebGpuBackend.create(g);
+  rows = await WebGpuBackend.create(g, { attention: "rows" });
+});
+afterAll(() => {
+  tiled.destroy();
+  rows.destroy();
+});
+
+/** Forward + backward on `be`; returns out, lse, dq, dk, dv. */
+async function run(be: Backend, B: number, S: number, H: number, Hkv: number, D: number, seed: number): Promise<Float32Array[]> {
+  const nq = B * S * H * D;
+  const nk = B * S * Hkv * D;
+  const bufs: View[] = [];
+  const put = (data: Float32Array): View => {
+    const v = { buf: be.alloc("f32", data.length + 2, "other"), off: 2 };
+    be.write(v, data);
+    bufs.push(v);
+    return v;
+  };
+  const q = put(rand(nq, seed));
+  const k = put(rand(nk, seed + 1));
+  const v = put(rand(nk, seed + 2));
+  const dout = put(rand(nq, seed + 3));
+  const out = put(new Float32Array(nq));
+  const lse = put(new Float32Array(B * H * S));
+  const dq = put(new Float32Array(nq));
+  const dk = put(new Float32Array(nk));
+  const dv = put(new Float32Array(nk));
+  const scale = 1 / Math.sqrt(D);
+  be.attention(q, k, v, out, lse, B, S, H, Hkv, D, scale);
+  be.attentionBackward(q, k, v, out, lse, dout, dq, dk, dv, B, S, H, Hkv, D, scale);
+  const res: Float32Array[] = [];
+  for (const [view, n] of [[out, nq], [lse, B * H * S], [dq, nq], [dk, nk], [dv, nk]] as const) res.push(Float32Array.from((await be.read(view, n)) as Float32Array));
+  for (const b of bufs) be.free(b.buf);
+  return res;
+}
+
+function normwise(got: Float32Array, want: Float32Array, tol: number): string {
+  let m = 0;
+  for (const w of want) m = Math.max(m, Math.abs(w));
+  for (let i = 0; i < want.length; i++) if (!(Math.abs(got[i]! - want[i]!) <= tol * (m + 1e-6))) return `[${i}] got ${got[i]} want ${want[i]} (max |want| ${m})`;
+  return "ok";
+}
+
+describe("tiled attention", () => {
+  test("block choice fits the workgroup memory and prefers larger blocks", () => {
+    for (const d of [1, 16, 64, 96, 128, 256]) {
+      for (const lim of [16384, 32768, 49152]) {
+        const c = chooseAttentionBlock(d, lim);
+        if (c.fwd) expect(attentionTileBytes(c.fwd, d).fwd).toBeLessThanOrEqual(lim);
+        if (c.bwd) expect(Math.max(attentionTileBytes(c.bwd, d).dq, attentionTileBytes(c.bwd, d).dkv)).toBeLessThanOrEqual(lim);
+        if (c.fwd < 32 && c.fwd > 0) expect(attentionTileBytes(c.fwd * 2, d).fwd).toBeGreaterThan(lim);
+      }
+    }
+    expect(chooseAttentionBlock(64, 32768)).toEqual({ fwd: 32, bwd: 16 });
+    expect(chooseAttentionBlock(1024, 32768)).toEqual({ fwd: 0, bwd: 0 });
+  });
+
+  const shapes: [number, number, number, number, number][] = [
+    [1, 70, 4, 2, 16], // three blocks of 32 (fwd) / five of 16 (bwd), GQA
+    [2, 33, 2, 1, 40], // multi-query, ends one past a block
+    [1, 9, 3, 3, 96], // head dim needing smaller blocks
+  ];
+  for (const [B, S, H, Hkv, D] of shapes) {
+    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] tiled = per-row kernels = cpu backend`, async () => {
+      const t = await run(tiled, B, S, H, Hkv, D, 7 * S + D);
+      const r = await run(rows, B, S, H, Hkv, D, 7 * S + D);
+      const c = await run(cpu, B, S, H, Hkv, D, 7 * S + D);
+      const names = ["out", "lse", "dq", "dk", "dv"];
+      for (let i = 0; i < 5; i++) {
+        expect(`${names[i]} vs cpu: ${normwise(t[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} vs cpu: ok`);
+        expect(`${names[i]} vs rows: ${normwise(t[i]!, r[i]!, 2e-5)}`).toBe(`${names[i]} vs rows: ok`);
+      }
+    }, 60000);
+  }
+});
