@@ -6,13 +6,14 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, ROW_WG, memoKernel } from "./launch.ts";
-import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
+import { entry, memoKernel } from "./launch.ts";
+import { NEG_BIG, rowWorkgroup, treeReduceMaxSum } from "./workgroup_reduce.ts";
 
 /** Launch of the fused cross-entropy. */
 export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff: number, losses: Buf, lsoff: number, dlogits: Buf, doff: number, rows: number, vocab: number, ignoreIndex: number, gradScale: number): Launch {
-  const kernel: Kernel = memoKernel("cross_entropy", () => ({
-    label: "cross_entropy",
+  const W = rowWorkgroup(vocab);
+  const kernel: Kernel = memoKernel(`cross_entropy_w${W}`, () => ({
+    label: `cross_entropy_w${W}`,
     buffers: [
       { name: "b_x", type: "f32", write: false },
       { name: "b_t", type: "i32", write: false },
@@ -29,26 +30,25 @@ export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff
       { name: "ignore", type: "i32" },
       { name: "scale", type: "f32" },
     ],
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduceMaxSum(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.loff + r * P.vocab;
   let db = P.doff + r * P.vocab;
   let t = b_t[P.toff + r];
   if (t == P.ignore) {
-    for (var c = li; c < P.vocab; c = c + ${ROW_WG}u) { b_dx[db + c] = 0.0; }
+    for (var c = li; c < P.vocab; c = c + ${W}u) { b_dx[db + c] = 0.0; }
     if (li == 0u) { b_loss[P.lsoff + r] = 0.0; }
     return;
   }
-  var m: f32 = ${NEG_BIG};
-  for (var c = li; c < P.vocab; c = c + ${ROW_WG}u) { m = max(m, b_x[xb + c]); }
-  m = wg_max(li, m);
-  var s: f32 = 0.0;
-  for (var c = li; c < P.vocab; c = c + ${ROW_WG}u) { s = s + exp(b_x[xb + c] - m); }
-  s = wg_sum(li, s);
+  var ms = vec2<f32>(${NEG_BIG}, 0.0);
+  for (var c = li; c < P.vocab; c = c + ${W}u) { ms = online_add(ms, b_x[xb + c]); }
+  ms = wg_maxsum(li, ms.x, ms.y);
+  let m = ms.x;
+  let s = ms.y;
   let inv = 1.0 / s;
   let valid = t >= 0 && u32(t) < P.vocab;
-  for (var c = li; c < P.vocab; c = c + ${ROW_WG}u) {
+  for (var c = li; c < P.vocab; c = c + ${W}u) {
     let p = exp(b_x[xb + c] - m) * inv;
     b_dx[db + c] = (p - select(0.0, 1.0, valid && u32(t) == c)) * P.scale;
   }

@@ -9,30 +9,31 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, ROW_WG, u32s, memoKernel } from "./launch.ts";
-import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
+import { NEG_BIG, rowWorkgroup, treeReduce, treeReduceMaxSum } from "./workgroup_reduce.ts";
 
-/** Launch of (log-)softmax over `rows` rows of `cols`. */
+/** Launch of (log-)softmax over `rows` rows of `cols` (one pass for max and sum with the online
+ * normaliser, one pass writing). */
 export function softmaxLaunch(x: Buf, xoff: number, y: Buf, yoff: number, rows: number, cols: number, log: boolean): Launch {
-  const kernel: Kernel = memoKernel(log ? "log_softmax" : "softmax", () => ({
-    label: log ? "log_softmax" : "softmax",
+  const W = rowWorkgroup(cols);
+  const label = `${log ? "log_softmax" : "softmax"}_w${W}`;
+  const kernel: Kernel = memoKernel(label, () => ({
+    label,
     buffers: [
       { name: "b_x", type: "f32", write: false },
       { name: "b_y", type: "f32", write: true },
     ],
     params: u32s("xoff", "yoff", "rows", "cols"),
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduceMaxSum(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.xoff + r * P.cols;
   let yb = P.yoff + r * P.cols;
-  var m: f32 = ${NEG_BIG};
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { m = max(m, b_x[xb + c]); }
-  m = wg_max(li, m);
-  var s: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { s = s + exp(b_x[xb + c] - m); }
-  s = wg_sum(li, s);
-  ${log ? "let ls = log(s);" : "let inv = 1.0 / s;"}
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) {
+  var ms = vec2<f32>(${NEG_BIG}, 0.0);
+  for (var c = li; c < P.cols; c = c + ${W}u) { ms = online_add(ms, b_x[xb + c]); }
+  ms = wg_maxsum(li, ms.x, ms.y);
+  let m = ms.x;
+  ${log ? "let ls = log(ms.y);" : "let inv = 1.0 / ms.y;"}
+  for (var c = li; c < P.cols; c = c + ${W}u) {
     ${log ? "b_y[yb + c] = b_x[xb + c] - m - ls;" : "b_y[yb + c] = exp(b_x[xb + c] - m) * inv;"}
   }
 }`,

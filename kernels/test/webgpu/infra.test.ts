@@ -84,6 +84,31 @@ describe("dispatch", () => {
     expect(close(res[0]!, res[1]!, 1e-5, 1e-7)).toBe("ok");
   });
 
+  test("wide rows (256-invocation workgroups, online max/sum): softmax, log-softmax, crossEntropy match the cpu backend", async () => {
+    const rows = 3;
+    const cols = 5003;
+    const x = rand(rows * cols, 21).map((v) => v * 30);
+    const tg = Int32Array.of(5, -100, 5002);
+    const res: Float32Array[][] = [];
+    for (const be of [gpu, cpu] as Backend[]) {
+      const xv = at(be, x, 1);
+      const y = be.alloc("f32", rows * cols, "other");
+      const yl = be.alloc("f32", rows * cols, "other");
+      const t = be.alloc("i32", rows, "other");
+      be.write({ buf: t, off: 0 }, tg);
+      const loss = be.alloc("f32", rows, "other");
+      const dl = be.alloc("f32", rows * cols, "other");
+      be.softmax(xv, { buf: y, off: 0 }, rows, cols, false);
+      be.softmax(xv, { buf: yl, off: 0 }, rows, cols, true);
+      be.crossEntropy(xv, { buf: t, off: 0 }, { buf: loss, off: 0 }, { buf: dl, off: 0 }, rows, cols, -100, 0.5);
+      const r: Float32Array[] = [];
+      for (const [b, n] of [[y, rows * cols], [yl, rows * cols], [loss, rows], [dl, rows * cols]] as const) r.push((await be.read({ buf: b, off: 0 }, n)) as Float32Array);
+      res.push(r);
+      for (const b of [xv.buf, y, yl, t, loss, dl]) be.free(b);
+    }
+    for (let i = 0; i < 4; i++) expect(close(res[0]![i]!, res[1]![i]!, 2e-5, 1e-7)).toBe("ok");
+  });
+
   test("views of one buffer bound together (axpy, matmul, adamw in one flat buffer) match the cpu backend", async () => {
     const [M, N, K] = [13, 7, 11];
     const flat = rand(M * K + K * N + M * N + 3 * 50 + 4, 12).map((v, i) => (i >= M * K + K * N + M * N + 50 ? Math.abs(v) * 0.01 : v));
