@@ -88,7 +88,13 @@ export class WebGpuBackend implements Backend {
   ) {
     this.info = info;
     const lim = device.limits;
-    this.ledger = new BufferLedger(device, Math.min(lim.maxBufferSize, lim.maxStorageBufferBindingSize));
+    this.ledger = new BufferLedger(device, Math.min(lim.maxBufferSize, lim.maxStorageBufferBindingSize), (p) => {
+      this.pendingChecks.push(
+        p.then((msg) => {
+          if (msg) this.errors.push(msg);
+        }),
+      );
+    });
     this.pipelines = new PipelineCache(device);
     this.batcher = new CommandBatcher(device, maxBatch);
     this.maxPerDim = lim.maxComputeWorkgroupsPerDimension ?? MAX_WORKGROUPS_PER_DIM;

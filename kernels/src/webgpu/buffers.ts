@@ -50,6 +50,10 @@ export class BufferLedger {
     /** Largest buffer the device accepts and can bind whole (min of maxBufferSize and
      * maxStorageBufferBindingSize), bytes. */
     readonly maxBytes: number,
+    /** Receives the message of an allocation the device refused after the fact (WebGPU reports
+     * out-of-memory asynchronously, through an error scope); the backend throws it at the next
+     * read/flush. */
+    private readonly onDeferredError: (p: Promise<string | null>) => void = () => {},
   ) {}
 
   /** New zeroed buffer (WebGPU zero-initialises). Throws on bad length/dtype/tag or a size above
@@ -61,11 +65,14 @@ export class BufferLedger {
     const bytes = paddedBytes(dtype, length);
     if (bytes > this.maxBytes) throw new Error(`webgpu alloc: ${bytes} bytes (${length} × ${dtype}) for tag ${tag} exceed the device's largest bindable buffer of ${this.maxBytes} bytes`);
     let gpu: GPUBuffer;
+    this.device.pushErrorScope("out-of-memory");
     try {
       gpu = this.device.createBuffer({ size: bytes, usage: BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST });
     } catch (e) {
+      void this.device.popErrorScope();
       throw new Error(`webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${(e as Error).message}`);
     }
+    this.onDeferredError(this.device.popErrorScope().then((err) => (err ? `webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${err.message}` : null)));
     const b = new GpuBuf(dtype, length, tag, this.nextId++, gpu, bytes, this);
     this.add(tag, length * DTYPE_BYTES[dtype]);
     return b;

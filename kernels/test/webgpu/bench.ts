@@ -15,6 +15,10 @@ import { WebGpuBackend } from "../../src/webgpu/index.ts";
 const small = process.argv.includes("--small");
 const be = await WebGpuBackend.create(createGPU(), { powerPreference: "high-performance" });
 console.log(`bench: ${be.info.adapter} (${be.info.adapterType}, ${be.info.adapterBackend})${small ? " [small sizes]" : ""}`);
+{
+  const l = be.device.limits;
+  console.log(`limits: maxBufferSize ${l.maxBufferSize}, maxStorageBufferBindingSize ${l.maxStorageBufferBindingSize}, maxComputeWorkgroupStorageSize ${l.maxComputeWorkgroupStorageSize}, maxStorageBuffersPerShaderStage ${l.maxStorageBuffersPerShaderStage}`);
+}
 
 const live: Buf[] = [];
 function buf(dtype: "f32" | "bf16" | "i32", n: number, fill?: (i: number) => number): View {

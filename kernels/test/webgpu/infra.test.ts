@@ -130,6 +130,14 @@ describe("dispatch", () => {
   });
 });
 
+describe("allocation", () => {
+  test("a buffer above the device's bindable size throws at once, naming bytes and tag", () => {
+    const max = Math.min(gpu.device.limits.maxBufferSize, gpu.device.limits.maxStorageBufferBindingSize);
+    expect(() => gpu.alloc("f32", Math.floor(max / 4) + 1, "activation")).toThrow(/bytes.*activation/);
+    expect(gpu.memory().current.activation).toBe(0);
+  });
+});
+
 describe("batching", () => {
   test("automatic submits, host writes after recorded work, freeing buffers pending work uses", async () => {
     const n = 37;
