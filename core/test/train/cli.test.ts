@@ -1,0 +1,176 @@
+/**
+ * `bun run train` end to end, as a user runs it: a child process of core/src/cli/train.ts.
+ * Independent references: the parameter count of the Hugging Face layout (countParameters), the
+ * ZeRO paper's per-rank model-state bytes and communication volumes (domain.md §1–2), routing
+ * choices = tokens·k, and the data-parallel equivalence (world 2 × accumulation 1 trains exactly
+ * like world 1 × accumulation 2 on the same global batches).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { countParameters, DEFAULT_JOB, type ModelConfig } from "../../src/config/index.ts";
+import { resolveJobConfig } from "../../src/config/resolve.ts";
+import { checkSummary, type TrainSummary } from "../../src/train/summary.ts";
+
+const CLI = resolve(import.meta.dir, "../../src/cli/train.ts");
+const dir = mkdtempSync(join(tmpdir(), "zeromoe-train-test-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run the train CLI with `args`; CI=1 so no progress bar is drawn. */
+async function train(args: string[]): Promise<Run> {
+  const p = Bun.spawn(["bun", CLI, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { code, stdout, stderr };
+}
+
+let fileNo = 0;
+/** Write `value` as JSON into the test folder; returns its path. */
+function jsonFile(value: unknown): string {
+  const path = join(dir, `f${fileNo++}.json`);
+  writeFileSync(path, JSON.stringify(value));
+  return path;
+}
+
+function readSummary(path: string): TrainSummary {
+  const s = JSON.parse(readFileSync(path, "utf8")) as TrainSummary;
+  expect(checkSummary(s)).toEqual([]);
+  return s;
+}
+
+/** A stack trace line such as "    at trainRank (/x/rank.ts:12:3)". */
+const STACK = /^\s+at .*(:\d+:\d+\)?|native)$/m;
+
+/** A small mixtral job at awkward sizes: 3 experts, seq 13, micro-batch 3, accumulation 2. */
+const SMALL_JOB = {
+  model: {
+    model_type: "mixtral", vocab_size: 256, hidden_size: 24, intermediate_size: 40, num_hidden_layers: 2,
+    num_attention_heads: 3, num_key_value_heads: 1, num_local_experts: 3, num_experts_per_tok: 2,
+    max_position_embeddings: 64, output_router_logits: true,
+  },
+  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 13 },
+  steps: 3,
+  seed: 11,
+  backend: "cpu",
+  train_micro_batch_size_per_gpu: 3,
+  gradient_accumulation_steps: 2,
+  eval_interval: 2,
+  eval_batches: 2,
+  steps_per_print: 1,
+  optimizer: { type: "AdamW", params: { lr: 0.01 } },
+};
+
+describe("bun run train", () => {
+  test("default job, world size 1: logs, summary schema, parameter and memory figures", async () => {
+    const out = join(dir, "default.json");
+    const r = await train(["--steps", "3", "--summary", out]);
+    expect(r.stderr).not.toMatch(STACK);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^backend +(cpu|webgpu) on ".+" \(.+\)$/m);
+    expect(r.stdout).toMatch(/^step 3\/3 \| loss \d+\.\d{4} \| lr \S+ \| \d+ tok\/s \| scale 1 \| grad_norm \S+ \| mem MiB param 1\.00 grad 1\.00 optim 2\.01/m);
+    expect(r.stdout).toMatch(/^eval step 3 \| val_loss \d+\.\d{4}/m);
+    expect(r.stdout).toMatch(/^done +3 steps in/m);
+    const s = readSummary(out);
+    const { config } = resolveJobConfig(DEFAULT_JOB);
+    const psi = countParameters(config.model as ModelConfig).total;
+    expect(s.world_size).toBe(1);
+    expect(s.num_parameters).toBe(psi);
+    // fresh model on 256 byte values: loss ≈ ln 256; it falls within 3 steps
+    expect(Math.abs(s.losses[0]! - Math.log(256))).toBeLessThan(0.1);
+    expect(s.final_loss!).toBeLessThan(s.losses[0]!);
+    // fp32 data parallel: 4 bytes params + 4 grads + 8 moments per parameter (domain.md §1)
+    const m = s.memory.per_rank[0]!;
+    expect([m.params, m.grads, m.optim, m.padding]).toEqual([4 * psi, 4 * psi, 8 * psi, 0]);
+    expect(m.peak_total).toBeGreaterThan(16 * psi);
+    expect(Object.values(s.comm.per_rank[0]!).every((v) => v === 0)).toBe(true);
+    // every token of every step chooses k = 2 experts in each layer
+    const tokens = 3 * config.train_batch_size * config.data.seq_len;
+    expect(s.moe!.expert_counts.length).toBe(config.model.num_hidden_layers);
+    for (const row of s.moe!.expert_counts) expect(row.reduce((a, b) => a + b, 0)).toBe(tokens * 2);
+    // HF load-balancing loss E·Σ_e f_e·P_e with f summing to k: k = 2 for uniform routing; a fresh
+    // router is close to uniform
+    expect(s.moe!.aux_loss!).toBeGreaterThan(1.8);
+    expect(s.moe!.aux_loss!).toBeLessThan(2.5);
+    expect(s.moe!.dropped_tokens).toBe(0);
+  }, 60_000);
+
+  test("world size 2 trains exactly like world size 1 with twice the accumulation (ZeRO 0, 2, 3)", async () => {
+    const one = join(dir, "w1.json");
+    const r1 = await train(["--config", jsonFile(SMALL_JOB), "--summary", one]);
+    expect(r1.code).toBe(0);
+    expect(r1.stdout).toMatch(/^eval step 2 \|/m);
+    const s1 = readSummary(one);
+    const psi = s1.num_parameters;
+    const steps = SMALL_JOB.steps;
+    for (const stage of [0, 2, 3]) {
+      const ds = jsonFile({ gradient_accumulation_steps: 1, zero_optimization: { stage, stage3_param_persistence_threshold: 0, stage3_max_reuse_distance: 0 } });
+      const two = join(dir, `w2-${stage}.json`);
+      // no evaluation: its forwards would add to the communication counted below
+      const job = jsonFile({ ...SMALL_JOB, eval_interval: 0 });
+      const r2 = await train(["--config", job, "--deepspeed", ds, "--world-size", "2", "--summary", two]);
+      expect(r2.stderr).not.toMatch(STACK);
+      expect(r2.code).toBe(0);
+      const s2 = readSummary(two);
+      expect(s2.world_size).toBe(2);
+      expect(s2.losses).toEqual(s1.losses);
+      expect(s2.moe!.expert_counts).toEqual(s1.moe!.expert_counts);
+      for (const rank of [0, 1]) {
+        const m = s2.memory.per_rank[rank]!;
+        const c = s2.comm.per_rank[rank]!;
+        const pad = m.padding;
+        // domain.md §1 (fp32): stage 0 16Ψ, stage 2 4Ψ + 12Ψ/N, stage 3 16Ψ/N (padding reported apart)
+        const want = stage === 0 ? [4 * psi, 4 * psi, 8 * psi] : stage === 2 ? [4 * psi, 2 * psi, 4 * psi] : [2 * psi, 2 * psi, 4 * psi];
+        expect(Math.abs(m.params - want[0]!)).toBeLessThanOrEqual(pad);
+        expect(Math.abs(m.grads - want[1]!)).toBeLessThanOrEqual(pad);
+        expect(Math.abs(m.optim - want[2]!)).toBeLessThanOrEqual(pad);
+        // domain.md §2 at N = 2: all_reduce moves 2Ψ(N−1)/N = Ψ elements per step (4Ψ bytes);
+        // stage 2: reduce_scatter + all_gather, Ψ/2 elements each; stage 3 with nothing persistent
+        // or reused gathers every unit in forward and again in backward: 3Ψ(N−1)/N = 1.5× stage 0
+        const perStep = (b: number) => b / steps / (4 * psi);
+        if (stage === 0) {
+          expect(perStep(c.all_reduce)).toBeCloseTo(1, 2);
+          expect(c.reduce_scatter + c.all_gather).toBe(0);
+        } else {
+          expect(perStep(c.reduce_scatter)).toBeCloseTo(0.5, 2);
+          expect(perStep(c.all_gather)).toBeGreaterThanOrEqual(stage === 2 ? 0.499 : 0.999);
+          expect(perStep(c.all_gather)).toBeLessThanOrEqual(stage === 2 ? 0.501 : 1.001);
+        }
+      }
+    }
+  }, 90_000);
+
+  const bad: [string, Record<string, unknown>, RegExp][] = [
+    ["unknown key with did-you-mean", { ...DEFAULT_JOB, stepz: 3 }, /stepz: unknown key; did you mean "steps"\?/],
+    ["wrong type", { ...DEFAULT_JOB, optimizer: { type: "AdamW", params: { lr: "fast" } } }, /optimizer\.params\.lr: .*number/],
+    ["batch rule", { ...DEFAULT_JOB, train_batch_size: 10, train_micro_batch_size_per_gpu: 4, gradient_accumulation_steps: 1 }, /train_batch_size: inconsistent batch sizes.*4 × 1 × 1 = 4/],
+  ];
+  for (const [what, job, re] of bad) {
+    test(`bad config (${what}): exit 2, the field named, no stack trace`, async () => {
+      const r = await train(["--config", jsonFile(job)]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(re);
+      expect(r.stderr).not.toMatch(STACK);
+      expect(r.stdout).not.toMatch(/^step /m);
+    });
+  }
+
+  test("user errors from the command line and from inside a rank: exit 2, no stack trace", async () => {
+    const u = await train(["--stepz", "3"]);
+    expect(u.code).toBe(2);
+    expect(u.stderr).toContain("unknown option --stepz; did you mean --steps?");
+    const missing = join(dir, "no-such-corpus.txt");
+    const d = await train(["--config", jsonFile({ ...SMALL_JOB, data: { ...SMALL_JOB.data, dataset: missing } })]);
+    expect(d.code).toBe(2);
+    expect(d.stderr).toMatch(/^error: rank 0: .*no-such-corpus\.txt/m);
+    expect(d.stderr).not.toMatch(STACK);
+    const w = await train(["--config", jsonFile({ ...SMALL_JOB, world_size: 2 }), "--deepspeed", jsonFile({ stepz: 1 })]);
+    expect(w.code).toBe(2);
+    expect(w.stderr).toMatch(/stepz: not a DeepSpeed key/);
+  }, 30_000);
+});
