@@ -11,8 +11,8 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, EW_WG, f32s, groups, ROW_WG, u32s, memoKernel } from "./launch.ts";
-import { treeReduce } from "./workgroup_reduce.ts";
+import { entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
+import { rowWorkgroup, treeReduce } from "./workgroup_reduce.ts";
 
 const F = "f32" as const;
 
@@ -47,8 +47,9 @@ function colSumAdd(part: Buf, poff: number, out: Buf, ooff: number, cols: number
 
 /** Launch of RMSNorm forward. */
 export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf, yoff: number, rstd: Buf, roff: number, rows: number, cols: number, eps: number): Launch {
-  const kernel: Kernel = memoKernel("rmsnorm", () => ({
-    label: "rmsnorm",
+  const W = rowWorkgroup(cols);
+  const kernel: Kernel = memoKernel(`rmsnorm_w${W}`, () => ({
+    label: `rmsnorm_w${W}`,
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_w", type: F, write: false },
@@ -56,16 +57,16 @@ export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf
       { name: "b_r", type: F, write: true },
     ],
     params: [...u32s("xoff", "woff", "yoff", "roff", "rows", "cols"), ...f32s("eps")],
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduce(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.xoff + r * P.cols;
   let yb = P.yoff + r * P.cols;
   var s: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { let v = b_x[xb + c]; s = s + v * v; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { let v = b_x[xb + c]; s = s + v * v; }
   s = wg_sum(li, s);
   let rs = 1.0 / sqrt(s / f32(P.cols) + P.eps);
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_y[yb + c] = b_x[xb + c] * rs * b_w[P.woff + c]; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { b_y[yb + c] = b_x[xb + c] * rs * b_w[P.woff + c]; }
   if (li == 0u) { b_r[P.roff + r] = rs; }
 }`,
   }));
@@ -74,8 +75,9 @@ export function rmsnormLaunch(x: Buf, xoff: number, w: Buf, woff: number, y: Buf
 
 /** Launches of RMSNorm backward: dx (per row) then dw += (per column). */
 export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, rows: number, cols: number, scratch: Buf): Launch[] {
-  const dxK: Kernel = memoKernel("rmsnorm_bwd_dx", () => ({
-    label: "rmsnorm_bwd_dx",
+  const W = rowWorkgroup(cols);
+  const dxK: Kernel = memoKernel(`rmsnorm_bwd_dx_w${W}`, () => ({
+    label: `rmsnorm_bwd_dx_w${W}`,
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_w", type: F, write: false },
@@ -84,7 +86,7 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
       { name: "b_dx", type: F, write: true },
     ],
     params: u32s("xoff", "woff", "roff", "dyoff", "dxoff", "rows", "cols"),
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduce(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.xoff + r * P.cols;
@@ -92,10 +94,10 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
   let ob = P.dxoff + r * P.cols;
   let rs = b_r[P.roff + r];
   var s: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { s = s + b_dy[db + c] * b_w[P.woff + c] * b_x[xb + c]; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { s = s + b_dy[db + c] * b_w[P.woff + c] * b_x[xb + c]; }
   s = wg_sum(li, s);
   let k = rs * rs * rs * s / f32(P.cols);
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_dx[ob + c] = rs * b_dy[db + c] * b_w[P.woff + c] - k * b_x[xb + c]; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { b_dx[ob + c] = rs * b_dy[db + c] * b_w[P.woff + c] - k * b_x[xb + c]; }
 }`,
   }));
   const part: Kernel = memoKernel("rmsnorm_bwd_dw_part", () => ({
@@ -128,8 +130,9 @@ export function rmsnormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: numb
 
 /** Launch of LayerNorm forward (saves mean and rstd per row). */
 export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: Buf, boff: number, y: Buf, yoff: number, mean: Buf, moff: number, rstd: Buf, roff: number, rows: number, cols: number, eps: number): Launch {
-  const kernel: Kernel = memoKernel("layernorm", () => ({
-    label: "layernorm",
+  const W = rowWorkgroup(cols);
+  const kernel: Kernel = memoKernel(`layernorm_w${W}`, () => ({
+    label: `layernorm_w${W}`,
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_w", type: F, write: false },
@@ -139,18 +142,18 @@ export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: B
       { name: "b_r", type: F, write: true },
     ],
     params: [...u32s("xoff", "woff", "boff", "yoff", "moff", "roff", "rows", "cols"), ...f32s("eps")],
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduce(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.xoff + r * P.cols;
   let yb = P.yoff + r * P.cols;
   var s: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { s = s + b_x[xb + c]; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { s = s + b_x[xb + c]; }
   let mu = wg_sum(li, s) / f32(P.cols);
   var q: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { let d = b_x[xb + c] - mu; q = q + d * d; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { let d = b_x[xb + c] - mu; q = q + d * d; }
   let rs = 1.0 / sqrt(wg_sum(li, q) / f32(P.cols) + P.eps);
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { b_y[yb + c] = (b_x[xb + c] - mu) * rs * b_w[P.woff + c] + b_b[P.boff + c]; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { b_y[yb + c] = (b_x[xb + c] - mu) * rs * b_w[P.woff + c] + b_b[P.boff + c]; }
   if (li == 0u) { b_mean[P.moff + r] = mu; b_r[P.roff + r] = rs; }
 }`,
   }));
@@ -159,8 +162,9 @@ export function layernormLaunch(x: Buf, xoff: number, w: Buf, woff: number, b: B
 
 /** Launches of LayerNorm backward: dx (per row), then dw += and db += (per column). */
 export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: number, mean: Buf, moff: number, rstd: Buf, roff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, dw: Buf, dwoff: number, db: Buf, dboff: number, rows: number, cols: number, scratch: Buf): Launch[] {
-  const dxK: Kernel = memoKernel("layernorm_bwd_dx", () => ({
-    label: "layernorm_bwd_dx",
+  const W = rowWorkgroup(cols);
+  const dxK: Kernel = memoKernel(`layernorm_bwd_dx_w${W}`, () => ({
+    label: `layernorm_bwd_dx_w${W}`,
     buffers: [
       { name: "b_x", type: F, write: false },
       { name: "b_w", type: F, write: false },
@@ -170,7 +174,7 @@ export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: nu
       { name: "b_dx", type: F, write: true },
     ],
     params: u32s("xoff", "woff", "moff", "roff", "dyoff", "dxoff", "rows", "cols"),
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduce(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let xb = P.xoff + r * P.cols;
@@ -180,14 +184,14 @@ export function layernormBackwardLaunches(x: Buf, xoff: number, w: Buf, woff: nu
   let rs = b_r[P.roff + r];
   var s1: f32 = 0.0;
   var s2: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) {
+  for (var c = li; c < P.cols; c = c + ${W}u) {
     let g = b_dy[db + c] * b_w[P.woff + c];
     s1 = s1 + g;
     s2 = s2 + g * (b_x[xb + c] - mu) * rs;
   }
   let mg = wg_sum(li, s1) / f32(P.cols);
   let mgx = wg_sum(li, s2) / f32(P.cols);
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) {
+  for (var c = li; c < P.cols; c = c + ${W}u) {
     let g = b_dy[db + c] * b_w[P.woff + c];
     let xh = (b_x[xb + c] - mu) * rs;
     b_dx[ob + c] = rs * (g - mg - xh * mgx);

@@ -8,7 +8,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, ROW_WG, u32s, memoKernel } from "./launch.ts";
+import { entry, u32s, memoKernel } from "./launch.ts";
 import { NEG_BIG, rowWorkgroup, treeReduce, treeReduceMaxSum } from "./workgroup_reduce.ts";
 
 /** Launch of (log-)softmax over `rows` rows of `cols` (one pass for max and sum with the online
@@ -43,24 +43,25 @@ export function softmaxLaunch(x: Buf, xoff: number, y: Buf, yoff: number, rows: 
 
 /** Launch of the backward of (log-)softmax given forward output y. */
 export function softmaxBackwardLaunch(y: Buf, yoff: number, dy: Buf, dyoff: number, dx: Buf, dxoff: number, rows: number, cols: number, log: boolean): Launch {
-  const kernel: Kernel = memoKernel(log ? "log_softmax_bwd" : "softmax_bwd", () => ({
-    label: log ? "log_softmax_bwd" : "softmax_bwd",
+  const W = rowWorkgroup(cols);
+  const kernel: Kernel = memoKernel(`${log ? "log_softmax_bwd" : "softmax_bwd"}_w${W}`, () => ({
+    label: `${log ? "log_softmax_bwd" : "softmax_bwd"}_w${W}`,
     buffers: [
       { name: "b_y", type: "f32", write: false },
       { name: "b_dy", type: "f32", write: false },
       { name: "b_dx", type: "f32", write: true },
     ],
     params: u32s("yoff", "dyoff", "dxoff", "rows", "cols"),
-    code: `${treeReduce()}${entry(ROW_WG)} {
+    code: `${treeReduce(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
   let yb = P.yoff + r * P.cols;
   let db = P.dyoff + r * P.cols;
   let xb = P.dxoff + r * P.cols;
   var s: f32 = 0.0;
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) { s = s + ${log ? "b_dy[db + c]" : "b_dy[db + c] * b_y[yb + c]"}; }
+  for (var c = li; c < P.cols; c = c + ${W}u) { s = s + ${log ? "b_dy[db + c]" : "b_dy[db + c] * b_y[yb + c]"}; }
   s = wg_sum(li, s);
-  for (var c = li; c < P.cols; c = c + ${ROW_WG}u) {
+  for (var c = li; c < P.cols; c = c + ${W}u) {
     ${log ? "b_dx[xb + c] = b_dy[db + c] - exp(b_y[yb + c]) * s;" : "b_dx[xb + c] = b_y[yb + c] * (b_dy[db + c] - s);"}
   }
 }`,

@@ -109,6 +109,35 @@ describe("dispatch", () => {
     for (let i = 0; i < 4; i++) expect(close(res[0]![i]!, res[1]![i]!, 2e-5, 1e-7)).toBe("ok");
   });
 
+  test("wide rows: rmsnorm and layernorm forward/backward and softmax backward match the cpu backend", async () => {
+    const rows = 3;
+    const cols = 4099;
+    const x = rand(rows * cols, 22);
+    const w = rand(cols, 23);
+    const bias = rand(cols, 24);
+    const dy = rand(rows * cols, 25);
+    const res: Float32Array[][] = [];
+    for (const be of [gpu, cpu] as Backend[]) {
+      const xv = at(be, x);
+      const wv = at(be, w);
+      const bv = at(be, bias);
+      const dyv = at(be, dy);
+      const o = (n: number): View => ({ buf: be.alloc("f32", n, "other"), off: 0 });
+      const [y, r, dx, dw, y2, mu, r2, dx2, dw2, db2, sy, sdx] = [rows * cols, rows, rows * cols, cols, rows * cols, rows, rows, rows * cols, cols, cols, rows * cols, rows * cols].map(o);
+      be.rmsnorm(xv, wv, y!, r!, rows, cols, 1e-5);
+      be.rmsnormBackward(xv, wv, r!, dyv, dx!, dw!, rows, cols);
+      be.layernorm(xv, wv, bv, y2!, mu!, r2!, rows, cols, 1e-5);
+      be.layernormBackward(xv, wv, mu!, r2!, dyv, dx2!, dw2!, db2!, rows, cols);
+      be.softmax(xv, sy!, rows, cols, false);
+      be.softmaxBackward(sy!, dyv, sdx!, rows, cols, false);
+      const out: Float32Array[] = [];
+      for (const v of [y, dx, dw, y2, dx2, dw2, db2, sdx]) out.push((await be.read(v!, v!.buf.length)) as Float32Array);
+      res.push(out);
+      for (const v of [xv, wv, bv, dyv, y, r, dx, dw, y2, mu, r2, dx2, dw2, db2, sy, sdx]) be.free(v!.buf);
+    }
+    for (let i = 0; i < res[0]!.length; i++) expect(`${i}: ${close(res[0]![i]!, res[1]![i]!, 1e-4, 2e-5)}`).toBe(`${i}: ok`);
+  });
+
   test("views of one buffer bound together (axpy, matmul, adamw in one flat buffer) match the cpu backend", async () => {
     const [M, N, K] = [13, 7, 11];
     const flat = rand(M * K + K * N + M * N + 3 * 50 + 4, 12).map((v, i) => (i >= M * K + K * N + M * N + 50 ? Math.abs(v) * 0.01 : v));
