@@ -96,7 +96,8 @@ export class Engine {
     const states = new Map<import("../nn/unit.ts").Unit, UnitState>();
     const micro = { index: 0, count: config.gradient_accumulation_steps };
     const log = opts.log ?? ((m: string) => { if (comm.rank === 0) console.log(m); });
-    const env: EngineEnv = { be, comm, config, model, groups, states, micro, paramDtype, log };
+    const phase = { training: true, backward: false, step: 0 };
+    const env: EngineEnv = { be, comm, config, model, groups, states, micro, phase, paramDtype, log };
     const composed = await composePlugins(defaultHooks() as EngineHooks & Record<string, unknown>, opts.plugins ?? [], env);
     const hooks = composed.hooks as EngineHooks;
     const mixed = paramDtype !== "f32";
@@ -123,9 +124,11 @@ export class Engine {
       gradReady: (u) => hooks.reduce.gradReady(u, env),
     };
     const route = hooks.route.create(env);
-    if (route) {
+    const gate = hooks.route.createGate?.(env) ?? null;
+    if (route || gate) {
       if (!(model instanceof MixtralForCausalLM)) throw new Error(`the route hook (owner ${composed.owners.route}) needs a sparse model (model.model_type "mixtral")`);
-      model.route = route;
+      if (route) model.route = route;
+      if (gate) model.gate = gate;
     }
     return new Engine(env, hooks, composed.owners, list);
   }
@@ -141,6 +144,8 @@ export class Engine {
     if (micros.length !== accum) throw new Error(`trainBatch: got ${micros.length} micro-batches, gradient_accumulation_steps is ${accum}`);
     const lossScale = this.scaler.lossScale;
     let lossSum = 0;
+    env.phase.training = true;
+    env.phase.step = this.globalSteps;
     for (let i = 0; i < micros.length; i++) {
       env.micro.index = i;
       const mb = micros[i]!;
@@ -148,7 +153,12 @@ export class Engine {
       const loss = out.loss!;
       lossSum += (await be.read(loss.view, 1))[0]!;
       const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
-      await backward(loss, seed ? { grad: seed } : {});
+      env.phase.backward = true;
+      try {
+        await backward(loss, seed ? { grad: seed } : {});
+      } finally {
+        env.phase.backward = false;
+      }
       seed?.dispose();
     }
     env.micro.index = accum - 1;
@@ -178,15 +188,20 @@ export class Engine {
   async evalLoss(micros: readonly TrainMicroBatch[]): Promise<number> {
     const be = this.env.be;
     let sum = 0;
-    for (const mb of micros) {
-      sum += await noGrad(async () => {
-        const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
-        const v = (await be.read(out.loss!.view, 1))[0]!;
-        out.logits.dispose();
-        out.loss!.dispose();
-        out.auxLoss?.dispose();
-        return v;
-      });
+    this.env.phase.training = false;
+    try {
+      for (const mb of micros) {
+        sum += await noGrad(async () => {
+          const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
+          const v = (await be.read(out.loss!.view, 1))[0]!;
+          out.logits.dispose();
+          out.loss!.dispose();
+          out.auxLoss?.dispose();
+          return v;
+        });
+      }
+    } finally {
+      this.env.phase.training = true;
     }
     const tot = new Float64Array([sum, micros.length]);
     if (this.env.comm.worldSize > 1) await this.env.comm.allReduce(tot);

@@ -19,7 +19,7 @@ import type { ParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { Plugin } from "../hooks/plugin.ts";
 import type { CausalDecoder } from "../models/llama.ts";
-import type { MoERoute } from "../nn/moe_route.ts";
+import type { MoEGate, MoERoute } from "../nn/moe_route.ts";
 import type { Phase, Unit } from "../nn/unit.ts";
 import type { UnitPlan } from "./plan.ts";
 import type { UnitState } from "./unit-state.ts";
@@ -36,6 +36,11 @@ export interface EngineEnv {
   readonly states: Map<Unit, UnitState>;
   /** Current micro-batch of the step (index 0-based, count = gradient_accumulation_steps). */
   readonly micro: { index: number; count: number };
+  /** What the engine is doing now: `training` (trainBatch) or evaluation (evalLoss); `backward`
+   * while the backward sweep runs (activation checkpointing recomputes forwards then); `step` = the
+   * number of optimizer steps attempted before the current one (0-based step index). Used by the
+   * MoE router (train vs eval capacity factor, noise keyed by step, statistics not double-counted). */
+  readonly phase: { training: boolean; backward: boolean; step: number };
   /** Storage dtype of parameters and gradients (f32, or bf16/f16 with `bf16`/`fp16` enabled). */
   readonly paramDtype: "f32" | "bf16" | "f16";
   /** Print a line from this rank (rank-0 filtering is the caller's business). */
@@ -66,9 +71,11 @@ export interface ReduceHook {
   finish(env: EngineEnv): void | Promise<void>;
 }
 
-/** route: the MoE dispatcher installed into the model (null keeps the model's local default). */
+/** route: the MoE dispatcher installed into the model (null keeps the model's local default), and
+ * optionally the router (gate) that decides the routing (null/absent keeps the model's own). */
 export interface RouteHook {
   create(env: EngineEnv): MoERoute | null;
+  createGate?(env: EngineEnv): MoEGate | null;
 }
 
 /** offload: where a unit's optimizer state lives. Core supports only "device"; an offload plugin

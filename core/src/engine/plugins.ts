@@ -1,6 +1,7 @@
 /**
  * Which plugins a job needs (design.md "Composition is by the job's config"):
- * `zero_optimization.stage` 1/2/3 → zero1/zero2/zero3; a `moe` section with ep_size > 1 → moe;
+ * `zero_optimization.stage` 1/2/3 → zero1/zero2/zero3; a sparse model (a resolved `moe` section,
+ * i.e. model_type "mixtral") → moe (router options, MoE statistics, expert parallelism);
  * a `plugins` list adds third-party plugins by package name or path. Built-in plugins live in
  * `plugins/<name>/src/index.ts` of this repository and are loaded by path (core never imports
  * plugin code statically: arrows point down only).
@@ -27,7 +28,7 @@ export function builtinPluginNames(cfg: JobConfig): string[] {
   const out: string[] = [];
   const stage = cfg.zero_optimization.stage;
   if (stage > 0) out.push(`zero${stage}`);
-  if (cfg.moe && cfg.moe.ep_size > 1) out.push("moe");
+  if (cfg.moe) out.push("moe"); // every sparse (mixtral) model: router options, statistics, EP
   return out;
 }
 

@@ -8,7 +8,11 @@
  *   out = Σ_i w_i · expert_i(x),  expert = w2(silu(w1 x) ⊙ w3 x)   (no capacity, no dropping)
  *
  * Dispatch/combine go through `model.route` (the route hook, nn/moe_route.ts; default all experts
- * local). Each block returns DeepSpeed-style (output, aux-loss inputs, expert counts).
+ * local). Each block returns DeepSpeed-style (output, aux-loss inputs, expert counts). When
+ * `model.gate` is set (the MoE plugin's DeepSpeed-style router: capacity, drops, Switch/GShard aux,
+ * z-loss, noise, clamping), it replaces the routing decision above; its per-layer weighted losses are
+ * added to the training loss, and the HF load-balancing loss below is added with
+ * `gate.mixtralAuxCoef` instead of `router_aux_loss_coef` (null: not added).
  *
  * Load-balancing loss (HF `load_balancing_loss_func`, Switch Transformer eq. 4–6 as HF computes it):
  * router probabilities of ALL layers are treated as one [L·T, E] matrix;
@@ -29,7 +33,7 @@
  */
 import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
-import { LocalRoute, type MoERoute } from "../nn/moe_route.ts";
+import { LocalRoute, type MoEGate, type MoERoute } from "../nn/moe_route.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state_dict.ts";
 import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
@@ -43,8 +47,10 @@ export interface MoEBlockOutput {
   output: Tensor;
   /** Mean router probability per expert over this layer's tokens, [E] (differentiable). */
   routerProbMean: Tensor;
-  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T. */
+  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T (before any capacity drop). */
   expertCounts: Int32Array;
+  /** The gate's weighted extra loss of this layer (Switch/GShard aux, z-loss), or null. */
+  gateLoss: Tensor | null;
 }
 
 interface ExpertParams {
@@ -58,8 +64,10 @@ interface ExpertParams {
 export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   /** The route hook (replace with an expert-parallel route). Default: {@link LocalRoute}. */
   route: MoERoute = new LocalRoute();
+  /** The router (null: Hugging Face's, in {@link sparseMoeBlock}). */
+  gate: MoEGate | null = null;
   /** Per-layer block outputs' statistics from the last forward. */
-  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array }[] = [];
+  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array; gateLoss: Tensor | null }[] = [];
   /** The load-balancing loss of the last forward (before the coefficient), or null. */
   lastAuxLoss: Tensor | null = null;
   private experts: ExpertParams[][] = [];
@@ -110,7 +118,8 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected override layerOutputsToKeep(layer: number): Tensor[] {
     const b = this.lastBlocks[layer];
-    return b ? [b.routerProbMean] : [];
+    if (!b) return [];
+    return b.gateLoss ? [b.routerProbMean, b.gateLoss] : [b.routerProbMean];
   }
 
   protected override beginForward(): void {
@@ -120,13 +129,14 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
     const r = await this.sparseMoeBlock(layer, x);
-    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts };
+    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, gateLoss: r.gateLoss };
     return r.output;
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
     const b = this.lastBlocks[layer];
     if (b && extras[0]) b.routerProbMean = extras[0];
+    if (b && extras[1]) b.gateLoss = extras[1];
   }
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
@@ -136,6 +146,11 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     const k = c.num_experts_per_tok;
     const T = x.shape[0]!;
     const be = this.be;
+    if (this.gate) {
+      const d = await this.gate.run({ layer, x, weight: this.gates[layer]!.tensor, numExperts: E, topK: k });
+      const output = await this.route.run({ layer, x, topkIndices: d.topkIndices, topkWeights: d.topkWeights, numExperts: E, topK: k, runExpert: this.expertRunner(layer) });
+      return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, gateLoss: d.loss };
+    }
     const probs = softmax(linear(x, this.gates[layer]!.tensor)); // [T, E]
     // Expert choice (not differentiable); read to the host to plan the dispatch.
     const { values, indices } = topk(probs, k);
@@ -147,7 +162,6 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     for (let i = 0; i < T * k; i++) flat[i] = Math.floor(i / k) * E + chosen[i]!;
     const picked = reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(be, flat, [T * k], "i32")), [T, k]);
     const weights = div(picked, sum(picked, -1, true)); // [T, k]
-    const experts = this.experts[layer]!;
     const output = await this.route.run({
       layer,
       x,
@@ -155,18 +169,25 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
       topkWeights: reshape(weights, [T * k]),
       numExperts: E,
       topK: k,
-      runExpert: async (e, xs) => {
-        const ex = experts[e];
-        if (!ex) throw new Error(`route ${this.route.name}: expert ${e} does not exist in layer ${layer} (E = ${E})`);
-        await enterUnit(ex.unit);
-        const y = xs ? swiglu(xs, ex.w1, ex.w3, ex.w2) : null;
-        await leaveUnit(ex.unit);
-        return y;
-      },
+      runExpert: this.expertRunner(layer),
     });
     const expertCounts = new Int32Array(E);
     for (const e of chosen) expertCounts[e]!++;
-    return { output, routerProbMean: mean(probs, 0), expertCounts };
+    return { output, routerProbMean: mean(probs, 0), expertCounts, gateLoss: null };
+  }
+
+  /** The route's `runExpert` for layer `layer`: enter the expert's unit, SwiGLU, leave. */
+  private expertRunner(layer: number): (e: number, xs: Tensor | null) => Promise<Tensor | null> {
+    const experts = this.experts[layer]!;
+    const E = this.config.num_local_experts;
+    return async (e, xs) => {
+      const ex = experts[e];
+      if (!ex) throw new Error(`route ${this.route.name}: expert ${e} does not exist in layer ${layer} (E = ${E})`);
+      await enterUnit(ex.unit);
+      const y = xs ? swiglu(xs, ex.w1, ex.w3, ex.w2) : null;
+      await leaveUnit(ex.unit);
+      return y;
+    };
   }
 
   protected override auxLossOfLastForward(): Tensor | null {
@@ -187,7 +208,10 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts[e]! / (L * tokens);
     const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
     this.lastAuxLoss = aux;
-    return c.output_router_logits ? scale(aux, c.router_aux_loss_coef) : null;
+    const coef = this.gate ? this.gate.mixtralAuxCoef : c.output_router_logits ? c.router_aux_loss_coef : null;
+    let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;
+    for (const b of this.lastBlocks) if (b.gateLoss) extra = extra ? add(extra, b.gateLoss) : b.gateLoss;
+    return extra;
   }
 
   /** Accept Transformers 5's fused names for the router and experts. */

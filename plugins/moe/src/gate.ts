@@ -1,0 +1,281 @@
+/**
+ * The MoE router with DeepSpeed's MoE-layer options (`deepspeed.moe.layer.MoE` / `TopKGate` in
+ * `sharded_moe.py`), installed as the model's gate (core/src/nn/moe_route.ts `MoEGate`):
+ *
+ *   x' = x · U(1−ε, 1+ε)              noisy_gate_policy "Jitter", training only, ε = 1e-2
+ *                                     (DeepSpeed `multiplicative_jitter`)
+ *   logits = x' · Wᵀ                  [T, E]; clamped to [−v, v] when router_logits_clamp = v
+ *   p = softmax(logits) in f32
+ *   choice: top-k of p (ties to the lower expert) — with "RSample" in training, DeepSpeed's Gumbel
+ *           trick: k = 1 takes argmax(logits + G); k ≥ 2 takes slot 0 = argmax(p), later slots =
+ *           argmax(logits + G) over the experts not yet chosen (G = −log(−log U))
+ *   counts = histogram of the flattened [T·k] choices (before drops; DeepSpeed `exp_counts`)
+ *   drops:  with drop_tokens, pairs past the capacity (capacity.ts; capacity_factor in training,
+ *           eval_capacity_factor in evaluation, at least min_capacity) become −1
+ *   weights: aux_loss "mixtral": p_i / Σ_{all k slots} p (Hugging Face; drops just remove pairs);
+ *           "switch"/"gshard": k = 1 → p (DeepSpeed top1gating: raw gate), k ≥ 2 → p_i / Σ_{kept
+ *           slots} p (DeepSpeed top2gating normalises after capacity masking; a token with every
+ *           slot dropped gets weight 0)
+ *   losses (per layer, weighted, added to the training loss by the model):
+ *     switch: aux_loss_coef · E · Σ_e f_e · P_e, f_e = fraction of the T·k pairs choosing e
+ *             (Switch Transformer eq. 4; for k = 1 exactly Fedus et al.)
+ *     gshard: aux_loss_coef · E · Σ_e f_e · P_e, f_e = fraction of tokens whose FIRST choice is e
+ *             (GShard Algorithm 1 / DeepSpeed `l_aux = mean(me·ce)·E²`)
+ *     mixtral: Hugging Face's all-layer formula in mixtral.ts, weighted aux_loss_coef, and only when
+ *             the model's `output_router_logits` is true (as in HF) — `mixtralAuxCoef`
+ *     z-loss: z_loss_coef · mean_t logsumexp(logits_t)²  (ST-MoE, Zoph et al. 2022)
+ *   P_e = mean_t p[t, e] before drops, f_e before drops (DeepSpeed computes both before capacity).
+ *
+ * With the defaults of a mixtral model (no noise, no clamp, no drops, aux "mixtral") the ops are
+ * exactly Hugging Face's (and mixtral.ts's built-in router): bit-identical results.
+ * Noise is drawn from a Philox stream keyed by (seed, rank, step, micro-batch, layer), so an
+ * activation-checkpointing recomputation sees the same noise and routes identically.
+ */
+import type { EngineEnv } from "@zeromoe/core";
+import type { MoeConfig } from "../../../core/src/config/types.ts";
+import type { GateDecision, GateRequest, MoEGate } from "../../../core/src/nn/moe_route.ts";
+import { add, div, fromArray, gatherRows, linear, logSoftmax, mean, mul, reshape, scale, softmax, square, sub, sum, topk } from "../../../core/src/tensor/index.ts";
+import { accumulateGrad, record } from "../../../core/src/tensor/tape.ts";
+import { streamKey, uniformFill } from "../../../core/src/tensor/random.ts";
+import type { Tensor } from "../../../core/src/tensor/tensor.ts";
+import { applyCapacity, expertCapacity } from "./capacity.ts";
+
+/** Router options (the resolved `moe` section plus the model's HF switch). */
+export interface GateOptions {
+  k: number;
+  capacityFactor: number;
+  evalCapacityFactor: number;
+  minCapacity: number;
+  dropTokens: boolean;
+  auxLoss: "switch" | "gshard" | "mixtral";
+  auxLossCoef: number;
+  zLossCoef: number;
+  noisyGatePolicy: "Jitter" | "RSample" | null;
+  logitsClamp: number | null;
+  /** HF `output_router_logits`: whether the "mixtral" aux loss joins the loss. */
+  outputRouterLogits: boolean;
+}
+
+/** Gate options from a resolved job config. */
+export function gateOptionsFromConfig(moe: MoeConfig, outputRouterLogits: boolean): GateOptions {
+  return {
+    k: moe.k,
+    capacityFactor: moe.capacity_factor,
+    evalCapacityFactor: moe.eval_capacity_factor,
+    minCapacity: moe.min_capacity,
+    dropTokens: moe.drop_tokens,
+    auxLoss: moe.aux_loss,
+    auxLossCoef: moe.aux_loss_coef,
+    zLossCoef: moe.z_loss_coef,
+    noisyGatePolicy: moe.noisy_gate_policy,
+    logitsClamp: moe.router_logits_clamp,
+    outputRouterLogits,
+  };
+}
+
+/** What the gate reports about one layer's routing (to the statistics recorder). */
+export interface GateRecord {
+  layer: number;
+  tokens: number;
+  /** Pre-drop picks per expert [E]. */
+  counts: Int32Array;
+  /** Dropped (token, slot) pairs. */
+  dropped: number;
+  /** Mean router probability per expert [E] (host). */
+  probMean: Float64Array;
+  /** Unweighted Switch/GShard aux loss of this layer, or null (mixtral type). */
+  aux: number | null;
+  /** Unweighted z-loss of this layer, or null when z_loss_coef is 0. */
+  zLoss: number | null;
+}
+
+/** Where the gate runs: phase (train/eval, backward), step/micro index, rank and seed. */
+export interface GateContext {
+  phase: EngineEnv["phase"];
+  micro: EngineEnv["micro"];
+  rank: number;
+  seed: number;
+  /** Called once per layer per training forward (not during a backward recomputation). */
+  observe?: (rec: GateRecord) => void;
+}
+
+/** Multiplicative jitter ε (DeepSpeed `multiplicative_jitter(x, epsilon=1e-2)`). */
+export const JITTER_EPS = 1e-2;
+
+/** The DeepSpeed-option router (see the module comment). */
+export class TopKGate implements MoEGate {
+  readonly name = "topk";
+  readonly opts: GateOptions;
+  private readonly ctx: GateContext;
+
+  constructor(opts: GateOptions, ctx: GateContext) {
+    this.opts = opts;
+    this.ctx = ctx;
+  }
+
+  get mixtralAuxCoef(): number | null {
+    return this.opts.auxLoss === "mixtral" && this.opts.outputRouterLogits ? this.opts.auxLossCoef : null;
+  }
+
+  private noiseKey(what: string, layer: number): [number, number] {
+    const c = this.ctx;
+    return streamKey(c.seed, `moe.${what}/rank${c.rank}/step${c.phase.step}/micro${c.micro.index}/layer${layer}`);
+  }
+
+  async run(req: GateRequest): Promise<GateDecision> {
+    const o = this.opts;
+    const { x, weight, numExperts: E, topK: k, layer } = req;
+    if (k !== o.k) throw new Error(`moe gate: the model routes top-${k}, moe.k is ${o.k}`);
+    const T = x.shape[0]!;
+    const H = x.shape[1]!;
+    const be = x.be;
+    const training = this.ctx.phase.training;
+    let xin = x;
+    if (training && o.noisyGatePolicy === "Jitter") {
+      const u = new Float32Array(T * H);
+      uniformFill(u, this.noiseKey("jitter", layer), 0, 1 - JITTER_EPS, 1 + JITTER_EPS);
+      xin = mul(x, fromArray(be, u, [T, H]));
+    }
+    let logits = linear(xin, weight); // [T, E]
+    if (o.logitsClamp !== null) logits = await clampTensor(logits, o.logitsClamp);
+    const probs = softmax(logits);
+    // ---- choice (host) ----
+    let chosen: Int32Array;
+    if (training && o.noisyGatePolicy === "RSample") {
+      const p = await probs.toArray();
+      const lg = await logits.toArray();
+      const u = new Float64Array(T * E);
+      uniformFill(u, this.noiseKey("gumbel", layer), 0);
+      chosen = rsampleChoice(p, lg, u, T, E, k);
+    } else {
+      const { values, indices } = topk(probs, k);
+      chosen = Int32Array.from(await indices.toArray());
+      values.dispose();
+      indices.dispose();
+    }
+    const counts = new Int32Array(E);
+    for (const e of chosen) counts[e]!++;
+    // ---- capacity ----
+    let routed = chosen;
+    let dropped = 0;
+    if (o.dropTokens) {
+      const C = expertCapacity(T, E, k, training ? o.capacityFactor : o.evalCapacityFactor, o.minCapacity);
+      const r = applyCapacity(chosen, T, k, E, C);
+      routed = r.indices;
+      dropped = r.dropped;
+    }
+    // ---- combine weights ----
+    const flat = new Int32Array(T * k);
+    for (let i = 0; i < T * k; i++) flat[i] = Math.floor(i / k) * E + chosen[i]!;
+    const picked = reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(be, flat, [T * k], "i32")), [T, k]);
+    let weights: Tensor;
+    if (o.auxLoss === "mixtral") weights = div(picked, sum(picked, -1, true));
+    else if (k === 1) weights = picked;
+    else if (dropped === 0) weights = div(picked, sum(picked, -1, true));
+    else {
+      const keep = new Float32Array(T * k);
+      const fix = new Float32Array(T);
+      for (let t = 0; t < T; t++) {
+        let any = false;
+        for (let s = 0; s < k; s++) if (routed[t * k + s] !== -1) { keep[t * k + s] = 1; any = true; }
+        if (!any) fix[t] = 1;
+      }
+      const masked = mul(picked, fromArray(be, keep, [T, k]));
+      weights = div(masked, add(sum(masked, -1, true), fromArray(be, fix, [T, 1])));
+    }
+    // ---- losses ----
+    let loss: Tensor | null = null;
+    let auxVal: number | null = null;
+    let zVal: number | null = null;
+    const pMean = mean(probs, 0); // [E]
+    if (o.auxLoss !== "mixtral") {
+      const f = new Float64Array(E);
+      if (o.auxLoss === "switch") for (let e = 0; e < E; e++) f[e] = counts[e]! / (T * k);
+      else for (let t = 0; t < T; t++) f[chosen[t * k]!]! += 1 / T;
+      const aux = scale(sum(mul(pMean, fromArray(be, f, [E]))), E);
+      if (this.observing()) auxVal = (await aux.toArray())[0]!;
+      if (o.auxLossCoef > 0) loss = scale(aux, o.auxLossCoef);
+    }
+    if (o.zLossCoef > 0) {
+      // logsumexp(logits_t) = logits_t0 − logSoftmax(logits)_t0, taken at column 0 of each row
+      const lse = sub(logits, logSoftmax(logits));
+      const col0 = Int32Array.from({ length: T }, (_, t) => t * E);
+      const lse0 = gatherRows(reshape(lse, [T * E, 1]), fromArray(be, col0, [T], "i32"));
+      const z = mean(square(lse0));
+      if (this.observing()) zVal = (await z.toArray())[0]!;
+      const zw = scale(z, o.zLossCoef);
+      loss = loss ? add(loss, zw) : zw;
+    }
+    if (this.observing()) {
+      const pm = await pMean.toArray();
+      this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal });
+    }
+    return { topkIndices: routed, topkWeights: reshape(weights, [T * k]), probs, counts, loss };
+  }
+
+  /** Statistics are recorded in training forwards only (not evaluation, not recomputation). */
+  private observing(): boolean {
+    return !!this.ctx.observe && this.ctx.phase.training && !this.ctx.phase.backward;
+  }
+}
+
+/**
+ * DeepSpeed's RSample choice (see the module comment) on host arrays: p and logits [T, E], u [T·E]
+ * uniform samples in [0, 1). Ties go to the lower expert. Returns [T·k].
+ */
+export function rsampleChoice(p: ArrayLike<number>, logits: ArrayLike<number>, u: ArrayLike<number>, T: number, E: number, k: number): Int32Array {
+  const out = new Int32Array(T * k);
+  const noisy = new Float64Array(E);
+  for (let t = 0; t < T; t++) {
+    for (let e = 0; e < E; e++) {
+      const uu = Math.min(Math.max(u[t * E + e]!, 1e-12), 1 - 1e-12);
+      noisy[e] = logits[t * E + e]! - Math.log(-Math.log(uu));
+    }
+    const taken = new Set<number>();
+    for (let s = 0; s < k; s++) {
+      const useClean = k > 1 && s === 0;
+      let best = -1;
+      for (let e = 0; e < E; e++) {
+        if (taken.has(e)) continue;
+        const v = useClean ? p[t * E + e]! : noisy[e]!;
+        const bv = best < 0 ? -Infinity : useClean ? p[t * E + best]! : noisy[best]!;
+        if (best < 0 || v > bv) best = e;
+      }
+      taken.add(best);
+      out[t * k + s] = best;
+    }
+  }
+  return out;
+}
+
+/** Clamp x to [−v, v] elementwise (router logit clamping); the gradient passes where −v < x < v
+ * and is zero elsewhere. Computed on the host ([T, E] router logits are small). */
+export async function clampTensor(x: Tensor, v: number): Promise<Tensor> {
+  const be = x.be;
+  const n = x.numel;
+  const h = await x.toArray();
+  const y = new Float32Array(n);
+  const pass = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const xi = Number(h[i]);
+    y[i] = Math.min(v, Math.max(-v, xi));
+    pass[i] = xi > -v && xi < v ? 1 : 0;
+  }
+  const out = fromArray(be, y, x.shape);
+  const mask = fromArray(be, pass, x.shape);
+  return record("clamp", [x], out, (g) => {
+    accumulateGrad(
+      x,
+      (dst, acc) => {
+        if (!acc) be.binary("mul", g.view, [n], mask.view, [n], dst);
+        else {
+          const tmp = be.alloc("f32", Math.max(n, 1), "activation");
+          be.binary("mul", g.view, [n], mask.view, [n], { buf: tmp, off: 0 });
+          be.axpy(1, { buf: tmp, off: 0 }, dst, n);
+          be.free(tmp);
+        }
+      },
+      true,
+    );
+  });
+}

@@ -1,0 +1,124 @@
+/**
+ * The MoE plugin: expert parallelism that composes with every ZeRO stage, DeepSpeed's router
+ * options, placement strategies and MoE statistics (design.md; domain.md §4). Selected for every
+ * sparse (`mixtral`) model (core/src/engine/plugins.ts).
+ *
+ * Hooks:
+ * - `partition` (wrapped when ep_size > 1, so it composes with zero1/2/3): an expert unit that another rank of this
+ *   rank's EP group holds plans `null` (no buffers, no optimizer state, its hooks never fire here);
+ *   every other unit keeps the wrapped plan — expert units are partitioned over their edp group by
+ *   the zero plugins (`groupFor`), dense units over dp. Expert and dense parameters thus sit in
+ *   separate groups: expert gradients are summed over edp, dense over dp, and the optimizer divides
+ *   both by accumulation × world_size (an expert's summed gradient holds the contributions of the
+ *   tokens of all world_size ranks: ep_size sources per edp member).
+ * - `route` (claimed): with ep_size > 1 the all_to_all_v route (ep_route.ts); the gate (gate.ts)
+ *   for every sparse model — it reproduces Hugging Face's router exactly with default options.
+ *
+ * Constraints (config errors naming the numbers): num_local_experts % ep_size == 0 and
+ * world_size % ep_size == 0.
+ *
+ * Statistics: {@link moeStateOf}(engine.env).stats — see stats.ts.
+ */
+import { definePlugin, type EngineEnv, type EngineHooks, type Unit } from "@zeromoe/core";
+import { ExpertParallelRoute } from "./ep_route.ts";
+import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
+import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord } from "./placement.ts";
+import { MoEStatsRecorder } from "./stats.ts";
+
+export * from "./placement.ts";
+export * from "./capacity.ts";
+export * from "./gate.ts";
+export * from "./stats.ts";
+export * from "./memory.ts";
+export { ExpertParallelRoute } from "./ep_route.ts";
+
+type Hooks = EngineHooks & Record<string, unknown>;
+
+/** What the plugin keeps per engine (read it with {@link moeStateOf}). */
+export interface MoEState {
+  epSize: number;
+  /** Per-layer placement of experts on the ranks of the EP group. */
+  placement: LayerPlacement[];
+  /** The placement as recorded in the checkpoint manifest (`moe.placement`). */
+  record: PlacementRecord;
+  /** Statistics recorder (counts, drops, aux/z losses, dead experts). */
+  stats: MoEStatsRecorder;
+  /** The expert-parallel route (ep_size > 1), else null. */
+  route: ExpertParallelRoute | null;
+  gate: TopKGate | null;
+}
+
+const STATES = new WeakMap<object, MoEState>();
+
+/** The MoE plugin's state of an engine (`engine.env`), or null when the plugin is not loaded. */
+export function moeStateOf(env: EngineEnv): MoEState | null {
+  return STATES.get(env) ?? null;
+}
+
+/** Options of {@link createMoEPlugin}. */
+export interface MoEPluginOptions {
+  /** Measured per-layer, per-expert loads for `placement: "balanced"` (e.g. the counts of a previous
+   * run's `--summary`). Without them `balanced` falls back to `contiguous` (and says so). */
+  loads?: number[][] | null;
+  /** A placement recorded in a checkpoint manifest: resume with exactly that placement. */
+  resumeFrom?: PlacementRecord | null;
+}
+
+/** Build the MoE plugin (the default export is `createMoEPlugin()`). */
+export function createMoEPlugin(opts: MoEPluginOptions = {}) {
+  return definePlugin<Hooks, EngineEnv>({
+    name: "moe",
+    configKey: "moe",
+    setup(ctx) {
+      const env = ctx.env;
+      const cfg = env.config.moe;
+      if (!cfg) throw new Error(`moe plugin: the job has no moe section (model_type "${env.config.model.model_type}" has no experts)`);
+      const model = env.config.model;
+      if (model.model_type !== "mixtral") throw new Error(`moe plugin: model_type "${model.model_type}" has no experts (expected "mixtral")`);
+      const E = model.num_local_experts;
+      const L = model.num_hidden_layers;
+      const P = cfg.ep_size;
+      const W = env.comm.worldSize;
+      if (E % P !== 0) throw new Error(`moe.ep_size: num_local_experts ${E} is not divisible by ep_size ${P}`);
+      if (W % P !== 0) throw new Error(`moe.ep_size: world_size ${W} is not divisible by ep_size ${P}`);
+      if (env.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${env.groups.ep.name} has ${env.groups.ep.size} ranks, moe.ep_size is ${P}`);
+      const loads = opts.loads ?? null;
+      let placement: LayerPlacement[];
+      if (opts.resumeFrom) placement = placementFromRecord(opts.resumeFrom, L, E, P);
+      else {
+        if (cfg.placement === "balanced" && !loads && P > 1) env.log(`moe: placement "balanced" has no measured loads yet; experts placed contiguously`);
+        placement = placeExperts(cfg.placement, L, E, P, loads);
+      }
+      const record = opts.resumeFrom ?? placementRecord(cfg.placement, P, placement, loads);
+      const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps);
+      const state: MoEState = { epSize: P, placement, record, stats, route: null, gate: null };
+      STATES.set(env, state);
+      const epRank = env.groups.ep.rank;
+      const isLocal = (u: Unit): boolean => u.kind !== "expert" || placement[u.layer!]!.owner[u.expert!] === epRank;
+      // with ep_size 1 every expert is local: the wrapped plan stays as it is
+      if (P > 1) ctx.wrap("partition", (prev) => ({ plan: (unit, e) => (isLocal(unit) ? prev.plan(unit, e) : null) }));
+      ctx.claim("route", {
+        create: (e) => {
+          if (P === 1) return null;
+          state.route = new ExpertParallelRoute(e, placement);
+          return state.route;
+        },
+        createGate: (e) => {
+          state.gate = new TopKGate(gateOptionsFromConfig(cfg, model.output_router_logits), {
+            phase: e.phase,
+            micro: e.micro,
+            rank: e.comm.rank,
+            seed: e.config.seed,
+            observe: (r) => stats.observe(r),
+          });
+          return state.gate;
+        },
+      });
+    },
+  });
+}
+
+/** The `moe` plugin with default options. */
+export const moe = createMoEPlugin();
+
+export default moe;

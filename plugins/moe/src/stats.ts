@@ -1,0 +1,236 @@
+/**
+ * MoE statistics of a training run (what the trainer prints in its periodic log line and in the
+ * `--summary` `moe` section):
+ *
+ * - expert counts per layer: histogram over the flattened top-k choices (before capacity drops),
+ *   summed over the step's micro-batches and over the data-parallel group (domain.md §4: "summed
+ *   over the data-parallel group before anyone reads it"), so Σ_e counts = tokens × k per layer and
+ *   every rank holds the same numbers;
+ * - dropped (token, slot) pairs per layer (capacity), summed likewise;
+ * - aux loss (unweighted; the configured type: Switch/GShard per layer averaged over layers, or
+ *   Hugging Face's all-layer Mixtral formula) and router z-loss, averaged over micro-batches and
+ *   ranks;
+ * - per layer: min, max, coefficient of variation (population std / mean) of the counts and the
+ *   number of dead experts (count 0 this step); a warning when an expert received no tokens for
+ *   `dead_expert_steps` consecutive steps (once, until it receives tokens again).
+ *
+ * Use: the gate calls {@link MoEStatsRecorder.observe} on every training forward; after each
+ * optimizer step EVERY rank calls {@link MoEStatsRecorder.reduceStep} (one all_reduce over dp).
+ */
+import type { Communicator, Group } from "@zeromoe/core";
+import type { GateRecord } from "./gate.ts";
+
+/** Per-layer statistics of one step (identical on every rank). */
+export interface MoELayerStats {
+  layer: number;
+  /** Pre-drop picks per expert, summed over micro-batches and ranks. */
+  counts: number[];
+  /** Tokens routed through the layer (all micro-batches, all ranks). */
+  tokens: number;
+  /** Dropped (token, slot) pairs. */
+  dropped: number;
+  min: number;
+  max: number;
+  /** Coefficient of variation of the counts (population std / mean); 0 when all are equal. */
+  cv: number;
+  /** Experts with count 0 this step. */
+  dead: number;
+}
+
+/** One step's MoE statistics (identical on every rank). */
+export interface MoEStepStats {
+  step: number;
+  layers: MoELayerStats[];
+  /** Mean unweighted aux loss (null when none was computed). */
+  auxLoss: number | null;
+  /** Mean unweighted router z-loss (null when z_loss_coef is 0). */
+  zLoss: number | null;
+  /** Warnings raised this step (dead experts). */
+  warnings: string[];
+}
+
+/** Accumulates gate records of a step and reduces them over the dp group. */
+export class MoEStatsRecorder {
+  readonly numLayers: number;
+  readonly numExperts: number;
+  readonly k: number;
+  readonly auxType: "switch" | "gshard" | "mixtral";
+  readonly deadExpertSteps: number;
+  private counts: Float64Array;
+  private dropped: Float64Array;
+  private tokens: Float64Array;
+  private auxSum = 0;
+  private auxN = 0;
+  private zSum = 0;
+  private zN = 0;
+  /** Current forward's records (for the all-layer Mixtral aux formula). */
+  private fwd: GateRecord[] = [];
+  /** Consecutive steps each (layer, expert) received no tokens. */
+  private readonly idle: Int32Array;
+  private steps = 0;
+  /** Every step's statistics so far (most recent last); the trainer may read or clear it. */
+  readonly history: MoEStepStats[] = [];
+
+  constructor(numLayers: number, numExperts: number, k: number, auxType: "switch" | "gshard" | "mixtral", deadExpertSteps: number) {
+    this.numLayers = numLayers;
+    this.numExperts = numExperts;
+    this.k = k;
+    this.auxType = auxType;
+    this.deadExpertSteps = deadExpertSteps;
+    this.counts = new Float64Array(numLayers * numExperts);
+    this.dropped = new Float64Array(numLayers);
+    this.tokens = new Float64Array(numLayers);
+    this.idle = new Int32Array(numLayers * numExperts);
+  }
+
+  /** Record one layer of one training forward (called by the gate). */
+  observe(rec: GateRecord): void {
+    const E = this.numExperts;
+    const l = rec.layer;
+    for (let e = 0; e < E; e++) this.counts[l * E + e]! += rec.counts[e]!;
+    this.dropped[l]! += rec.dropped;
+    this.tokens[l]! += rec.tokens;
+    if (rec.aux !== null) {
+      this.auxSum += rec.aux / this.numLayers; // per-layer aux averaged over layers, per forward
+      if (l === this.numLayers - 1) this.auxN++;
+    }
+    if (rec.zLoss !== null) {
+      this.zSum += rec.zLoss / this.numLayers;
+      if (l === this.numLayers - 1) this.zN++;
+    }
+    if (this.auxType === "mixtral") {
+      if (l === 0) this.fwd = [];
+      this.fwd.push(rec);
+      if (l === this.numLayers - 1 && this.fwd.length === this.numLayers) {
+        this.auxSum += mixtralAux(this.fwd, E);
+        this.auxN++;
+        this.fwd = [];
+      }
+    }
+  }
+
+  /**
+   * Sum this step's records over `group` (the dp group; every member must call it) and return the
+   * statistics; resets the accumulators and updates the dead-expert counters.
+   */
+  async reduceStep(comm: Communicator, group: Group): Promise<MoEStepStats> {
+    const L = this.numLayers;
+    const E = this.numExperts;
+    const buf = new Float64Array(L * E + 2 * L + 4);
+    buf.set(this.counts, 0);
+    buf.set(this.dropped, L * E);
+    buf.set(this.tokens, L * E + L);
+    buf.set([this.auxSum, this.auxN, this.zSum, this.zN], L * E + 2 * L);
+    if (group.size > 1) await comm.allReduce(buf, { group });
+    this.counts.fill(0);
+    this.dropped.fill(0);
+    this.tokens.fill(0);
+    this.auxSum = this.auxN = this.zSum = this.zN = 0;
+    this.fwd = [];
+    const step = this.steps++;
+    const layers: MoELayerStats[] = [];
+    const warnings: string[] = [];
+    for (let l = 0; l < L; l++) {
+      const counts = Array.from(buf.subarray(l * E, (l + 1) * E));
+      const s = loadSummary(counts);
+      layers.push({ layer: l, counts, tokens: buf[L * E + L + l]!, dropped: buf[L * E + l]!, ...s });
+      for (let e = 0; e < E; e++) {
+        const i = l * E + e;
+        this.idle[i] = counts[e] === 0 ? this.idle[i]! + 1 : 0;
+        if (this.deadExpertSteps > 0 && this.idle[i] === this.deadExpertSteps) {
+          warnings.push(`moe: expert ${e} of layer ${l} received no tokens for ${this.deadExpertSteps} steps (steps ${step - this.deadExpertSteps + 1}..${step})`);
+        }
+      }
+    }
+    const o = L * E + 2 * L;
+    const stats: MoEStepStats = {
+      step,
+      layers,
+      auxLoss: buf[o + 1]! > 0 ? buf[o]! / buf[o + 1]! : null,
+      zLoss: buf[o + 3]! > 0 ? buf[o + 2]! / buf[o + 3]! : null,
+      warnings,
+    };
+    this.history.push(stats);
+    return stats;
+  }
+}
+
+/** Hugging Face's all-layer load-balancing loss from one forward's per-layer records (mixtral.ts):
+ * E · Σ_e (Σ_l n_le / (L·T)) · (Σ_l P_le / L). */
+export function mixtralAux(recs: readonly GateRecord[], E: number): number {
+  const L = recs.length;
+  let s = 0;
+  for (let e = 0; e < E; e++) {
+    let n = 0;
+    let p = 0;
+    for (const r of recs) {
+      n += r.counts[e]! / (L * r.tokens);
+      p += r.probMean[e]! / L;
+    }
+    s += n * p;
+  }
+  return E * s;
+}
+
+/** min, max, coefficient of variation and dead experts of a count vector. */
+export function loadSummary(counts: readonly number[]): { min: number; max: number; cv: number; dead: number } {
+  const n = counts.length;
+  let min = Infinity;
+  let max = -Infinity;
+  let sum = 0;
+  let dead = 0;
+  for (const c of counts) {
+    min = Math.min(min, c);
+    max = Math.max(max, c);
+    sum += c;
+    if (c === 0) dead++;
+  }
+  const m = sum / n;
+  let v = 0;
+  for (const c of counts) v += (c - m) * (c - m);
+  const cv = m > 0 ? Math.sqrt(v / n) / m : 0;
+  return { min, max, cv, dead };
+}
+
+/** The compact per-layer load line of the periodic log, e.g.
+ * `moe L0 3/9 cv0.41 dead0 | L1 … | drop 12 aux 1.02 z 3.1` (min/max of counts). */
+export function formatLoadLine(s: MoEStepStats): string {
+  const parts = s.layers.map((l) => `L${l.layer} ${l.min}/${l.max} cv${l.cv.toFixed(2)} dead${l.dead}`);
+  const dropped = s.layers.reduce((a, l) => a + l.dropped, 0);
+  let tail = `drop ${dropped}`;
+  if (s.auxLoss !== null) tail += ` aux ${s.auxLoss.toFixed(4)}`;
+  if (s.zLoss !== null) tail += ` z ${s.zLoss.toFixed(4)}`;
+  return `moe ${parts.join(" | ")} | ${tail}`;
+}
+
+/** The `moe` section of `--summary` over a run's step statistics: per layer the summed counts,
+ * dropped pairs and the final step's load figures; mean aux and z losses; all warnings. */
+export function summarySection(history: readonly MoEStepStats[]): {
+  steps: number;
+  layers: { layer: number; counts: number[]; tokens: number; dropped: number; dropFraction: number; min: number; max: number; cv: number; dead: number }[];
+  auxLoss: number | null;
+  zLoss: number | null;
+  warnings: string[];
+} {
+  const L = history[0]?.layers.length ?? 0;
+  const layers = [];
+  for (let l = 0; l < L; l++) {
+    const E = history[0]!.layers[l]!.counts.length;
+    const counts = new Array<number>(E).fill(0);
+    let tokens = 0;
+    let dropped = 0;
+    for (const h of history) {
+      const x = h.layers[l]!;
+      x.counts.forEach((c, e) => (counts[e]! += c));
+      tokens += x.tokens;
+      dropped += x.dropped;
+    }
+    const pairs = counts.reduce((a, b) => a + b, 0);
+    layers.push({ layer: l, counts, tokens, dropped, dropFraction: pairs > 0 ? dropped / pairs : 0, ...loadSummary(counts) });
+  }
+  const mean = (xs: (number | null)[]): number | null => {
+    const v = xs.filter((x): x is number => x !== null);
+    return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
+  };
+  return { steps: history.length, layers, auxLoss: mean(history.map((h) => h.auxLoss)), zLoss: mean(history.map((h) => h.zLoss)), warnings: history.flatMap((h) => h.warnings) };
+}
