@@ -99,6 +99,19 @@ describe("Hugging Face fixtures (f32 cpu backend)", () => {
     mixtral.destroy();
   });
 
+  test("mixtral with bf16 parameter units, loaded from the f32 checkpoint: close to HF", async () => {
+    const f = await fixture("mixtral");
+    const be = new CpuBackend();
+    const m = new MixtralForCausalLM(be, mixtralConfig(f.config), { dtype: "bf16" });
+    m.loadStateDict(f.weights);
+    const out = await m.forward({ inputIds: f.inputs.input_ids.flat(), labels: f.inputs.labels.flat(), batch: 2, seq: 7 });
+    const loss = await out.loss!.item();
+    const ref = f.expected.get("loss")!.data[0]!;
+    expect(Math.abs(loss - ref) / ref).toBeLessThan(1e-2);
+    expect(relErr(await out.logits.toArray(), f.expected.get("logits")!.data)).toBeLessThan(3e-2);
+    await backward(out.loss!);
+  });
+
   test("mixtral: Transformers 5 fused state dict loads to the same parameters, and round-trips", async () => {
     const f = await fixture("mixtral");
     const fused = readSafetensors(`${dir}/mixtral/state_dict.safetensors`) as unknown as StateDict;

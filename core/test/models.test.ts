@@ -5,7 +5,8 @@ import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import { LocalRoute, type RouteRequest } from "../src/nn/moe_route.ts";
 import { readGrad } from "../src/nn/state_dict.ts";
 import type { UnitHooks } from "../src/nn/unit.ts";
-import { backward, noGrad } from "../src/tensor/index.ts";
+import { backward, fromArray, noGrad } from "../src/tensor/index.ts";
+import { rootArena } from "../src/tensor/arena.ts";
 import { sgdStep, tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny_models.ts";
 
 const B = 2;
@@ -73,6 +74,21 @@ describe("llama", () => {
     out.logits.dispose();
     out.loss!.dispose();
     expect(be.memory().current.activation).toBe(0);
+  });
+
+  test("noGrad forwards without any backward: device memory and the root arena stay bounded", async () => {
+    const be = new CpuBackend();
+    const cfg = tinyLlama({ num_hidden_layers: 1 });
+    const m = new LlamaForCausalLM(be, cfg);
+    const ids = tokens(5, cfg.vocab_size, "eval");
+    for (let i = 0; i < 50; i++) {
+      const out = await noGrad(() => m.forward({ inputIds: ids, batch: 1, seq: 5 }));
+      out.logits.dispose();
+    }
+    expect(be.memory().current.activation).toBe(0);
+    // Tensors made at top level and disposed by their owner are pruned from the root arena.
+    for (let i = 0; i < 5000; i++) fromArray(be, [i], [1]).dispose();
+    expect(rootArena().tensors.length).toBeLessThan(2100);
   });
 
   test("tied embeddings: lm_head reads embed_tokens; embed gradReady fires last", async () => {

@@ -17,6 +17,20 @@ import type { Tensor } from "./tensor.ts";
 /** A list of tensors to free together. */
 export class Arena {
   readonly tensors: Tensor[] = [];
+  private pruneAt = 1024;
+
+  /** Register a tensor. Drops already-freed entries now and then, so a long-lived arena (the root
+   * one, when no backward ever empties it) does not keep growing on the host. */
+  push(t: Tensor): void {
+    this.tensors.push(t);
+    if (this.tensors.length >= this.pruneAt) {
+      let j = 0;
+      for (const x of this.tensors) if (!x.isDisposed) this.tensors[j++] = x;
+      this.tensors.length = j;
+      this.pruneAt = Math.max(1024, 2 * j);
+    }
+  }
+
   /** Free every tensor of this arena except retained ones and those in `keep`. */
   release(keep: ReadonlySet<Tensor> = new Set()): void {
     for (const t of this.tensors) if (!keep.has(t)) t.disposeIfTemporary();
@@ -34,7 +48,7 @@ export function rootArena(): Arena {
 
 /** Register a newly created owned tensor with the innermost arena. */
 export function trackTensor(t: Tensor): void {
-  stack[stack.length - 1]!.tensors.push(t);
+  stack[stack.length - 1]!.push(t);
 }
 
 /** Make `arena` the innermost arena (pair with {@link popArena}). */
@@ -60,7 +74,7 @@ export function withArena<T>(fn: () => T): T {
     const keep = new Set(collectTensors(value));
     arena.release(keep);
     const parent = stack[stack.length - 1]!;
-    for (const t of keep) parent.tensors.push(t);
+    for (const t of keep) parent.push(t);
   };
   let out: T;
   try {
