@@ -25,6 +25,14 @@
  * (except the tensors it returns). `scope(fn)` does the same in no-grad mode and nothing in grad
  * mode (there the tape owns intermediates until backward) — models wrap each layer in a scope so
  * no-grad forward memory stays bounded by one layer.
+ *
+ * Activation checkpointing (`checkpoint.ts`) records one node per region; its backward recomputes
+ * the region on a fresh tape ({@link recomputeBackward}) and runs a nested sweep over it.
+ *
+ * Limits: one tape per process — run forward then backward before the next forward (a second
+ * forward before backward would be swept, and freed, by the same backward). Node backward closures
+ * must read parameters through their tensors (`w.view` at backward time), never views captured in
+ * forward, because a unit's buffer may be replaced in between.
  */
 import type { Backend, View } from "../../../kernels/src/backend.ts";
 import { Arena, popArena, pushArena, rootArena, withArena } from "./arena.ts";
