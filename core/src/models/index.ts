@@ -5,3 +5,5 @@ export { CausalDecoder, LlamaForCausalLM, loadStateDict, selfAttention, swiglu, 
 export type { ModelOptions, CausalLMInput, CausalLMOutput, AttentionParams } from "./llama.ts";
 export { MixtralForCausalLM } from "./mixtral.ts";
 export type { MoEBlockOutput } from "./mixtral.ts";
+export { generate, pickToken } from "./generate.ts";
+export type { GenerateOptions } from "./generate.ts";
