@@ -23,6 +23,10 @@
  *   small-gradient elements, and a bf16 parameter then differs by one or more ulps. Stated
  *   tolerance: loss curves within 2e-3, RMS |Δθ| ≤ 2e-3, max |Δθ| ≤ 2·lr·steps (AdamW moves an
  *   element by at most ≈ lr per step). Stages 0–3 at the same N are bit-identical to each other.
+ * - fp16 (dynamic loss scale from 2^16): as bf16 (16-bit gradients, rounding per add on the single
+ *   rank), same tolerance; the overflow/skip decisions agree.
+ * - a dense llama with tied embeddings (the embed unit is entered again inside the head region;
+ *   ZeRO-3 gathers it there): fp32, a = 1, bit-identical like the mixtral.
  * - gradient_clipping 0.3 (it binds: the norm is ≈ 1.1): the global norm is summed per unit on
  *   rank 0 (replicated gradients, stage 0) or per shard on every rank then all_reduced in f64
  *   (sharded, stages 1–3): another summation order, so the clip coefficient can differ in its last
@@ -38,12 +42,20 @@ const LR = 1e-2;
 const STAGES = [0, 1, 2, 3] as const;
 const WORLDS = [2, 3, 4] as const;
 
-type Variant = "fp32" | "accum2" | "bf16" | "clip";
+/** A dense llama with tied embeddings (under ZeRO-3 the embed unit is re-gathered inside the head). */
+const TIED_LLAMA = {
+  model_type: "llama", vocab_size: 257, hidden_size: 25, head_dim: 6, intermediate_size: 13, num_hidden_layers: 2,
+  num_attention_heads: 3, num_key_value_heads: 1, max_position_embeddings: 32, tie_word_embeddings: true,
+};
+
+type Variant = "fp32" | "accum2" | "bf16" | "clip" | "fp16" | "tied";
 const VARIANTS: Record<Variant, { a: number; extra: Record<string, unknown> }> = {
   fp32: { a: 1, extra: {} },
   accum2: { a: 2, extra: {} },
   bf16: { a: 1, extra: { bf16: { enabled: true } } },
   clip: { a: 1, extra: { gradient_clipping: 0.3 } },
+  fp16: { a: 1, extra: { fp16: { enabled: true, initial_scale_power: 16 } } },
+  tied: { a: 1, extra: { model: TIED_LLAMA } },
 };
 
 function job(stage: number, accum: number, extra: Record<string, unknown>): Record<string, unknown> {
@@ -135,6 +147,25 @@ describe("ZeRO stages reproduce the single-rank run", () => {
         expect(lossDiff(r.losses, o.losses)).toBeLessThanOrEqual(2e-3);
         expect(o.params).toEqual(out.bf16![n]![0]!.params);
         expect(o.losses).toEqual(out.bf16![n]![0]!.losses);
+      }
+    });
+
+    test(`dense llama with tied embeddings, fp32 at world ${n}: stages 0–3 bit-identical to world 1`, () => {
+      const r = ref.tied![n]!;
+      for (const s of STAGES) {
+        expect(out.tied![n]![s]!.params).toEqual(r.params);
+        expect(out.tied![n]![s]!.losses).toEqual(r.losses);
+      }
+    });
+
+    test(`fp16 with dynamic loss scaling at world ${n}: same tolerance as bf16; stages identical to each other`, () => {
+      const r = ref.fp16![n]!;
+      for (const s of STAGES) {
+        const o = out.fp16![n]![s]!;
+        expect(o.gradNorms.map(Number.isFinite)).toEqual(r.gradNorms.map(Number.isFinite)); // same skipped steps
+        expect(paramDiff(r, o).rms).toBeLessThanOrEqual(2e-3);
+        expect(lossDiff(r.losses, o.losses)).toBeLessThanOrEqual(2e-3);
+        expect(o.params).toEqual(out.fp16![n]![0]!.params);
       }
     });
 
