@@ -38,7 +38,7 @@ import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents, planMatmul } from "../wgsl/matmul.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
-import { reduceLaunch } from "../wgsl/reduce.ts";
+import { reduceLaunches, reduceScratch } from "../wgsl/reduce.ts";
 import { ropeInvFreq, ropeLaunch } from "../wgsl/rope.ts";
 import { gatherRowsLaunch, scatterAddRowsLaunches, scatterScratchWords } from "../wgsl/rows.ts";
 import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
@@ -405,7 +405,9 @@ export class WebGpuBackend implements Backend {
     if (!["sum", "mean", "max", "sumsq"].includes(op)) throw new Error(`webgpu reduce: unknown op "${op}"`);
     const xb = this.v(x, outer * n * inner, `reduce ${op}`, "x", F32);
     const ob = this.v(out, outer * inner, `reduce ${op}`, "out", F32);
-    this.run(reduceLaunch(op, xb, x.off, ob, out.off, outer, n, inner));
+    const need = reduceScratch(outer, n, inner);
+    const scratch = need > 0 ? this.scratchBuf("reduce_partials", "f32", need) : null;
+    this.runAll(reduceLaunches(op, xb, x.off, ob, out.off, outer, n, inner, scratch));
   }
 
   // ---- rows ----------------------------------------------------------------------------------

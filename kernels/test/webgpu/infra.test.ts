@@ -138,6 +138,24 @@ describe("dispatch", () => {
     for (let i = 0; i < res[0]!.length; i++) expect(`${i}: ${close(res[0]![i]!, res[1]![i]!, 1e-4, 2e-5)}`).toBe(`${i}: ok`);
   });
 
+  test("reduce in its two-stage column form (n > 64, inner ≥ 32) matches the cpu backend for every op", async () => {
+    for (const [outer, n, inner] of [[3, 131, 37], [1, 1000, 64]] as const) {
+      const x = rand(outer * n * inner, 26 + n).map((v) => v * 3);
+      for (const op of ["sum", "mean", "max", "sumsq"] as const) {
+        const res: Float32Array[] = [];
+        for (const be of [gpu, cpu] as Backend[]) {
+          const xv = at(be, x, 5);
+          const o = be.alloc("f32", outer * inner + 2, "other");
+          be.reduce(op, xv, { buf: o, off: 1 }, outer, n, inner);
+          res.push((await be.read({ buf: o, off: 0 }, outer * inner + 2)) as Float32Array);
+          be.free(xv.buf);
+          be.free(o);
+        }
+        expect(`${op} [${outer},${n},${inner}]: ${close(res[0]!, res[1]!, 1e-5, 2e-4)}`).toBe(`${op} [${outer},${n},${inner}]: ok`);
+      }
+    }
+  });
+
   test("views of one buffer bound together (axpy, matmul, adamw in one flat buffer) match the cpu backend", async () => {
     const [M, N, K] = [13, 7, 11];
     const flat = rand(M * K + K * N + M * N + 3 * 50 + 4, 12).map((v, i) => (i >= M * K + K * N + M * N + 50 ? Math.abs(v) * 0.01 : v));
