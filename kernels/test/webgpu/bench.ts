@@ -81,6 +81,16 @@ const R = small ? 2 : 10;
   await time(`rmsnormBackward ${rows}×${cols}`, R, () => be.rmsnormBackward(x2, w2, r2, dy, dx, dw, rows, cols), { bytes: 16 * rows * cols });
 }
 {
+  const rows = Math.round(8192 * S);
+  const cols = 4096;
+  const x = buf("f32", rows * cols);
+  const o = buf("f32", cols);
+  await time(`reduce sum over rows ${rows}×${cols}`, R, () => be.reduce("sum", x, o, 1, rows, cols), { bytes: 4 * rows * cols });
+  const x2 = buf("f32", rows * cols);
+  const o2 = buf("f32", rows);
+  await time(`reduce sum over cols ${rows}×${cols}`, R, () => be.reduce("sum", x2, o2, rows, cols, 1), { bytes: 4 * rows * cols });
+}
+{
   const n = Math.round(64 * 2 ** 20 * S);
   const p = buf("f32", n);
   const g = buf("f32", n);
