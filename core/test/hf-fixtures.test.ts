@@ -97,6 +97,18 @@ describe("Hugging Face fixtures (f32 cpu backend)", () => {
     expect(be.memory().current.activation).toBe(0);
     llama.destroy();
     mixtral.destroy();
+    // bf16 units (f32 working copies, casts on the device) with activation checkpointing.
+    const m16 = new MixtralForCausalLM(be, mixtralConfig(fm.config), { dtype: "bf16" });
+    m16.loadStateDict(fm.weights);
+    m16.gradientCheckpointing = true;
+    const out = await m16.forward({ inputIds: fm.inputs.input_ids.flat(), labels: fm.inputs.labels.flat(), batch: 2, seq: 7 });
+    const ref = fm.expected.get("loss")!.data[0]!;
+    expect(Math.abs((await out.loss!.item()) - ref) / ref).toBeLessThan(1e-2);
+    await backward(out.loss!);
+    expect(m16.units.unit("layers.1").grad!.dtype).toBe("bf16");
+    expect(be.memory().current.activation).toBe(0);
+    expect(be.memory().current.gathered).toBe(0);
+    m16.destroy();
   });
 
   test("mixtral with bf16 parameter units, loaded from the f32 checkpoint: close to HF", async () => {
