@@ -121,7 +121,7 @@ export async function main(argv: string[]): Promise<void> {
     `run took ${secs.toFixed(0)} s; 1-minute load average ${load0.toFixed(1)} before and ${load1.toFixed(1)} after — other jobs shared the machine when it is above 0).`,
     `Model: the default job's Mixtral (${numParameters.toLocaleString("en-US")} parameters Ψ), ${o.bf16 ? "bf16" : "fp32"}, ${tokensPerStep} tokens per step, ZeRO-3 with \`stage3_param_persistence_threshold: 0\`.`,
     `tokens/s over steps 2–${o.steps} (rank 0 step time); memory: rank 0 after the last step (KiB; padding included and shown); comm: bytes rank 0 sent per step (nominal ring bytes).`,
-    `On a shared 2-core machine tokens/s of one stage vary up to about 2× between runs (a 6-step run the same hour gave 3517, 3014, 1764, 1190): compare memory and bytes, not small speed differences.`,
+    `On a shared 2-core machine tokens/s of one stage vary up to about 2× between runs (seen on 2026-11-29 at load average 5–8): compare memory and bytes, not small speed differences.`,
     `The peak is dominated by activations (~10 MiB at 8×64 tokens per micro-batch); ZeRO-3 comm is below 1.5× DP here because the default \`stage3_max_reuse_distance\` keeps units between forward and backward.`,
     "",
     "| stage | tokens/s | param KiB | grad KiB | optim KiB | model states KiB | padding B | peak total KiB | comm KiB/step | final loss |",
