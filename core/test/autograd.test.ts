@@ -46,6 +46,17 @@ describe("shape, reduction, matmul backward", () => {
     await check([[3, 5, 2]], (x) => T.sum(x, -1));
     await check([[3, 5, 2]], (x) => T.mean(x, 0));
   });
+  test("permute and transpose (values and gradients)", async () => {
+    const x = T.fromArray(be, Array.from({ length: 24 }, (_, i) => i), [2, 3, 4]);
+    const y = T.permute(x, [2, 0, 1]);
+    expect(y.shape).toEqual([4, 2, 3]);
+    const v = Array.from(await y.toArray());
+    for (let a = 0; a < 4; a++) for (let b = 0; b < 2; b++) for (let c = 0; c < 3; c++) expect(v[a * 6 + b * 3 + c]).toBe(b * 12 + c * 4 + a);
+    T.resetTape();
+    await check([[2, 3, 5]], (t) => T.permute(t, [1, 2, 0]));
+    await check([[3, 7]], (t) => T.matmul(T.transpose(t, 0, 1), t));
+    await check([[2, 1, 3, 2]], (t) => T.transpose(t, -1, 1));
+  });
   test("reshape, sliceRows, concatRows", async () => {
     await check([[6, 5]], (x) => T.mul(T.reshape(x, [3, 10]), T.reshape(x, [3, -1])));
     await check([[7, 3]], (x) => T.sliceRows(x, 2, 4));

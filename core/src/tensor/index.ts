@@ -16,4 +16,5 @@ export { crossEntropy } from "./ops/loss.ts";
 export { rope, causalAttention } from "./ops/attention.ts";
 export { gatherRows, scatterAddRows, topk } from "./ops/rows.ts";
 export { reshape, sliceRows, concatRows } from "./ops/shape.ts";
+export { permute, transpose, permuteIndex } from "./ops/permute.ts";
 export { philox4x32, streamKey, normalFill, uniformFill, randint } from "./random.ts";
