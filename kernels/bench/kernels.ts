@@ -10,6 +10,7 @@
  *   --elementwise N                  elements of the bandwidth test (default 2^26; 0 = skip)
  *   --tune                           also time every tile of the tuning set at every size
  *   --tune-sizes 2048,4096           restrict --tune to these sizes
+ *   --tune-storage f32               restrict --tune to these storage types (f32, f16)
  *   --no-f16                         skip the f16-storage matmul
  *   --no-torch                       skip the PyTorch reference
  *   --json PATH                      write all results as JSON
@@ -30,32 +31,37 @@ import { AFFINE_VEC4_WGSL, AFFINE_WORKGROUP, affineParams } from "./support/elem
 import { timeGpu } from "./support/gpu_timing.ts";
 import { openBenchDevice } from "./support/open_gpu.ts";
 
-/** Extra tiles timed with --tune besides the planner's catalogue (bigger workgroup memory, padding). */
-export const TUNE_TILES: readonly MatmulTile[] = [
-  ...MATMUL_TILES,
-  { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 4, padB: 4 },
-  { BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
-  { BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, padA: 4, padB: 4 },
-  { BM: 64, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
-  { BM: 128, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 256, BN: 128, BK: 8, TM: 16, TN: 8, padA: 0, padB: 0 },
-  { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 64, BN: 128, BK: 16, TM: 4, TN: 8, padA: 0, padB: 0 },
-  { BM: 64, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
-  { BM: 128, BN: 64, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
-  { BM: 64, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 128, BN: 128, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
-  { BM: 256, BN: 128, BK: 16, TM: 16, TN: 8, padA: 0, padB: 0 },
-];
+/** Tiles timed with --tune: "small" for sizes below 2048, "big" from 2048 up. Every tile is timed
+ * with vec4 and scalar global loads, each with and without the K loop unrolled by two. */
+export const TUNE_TILES: Readonly<Record<"small" | "big", readonly MatmulTile[]>> = {
+  small: [
+    { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 },
+    { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 },
+    { BM: 64, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 64, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 32, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 },
+    { BM: 64, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 },
+  ],
+  big: [
+    { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
+    { BM: 256, BN: 128, BK: 16, TM: 16, TN: 8, padA: 0, padB: 0 },
+    { BM: 256, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 }, // 512 threads
+    { BM: 128, BN: 256, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 }, // 512 threads
+    { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
+    { BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
+    { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+  ],
+};
 
 interface Args {
-  sizes: number[]; tuneSizes: number[]; cpuMax: number; elementwise: number; tune: boolean; f16: boolean; torch: boolean; json: string | null; batches: number;
+  sizes: number[]; tuneSizes: number[]; tuneStorage: MatmulStorage[]; cpuMax: number; elementwise: number; tune: boolean; f16: boolean; torch: boolean; json: string | null; batches: number;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { sizes: [256, 512, 1024, 2048, 4096], tuneSizes: [], cpuMax: 256, elementwise: 1 << 26, tune: false, f16: true, torch: true, json: null, batches: 5 };
+  const a: Args = { sizes: [256, 512, 1024, 2048, 4096], tuneSizes: [], tuneStorage: ["f32", "f16"], cpuMax: 256, elementwise: 1 << 26, tune: false, f16: true, torch: true, json: null, batches: 5 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const val = (): string => {
@@ -70,6 +76,10 @@ function parseArgs(argv: string[]): Args {
     };
     if (k === "--sizes") a.sizes = val().split(",").map(int);
     else if (k === "--tune-sizes") a.tuneSizes = val().split(",").map(int);
+    else if (k === "--tune-storage") a.tuneStorage = val().split(",").map((x) => {
+      if (x !== "f32" && x !== "f16") throw new Error(`bench kernels: --tune-storage takes f32 and/or f16, got "${x}"`);
+      return x;
+    });
     else if (k === "--cpu-max") a.cpuMax = int(val());
     else if (k === "--elementwise") a.elementwise = int(val());
     else if (k === "--batches") a.batches = int(val());
@@ -249,17 +259,15 @@ export async function main(argv: string[]): Promise<void> {
       if (!r.ok) failed = true;
       const tg = torchG(storage === "f32" ? "fp32" : "fp16", n);
       console.log(`${String(n).padStart(14)}   ${storage.padEnd(7)}  ${r.tile.padEnd(20)} ${fmt(r.gflops).padStart(8)}   ${r.method.padEnd(9)}  ${fmt(storage === "f32" ? cpuG : undefined, 2).padStart(11)}  ${fmt(tg).padStart(13)}  ${tg ? (r.gflops / tg).toFixed(3) : "  -  "}  ${r.maxRelErr.toExponential(1)}${r.ok ? "" : "  MISMATCH"}`);
-      if (args.tune && (args.tuneSizes.length === 0 || args.tuneSizes.includes(n))) {
+      if (args.tune && (args.tuneSizes.length === 0 || args.tuneSizes.includes(n)) && args.tuneStorage.includes(storage)) {
         const variants: MatmulFastOptions[] = [];
-        for (const tile of TUNE_TILES) {
+        for (const tile of TUNE_TILES[n >= 2048 ? "big" : "small"]) {
           if (!tileFits(tile, limits)) continue;
-          for (const unroll2 of [false, true]) variants.push({ ...base, tile, unroll2 });
-          variants.push({ ...base, tile, scalarOnly: true }); // as bound through the backend's scalar bindings
+          for (const scalarOnly of [false, true]) for (const unroll2 of [false, true]) variants.push({ ...base, tile, unroll2, scalarOnly });
         }
-        variants.push({ ...base, tile: TUNE_TILES[0]!, groupM: 1 });
         if (storage === "f16" && hasF16) variants.push({ ...base, f16Native: false });
         for (const v of variants) {
-          const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false };
+          const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false, scalar: v.scalarOnly ?? false };
           tuning.push(t);
           if (!t.ok) failed = true;
           console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM}${v.unroll2 ? " u2" : "   "}${v.scalarOnly ? " scalar" : "       "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
