@@ -96,6 +96,7 @@ export class Parameter implements ParamSource {
     this.tensor = new Tensor(unit.be, spec.shape, "f32", { param: this });
   }
 
+  /** Whether this parameter gets gradients (its unit's `trainable` flag). */
   get trainable(): boolean {
     return this.unit.trainable;
   }

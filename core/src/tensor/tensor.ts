@@ -257,11 +257,13 @@ export class Variable implements ParamSource {
     this.tensor = new Tensor(be, shape, "f32", { param: this });
   }
 
+  /** The data buffer's view. @throws after `dispose()`. */
   dataView(): View {
     if (!this.data) throw new Error(`Variable ${this.name} was disposed`);
     return { buf: this.data, off: 0 };
   }
 
+  /** The gradient accumulator's view (allocated zeroed, tag `other`, on first use). */
   gradView(): View {
     if (!this.gradBuf) this.gradBuf = this.be.alloc("f32", Math.max(this.tensor.numel, 1), "other");
     return { buf: this.gradBuf, off: 0 };
