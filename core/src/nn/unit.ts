@@ -18,7 +18,8 @@
  * - `unit.grad` is allocated zeroed on first use. Contributions are *added* (micro-batch
  *   accumulation); `zeroGrad()` zeroes it. An engine may take it (set `null`) after `gradReady`.
  * - 16-bit units (mixed precision): compute always runs in f32. At gather time the unit makes an f32
- *   working copy `unit.work` (tag `gathered`) from `data`; gradients accumulate into an f32
+ *   working copy `unit.work` (tag `activation`: a compute temporary of the region, not a gathered
+ *   parameter — so `gathered` counts parameter-dtype bytes, as ZeRO-3's limits are stated) from `data`; gradients accumulate into an f32
  *   `unit.workGrad` (tag `grad`); at `gradReady` time the 16-bit `unit.grad` is produced by casting
  *   `workGrad` (round to nearest even). `zeroGrad()` clears both. `work` is dropped after each
  *   region.
@@ -203,7 +204,7 @@ export class Unit implements TapeUnit {
   materialize(): void {
     if (this.dtype === "f32" || this.work) return;
     if (!this.data) throw new Error(`unit ${this.name}: cannot make the f32 working copy, unit.data is null (gather hook did not provide it)`);
-    this.work = this.be.alloc("f32", Math.max(this.numel, 1), "gathered");
+    this.work = this.be.alloc("f32", Math.max(this.numel, 1), "activation");
     if (this.numel > 0) this.be.cast({ buf: this.data, off: 0 }, { buf: this.work, off: 0 }, this.numel);
   }
 

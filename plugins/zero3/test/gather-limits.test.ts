@@ -6,17 +6,15 @@
  * only what is resident, never the arithmetic (results bit-identical to the unlimited run); and
  * `stage3_max_reuse_distance: 0` releases every unit after each use (2 gathers per unit per step).
  *
- * 16-bit parameters: the f32 working copy a unit makes while in use (core/src/nn/unit.ts
- * `materialize`, tag `gathered`, 4 bytes per element) comes on top of the 16-bit gathered buffers,
- * so the bound in bytes is 2·(max_live + prefetch) + 4·(largest set of units in use at once). In
- * this model the largest in-use set is the head unit (6450 elements; a layer with one expert is
- * 1850), so the stated bf16 bound is 2·(max_live + prefetch) + 4·6450 bytes.
+ * 16-bit parameters: the bound holds in bytes of the 16-bit type, 2·(max_live + prefetch). The f32
+ * working copy a unit makes while in use (core/src/nn/unit.ts `materialize`) is a compute temporary
+ * tagged `activation`, not a gathered parameter.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/index.ts";
 import { AWKWARD_NUMEL, awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainArgs, type TrainOut } from "../../../core/test/engine/fixtures.ts";
 
-const HEAD_NUMEL = 6450;
+const HEAD_NUMEL = 6450; // the largest unit: max_live equal to it still lets every unit be gathered
 const UNITS = 10; // embed, 2 layers, 6 experts, head
 const STEPS = 3;
 /** [max_live, prefetch, reuse distance] */
@@ -68,15 +66,14 @@ describe("zero3 gather limits", () => {
       }
     });
 
-    test(`world ${n}, bf16: gathered peak ≤ 2·(max_live + prefetch) + 4·(largest in-use unit) bytes`, () => {
+    test(`world ${n}, bf16: gathered peak ≤ 2·(max_live + prefetch) bytes`, () => {
       for (let rank = 0; rank < n; rank++) {
         LIMITS.slice(0, 3).forEach(([live, prefetch], i) => {
           const r = res[n]![rank]![LIMITS.length + i]!;
           expect(r.label).toBe("true");
           expect(r.gatherStats!.peakLiveElements).toBeLessThanOrEqual(live + prefetch);
-          expect(r.memory.peak.gathered).toBeLessThanOrEqual(2 * (live + prefetch) + 4 * HEAD_NUMEL);
-          // the working copies really do exceed the 16-bit-only bound (the reason it is stated so)
-          expect(r.memory.peak.gathered).toBeGreaterThan(2 * (live + prefetch));
+          expect(r.memory.peak.gathered).toBeLessThanOrEqual(2 * (live + prefetch));
+          expect(2 * (live + prefetch)).toBeLessThan(2 * AWKWARD_NUMEL);
           expect(r.params).toEqual(res[n]![rank]![2 * LIMITS.length - 1]!.params);
         });
       }
