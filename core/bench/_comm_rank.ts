@@ -1,7 +1,7 @@
 /**
  * Rank entry of the communication benchmark (comm.ts): for each size, times all_reduce,
  * reduce_scatter, all_gather and all_to_all_v (even counts) on Float32Array data and returns this
- * rank's mean seconds per call. Not a benchmark of its own (the leading `_` hides it from
+ * rank's mean seconds per call; first the latency of a one-element all_reduce and of a barrier. Not a benchmark of its own (the leading `_` hides it from
  * `bun run bench`).
  */
 
@@ -15,11 +15,21 @@ export interface CommBenchArgs {
   iters: number;
 }
 
-/** Mean seconds per call, keyed `${op}:${bytes}`. */
+/** Mean seconds per call, keyed `${op}:${bytes}`, plus `latency_all_reduce` (one f32) and
+ * `latency_barrier`. */
 export type CommBenchTimes = Record<string, number>;
 
 export default async function main(comm: Communicator, rank: number, n: number, a: CommBenchArgs): Promise<CommBenchTimes> {
   const out: CommBenchTimes = {};
+  // Latency: one-element all_reduce and barrier.
+  const one = new Float32Array([rank + 0.5]);
+  for (let k = 0; k < 100; k++) await comm.allReduce(one);
+  let t = performance.now();
+  for (let k = 0; k < 1000; k++) await comm.allReduce(one);
+  out["latency_all_reduce"] = (performance.now() - t) / 1000 / 1000;
+  t = performance.now();
+  for (let k = 0; k < 1000; k++) await comm.barrier();
+  out["latency_barrier"] = (performance.now() - t) / 1000 / 1000;
   for (const bytes of a.sizes) {
     const len = Math.floor(bytes / 4 / n) * n; // divisible by n for reduce_scatter / all_to_all_v
     const full = new Float32Array(len);
