@@ -7,7 +7,8 @@
  *
  * Exit status: 0 on success; 2 for a user error — UsageError (command line), ConfigError (job or
  * DeepSpeed file), DataError (dataset) — printed as its message without a stack trace; 1 when the
- * run fails otherwise (the failing rank and its error, with the stack).
+ * run fails otherwise (the failing rank and its error, with the stack; without it when backend
+ * "webgpu" was requested where no working WebGPU device exists).
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -28,6 +29,8 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
     const cause = e.failures.find((f) => f.rank === e.rank);
     const name = cause?.message.split(":", 1)[0] ?? "";
     if (cause && USER_ERRORS.includes(name)) return { message: `error: rank ${e.rank}: ${cause.message.slice(name.length + 2)}`, status: 2 };
+    // an environment problem, not a bug: the message says why, a stack would only hide it
+    if (cause && /backend "webgpu" requested but unavailable/.test(cause.message)) return { message: `error: rank ${e.rank}: ${cause.message}`, status: 1 };
     return { message: `error: training failed: ${e.message}`, status: 1 };
   }
   return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };

@@ -2,16 +2,16 @@
  * The training loop of one rank, top to bottom: for each step take this rank's micro-batches from
  * the DataLoader, run `engine.trainBatch`, print a line every `steps_per_print` steps (rank 0),
  * evaluate every `eval_interval` steps, and keep what the summary needs. Every rank runs the same
- * sequence of collectives (trainBatch, evalLoss), so the loop must not branch on rank except for
- * output.
+ * sequence of collectives (trainBatch, the MoE statistics' reduction, evalLoss), so the loop must
+ * not branch on rank except for output.
  */
 import type { Backend } from "../../../kernels/src/backend.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { DataLoader, MicroBatch } from "../data/loader.ts";
 import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
-import type { ExpertLoad } from "./expert-load.ts";
 import { formatEvalLine, formatStepLine } from "./log.ts";
+import type { MoERunStats } from "./moe-stats.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
 export interface LoopOutput {
@@ -51,14 +51,14 @@ export interface LoopOptions {
   backend: Backend;
   engine: Engine;
   loader: DataLoader;
-  /** Counts expert load while trainBatch runs (Mixtral); null for dense models. */
-  expertLoad: ExpertLoad | null;
+  /** MoE statistics (the moe plugin's recorder) reduced after every step; null for dense models. */
+  moe: MoERunStats | null;
   out: LoopOutput;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment). */
 export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
-  const { config, comm, backend: be, engine, loader, expertLoad, out } = o;
+  const { config, comm, backend: be, engine, loader, moe, out } = o;
   const steps = config.steps;
   const tokensPerStep = config.train_batch_size * config.data.seq_len;
   const printEvery = Math.max(1, config.steps_per_print);
@@ -82,8 +82,10 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   for (let step = 1; step <= steps; step++) {
     const micros = toEngineBatches(loader.nextStep());
     const t0 = performance.now();
-    const r = expertLoad ? await expertLoad.track(() => engine.trainBatch(micros)) : await engine.trainBatch(micros);
+    const r = await engine.trainBatch(micros);
     const dt = (performance.now() - t0) / 1000;
+    const moeStep = moe ? await moe.afterStep() : null;
+    for (const w of moeStep?.warnings ?? []) out.line(`warning: ${w}`);
     last = r;
     losses.push(r.loss);
     stepSeconds.push(dt);
@@ -105,6 +107,8 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
           paddingBytes: engine.paddingBytes(),
         }),
       );
+      const moeLine = moe?.lastLine();
+      if (moeLine) out.line(`           ${moeLine}`);
       windowSeconds = 0;
       windowSteps = 0;
     }

@@ -18,8 +18,8 @@ import { DataLoader } from "../data/loader.ts";
 import { Engine } from "../engine/engine.ts";
 import { pluginsForJob } from "../engine/plugins.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
-import { ExpertLoad } from "./expert-load.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
+import { MoERunStats } from "./moe-stats.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 
 /** Arguments every rank receives (structured-cloned by launch). */
@@ -82,11 +82,12 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);
     const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config, args.baseDir), log: talk ? (m) => out.line(m) : () => {} });
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
-    const expertLoad = ExpertLoad.attach(engine.model);
-    const loop = await trainLoop({ config, comm, backend: be, engine, loader, expertLoad, out });
+    const moeStats = await MoERunStats.attach(engine);
+    if (config.moe && !moeStats) throw new Error(`train: model_type "${config.model.model_type}" is sparse but the moe plugin's statistics are not available (plugins/moe not loaded?)`);
+    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out });
     done();
 
-    // Figures of the run, read before the summary's own collective below.
+    // Figures of the run (all collectives are done).
     const mem = be.memory();
     const cur = mem.current as Record<MemTag, number>;
     const memory: RankMemory = {
@@ -110,7 +111,6 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       all_to_all: st.all_to_all_v.bytesSent,
       broadcast: st.broadcast.bytesSent,
     };
-    const moe = expertLoad ? { ...(await expertLoad.allReduce(comm)), dropped_tokens: 0 } : null;
     const report: RankReport = {
       rank: comm.rank,
       backend: { name: be.info.name, adapter: be.info.adapter, reason },
@@ -121,7 +121,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       tokensPerStep: config.train_batch_size * config.data.seq_len,
       memory,
       comm: commBytes,
-      moe: moe && { expert_counts: moe.expertCounts, aux_loss: moe.auxLoss, dropped_tokens: moe.dropped_tokens },
+      moe: moeStats ? moeStats.summary() : null,
     };
     engine.destroy();
     return report;

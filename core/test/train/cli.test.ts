@@ -74,6 +74,7 @@ describe("bun run train", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^backend +(cpu|webgpu) on ".+" \(.+\)$/m);
     expect(r.stdout).toMatch(/^step 3\/3 \| loss \d+\.\d{4} \| lr \S+ \| \d+ tok\/s \| scale 1 \| grad_norm \S+ \| mem MiB param 1\.00 grad 1\.00 optim 2\.01/m);
+    expect(r.stdout).toMatch(/^ +moe L0 \d+\/\d+ cv\d\.\d\d dead\d \| L1 \d+\/\d+ cv\d\.\d\d dead\d \| drop 0 aux \d\.\d{4}$/m);
     expect(r.stdout).toMatch(/^eval step 3 \| val_loss \d+\.\d{4}/m);
     expect(r.stdout).toMatch(/^done +3 steps in/m);
     const s = readSummary(out);
@@ -144,6 +145,26 @@ describe("bun run train", () => {
       }
     }
   }, 90_000);
+
+  test("a dense model has no moe section; capacity drops are counted", async () => {
+    const dense = join(dir, "dense.json");
+    const llama = { ...SMALL_JOB, model: { model_type: "llama", vocab_size: 256, hidden_size: 20, intermediate_size: 36, num_hidden_layers: 1, num_attention_heads: 5, num_key_value_heads: 1, max_position_embeddings: 64 }, steps: 2 };
+    const r = await train(["--config", jsonFile(llama), "--summary", dense]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(/^ +moe /m);
+    const s = readSummary(dense);
+    expect(s.moe).toBeNull();
+    expect(s.num_parameters).toBe(countParameters(resolveJobConfig(llama).config.model).total);
+    // capacity ceil(0.5 · 39 tokens / 3 experts) = 7 < 39·2/3 picks per expert on average: drops
+    const dropping = join(dir, "drop.json");
+    const d = await train(["--config", jsonFile({ ...SMALL_JOB, steps: 2, eval_interval: 0, moe: { drop_tokens: true, capacity_factor: 0.5, min_capacity: 1 } }), "--summary", dropping]);
+    expect(d.code).toBe(0);
+    const sd = readSummary(dropping);
+    expect(sd.moe!.dropped_tokens).toBeGreaterThan(0);
+    expect(r.stderr + d.stderr).not.toMatch(STACK);
+    // counts are taken before drops: still tokens·k per layer
+    for (const row of sd.moe!.expert_counts) expect(row.reduce((a, b) => a + b, 0)).toBe(2 * 6 * 13 * 2);
+  }, 30_000);
 
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ["unknown key with did-you-mean", { ...DEFAULT_JOB, stepz: 3 }, /stepz: unknown key; did you mean "steps"\?/],
