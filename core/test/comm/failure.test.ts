@@ -70,6 +70,15 @@ test("a rank that returns without a collective its peers call fails them at once
   expect(performance.now() - t0).toBeLessThan(10_000);
 }, 30_000);
 
+test("a timeout in a sub-group names the group and the missing rank; the job ends", async () => {
+  const t0 = performance.now();
+  const err = await launch({ worldSize: 4, entry: ENTRY, args: ["subgroup-hang"], timeoutS: 1, graceMs: 500 }).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(LaunchError);
+  expect((err as LaunchError).rank).toBe(2);
+  expect((err as LaunchError).message).toContain("all_reduce on group ep[2,3] (rank 2): timed out after 1 s waiting for rank(s) [3]");
+  expect(performance.now() - t0).toBeLessThan(10_000);
+}, 30_000);
+
 test("mismatched lengths fail on every rank with an error naming ranks and lengths", async () => {
   const err = await launch({ worldSize: 4, entry: ENTRY, args: ["length"], timeoutS: 20 }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(LaunchError);
