@@ -88,6 +88,10 @@ export interface OffloadHook {
 export interface CheckpointHook {
   /** Which units' states this rank writes (default: the states it owns). */
   ownedUnits(env: EngineEnv): Unit[];
+  /** Entries a plugin adds to the checkpoint's manifest.json (JSON values; e.g. the MoE plugin's
+   * `moe: { placement }`, so a resumed job puts every expert back on the same rank). The
+   * checkpoint writer merges them into the manifest; absent = nothing to add. */
+  manifest?(env: EngineEnv): Record<string, unknown>;
 }
 
 /** The six hooks. */

@@ -13,6 +13,10 @@
  *   tokens of all world_size ranks: ep_size sources per edp member).
  * - `route` (claimed): with ep_size > 1 the all_to_all_v route (ep_route.ts); the gate (gate.ts)
  *   for every sparse model — it reproduces Hugging Face's router exactly with default options.
+ * - `checkpoint` (wrapped when ep_size > 1): expert states are written by the ranks of the expert's
+ *   edp group (its first rank when replicated, every rank its shard when sharded), and the manifest
+ *   records the placement (`moe.placement`, placement.ts `PlacementRecord`); resume with
+ *   `createMoEPlugin({ resumeFrom: manifest.moe.placement })`.
  *
  * Constraints (config errors naming the numbers): num_local_experts % ep_size == 0 and
  * world_size % ep_size == 0.
@@ -23,7 +27,7 @@ import { definePlugin, type EngineEnv, type EngineHooks, type Unit } from "@zero
 import { ExpertParallelRoute } from "./ep_route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord } from "./placement.ts";
-import { MoEStatsRecorder } from "./stats.ts";
+import { MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
 
 export * from "./placement.ts";
 export * from "./capacity.ts";
@@ -96,7 +100,20 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       const epRank = env.groups.ep.rank;
       const isLocal = (u: Unit): boolean => u.kind !== "expert" || placement[u.layer!]!.owner[u.expert!] === epRank;
       // with ep_size 1 every expert is local: the wrapped plan stays as it is
-      if (P > 1) ctx.wrap("partition", (prev) => ({ plan: (unit, e) => (isLocal(unit) ? prev.plan(unit, e) : null) }));
+      if (P > 1) {
+        ctx.wrap("partition", (prev) => ({ plan: (unit, e) => (isLocal(unit) ? prev.plan(unit, e) : null) }));
+        ctx.wrap("checkpoint", (prev) => ({
+          ...prev,
+          // An expert is held only inside its edp group: when its states are replicated there
+          // (not sharded), the group's first rank writes it (world rank 0 may not hold it).
+          ownedUnits: (e) => {
+            const dense = prev.ownedUnits(e).filter((u) => u.kind !== "expert");
+            const experts = [...e.states.values()].filter((s) => s.unit.kind === "expert" && (s.plan.optim === "sharded" || s.plan.group.rank === 0)).map((s) => s.unit);
+            return [...dense, ...experts];
+          },
+          manifest: (e) => ({ ...(prev.manifest?.(e) ?? {}), moe: { placement: state.record } }),
+        }));
+      }
       ctx.claim("route", {
         create: (e) => {
           if (P === 1) return null;
@@ -116,6 +133,19 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       });
     },
   });
+}
+
+/**
+ * One step's MoE statistics, summed over the dp group (stats.ts): EVERY rank must call it after
+ * each `trainBatch` (one all_reduce). Dead-expert warnings are also logged through `env.log`.
+ * Returns null when the MoE plugin is not loaded (dense model).
+ */
+export async function reduceMoEStats(env: EngineEnv): Promise<MoEStepStats | null> {
+  const st = moeStateOf(env);
+  if (!st) return null;
+  const s = await st.stats.reduceStep(env.comm, env.groups.dp);
+  for (const w of s.warnings) env.log(`warning: ${w}`);
+  return s;
 }
 
 /** The `moe` plugin with default options. */

@@ -78,3 +78,25 @@ describe("training with round_robin and balanced placement matches the single-ra
     });
   });
 });
+
+describe("checkpoint hook with expert parallelism (world 4, ep_size 2)", async () => {
+  const runs = [0, 2].map((stage) => ({ label: `stage ${stage}`, steps: 1, job: tinyMoeJob({ moe: { ep_size: 2, placement: "round_robin" }, zero_optimization: { stage } }) }));
+  const res = await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs } }) as unknown as RunOut[][];
+  const units = ["embed", "layers.0", "layers.1", "head", ...[0, 1].flatMap((l) => [0, 1, 2, 3].map((e) => `layers.${l}.experts.${e}`))];
+  test("stage 0: every unit is written by exactly one rank (an expert by the first rank of its edp group)", () => {
+    const writers = new Map<string, number[]>();
+    res.forEach((r, rank) => r[0]!.owned.forEach((u) => writers.set(u, [...(writers.get(u) ?? []), rank])));
+    expect([...writers.keys()].sort()).toEqual([...units].sort());
+    for (const [u, w] of writers) {
+      expect(w.length).toBe(1);
+      if (u.includes(".experts.")) expect(w[0]! < 2).toBe(true); // edp groups [0,2] and [1,3]: first members 0 and 1
+    }
+  });
+  test("stage 2: sharded expert states are written by both ranks of their edp group; manifest records the placement", () => {
+    const writers = new Map<string, number[]>();
+    res.forEach((r, rank) => r[1]!.owned.forEach((u) => writers.set(u, [...(writers.get(u) ?? []), rank])));
+    for (const u of units) expect(writers.get(u)!.length).toBe(u.includes(".experts.") ? 2 : 4);
+    for (const r of res) expect((r[1]!.manifest as { moe: { placement: unknown } }).moe.placement).toEqual(JSON.parse(JSON.stringify(r[1]!.placement)));
+    expect((res[0]![1]!.manifest as { moe: { placement: { owner: number[][] } } }).moe.placement.owner).toEqual([[0, 1, 0, 1], [0, 1, 0, 1]]);
+  });
+});
