@@ -28,10 +28,11 @@ const NEG = "-3.0e38";
 /** Workgroup-memory bytes of each tiled kernel for block size `b` and head dim `d`. */
 export function attentionTileBytes(b: number, d: number): { fwd: number; dq: number; dkv: number } {
   const tile = b * d * 4;
+  const padded = b * (d + 1) * 4; // K and V tiles
   return {
-    fwd: 3 * tile + b * b * 4 + 3 * b * 4,
-    dq: 4 * tile + b * b * 4 + 2 * b * 4,
-    dkv: 4 * tile + 2 * b * b * 4 + 2 * b * 4,
+    fwd: tile + 2 * padded + b * b * 4 + 3 * b * 4,
+    dq: 2 * tile + 2 * padded + b * b * 4 + 2 * b * 4,
+    dkv: 2 * tile + 2 * padded + 2 * b * b * 4 + 2 * b * 4,
   };
 }
 
@@ -50,6 +51,7 @@ export function chooseAttentionBlock(d: number, maxShared: number): { fwd: numbe
 
 function header(D: number, B: number): string {
   return `const DH: u32 = ${D}u;
+const KS: u32 = ${D + 1}u; // K/V tile row stride, padded so invocations reading different rows hit different banks
 const BB: u32 = ${B}u;
 const OPT: u32 = ${Math.ceil((B * D) / TW)}u;
 fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
@@ -76,8 +78,8 @@ export function attentionTiledLaunch(q: Buf, qoff: number, k: Buf, koff: number,
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff", "nqb"), ...f32s("scale")],
     code: `${header(D, B)}
 var<workgroup> Qs: array<f32, ${B * D}>;
-var<workgroup> Ks: array<f32, ${B * D}>;
-var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
+var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Ss: array<f32, ${B * B}>;
 var<workgroup> rm: array<f32, ${B}>;
 var<workgroup> rl: array<f32, ${B}>;
@@ -107,8 +109,8 @@ ${ENTRY} {
       var kv: f32 = 0.0;
       var vv: f32 = 0.0;
       if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-      Ks[e] = kv;
-      Vs[e] = vv;
+      Ks[(e / DH) * KS + e % DH] = kv;
+      Vs[(e / DH) * KS + e % DH] = vv;
     }
     workgroupBarrier();
     for (var e = li; e < BB * BB; e = e + ${TW}u) {
@@ -117,7 +119,7 @@ ${ENTRY} {
       var s: f32 = ${NEG};
       if (k0 + j <= q0 + r && q0 + r < P.S) {
         var dot: f32 = 0.0;
-        for (var d = 0u; d < DH; d = d + 1u) { dot = dot + Qs[r * DH + d] * Ks[j * DH + d]; }
+        for (var d = 0u; d < DH; d = d + 1u) { dot = dot + Qs[r * DH + d] * Ks[j * KS + d]; }
         s = dot;
       }
       Ss[e] = s;
@@ -141,7 +143,7 @@ ${ENTRY} {
         let r = e / DH;
         let d = e % DH;
         var a = acc[u] * ra[r];
-        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ss[r * BB + j] * Vs[j * DH + d]; }
+        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ss[r * BB + j] * Vs[j * KS + d]; }
         acc[u] = a;
       }
     }
@@ -184,8 +186,8 @@ export function attentionTiledBackwardLaunches(
     code: `${header(D, B)}
 var<workgroup> Qs: array<f32, ${B * D}>;
 var<workgroup> Os: array<f32, ${B * D}>;
-var<workgroup> Ks: array<f32, ${B * D}>;
-var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
+var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Ds: array<f32, ${B * B}>;
 var<workgroup> rL: array<f32, ${B}>;
 var<workgroup> rD: array<f32, ${B}>;
@@ -222,8 +224,8 @@ ${ENTRY} {
       var kv: f32 = 0.0;
       var vv: f32 = 0.0;
       if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-      Ks[e] = kv;
-      Vs[e] = vv;
+      Ks[(e / DH) * KS + e % DH] = kv;
+      Vs[(e / DH) * KS + e % DH] = vv;
     }
     workgroupBarrier();
     for (var e = li; e < BB * BB; e = e + ${TW}u) {
@@ -233,7 +235,7 @@ ${ENTRY} {
       if (k0 + j <= q0 + r && q0 + r < P.S) {
         var s: f32 = 0.0;
         var dp: f32 = 0.0;
-        for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * DH + d]; dp = dp + Os[r * DH + d] * Vs[j * DH + d]; }
+        for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * KS + d]; dp = dp + Os[r * DH + d] * Vs[j * KS + d]; }
         let p = exp(s * P.scale - rL[r]);
         ds = p * (dp - rD[r]);
       }
@@ -246,7 +248,7 @@ ${ENTRY} {
         let r = e / DH;
         let d = e % DH;
         var a = acc[u];
-        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ds[r * BB + j] * Ks[j * DH + d]; }
+        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ds[r * BB + j] * Ks[j * KS + d]; }
         acc[u] = a;
       }
     }
@@ -275,8 +277,8 @@ ${ENTRY} {
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale")],
     code: `${header(D, B)}
-var<workgroup> Ks: array<f32, ${B * D}>;
-var<workgroup> Vs: array<f32, ${B * D}>;
+var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
+var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Qs: array<f32, ${B * D}>;
 var<workgroup> Os: array<f32, ${B * D}>;
 var<workgroup> Ps: array<f32, ${B * B}>;
@@ -295,8 +297,8 @@ ${ENTRY} {
     var kv: f32 = 0.0;
     var vv: f32 = 0.0;
     if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-    Ks[e] = kv;
-    Vs[e] = vv;
+    Ks[(e / DH) * KS + e % DH] = kv;
+    Vs[(e / DH) * KS + e % DH] = vv;
   }
   var adk: array<f32, OPT>;
   var adv: array<f32, OPT>;
@@ -329,7 +331,7 @@ ${ENTRY} {
         if (k0 + j <= q0 + r && q0 + r < P.S) {
           var s: f32 = 0.0;
           var dp: f32 = 0.0;
-          for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * DH + d]; dp = dp + Os[r * DH + d] * Vs[j * DH + d]; }
+          for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * KS + d]; dp = dp + Os[r * DH + d] * Vs[j * KS + d]; }
           p = exp(s * P.scale - rL[r]);
           ds = p * (dp - rD[r]);
         }
