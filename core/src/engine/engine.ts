@@ -9,6 +9,9 @@
  * route hook installed into MoE blocks.
  */
 import type { Backend } from "../../../kernels/src/backend.ts";
+import { save16bitModel, type Save16Options } from "../checkpoint/export16.ts";
+import { loadCheckpoint, type LoadCheckpointOptions, type LoadCheckpointResult } from "../checkpoint/load.ts";
+import { saveCheckpoint, type SaveCheckpointOptions, type SaveCheckpointResult } from "../checkpoint/save.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import { createParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";
@@ -212,6 +215,26 @@ export class Engine {
   paddingBytes(): number {
     const mixed = this.env.paramDtype !== "f32";
     return this.states.reduce((s, st) => s + st.paddingBytes(mixed), 0);
+  }
+
+  /** Save a sharded checkpoint `<dir>/<tag>` (core/src/checkpoint/save.ts: one record file per
+   * rank, manifest, atomic rename, `latest`). A collective: every rank calls it with the same
+   * `dir` and `tag` between steps; a rank that calls it alone gets an error, not a deadlock. */
+  saveCheckpoint(dir: string, tag: string, opts?: SaveCheckpointOptions): Promise<SaveCheckpointResult> {
+    return saveCheckpoint(this, dir, tag, opts);
+  }
+
+  /** Load a checkpoint saved at any world size / stage / ep_size (core/src/checkpoint/load.ts);
+   * `path` is a checkpoint root (its `latest`, or `tag`) or a tag directory. Not a collective. */
+  loadCheckpoint(path: string, tag?: string, opts?: LoadCheckpointOptions): Promise<LoadCheckpointResult> {
+    return loadCheckpoint(this, path, tag, opts);
+  }
+
+  /** Write `<dir>/model.safetensors` with Hugging Face names in the training dtype
+   * (core/src/checkpoint/export16.ts). A collective. Returns false (with a warning) under ZeRO-3
+   * without `stage3_gather_16bit_weights_on_model_save`, as DeepSpeed does. */
+  save16bitModel(dir: string, opts?: Save16Options): Promise<boolean> {
+    return save16bitModel(this, dir, opts);
   }
 
   /** Free every buffer of the model and the engine. */

@@ -86,7 +86,11 @@ export interface OffloadHook {
 
 /** checkpoint: records this rank contributes to a checkpoint, and how to read them back. */
 export interface CheckpointHook {
-  /** Which units' states this rank writes (default: the states it owns). */
+  /** Which units' states this rank writes (default: the states it owns). For each, the rank
+   * writes its optimizer range `[optimStart, optimStart + optimCount)` of params, master (mixed
+   * precision), m and v (core/src/checkpoint/save.ts); over all ranks every element of every unit
+   * must be written exactly once (the save checks it and names the unit). Reading back needs no
+   * hook: any rank reads any range of any rank file (resharding on load). */
   ownedUnits(env: EngineEnv): Unit[];
   /** Entries a plugin adds to the checkpoint's manifest.json (JSON values; e.g. the MoE plugin's
    * `moe: { placement }`, so a resumed job puts every expert back on the same rank). The

@@ -1,0 +1,86 @@
+/**
+ * `engine.save16bitModel(dir)`: one safetensors file (`model.safetensors`) with Hugging Face
+ * parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), loadable
+ * by Transformers' `from_pretrained` and by `--init-from`.
+ *
+ * As DeepSpeed's `save_16bit_model`: under ZeRO-3 the parameters are sharded, and gathering them
+ * needs `zero_optimization.stage3_gather_16bit_weights_on_model_save: true`; without it the call
+ * logs a warning and returns false (on every rank, without writing anything).
+ *
+ * Streaming, unit by unit in model order, every rank taking part (a collective): the ranks holding
+ * a unit all_gather it inside the unit's group when its parameters are sharded; then, when world
+ * rank 0 does not hold it (an expert placed on another rank of the EP group), the lowest holding
+ * rank broadcasts it over the world. Rank 0 writes it and drops it before the next unit. Peak host
+ * memory: one unit's full parameters.
+ */
+import { join } from "node:path";
+import { mkdirSync } from "node:fs";
+import type { Engine } from "../engine/engine.ts";
+import { readPadded } from "../engine/host-transfer.ts";
+import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
+
+/** Options of {@link save16bitModel}. */
+export interface Save16Options {
+  /** File name inside `dir` (default `model.safetensors`). */
+  filename?: string;
+}
+
+const ST_DTYPE: Record<string, SafetensorsDType> = { f32: "F32", bf16: "BF16", f16: "F16" };
+
+/**
+ * Write the model (see the module comment). Every rank must call it.
+ * @returns true when written; false (with a warning through the engine's log) under ZeRO-3
+ *   without `stage3_gather_16bit_weights_on_model_save`.
+ * @throws SafetensorsError / fs errors while writing (rank 0), communicator errors.
+ */
+export async function save16bitModel(engine: Engine, dir: string, opts: Save16Options = {}): Promise<boolean> {
+  const env = engine.env;
+  const { comm, be, config } = env;
+  const z = config.zero_optimization;
+  if (z.stage === 3 && !z.stage3_gather_16bit_weights_on_model_save) {
+    const msg = `warning: save16bitModel: ZeRO-3 parameters are sharded and zero_optimization.stage3_gather_16bit_weights_on_model_save is false: no model saved (DeepSpeed returns False the same way); use bun run zero-to-fp32 on a checkpoint instead`;
+    if (comm.rank === 0) env.log(msg);
+    return false;
+  }
+  const units = engine.model.units.units;
+  // which world ranks hold which unit (experts live on some ranks only)
+  const held = new Int32Array(units.length);
+  units.forEach((u, i) => (held[i] = env.states.has(u) ? 1 : 0));
+  const all = comm.worldSize > 1 ? await comm.allGather(held) : held;
+  const path = join(dir, opts.filename ?? "model.safetensors");
+  let writer: SafetensorsWriter | null = null;
+  if (comm.rank === 0) {
+    mkdirSync(dir, { recursive: true });
+    const specs = units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: ST_DTYPE[u.dtype]!, shape: [...p.shape] })));
+    writer = SafetensorsWriter.create(path, specs, { format: "pt", "zeromoe.dtype": env.paramDtype });
+  }
+  try {
+    for (let i = 0; i < units.length; i++) {
+      const u = units[i]!;
+      let root = -1;
+      for (let r = 0; r < comm.worldSize; r++) if (all[r * units.length + i] === 1) { root = r; break; }
+      if (root < 0) throw new Error(`save16bitModel: no rank holds unit ${u.name}`);
+      const st = env.states.get(u);
+      let full: Float32Array | Uint16Array | null = null;
+      if (st) {
+        const p = st.plan;
+        if (st.paramShard) {
+          const shard = await readPadded(be, st.paramShard, 0, p.shardSize, p.shardSize);
+          full = (await comm.allGather(shard, undefined, { group: p.group })).subarray(0, u.numel);
+        } else {
+          full = await readPadded(be, u.data!, 0, u.numel, u.numel);
+        }
+      }
+      if (root !== 0 && comm.worldSize > 1) {
+        const buf: Float32Array | Uint16Array = full ?? (u.dtype === "f32" ? new Float32Array(u.numel) : new Uint16Array(u.numel));
+        full = await comm.broadcast(buf, root);
+      }
+      if (writer && full) for (const q of u.params) writer.writeTensor(q.name, full.subarray(q.offset, q.offset + q.numel));
+    }
+    writer?.finish();
+  } catch (e) {
+    writer?.abort();
+    throw e;
+  }
+  return true;
+}

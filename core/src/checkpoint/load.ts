@@ -1,0 +1,137 @@
+/**
+ * `engine.loadCheckpoint(path, tag?)`: restore parameters, optimizer states, step counters,
+ * scheduler and loss scaler from a checkpoint saved at any world size, ZeRO stage and ep_size.
+ *
+ * Each rank fills only what its own plan holds, reading the element ranges it needs from whichever
+ * rank files hold them (shard-source.ts), chunk by chunk straight into device buffers:
+ * - parameters: its shard `[shardStart, shardStart + owned)` (ZeRO-3) or the whole unit
+ *   (replicated), in the unit's storage dtype;
+ * - `master` (mixed precision), `m`, `v`: its optimizer range `[optimStart, optimStart + optimCount)`.
+ * The loading job's world size, stage and ep_size may differ from the saving job's (resharding on
+ * load; DeepSpeed needs a separate "universal checkpoint" conversion for this). The model must be
+ * the same: every unit with the same element count, parameter names/shapes and dtype.
+ *
+ * Resume is exact (same losses as an uninterrupted run) when the caller also restores the data
+ * position the manifest records (`dataPosition` of the result): every other random stream is
+ * counter-based and keyed by seed and step, which the engine's step counters restore.
+ */
+import type { Buf } from "../../../kernels/src/backend.ts";
+import type { DataState } from "../data/loader.ts";
+import type { Engine } from "../engine/engine.ts";
+import { CheckpointError } from "./errors.ts";
+import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
+import { ShardSource } from "./shard-source.ts";
+import { join } from "node:path";
+
+/** What {@link loadCheckpoint} restored. */
+export interface LoadCheckpointResult {
+  tag: string;
+  tagDir: string;
+  manifest: CheckpointManifest;
+  /** The saved data position (give it to DataLoader.loadState), or null. */
+  dataPosition: DataState | null;
+  clientState: unknown;
+  /** True when world size or ep_size differ from the saving job's. */
+  resharded: boolean;
+  /** Payload bytes this rank decompressed, and the wall time, seconds. */
+  bytesRead: number;
+  seconds: number;
+}
+
+/** Options of {@link loadCheckpoint}. */
+export interface LoadCheckpointOptions {
+  /** Restore master/m/v and the counters (default true); false loads parameters only. */
+  optimizerStates?: boolean;
+}
+
+/** Check that the engine's model matches the manifest, unit by unit. @throws CheckpointError naming the unit. */
+export function checkModelMatches(engine: Engine, m: CheckpointManifest, file: string): void {
+  const units = engine.model.units.units;
+  const byName = new Map(m.units.map((u) => [u.name, u]));
+  if (m.units.length !== units.length) throw new CheckpointError(file, `has ${m.units.length} units, the model has ${units.length} (another model?)`);
+  for (const u of units) {
+    const mu = byName.get(u.name);
+    if (!mu) throw new CheckpointError(file, `has no unit "${u.name}" (another model?)`);
+    if (mu.numel !== u.numel) throw new CheckpointError(file, `unit "${u.name}" has ${mu.numel} elements, the model's has ${u.numel}`);
+    if (mu.dtype !== u.dtype) throw new CheckpointError(file, `unit "${u.name}" was saved as ${mu.dtype}, the job trains it as ${u.dtype} (load with the same bf16/fp16 setting, or export with zero-to-fp32 and use --init-from)`);
+    if (mu.params.length !== u.params.length) throw new CheckpointError(file, `unit "${u.name}" has ${mu.params.length} parameters, the model's has ${u.params.length}`);
+    u.params.forEach((p, i) => {
+      const q = mu.params[i]!;
+      if (q.name !== p.name || q.offset !== p.offset || q.shape.join(",") !== p.shape.join(",")) {
+        throw new CheckpointError(file, `unit "${u.name}" parameter ${i} is ${q.name} [${q.shape}] at ${q.offset}, the model has ${p.name} [${p.shape}] at ${p.offset}`);
+      }
+    });
+  }
+}
+
+/** Stream a saved range into `buf` at element `off`. */
+function fill(engine: Engine, src: ShardSource, unit: string, state: UnitStateName, start: number, count: number, buf: Buf, off: number): void {
+  const be = engine.env.be;
+  src.readRange(unit, state, start, count, (c) => {
+    if (c.dtype !== buf.dtype) throw new CheckpointError(src.tagDir, `unit "${unit}" state "${state}" holds ${c.dtype}, the buffer is ${buf.dtype}`);
+    const data = c.dtype === "f32" ? new Float32Array(c.bytes.buffer, c.bytes.byteOffset, c.n) : new Uint16Array(c.bytes.buffer, c.bytes.byteOffset, c.n);
+    be.write({ buf, off: off + c.at }, data);
+  });
+}
+
+/**
+ * Load a checkpoint into `engine` (see the module comment). Every rank calls it; it runs no
+ * collective, so ranks may call it independently.
+ * @param path a checkpoint root (its `latest` tag, or `tag`) or a tag directory.
+ * @throws CheckpointError naming the file/record/field for a missing, damaged or incompatible
+ *   checkpoint.
+ */
+export async function loadCheckpoint(engine: Engine, path: string, tag?: string, opts: LoadCheckpointOptions = {}): Promise<LoadCheckpointResult> {
+  const t0 = performance.now();
+  const loc = locateCheckpoint(path, tag);
+  const manifest = readManifest(loc.tagDir);
+  const file = join(loc.tagDir, "manifest.json");
+  checkModelMatches(engine, manifest, file);
+  const env = engine.env;
+  const mixed = env.paramDtype !== "f32";
+  const withOptim = opts.optimizerStates ?? true;
+  if (withOptim && (manifest.param_dtype !== "f32") !== mixed) throw new CheckpointError(file, `param_dtype ${manifest.param_dtype} was saved, the job trains with ${env.paramDtype}`);
+  const src = new ShardSource(loc.tagDir, manifest);
+  try {
+    for (const st of engine.states) {
+      const u = st.unit;
+      if (u.numel === 0) continue;
+      if (st.paramShard) fill(engine, src, u.name, "params", st.plan.shardStart, st.plan.owned, st.paramShard, 0);
+      else fill(engine, src, u.name, "params", 0, u.numel, u.data!, 0);
+      const n = st.optimCount;
+      if (n === 0) continue;
+      if (withOptim) {
+        if (mixed) fill(engine, src, u.name, "master", st.optimStart, n, st.master!, 0);
+        fill(engine, src, u.name, "m", st.optimStart, n, st.m!, 0);
+        fill(engine, src, u.name, "v", st.optimStart, n, st.v!, 0);
+      } else if (mixed) {
+        // parameters only: the master copy starts from the loaded 16-bit values
+        const from = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: u.data!, off: st.optimStart };
+        env.be.cast(from, { buf: st.master!, off: 0 }, n);
+        env.be.fill({ buf: st.m!, off: 0 }, 0, n);
+        env.be.fill({ buf: st.v!, off: 0 }, 0, n);
+      }
+    }
+  } finally {
+    src.close();
+  }
+  await env.be.flush();
+  if (withOptim) {
+    engine.globalSteps = manifest.global_steps;
+    engine.appliedSteps = manifest.applied_steps;
+    env.phase.step = manifest.global_steps;
+    if (manifest.scheduler) engine.scheduler.loadStateDict(manifest.scheduler);
+    engine.scaler.loadStateDict(manifest.loss_scaler);
+  }
+  const epSize = env.config.moe?.ep_size ?? 1;
+  return {
+    tag: loc.tag,
+    tagDir: loc.tagDir,
+    manifest,
+    dataPosition: manifest.data_position ?? null,
+    clientState: manifest.client_state ?? null,
+    resharded: manifest.world_size !== env.comm.worldSize || manifest.ep_size !== epSize,
+    bytesRead: src.bytesRead,
+    seconds: (performance.now() - t0) / 1000,
+  };
+}

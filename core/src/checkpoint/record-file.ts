@@ -1,0 +1,329 @@
+/**
+ * One rank's checkpoint file: a sequence of CBOR records, each payload compressed with fflate
+ * (raw DEFLATE), each record protected by a CRC-32, followed by an index and a fixed trailer.
+ *
+ * ```
+ * [16 bytes]  magic "ZMCKPT\0\0", u32 LE format version, u32 LE rank
+ * [frames]    frame i = CBOR map {name, dtype, start, count, codec, raw_bytes, data: bytes}
+ * [index]     CBOR map {version, rank, records: [{name, offset, bytes, crc, dtype, start, count,
+ *             codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32 of the frame bytes)
+ * [24 bytes]  u64 LE index offset, u32 LE index bytes, u32 LE CRC-32 of the index, "ZMCKEND\0"
+ * ```
+ *
+ * A record holds `count` consecutive elements, starting at element `start`, of one state of one
+ * parameter unit (`name` = `<unit>/<state>/<start>`; state `params`, `master`, `m` or `v`).
+ *
+ * Files are untrusted input (a truncated or altered file must end in a clean error, never a crash,
+ * a hang or a huge allocation): the reader checks the trailer's offsets against the file size
+ * before reading the index, checks the index's CRC before decoding it, validates every index entry
+ * (types, ranges inside the frame area, ascending and non-overlapping, `raw_bytes = count × dtype
+ * size` ≤ {@link MAX_RECORD_RAW_BYTES}) before any record is read, checks a frame's CRC before
+ * decoding it, compares the frame's fields with its index entry, and decompresses into a buffer of
+ * exactly the announced size (a longer or shorter stream is an error). Every error is a
+ * {@link CheckpointError} naming the file and the record.
+ *
+ * CRC-32 is the IEEE polynomial (zlib's `crc32`), computed with Bun's built-in `Bun.hash.crc32`.
+ */
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
+import { decode as cborDecode, encode as cborEncode } from "cbor-x";
+import { deflateSync, inflateSync } from "fflate";
+import { CheckpointError } from "./errors.ts";
+
+/** Format version written in the header and the index. */
+export const RECORD_FILE_VERSION = 1;
+/** Largest decompressed payload of one record (bytes). Writers cut states into chunks below it. */
+export const MAX_RECORD_RAW_BYTES = 1 << 28;
+/** Largest accepted index (bytes). */
+export const MAX_INDEX_BYTES = 1 << 26;
+
+const MAGIC = new TextEncoder().encode("ZMCKPT\0\0");
+const END_MAGIC = new TextEncoder().encode("ZMCKEND\0");
+const HEADER_BYTES = 16;
+const TRAILER_BYTES = 24;
+
+/** Element types a record may hold, with their sizes in bytes. */
+export const RECORD_DTYPE_BYTES: Readonly<Record<RecordDType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, u32: 4 };
+/** Element type of a record. */
+export type RecordDType = "f32" | "f16" | "bf16" | "i32" | "u32";
+/** Payload encoding: fflate raw DEFLATE, or stored as is. */
+export type RecordCodec = "deflate" | "raw";
+
+/** One record as listed in a file's index. */
+export interface RecordEntry {
+  name: string;
+  /** Byte offset of the frame in the file. */
+  offset: number;
+  /** Frame length in bytes. */
+  bytes: number;
+  /** CRC-32 of the frame bytes. */
+  crc: number;
+  dtype: RecordDType;
+  /** First element (unit coordinates). */
+  start: number;
+  /** Elements held. */
+  count: number;
+  codec: RecordCodec;
+  /** Decompressed payload bytes = count × dtype size. */
+  raw_bytes: number;
+}
+
+/** CRC-32 (IEEE) of `bytes`. */
+export function crc32(bytes: Uint8Array): number {
+  return Bun.hash.crc32(bytes) >>> 0;
+}
+
+/** Write exactly `data` to `fd` (at the current position). */
+function writeAll(fd: number, data: Uint8Array): void {
+  let done = 0;
+  while (done < data.length) done += writeSync(fd, data, done, data.length - done);
+}
+
+/** Options of {@link RecordFileWriter.create}. */
+export interface RecordWriterOptions {
+  /** Payload codec (default "deflate"). */
+  codec?: RecordCodec;
+  /** DEFLATE level 0–9 (default 1: fastest; float data compresses little). */
+  level?: 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;
+}
+
+/** Streaming writer of one rank file (see the module comment). Records are appended one at a
+ * time; {@link finish} writes the index and trailer, fsyncs and closes. */
+export class RecordFileWriter {
+  private readonly entries: RecordEntry[] = [];
+  private readonly names = new Set<string>();
+  private pos = HEADER_BYTES;
+  private closed = false;
+  /** Uncompressed payload bytes written so far. */
+  rawBytes = 0;
+
+  private constructor(
+    readonly path: string,
+    private readonly fd: number,
+    private readonly opts: Required<RecordWriterOptions>,
+  ) {}
+
+  /** Create (truncate) `path` and write the header. @throws fs errors. */
+  static create(path: string, rank: number, opts: RecordWriterOptions = {}): RecordFileWriter {
+    const fd = openSync(path, "w");
+    const head = new Uint8Array(HEADER_BYTES);
+    head.set(MAGIC, 0);
+    const dv = new DataView(head.buffer);
+    dv.setUint32(8, RECORD_FILE_VERSION, true);
+    dv.setUint32(12, rank, true);
+    writeAll(fd, head);
+    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "deflate", level: opts.level ?? 1 });
+  }
+
+  /**
+   * Append one record of `count` elements of `dtype` whose raw little-endian bytes are `raw`.
+   * @throws CheckpointError for a duplicate name, a size that is not count × dtype size, or a
+   *   payload over {@link MAX_RECORD_RAW_BYTES}.
+   */
+  add(name: string, dtype: RecordDType, start: number, count: number, raw: Uint8Array): void {
+    if (this.closed) throw new CheckpointError(this.path, "writer already finished", name);
+    if (this.names.has(name)) throw new CheckpointError(this.path, "duplicate record name", name);
+    if (raw.byteLength !== count * RECORD_DTYPE_BYTES[dtype]) throw new CheckpointError(this.path, `payload has ${raw.byteLength} bytes, expected ${count} × ${RECORD_DTYPE_BYTES[dtype]}`, name);
+    if (raw.byteLength > MAX_RECORD_RAW_BYTES) throw new CheckpointError(this.path, `payload of ${raw.byteLength} bytes is over the ${MAX_RECORD_RAW_BYTES}-byte record limit`, name);
+    const codec = this.opts.codec;
+    const data = codec === "deflate" ? deflateSync(raw, { level: this.opts.level }) : raw;
+    const frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data }) as Uint8Array;
+    const entry: RecordEntry = { name, offset: this.pos, bytes: frame.byteLength, crc: crc32(frame), dtype, start, count, codec, raw_bytes: raw.byteLength };
+    writeAll(this.fd, frame);
+    this.pos += frame.byteLength;
+    this.rawBytes += raw.byteLength;
+    this.entries.push(entry);
+    this.names.add(name);
+  }
+
+  /** Bytes written so far (header and frames). */
+  get bytesWritten(): number {
+    return this.pos;
+  }
+
+  /** Write the index and trailer, fsync and close. Returns the file size in bytes. */
+  finish(rank: number): number {
+    if (this.closed) throw new CheckpointError(this.path, "writer already finished");
+    const index = cborEncode({ version: RECORD_FILE_VERSION, rank, records: this.entries }) as Uint8Array;
+    if (index.byteLength > MAX_INDEX_BYTES) throw new CheckpointError(this.path, `index of ${index.byteLength} bytes is over the ${MAX_INDEX_BYTES}-byte limit`);
+    const trailer = new Uint8Array(TRAILER_BYTES);
+    const dv = new DataView(trailer.buffer);
+    dv.setBigUint64(0, BigInt(this.pos), true);
+    dv.setUint32(8, index.byteLength, true);
+    dv.setUint32(12, crc32(index), true);
+    trailer.set(END_MAGIC, 16);
+    writeAll(this.fd, index);
+    writeAll(this.fd, trailer);
+    fsyncSync(this.fd);
+    closeSync(this.fd);
+    this.closed = true;
+    return this.pos + index.byteLength + TRAILER_BYTES;
+  }
+
+  /** Close without finishing (the file is left incomplete; the caller removes it). */
+  abort(): void {
+    if (this.closed) return;
+    this.closed = true;
+    closeSync(this.fd);
+  }
+}
+
+function isUint(x: unknown, max = Number.MAX_SAFE_INTEGER): x is number {
+  return typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
+}
+
+/** Random-access reader of one rank file (see the module comment for what is validated). */
+export class RecordFileReader {
+  /** Records in file order. */
+  readonly records: readonly RecordEntry[];
+  /** Rank that wrote the file. */
+  readonly rank: number;
+  private readonly byName = new Map<string, RecordEntry>();
+  private fd: number | null;
+
+  private constructor(readonly path: string, fd: number, rank: number, records: RecordEntry[]) {
+    this.fd = fd;
+    this.rank = rank;
+    this.records = records;
+    for (const r of records) this.byName.set(r.name, r);
+  }
+
+  /**
+   * Open `path`, validate the header, trailer and index.
+   * @throws CheckpointError naming the file for a missing file, a short file, bad magic/version,
+   *   offsets outside the file, an index CRC mismatch, or an invalid index entry (named).
+   */
+  static open(path: string): RecordFileReader {
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch (e) {
+      throw new CheckpointError(path, `cannot open: ${(e as Error).message}`);
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size < HEADER_BYTES + TRAILER_BYTES) throw new CheckpointError(path, `file has ${size} bytes, fewer than header + trailer (${HEADER_BYTES + TRAILER_BYTES}): truncated`);
+      const head = readAt(fd, path, 0, HEADER_BYTES);
+      for (let i = 0; i < MAGIC.length; i++) if (head[i] !== MAGIC[i]) throw new CheckpointError(path, "not a ZeroMoE checkpoint rank file (bad magic)");
+      const hv = new DataView(head.buffer, head.byteOffset, HEADER_BYTES);
+      const version = hv.getUint32(8, true);
+      if (version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `format version ${version}, this reader supports ${RECORD_FILE_VERSION}`);
+      const rank = hv.getUint32(12, true);
+      const tr = readAt(fd, path, size - TRAILER_BYTES, TRAILER_BYTES);
+      for (let i = 0; i < END_MAGIC.length; i++) if (tr[16 + i] !== END_MAGIC[i]) throw new CheckpointError(path, "trailer magic missing: file truncated or altered at its end");
+      const tv = new DataView(tr.buffer, tr.byteOffset, TRAILER_BYTES);
+      const indexOffset = Number(tv.getBigUint64(0, true));
+      const indexBytes = tv.getUint32(8, true);
+      const indexCrc = tv.getUint32(12, true);
+      if (indexBytes > MAX_INDEX_BYTES) throw new CheckpointError(path, `index of ${indexBytes} bytes is over the ${MAX_INDEX_BYTES}-byte limit`);
+      if (indexOffset < HEADER_BYTES || indexOffset + indexBytes + TRAILER_BYTES !== size) {
+        throw new CheckpointError(path, `trailer says index at ${indexOffset} (${indexBytes} bytes) but the file has ${size} bytes: truncated or altered`);
+      }
+      const index = readAt(fd, path, indexOffset, indexBytes);
+      if (crc32(index) !== indexCrc) throw new CheckpointError(path, "index checksum mismatch: file altered");
+      let parsed: unknown;
+      try {
+        parsed = cborDecode(index);
+      } catch (e) {
+        throw new CheckpointError(path, `index is not valid CBOR: ${(e as Error).message}`);
+      }
+      const records = validateIndex(parsed, path, rank, indexOffset);
+      return new RecordFileReader(path, fd, rank, records);
+    } catch (e) {
+      closeSync(fd);
+      throw e;
+    }
+  }
+
+  /** The index entry of `name`, or undefined. */
+  entry(name: string): RecordEntry | undefined {
+    return this.byName.get(name);
+  }
+
+  /**
+   * Read, verify and decompress one record's payload (raw little-endian bytes, 8-byte aligned).
+   * @throws CheckpointError naming the file and record for a CRC mismatch, an undecodable frame,
+   *   frame fields that differ from the index, or a payload of the wrong size.
+   */
+  readPayload(e: RecordEntry): Uint8Array {
+    if (this.fd === null) throw new CheckpointError(this.path, "reader is closed", e.name);
+    const frame = readAt(this.fd, this.path, e.offset, e.bytes, e.name);
+    if (crc32(frame) !== e.crc) throw new CheckpointError(this.path, "checksum mismatch: record altered", e.name);
+    let f: Record<string, unknown>;
+    try {
+      f = cborDecode(frame) as Record<string, unknown>;
+    } catch (err) {
+      throw new CheckpointError(this.path, `frame is not valid CBOR: ${(err as Error).message}`, e.name);
+    }
+    if (!f || typeof f !== "object") throw new CheckpointError(this.path, "frame is not a CBOR map", e.name);
+    for (const k of ["name", "dtype", "start", "count", "codec", "raw_bytes"] as const) {
+      if (f[k] !== e[k]) throw new CheckpointError(this.path, `frame field ${k} = ${JSON.stringify(f[k])} differs from the index (${JSON.stringify(e[k])})`, e.name);
+    }
+    const data = f.data;
+    if (!(data instanceof Uint8Array)) throw new CheckpointError(this.path, "frame has no byte-string payload", e.name);
+    if (e.codec === "raw") {
+      if (data.byteLength !== e.raw_bytes) throw new CheckpointError(this.path, `stored payload has ${data.byteLength} bytes, expected ${e.raw_bytes}`, e.name);
+      return data.slice();
+    }
+    // decompress into raw_bytes + 1 so that a longer stream is detected (fflate truncates silently)
+    const probe = new Uint8Array(e.raw_bytes + 1);
+    let got: Uint8Array;
+    try {
+      got = inflateSync(data, { out: probe });
+    } catch (err) {
+      throw new CheckpointError(this.path, `payload does not decompress: ${(err as Error).message}`, e.name);
+    }
+    if (got.byteLength !== e.raw_bytes) throw new CheckpointError(this.path, `payload decompresses to ${got.byteLength === e.raw_bytes + 1 ? "more than " + e.raw_bytes : got.byteLength} bytes, expected ${e.raw_bytes}`, e.name);
+    return probe.subarray(0, e.raw_bytes);
+  }
+
+  /** Verify every record (CRC, decode, size). @throws like {@link readPayload}. */
+  verifyAll(): void {
+    for (const r of this.records) this.readPayload(r);
+  }
+
+  /** Close the file (idempotent). */
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+}
+
+/** Read exactly `len` bytes at `pos` (8-byte aligned result). */
+function readAt(fd: number, path: string, pos: number, len: number, record?: string): Uint8Array {
+  const buf = new Uint8Array(len);
+  let done = 0;
+  while (done < len) {
+    const n = readSync(fd, buf, done, len - done, pos + done);
+    if (n <= 0) throw new CheckpointError(path, `unexpected end of file reading ${len} bytes at ${pos}: truncated`, record);
+    done += n;
+  }
+  return buf;
+}
+
+function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: number): RecordEntry[] {
+  const idx = parsed as { version?: unknown; rank?: unknown; records?: unknown };
+  if (!idx || typeof idx !== "object") throw new CheckpointError(path, "index is not a CBOR map");
+  if (idx.version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `index version ${JSON.stringify(idx.version)}, expected ${RECORD_FILE_VERSION}`);
+  if (idx.rank !== rank) throw new CheckpointError(path, `index rank ${JSON.stringify(idx.rank)} differs from the header's rank ${rank}`);
+  if (!Array.isArray(idx.records)) throw new CheckpointError(path, "index has no records list");
+  const out: RecordEntry[] = [];
+  const names = new Set<string>();
+  let prevEnd = HEADER_BYTES;
+  for (let i = 0; i < idx.records.length; i++) {
+    const r = idx.records[i] as Record<string, unknown>;
+    const label = r && typeof r === "object" && typeof r.name === "string" ? r.name : `#${i}`;
+    const bad = (m: string) => new CheckpointError(path, `index entry ${m}`, label);
+    if (!r || typeof r !== "object" || typeof r.name !== "string" || r.name.length === 0 || r.name.length > 1024) throw bad("has no valid name");
+    if (names.has(r.name)) throw bad("is duplicated");
+    if (typeof r.dtype !== "string" || !(r.dtype in RECORD_DTYPE_BYTES)) throw bad(`has unknown dtype ${JSON.stringify(r.dtype)}`);
+    if (r.codec !== "deflate" && r.codec !== "raw") throw bad(`has unknown codec ${JSON.stringify(r.codec)}`);
+    if (!isUint(r.offset) || !isUint(r.bytes) || !isUint(r.crc, 0xffffffff) || !isUint(r.start) || !isUint(r.count) || !isUint(r.raw_bytes, MAX_RECORD_RAW_BYTES)) throw bad("has a field that is not a non-negative integer in range");
+    const dt = r.dtype as RecordDType;
+    if (r.raw_bytes !== r.count * RECORD_DTYPE_BYTES[dt]) throw bad(`raw_bytes ${r.raw_bytes} ≠ count ${r.count} × ${RECORD_DTYPE_BYTES[dt]}`);
+    if (r.offset < prevEnd || r.offset + r.bytes > frameEnd) throw bad(`frame [${r.offset}, ${r.offset + r.bytes}) overlaps another or lies outside the frame area [${HEADER_BYTES}, ${frameEnd})`);
+    prevEnd = r.offset + r.bytes;
+    names.add(r.name);
+    out.push({ name: r.name, offset: r.offset, bytes: r.bytes, crc: r.crc, dtype: dt, start: r.start, count: r.count, codec: r.codec, raw_bytes: r.raw_bytes });
+  }
+  return out;
+}

@@ -1,0 +1,277 @@
+/**
+ * `engine.saveCheckpoint(dir, tag)`: every rank writes the state it owns into one record file,
+ * rank 0 writes the manifest, then the tag appears atomically and `latest` is updated.
+ *
+ * Protocol (all ranks, in this order):
+ * 1. Agreement: an all_gather of (hash of the tag, global step) over the world. A rank that calls
+ *    saveCheckpoint alone gets a clear error naming the op (the communicator's timeout, or a
+ *    mismatch with the collective the other ranks are in) instead of a deadlock; ranks that
+ *    disagree on the tag or step get an error naming them.
+ * 2. Rank 0 empties `<dir>/<tag>.tmp/`; barrier.
+ * 3. Each rank writes `rank_<r>.zmck` there: for every unit the checkpoint hook's `ownedUnits`
+ *    names, the element range its optimizer owns — `[optimStart, optimStart + optimCount)`, the
+ *    shard under ZeRO 1–3, the whole unit when replicated — of `params` (the unit's storage dtype),
+ *    `master` (mixed precision), `m` and `v`, in chunks of {@link CHUNK_ELEMENTS}. fsync; barrier.
+ * 4. Rank 0 opens every rank file (validating it), builds the shard plan from the records, writes
+ *    `manifest.json`, fsyncs, renames `<tag>.tmp` → `<tag>`, fsyncs the directory, then replaces
+ *    `latest` atomically (write + fsync + rename) and prunes old tags beyond `keep_last`.
+ * 5. Rank 0 broadcasts success or failure, so every rank returns or throws together.
+ *
+ * A `kill -9` at any point leaves the previous tag and `latest` untouched (a half-written
+ * `<tag>.tmp` is ignored by readers and removed by the next save of that tag).
+ */
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { HostArray } from "../../../kernels/src/backend.ts";
+import type { DataState } from "../data/loader.ts";
+import type { Engine } from "../engine/engine.ts";
+import { CheckpointError } from "./errors.ts";
+import {
+  checkTag, fsyncDir, listTags, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, writeFileAtomic,
+  type CheckpointManifest, type ManifestPiece, type ManifestUnit, type UnitStateName,
+} from "./manifest.ts";
+import { RecordFileReader, RecordFileWriter, type RecordCodec, type RecordDType } from "./record-file.ts";
+import { parseRecordName, recordName } from "./shard-source.ts";
+
+/** Elements per record (1 Mi: 4 MiB of f32). */
+export const CHUNK_ELEMENTS = 1 << 20;
+
+/** Options of {@link saveCheckpoint}. */
+export interface SaveCheckpointOptions {
+  /** Training-stream position after the last step (DataLoader.state()), recorded for resume. */
+  dataPosition?: DataState | null;
+  /** JSON-serialisable state of the caller, returned by loadCheckpoint. */
+  clientState?: unknown;
+  /** Keep only the newest N tags after this save (0 = keep all). Default `checkpoint.keep_last`. */
+  keepLast?: number;
+  /** Payload codec (default deflate level 1). */
+  codec?: RecordCodec;
+  level?: 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;
+}
+
+/** What one rank did. */
+export interface SaveCheckpointResult {
+  tag: string;
+  tagDir: string;
+  /** Bytes of this rank's file, and the uncompressed payload bytes in it. */
+  fileBytes: number;
+  rawBytes: number;
+  /** Wall time of the whole save on this rank, seconds (collectives included). */
+  seconds: number;
+  /** Time this rank spent reading device state and writing its file, seconds. */
+  writeSeconds: number;
+}
+
+/** 32-bit FNV-1a of a string (the agreement token of a tag). */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+/** Raw little-endian bytes of a host array for a record of `dtype` (f64 host data → f32). */
+export function recordBytes(a: HostArray, dtype: RecordDType): Uint8Array {
+  const arr = dtype === "f32" && a instanceof Float64Array ? Float32Array.from(a) : a;
+  return new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
+}
+
+/** Run a collective step of the save, turning a communicator error into one that says which save
+ * step failed and why (e.g. a rank that called saveCheckpoint alone). */
+async function step<T>(what: string, tag: string, rank: number, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    const err = e as Error;
+    throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: ${what} failed — every rank must call saveCheckpoint with the same tag at the same step (${err.name}: ${err.message})`);
+  }
+}
+
+/** Manifest entries the plugins add through the checkpoint hook (e.g. moe: {placement}). */
+function pluginEntries(engine: Engine): Record<string, unknown> {
+  return engine.hooks.checkpoint.manifest?.(engine.env) ?? {};
+}
+
+/**
+ * Save `engine`'s state under `<dir>/<tag>` (see the module comment). Every rank must call it with
+ * the same `dir` and `tag` between optimizer steps.
+ * @throws Error naming the save step when the ranks do not all take part or disagree;
+ *   CheckpointError for an invalid tag or a rank file that fails validation; fs errors.
+ */
+export async function saveCheckpoint(engine: Engine, dir: string, tag: string, opts: SaveCheckpointOptions = {}): Promise<SaveCheckpointResult> {
+  const t0 = performance.now();
+  const env = engine.env;
+  const { comm, be } = env;
+  const rank = comm.rank;
+  checkTag(tag, dir);
+  const tagDir = join(dir, tag);
+  const tmpDir = `${tagDir}.tmp`;
+
+  // 1. agreement
+  const token = new Float64Array([fnv1a(`${dir}\0${tag}`), engine.globalSteps]);
+  const all = await step("the agreement all_gather", tag, rank, () => comm.allGather(token));
+  const disagree: number[] = [];
+  for (let r = 0; r < comm.worldSize; r++) if (all[2 * r] !== token[0] || all[2 * r + 1] !== token[1]) disagree.push(r);
+  if (disagree.length > 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank(s) [${disagree.join(", ")}] called it with another directory/tag or at another step (this rank: step ${engine.globalSteps})`);
+
+  // 2. temporary directory
+  let prepError: Error | null = null;
+  if (rank === 0) {
+    try {
+      mkdirSync(dir, { recursive: true });
+      rmSync(tmpDir, { recursive: true, force: true });
+      mkdirSync(tmpDir);
+    } catch (e) {
+      prepError = e as Error;
+    }
+  }
+  const ok0 = await step("the preparation broadcast", tag, rank, () => comm.broadcast(new Int32Array([prepError ? 1 : 0]), 0));
+  if (prepError) throw prepError;
+  if (ok0[0] !== 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank 0 could not create ${tmpDir}`);
+
+  // 3. this rank's file
+  const tw = performance.now();
+  const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level });
+  let fileBytes: number;
+  try {
+    const owned = new Set(engine.hooks.checkpoint.ownedUnits(env));
+    const mixed = env.paramDtype !== "f32";
+    for (const st of engine.states) {
+      if (!owned.has(st.unit)) continue;
+      const u = st.unit;
+      const start = st.optimStart;
+      const count = st.optimCount;
+      if (count === 0 && u.numel > 0) continue;
+      const pBuf = st.paramShard ?? u.data;
+      if (!pBuf) throw new Error(`saveCheckpoint: unit ${u.name} has neither a parameter shard nor resident data on rank ${rank}`);
+      const pOff = st.paramShard ? 0 : start;
+      const sources: [UnitStateName, typeof pBuf, number, RecordDType][] = [["params", pBuf, pOff, u.dtype as RecordDType]];
+      if (mixed) sources.push(["master", st.master!, 0, "f32"]);
+      sources.push(["m", st.m!, 0, "f32"], ["v", st.v!, 0, "f32"]);
+      for (const [name, buf, off, dtype] of sources) {
+        if (count === 0) writer.add(recordName(u.name, name, 0), dtype, 0, 0, new Uint8Array(0));
+        for (let c = 0; c < count; c += CHUNK_ELEMENTS) {
+          const n = Math.min(CHUNK_ELEMENTS, count - c);
+          const host = await be.read({ buf, off: off + c }, n);
+          writer.add(recordName(u.name, name, start + c), dtype, start + c, n, recordBytes(host, dtype));
+        }
+      }
+    }
+    fileBytes = writer.finish(rank);
+  } catch (e) {
+    writer.abort();
+    throw e;
+  }
+  const writeSeconds = (performance.now() - tw) / 1000;
+  await step("the barrier after writing rank files", tag, rank, () => comm.barrier());
+
+  // 4. manifest, rename, latest (rank 0)
+  let finError: Error | null = null;
+  if (rank === 0) {
+    try {
+      const manifest = buildManifest(engine, tag, tmpDir, opts, pluginEntries(engine));
+      writeFileAtomic(join(tmpDir, "manifest.json"), JSON.stringify(manifest, null, 1) + "\n");
+      fsyncDir(tmpDir);
+      const old = `${tagDir}.old.tmp`;
+      if (existsSync(tagDir)) {
+        rmSync(old, { recursive: true, force: true });
+        renameSync(tagDir, old);
+      }
+      renameSync(tmpDir, tagDir);
+      fsyncDir(dir);
+      rmSync(old, { recursive: true, force: true });
+      writeFileAtomic(join(dir, "latest"), tag + "\n");
+      fsyncDir(dir);
+      const keep = opts.keepLast ?? env.config.checkpoint.keep_last;
+      if (keep > 0) {
+        const tags = listTags(dir, readdirSync(dir)).filter((t) => t.tag !== tag);
+        for (const t of tags.slice(0, Math.max(0, tags.length - (keep - 1)))) rmSync(join(dir, t.tag), { recursive: true, force: true });
+      }
+    } catch (e) {
+      finError = e as Error;
+    }
+  }
+  // 5. everyone learns the outcome
+  const fin = await step("the completion broadcast", tag, rank, () => comm.broadcast(new Int32Array([finError ? 1 : 0]), 0));
+  if (finError) throw finError;
+  if (fin[0] !== 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank 0 failed to write the manifest or rename ${tmpDir}`);
+  return { tag, tagDir, fileBytes, rawBytes: writer.rawBytes, seconds: (performance.now() - t0) / 1000, writeSeconds };
+}
+
+/** Rank 0: the manifest from the engine and the (validated) rank files in `tmpDir`. */
+function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCheckpointOptions, entries: Record<string, unknown>): CheckpointManifest {
+  const env = engine.env;
+  const W = env.comm.worldSize;
+  const files: CheckpointManifest["files"] = [];
+  const pieces = new Map<string, Map<UnitStateName, ManifestPiece[]>>();
+  for (let r = 0; r < W; r++) {
+    const file = join(tmpDir, rankFileName(r));
+    const rd = RecordFileReader.open(file);
+    try {
+      for (const e of rd.records) {
+        const p = parseRecordName(e.name);
+        if (!p) throw new CheckpointError(file, "unexpected record name", e.name);
+        let byState = pieces.get(p.unit);
+        if (!byState) pieces.set(p.unit, (byState = new Map()));
+        let list = byState.get(p.state);
+        if (!list) byState.set(p.state, (list = []));
+        const last = list[list.length - 1];
+        if (last && last.rank === r && last.start + last.count === e.start) last.count += e.count;
+        else list.push({ rank: r, start: e.start, count: e.count });
+      }
+      files.push({ rank: r, file: rankFileName(r), bytes: rd.records.reduce((s, e) => s + e.bytes, 0), records: rd.records.length });
+    } finally {
+      rd.close();
+    }
+  }
+  const units: ManifestUnit[] = [];
+  for (const u of engine.model.units.units) {
+    const byState = pieces.get(u.name);
+    const p = byState?.get("params");
+    if (!byState || !p) throw new CheckpointError(tmpDir, `no rank wrote unit "${u.name}" (checkpoint hook ownedUnits must cover every unit once)`);
+    p.sort((a, b) => a.start - b.start);
+    const merged = p.filter((x) => x.count > 0 || u.numel === 0);
+    let next = 0;
+    for (const x of merged) {
+      if (x.start !== next) throw new CheckpointError(tmpDir, `unit "${u.name}" params written as overlapping or gapped ranges (at ${x.start}, expected ${next})`);
+      next += x.count;
+    }
+    if (next !== u.numel) throw new CheckpointError(tmpDir, `unit "${u.name}" params cover [0, ${next}), expected [0, ${u.numel})`);
+    const st = env.states.get(u);
+    units.push({
+      name: u.name,
+      kind: u.kind,
+      layer: u.layer ?? null,
+      expert: u.expert ?? null,
+      dtype: u.dtype as RecordDType,
+      numel: u.numel,
+      group_size: new Set(merged.map((x) => x.rank)).size,
+      shard_size: st ? st.plan.shardSize : Math.max(0, ...merged.map((x) => x.count)),
+      params: u.params.map((q) => ({ name: q.name, shape: [...q.shape], offset: q.offset })),
+      pieces: merged.length > 0 ? merged : [{ rank: p[0]!.rank, start: 0, count: 0 }],
+      states: [...byState.keys()],
+    });
+  }
+  const cfg = env.config;
+  return {
+    format: MANIFEST_FORMAT,
+    format_version: MANIFEST_VERSION,
+    tag,
+    created: new Date().toISOString(),
+    world_size: W,
+    zero_stage: cfg.zero_optimization.stage,
+    ep_size: cfg.moe?.ep_size ?? 1,
+    param_dtype: env.paramDtype,
+    global_steps: engine.globalSteps,
+    applied_steps: engine.appliedSteps,
+    units,
+    expert_placement: (entries.moe as { placement?: unknown } | undefined)?.placement ?? null,
+    plugins: entries,
+    config: cfg,
+    data_position: opts.dataPosition ?? null,
+    rng: { kind: "counter", seed: cfg.seed, step: engine.globalSteps },
+    scheduler: engine.scheduler.stateDict(),
+    loss_scaler: engine.scaler.stateDict(),
+    files,
+    client_state: opts.clientState ?? null,
+  };
+}
