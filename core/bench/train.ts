@@ -11,8 +11,11 @@
  *
  * The PyTorch counterpart with the same shapes is core/bench/torch_train.py.
  *
- *   bun run bench train [--models default,llama-small,mixtral-small] [--backends webgpu,cpu]
+ *   bun run bench train [--models default|llama-small|mixtral-small,…] [--backends webgpu,cpu]
  *       [--steps 3] [--warmup 1] [--precision fp32|bf16] [--micro M] [--seq S] [--json out.json]
+ *
+ * Without `--models` only `default` runs: the fixed small models need minutes per step on a CPU or
+ * a software adapter (2 cores: ~0.5 TFLOP per llama-small step); name them to run them.
  *
  * tokens/s = micro × seq × measured steps / Σ their wall times (the `warmup` first steps are run but
  * not measured: they compile pipelines and grow pools). `--micro`/`--seq` override the fixed shapes
@@ -187,7 +190,7 @@ export async function main(args: string[]): Promise<void> {
     args,
     strict: true,
     options: {
-      models: { type: "string", default: "default,llama-small,mixtral-small" },
+      models: { type: "string", default: "default" },
       backends: { type: "string", default: "webgpu,cpu" },
       steps: { type: "string", default: "3" },
       warmup: { type: "string", default: "1" },
@@ -210,6 +213,7 @@ export async function main(args: string[]): Promise<void> {
   const rows = await benchTrain(opts);
   console.log(formatTrainBench(rows));
   console.log(`\n${opts.warmup} warm-up + ${opts.steps} measured steps per row; ${((performance.now() - t0) / 1000).toFixed(1)} s in all`);
+  if (values.models === "default") console.log("(the fixed models: --models default,llama-small,mixtral-small; minutes per step without a GPU)");
   if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 2) + "\n");
 }
 
