@@ -12,6 +12,7 @@
  */
 import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
 import type { Communicator } from "../../src/comm/communicator.ts";
+import { initFromSafetensors } from "../../src/checkpoint/init-from.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../../src/engine/engine.ts";
 import { pluginsForJob } from "../../src/engine/plugins.ts";
@@ -27,6 +28,7 @@ export type Op =
   | { op: "load"; dir: string; tag?: string }
   | { op: "snapshot" }
   | { op: "save16"; dir: string }
+  | { op: "initFrom"; file: string }
   /** Only this rank saves (the others return at once): must fail with an error, not hang. */
   | { op: "saveAlone"; dir: string; tag: string; rank: number };
 
@@ -97,6 +99,7 @@ async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
         out.loads.push({ resharded: r.resharded, tag: r.tag, step: engine.globalSteps });
       } else if (op.op === "snapshot") out.snapshots.push(await snapshot(engine));
       else if (op.op === "save16") out.save16.push(await engine.save16bitModel(op.dir));
+      else if (op.op === "initFrom") initFromSafetensors(engine, op.file);
       else if (op.op === "saveAlone") {
         if (comm.rank !== op.rank) continue;
         try {

@@ -1,0 +1,64 @@
+/**
+ * Consolidate a sharded checkpoint into one fp32 safetensors file with Hugging Face names (the
+ * counterpart of DeepSpeed's `zero_to_fp32.py`), streaming unit by unit.
+ *
+ * Values: the fp32 master copy under mixed precision (`master` records), the parameters themselves
+ * under fp32 training. Memory: the output writer plus one unit's full fp32 tensors at a time (each
+ * unit is read chunk by chunk from whichever rank files hold it, written, then dropped), so a model
+ * larger than memory consolidates as long as its largest unit fits.
+ */
+import { join } from "node:path";
+import { locateCheckpoint, readManifest } from "./manifest.ts";
+import { SafetensorsWriter } from "./safetensors.ts";
+import { ShardSource } from "./shard-source.ts";
+
+/** What {@link zeroToFp32} wrote. */
+export interface ConsolidateResult {
+  tag: string;
+  tensors: number;
+  /** Parameters (elements) written. */
+  numel: number;
+  /** Output bytes (tensor data only). */
+  bytes: number;
+  /** Largest unit (elements): the bound on tensors held in memory at once. */
+  largestUnit: number;
+  /** Source of the values: "master" (mixed precision) or "params" (fp32 training). */
+  source: "master" | "params";
+  seconds: number;
+}
+
+/**
+ * Write `out` from the checkpoint at `path` (a checkpoint root — its `latest`, or `tag` — or a tag
+ * directory).
+ * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record);
+ *   SafetensorsError / fs errors while writing (the partial output is removed).
+ */
+export function zeroToFp32(path: string, out: string, tag?: string): ConsolidateResult {
+  const t0 = performance.now();
+  const loc = locateCheckpoint(path, tag);
+  const m = readManifest(loc.tagDir);
+  const source = m.param_dtype === "f32" ? "params" : "master";
+  const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
+  const src = new ShardSource(loc.tagDir, m);
+  const w = SafetensorsWriter.create(out, specs, { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) });
+  let numel = 0;
+  let largest = 0;
+  try {
+    for (const u of m.units) {
+      largest = Math.max(largest, u.numel);
+      const full = src.readF32(u.name, source, 0, u.numel);
+      for (const p of u.params) {
+        const n = p.shape.reduce((a, b) => a * b, 1);
+        w.writeTensor(p.name, full.subarray(p.offset, p.offset + n));
+        numel += n;
+      }
+    }
+    w.finish();
+  } catch (e) {
+    w.abort();
+    throw e;
+  } finally {
+    src.close();
+  }
+  return { tag: loc.tag, tensors: specs.length, numel, bytes: numel * 4, largestUnit: largest, source, seconds: (performance.now() - t0) / 1000 };
+}

@@ -1,0 +1,55 @@
+/**
+ * `bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]`: consolidate a sharded
+ * ZeroMoE checkpoint into one fp32 safetensors file with Hugging Face names
+ * (core/src/checkpoint/consolidate.ts), streaming unit by unit. `<checkpoint-dir>` is a checkpoint
+ * root (its `latest` tag, or `--tag`) or a tag directory.
+ *
+ * Exit status: 0 on success, 2 for a usage error or a damaged/missing checkpoint (the message names
+ * the file and record), 1 otherwise.
+ */
+import { zeroToFp32 } from "../checkpoint/consolidate.ts";
+import { CheckpointError } from "../checkpoint/errors.ts";
+
+/** Usage text. */
+export const ZERO_TO_FP32_USAGE = `usage: bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]`;
+
+/** Run with `argv` (without runtime and script); returns the exit status. */
+export function main(argv: readonly string[]): number {
+  const pos: string[] = [];
+  let tag: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--help" || a === "-h") {
+      console.log(ZERO_TO_FP32_USAGE);
+      return 0;
+    }
+    if (a === "--tag") {
+      tag = argv[++i];
+      if (tag === undefined) {
+        console.error(`error: --tag needs a value\n${ZERO_TO_FP32_USAGE}`);
+        return 2;
+      }
+    } else if (a.startsWith("-")) {
+      console.error(`error: unknown option ${a}\n${ZERO_TO_FP32_USAGE}`);
+      return 2;
+    } else pos.push(a);
+  }
+  if (pos.length !== 2) {
+    console.error(`error: expected <checkpoint-dir> and <out.safetensors>, got ${pos.length} argument(s)\n${ZERO_TO_FP32_USAGE}`);
+    return 2;
+  }
+  try {
+    const r = zeroToFp32(pos[0]!, pos[1]!, tag);
+    console.log(`wrote ${pos[1]}: ${r.tensors} tensors, ${r.numel} parameters (fp32 from ${r.source}, tag ${r.tag}, largest unit ${r.largestUnit} elements) in ${r.seconds.toFixed(2)} s`);
+    return 0;
+  } catch (e) {
+    if (e instanceof CheckpointError) {
+      console.error(`error: ${e.message}`);
+      return 2;
+    }
+    console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    return 1;
+  }
+}
+
+if (import.meta.main) process.exit(main(process.argv.slice(2)));
