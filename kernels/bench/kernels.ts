@@ -47,11 +47,9 @@ export const TUNE_TILES: Readonly<Record<"small" | "big", readonly MatmulTile[]>
   big: [
     { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 },
     { BM: 256, BN: 128, BK: 16, TM: 16, TN: 8, padA: 0, padB: 0 },
-    { BM: 256, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 }, // 512 threads
-    { BM: 128, BN: 256, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 }, // 512 threads
     { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
+    { BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
     { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
-    { BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
     { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
   ],
 };
@@ -263,14 +261,17 @@ export async function main(argv: string[]): Promise<void> {
         const variants: MatmulFastOptions[] = [];
         for (const tile of TUNE_TILES[n >= 2048 ? "big" : "small"]) {
           if (!tileFits(tile, limits)) continue;
-          for (const scalarOnly of [false, true]) for (const unroll2 of [false, true]) variants.push({ ...base, tile, unroll2, scalarOnly });
+          for (const scalarOnly of [false, true]) {
+            for (const prefetchDistance of [0, 4, tile.BK / 2 === 4 ? 2 : tile.BK / 2]) variants.push({ ...base, tile, scalarOnly, prefetchDistance });
+            variants.push({ ...base, tile, scalarOnly, prefetchDistance: 4, unroll2: true });
+          }
         }
         if (storage === "f16" && hasF16) variants.push({ ...base, f16Native: false });
         for (const v of variants) {
-          const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false, scalar: v.scalarOnly ?? false };
+          const t = { ...(await timeMatmul(device, pipes, ops, v, Math.min(3, args.batches), 0.15)), unroll2: v.unroll2 ?? false, scalar: v.scalarOnly ?? false, prefetchDistance: v.prefetchDistance ?? 0 };
           tuning.push(t);
           if (!t.ok) failed = true;
-          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM}${v.unroll2 ? " u2" : "   "}${v.scalarOnly ? " scalar" : "       "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
+          console.log(`   tune ${String(n).padStart(5)} ${storage} ${t.tile.padEnd(22)} g${t.groupM} d${v.prefetchDistance ?? 0}${v.unroll2 ? " u2" : "   "}${v.scalarOnly ? " scalar" : "       "} ${v.f16Native ? "native" : "      "} ${fmt(t.gflops).padStart(8)} ${t.maxRelErr.toExponential(1)}${t.ok ? "" : " MISMATCH"}`);
         }
       }
       ops.destroy();

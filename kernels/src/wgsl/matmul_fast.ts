@@ -23,6 +23,8 @@ export interface MatmulFastOptions {
   tile?: MatmulTile;
   /** Unroll the K loop by two (see {@link MatmulVariant.unroll2}); default false. */
   unroll2?: boolean;
+  /** Prefetch distance in k-steps (see {@link MatmulVariant.prefetchDistance}); default 0. */
+  prefetchDistance?: number;
   /** Tile rasterisation group (see {@link MatmulVariant.groupM}); default 8. */
   groupM?: number;
   /** Device limits (default: WebGPU's defaults). */
@@ -80,6 +82,7 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
   const variant: MatmulVariant = {
     tile, storage, f16Native: storage === "f16" && (opts.f16Native ?? false), transA, transB, vecA, vecB, vecC, edges,
     groupM: opts.groupM ?? 8, unroll2: opts.unroll2 ?? false,
+    prefetchDistance: opts.prefetchDistance ?? 0,
   };
   const tilesM = Math.ceil(M / tile.BM), tilesN = Math.ceil(N / tile.BN);
   const total = tilesM * tilesN * batch;

@@ -69,6 +69,10 @@ export interface MatmulVariant {
   edges: boolean;
   /** Unroll the K loop by two so the staging-buffer index is a constant (bigger shader). */
   unroll2: boolean;
+  /** 0: the next K-slice is loaded before the compute of a step and staged after it. d > 0: each
+   * staged vec4 is loaded before one k-step and stored d k-steps later, spread over the step
+   * (fewer live prefetch registers, no branches inside the unrolled loop). */
+  prefetchDistance: number;
   /** Tile rasterisation: consecutive workgroups sweep groups of `groupM` block-rows column by
    * column (1 = plain row-major order), for L2 reuse of B. */
   groupM: number;
@@ -117,7 +121,7 @@ export function variantKey(v: MatmulVariant): string {
     v.storage, v.storage === "f16" ? (v.f16Native ? "nat" : "pk") : "",
     v.transA ? "tA" : "nA", v.transB ? "tB" : "nB",
     v.vecA ? "vA" : "sA", v.vecB ? "vB" : "sB", v.vecC ? "vC" : "sC",
-    v.edges ? "e" : "x", `g${v.groupM}`, v.unroll2 ? "u2" : "",
+    v.edges ? "e" : "x", `g${v.groupM}`, v.unroll2 ? "u2" : "", v.prefetchDistance ? `d${v.prefetchDistance}` : "",
   ];
   return `mmf_${tileKey(v.tile)}_${flags.join("")}`;
 }
@@ -272,44 +276,41 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
     }
   }
 
-  const emitGlobalLoads = (k0: string) => {
-    for (let i = 0; i < nLA; i++) {
-      if (!v.transA) {
-        e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `aRow${i} + k`, `aOk${i}`, "k", "K")}; }`);
-      } else {
-        e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `baseA + k * M + am${i}`, "k < K", `am${i}`, "M")}; }`);
-      }
-    }
-    for (let i = 0; i < nLB; i++) {
-      if (!v.transB) {
-        e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `baseB + k * N + bn${i}`, "k < K", `bn${i}`, "N")}; }`);
-      } else {
-        e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `bRow${i} + k`, `bOk${i}`, "k", "K")}; }`);
-      }
+  // Staged loads are numbered 0 … nLA+nLB−1: A's first, then B's.
+  const nL = nLA + nLB;
+  /** Global load of staged vec4 number `q` of the K-slice starting at `k0` into its register. */
+  const emitLoad = (q: number, k0: string) => {
+    if (q < nLA) {
+      const i = q;
+      if (!v.transA) e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `aRow${i} + k`, `aOk${i}`, "k", "K")}; }`);
+      else e(`    { let k = ${k0} + ak${i}; ra${i} = ${load4("A", v.vecA, `baseA + k * M + am${i}`, "k < K", `am${i}`, "M")}; }`);
+    } else {
+      const i = q - nLA;
+      if (!v.transB) e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `baseB + k * N + bn${i}`, "k < K", `bn${i}`, "N")}; }`);
+      else e(`    { let k = ${k0} + bk${i}; rb${i} = ${load4("B", v.vecB, `bRow${i} + k`, `bOk${i}`, "k", "K")}; }`);
     }
   };
-  /** Writes the prefetched registers into staging buffer `buf` (a u32 expression: 0 or 1). */
-  const emitSharedStores = (buf: string) => {
-    for (let i = 0; i < nLA; i++) {
+  /** Workgroup-memory store of staged vec4 number `q` into staging buffer `buf` (u32 expression). */
+  const emitStore = (q: number, buf: string) => {
+    if (q < nLA) {
+      const i = q;
       if (!v.transA) {
         // scatter the 4 k-values of row ar into 4 k-rows, component ar % 4 of word ar / 4
-        for (let j = 0; j < 4; j++) {
-          e(`    mm_As[${buf}][ak${i} + ${j}u][ar${i} >> 2u][ar${i} & 3u] = ra${i}[${j}];`);
-        }
+        for (let j = 0; j < 4; j++) e(`    mm_As[${buf}][ak${i} + ${j}u][ar${i} >> 2u][ar${i} & 3u] = ra${i}[${j}];`);
       } else {
         e(`    mm_As[${buf}][ak${i}][aq${i}] = ra${i};`);
       }
-    }
-    for (let i = 0; i < nLB; i++) {
+    } else {
+      const i = q - nLA;
       if (!v.transB) {
         e(`    mm_Bs[${buf}][bk${i}][bq${i}] = rb${i};`);
       } else {
-        for (let j = 0; j < 4; j++) {
-          e(`    mm_Bs[${buf}][bk${i} + ${j}u][br${i} >> 2u][br${i} & 3u] = rb${i}[${j}];`);
-        }
+        for (let j = 0; j < 4; j++) e(`    mm_Bs[${buf}][bk${i} + ${j}u][br${i} >> 2u][br${i} & 3u] = rb${i}[${j}];`);
       }
     }
   };
+  const emitGlobalLoads = (k0: string) => { for (let q = 0; q < nL; q++) emitLoad(q, k0); };
+  const emitSharedStores = (buf: string) => { for (let q = 0; q < nL; q++) emitStore(q, buf); };
 
   for (let i = 0; i < nLA; i++) e(`  var ra${i}: vec4<f32>;`);
   for (let i = 0; i < nLB; i++) e(`  var rb${i}: vec4<f32>;`);
@@ -322,26 +323,45 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
   emitSharedStores("0u");
   e(`  }`);
   e(`  workgroupBarrier();`);
+  const emitCompute = (kk: number, cur: string, ind: string) => {
+    // one block per k step: WGSL forbids redeclaring a \`let\` in the same scope
+    e(`${ind}{`);
+    for (let j = 0; j < TM / 4; j++) e(`${ind}let a${j} = mm_As[${cur}][${kk}][ty + ${j * TY}u];`);
+    for (let j = 0; j < CC; j++) e(`${ind}let b${j} = mm_Bs[${cur}][${kk}][tx + ${j * TX}u];`);
+    for (let r = 0; r < RC; r++) {
+      const comp = "xyzw"[r % 4];
+      for (let c = 0; c < CC; c++) e(`${ind}c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
+    }
+    e(`${ind}}`);
+  };
   // One K-step: prefetch slice t+1 into registers, consume buffer `cur`, stage t+1 into the other.
   const emitStep = (t: string, cur: string, ind: string) => {
-    e(`${ind}{ let more = ${t} + 1u < nT;`);
-    e(`${ind}if (more) {`);
-    emitGlobalLoads(`(${t} + 1u) * ${BK}u`);
-    e(`${ind}}`);
-    for (let kk = 0; kk < BK; kk++) {
-      // one block per k step: WGSL forbids redeclaring a \`let\` in the same scope
-      e(`${ind}{`);
-      for (let j = 0; j < TM / 4; j++) e(`${ind}let a${j} = mm_As[${cur}][${kk}][ty + ${j * TY}u];`);
-      for (let j = 0; j < CC; j++) e(`${ind}let b${j} = mm_Bs[${cur}][${kk}][tx + ${j * TX}u];`);
-      for (let r = 0; r < RC; r++) {
-        const comp = "xyzw"[r % 4];
-        for (let c = 0; c < CC; c++) e(`${ind}c${r}_${c} = fma(vec4<f32>(a${r >> 2}.${comp}), b${c}, c${r}_${c});`);
-      }
+    const other = cur === "0u" ? "1u" : cur === "1u" ? "0u" : `(${cur} ^ 1u)`;
+    if (v.prefetchDistance === 0) {
+      // all loads before the compute, all stores after it
+      e(`${ind}{ let more = ${t} + 1u < nT;`);
+      e(`${ind}if (more) {`);
+      emitGlobalLoads(`(${t} + 1u) * ${BK}u`);
       e(`${ind}}`);
+      for (let kk = 0; kk < BK; kk++) emitCompute(kk, cur, ind);
+      e(`${ind}if (more) {`);
+      emitSharedStores(other);
+      e(`${ind}}`);
+      e(`${ind}workgroupBarrier(); }`);
+      return;
     }
-    e(`${ind}if (more) {`);
-    emitSharedStores(cur === "0u" ? "1u" : cur === "1u" ? "0u" : `(${cur} ^ 1u)`);
-    e(`${ind}}`);
+    // Interleaved: load q is issued before k-step issue[q] and stored (into the buffer nobody reads
+    // during this step) before k-step issue[q] + distance, so few prefetch registers are live at
+    // once, and no branch splits the unrolled code. The last step re-reads its own slice (valid
+    // addresses); that copy lands in the unused buffer and is never read.
+    e(`${ind}{ let kn = min(${t} + 1u, nT - 1u) * ${BK}u;`);
+    const issue = Array.from({ length: nL }, (_, q) => Math.floor((q * BK) / nL));
+    for (let kk = 0; kk <= BK; kk++) {
+      for (let q = 0; q < nL; q++) if (Math.min(issue[q]! + v.prefetchDistance, BK) === kk) emitStore(q, other);
+      if (kk === BK) break;
+      for (let q = 0; q < nL; q++) if (issue[q] === kk) emitLoad(q, "kn");
+      emitCompute(kk, cur, ind);
+    }
     e(`${ind}workgroupBarrier(); }`);
   };
   if (v.unroll2) {

@@ -190,6 +190,15 @@ describe("fast matmul: every tile, edges and transposes", () => {
     await expectCase({ spec: { M: 64, N: 32, K: 2 * tile.BK }, opts: { tile, unroll2: true } });
     await expectCase({ spec: { M: 32, N: 64, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
   }, GPU_TEST_MS);
+  test("interleaved prefetch (distances 1, 4, BK), alone and with the K loop unrolled by two", async () => {
+    const tile = MATMUL_TILES[4]!; // 32×32×16
+    for (const [prefetchDistance, unroll2] of [[1, false], [4, true], [16, false]] as const) {
+      await expectCase({ spec: { M: 33, N: 21, K: 3 * tile.BK + 3, transB: true }, opts: { tile, prefetchDistance, unroll2 } });
+      await expectCase({ spec: { M: 64, N: 32, K: 2 * tile.BK }, opts: { tile, prefetchDistance, unroll2 } });
+      await expectCase({ spec: { M: 5, N: 3, K: 1 }, opts: { tile, prefetchDistance, unroll2 } });
+    }
+    await expectCase({ spec: { M: 40, N: 72, K: 24, transA: true }, opts: { tile: MATMUL_TILES[0]!, prefetchDistance: 4 } });
+  }, GPU_TEST_MS);
   test("tile-aligned shapes use the unguarded variant and are exact", async () => {
     const tile = MATMUL_TILES[3]!; // 64×64×8
     const plan = planMatmulFast({ M: 64, N: 128, K: 24 }, 0, 0, 0, { tile });
@@ -268,7 +277,7 @@ describe("fast matmul: planning (no device)", () => {
       for (const storage of ["f32", "f16"] as const) {
         for (const transA of [false, true]) {
           for (const vec of [false, true]) {
-            const code = matmulFastWGSL({ tile, storage, f16Native: false, transA, transB: !transA, vecA: vec, vecB: vec, vecC: vec, edges: !vec, groupM: 8, unroll2: vec });
+            const code = matmulFastWGSL({ tile, storage, f16Native: false, transA, transB: !transA, vecA: vec, vecB: vec, vecC: vec, edges: !vec, groupM: 8, unroll2: vec, prefetchDistance: vec ? 4 : 0 });
             device.pushErrorScope("validation");
             device.createShaderModule({ code });
             const e = await device.popErrorScope();
