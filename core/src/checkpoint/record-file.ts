@@ -25,7 +25,7 @@
  * CRC-32 is the IEEE polynomial (zlib's `crc32`), computed with Bun's built-in `Bun.hash.crc32`.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
-import { decode as cborDecode, encode as cborEncode } from "cbor-x";
+import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as cborEncode } from "cbor-x";
 import { deflateSync, inflateSync } from "fflate";
 import { CheckpointError } from "./errors.ts";
 
@@ -209,14 +209,14 @@ export class RecordFileReader {
       if (version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `format version ${version}, this reader supports ${RECORD_FILE_VERSION}`);
       const rank = hv.getUint32(12, true);
       const tr = readAt(fd, path, size - TRAILER_BYTES, TRAILER_BYTES);
-      for (let i = 0; i < END_MAGIC.length; i++) if (tr[16 + i] !== END_MAGIC[i]) throw new CheckpointError(path, "trailer magic missing: file truncated or altered at its end");
+      for (let i = 0; i < END_MAGIC.length; i++) if (tr[16 + i] !== END_MAGIC[i]) throw truncated(fd, path, size, "trailer magic missing");
       const tv = new DataView(tr.buffer, tr.byteOffset, TRAILER_BYTES);
       const indexOffset = Number(tv.getBigUint64(0, true));
       const indexBytes = tv.getUint32(8, true);
       const indexCrc = tv.getUint32(12, true);
       if (indexBytes > MAX_INDEX_BYTES) throw new CheckpointError(path, `index of ${indexBytes} bytes is over the ${MAX_INDEX_BYTES}-byte limit`);
       if (indexOffset < HEADER_BYTES || indexOffset + indexBytes + TRAILER_BYTES !== size) {
-        throw new CheckpointError(path, `trailer says index at ${indexOffset} (${indexBytes} bytes) but the file has ${size} bytes: truncated or altered`);
+        throw truncated(fd, path, size, `trailer says index at ${indexOffset} (${indexBytes} bytes) but the file has ${size} bytes`);
       }
       const index = readAt(fd, path, indexOffset, indexBytes);
       if (crc32(index) !== indexCrc) throw new CheckpointError(path, "index checksum mismatch: file altered");
@@ -286,6 +286,39 @@ export class RecordFileReader {
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;
   }
+}
+
+/** Largest file the truncation diagnosis scans (bytes). */
+const MAX_SCAN_BYTES = 64 << 20;
+
+/**
+ * The error for a file whose trailer is missing or inconsistent: scans the frames from the header
+ * on (files up to {@link MAX_SCAN_BYTES}) to name the last intact record, so the message says
+ * where the file was cut (the record after it, or the index, is incomplete).
+ */
+function truncated(fd: number, path: string, size: number, what: string): CheckpointError {
+  let detail = "";
+  if (size <= MAX_SCAN_BYTES && size > HEADER_BYTES) {
+    const names: string[] = [];
+    let sawIndex = false;
+    try {
+      cborDecodeMultiple(readAt(fd, path, HEADER_BYTES, size - HEADER_BYTES), (v: unknown) => {
+        const o = v as Record<string, unknown> | null;
+        if (o && typeof o === "object" && typeof o.name === "string") names.push(o.name);
+        else if (o && typeof o === "object" && "records" in o) sawIndex = true;
+      });
+    } catch {
+      // the scan stops at the first incomplete or undecodable item
+    }
+    const last = names[names.length - 1];
+    detail = sawIndex
+      ? ` (all ${names.length} records and the index are complete; the trailer is damaged)`
+      : last === undefined
+        ? " (no complete record after the header: the first record is cut)"
+        : ` (${names.length} complete record(s); the data after record "${last}" is cut or damaged)`;
+    return new CheckpointError(path, `${what}: file truncated or altered${detail}`, sawIndex || last === undefined ? undefined : last);
+  }
+  return new CheckpointError(path, `${what}: file truncated or altered`);
 }
 
 /** Read exactly `len` bytes at `pos` (8-byte aligned result). */
