@@ -10,10 +10,10 @@
  *    bin-packs experts by the loads measured in the contiguous run. Reported: the busiest rank's
  *    expert rows per step relative to the mean (1 = even), and tokens/s.
  *
- * Run: `bun run bench moe [--steps K] [--skew S] [--no-write]` (or `bun core/bench/moe.ts …`).
+ * Run: `bun run bench moe [--steps K] [--skew S] [--repeat R] [--no-write]` (or `bun core/bench/moe.ts …`).
  * Prints a table and (unless --no-write) replaces the "MoE" section of docs/performance.md.
  * tokens/s = global tokens per step / the slowest rank's mean step time (warm-up steps excluded;
- * every step starts after a barrier).
+ * every step starts after a barrier); each configuration's fastest of R interleaved rounds.
  */
 import { cpus, loadavg } from "node:os";
 import { resolve } from "node:path";
@@ -70,18 +70,29 @@ function row(label: string, ep: number, outs: MoeBenchRankOut[]): MoeBenchRow {
   };
 }
 
-/** Run both parts of the benchmark. */
-export async function runMoeBench(steps: number, skew: number): Promise<{ rows: MoeBenchRow[]; loads: number[][] }> {
+/** Run both parts of the benchmark `repeat` times (rounds interleave the configurations, so a
+ * burst of load from other processes hits all of them alike) and keep each configuration's fastest
+ * round. The balanced placement uses the loads measured in the first round's contiguous run. */
+export async function runMoeBench(steps: number, skew: number, repeat: number): Promise<{ rows: MoeBenchRow[]; loads: number[][] }> {
   const warmup = 2;
+  const entry = new URL("./_moe_rank.ts", import.meta.url);
   const runs: MoeBenchRun[] = [1, 2, 4].map((ep) => ({ label: `ep_size ${ep}`, job: moeBenchJob(ep), warmup, steps, skew: null }));
   runs.push({ label: `skewed, contiguous`, job: moeBenchJob(4), warmup, steps, skew });
-  const a = await launch<MoeBenchRankOut[]>({ worldSize: WORLD, entry: new URL("./_moe_rank.ts", import.meta.url), args: { runs }, timeoutS: 600 });
-  const rows = runs.map((r, i) => row(r.label, (r.job.moe as { ep_size: number }).ep_size, a.map((o) => o[i]!)));
-  // loads measured in the skewed contiguous run, summed over ranks
-  const loads = a[0]![3]!.counts.map((l, li) => l.map((_, e) => a.reduce((s, o) => s + o[3]!.counts[li]![e]!, 0)));
-  const b = await launch<MoeBenchRankOut[]>({ worldSize: WORLD, entry: new URL("./_moe_rank.ts", import.meta.url), args: { runs: [{ label: "skewed, balanced", job: moeBenchJob(4, "balanced"), warmup, steps, skew, loads }] }, timeoutS: 600 });
-  rows.push(row("skewed, balanced", 4, b.map((o) => o[0]!)));
-  return { rows, loads };
+  let loads: number[][] | null = null;
+  const best = new Map<string, MoeBenchRow>();
+  const keep = (r: MoeBenchRow) => {
+    const b = best.get(r.label);
+    if (!b || r.stepSeconds < b.stepSeconds) best.set(r.label, r);
+  };
+  for (let round = 0; round < repeat; round++) {
+    const a = await launch<MoeBenchRankOut[]>({ worldSize: WORLD, entry, args: { runs }, timeoutS: 600 });
+    runs.forEach((r, i) => keep(row(r.label, (r.job.moe as { ep_size: number }).ep_size, a.map((o) => o[i]!))));
+    // loads measured in the skewed contiguous run, summed over ranks
+    loads ??= a[0]![3]!.counts.map((l, li) => l.map((_, e) => a.reduce((s, o) => s + o[3]!.counts[li]![e]!, 0)));
+    const b = await launch<MoeBenchRankOut[]>({ worldSize: WORLD, entry, args: { runs: [{ label: "skewed, balanced", job: moeBenchJob(4, "balanced"), warmup, steps, skew, loads }] }, timeoutS: 600 });
+    keep(row("skewed, balanced", 4, b.map((o) => o[0]!)));
+  }
+  return { rows: [...best.values()], loads: loads! };
 }
 
 /** Markdown table. */
@@ -95,25 +106,30 @@ export function formatMoeRows(rows: MoeBenchRow[]): string {
 export async function main(argv: string[]): Promise<void> {
   let steps = 6;
   let skew = 1.5;
+  let repeat = 3;
   let write = true;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--steps") steps = Number(argv[++i]);
+    else if (a === "--repeat") repeat = Number(argv[++i]);
     else if (a === "--skew") skew = Number(argv[++i]);
     else if (a === "--no-write") write = false;
-    else throw new Error(`bench moe: unknown argument ${a} (expected --steps K, --skew S, --no-write)`);
+    else throw new Error(`bench moe: unknown argument ${a} (expected --steps K, --skew S, --repeat R, --no-write)`);
   }
   if (!(Number.isInteger(steps) && steps >= 1)) throw new Error(`bench moe: --steps must be a positive integer, got ${steps}`);
   if (!(skew > 0)) throw new Error(`bench moe: --skew must be > 0, got ${skew}`);
+  if (!(Number.isInteger(repeat) && repeat >= 1)) throw new Error(`bench moe: --repeat must be a positive integer, got ${repeat}`);
   const t0 = performance.now();
-  const { rows, loads } = await runMoeBench(steps, skew);
+  const load0 = loadavg()[0]!;
+  const { rows, loads } = await runMoeBench(steps, skew, repeat);
   const table = formatMoeRows(rows);
   console.log(table);
   const load = loads.map((l) => `[${l.join(", ")}]`).join(", ");
   const body = [
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench moe --steps ${steps} --skew ${skew}\` (${((performance.now() - t0) / 1000).toFixed(0)} s): world size ${WORLD}`,
-    `(Bun Workers on ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}), cpu backend fp32, ZeRO-2, Mixtral hidden 128, intermediate 256, 2 layers,`,
-    `8 experts top-2, 4 × 64 tokens per rank per step; ${steps} timed steps after 2 warm-up steps.`,
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench moe --steps ${steps} --skew ${skew} --repeat ${repeat}\` (${((performance.now() - t0) / 1000).toFixed(0)} s): world size ${WORLD}`,
+    `(Bun Workers on ${cpus().length} cores, load average ${load0.toFixed(1)} before / ${loadavg()[0]!.toFixed(1)} after: other jobs shared the machine), cpu backend fp32, ZeRO-2,`,
+    `Mixtral hidden 128, intermediate 256, 2 layers, 8 experts top-2, 4 × 64 tokens per rank per step; ${steps} timed steps after`,
+    `2 warm-up steps; each row is the fastest of ${repeat} interleaved rounds.`,
     "",
     table,
     "",
@@ -121,8 +137,13 @@ export async function main(argv: string[]): Promise<void> {
     `and a combine in forward and again in backward (reverse direction), plus a small Int32 count exchange. With ep_size 1`,
     `there is none. The skewed rows replace the router's choices with a Zipf(${skew}) draw over the experts; the balanced`,
     `placement bin-packs experts by the loads the contiguous run measured (per layer: ${load}).`,
-    `On this 2-core machine the 4 ranks share the cores, so step time follows the total work more than the busiest rank;`,
-    `the row imbalance is the figure that carries over to one device per rank.`,
+    `On this 2-core machine the 4 ranks share 2 cores with other jobs, so step time follows the total work (the same for`,
+    `every placement) and the load of the moment, not the busiest rank: tokens/s differences of tens of percent between`,
+    `rows are run-to-run noise here (earlier runs ordered the two skewed rows either way). The row imbalance is the`,
+    `measured effect of placement and what sets the step time with one device per rank: the busiest rank's expert`,
+    `work, max/mean = 1 when even. ep_size 1 is slower here because every rank runs all 8 experts on few rows each and`,
+    `reduce-scatters and all-gathers every expert's gradients and parameters (ZeRO-2 over 4 ranks), while with ep_size 4`,
+    `each rank runs 2 experts on 4× the rows and expert states need no collective at all (edp groups of 1).`,
   ].join("\n");
   if (write) {
     const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
