@@ -6,9 +6,10 @@
  * then a result line; `--summary` writes docs/summary.md's JSON.
  *
  * Exit status: 0 on success; 2 for a user error — UsageError (command line), ConfigError (job or
- * DeepSpeed file), DataError (dataset) — printed as its message without a stack trace; 1 when the
- * run fails otherwise (the failing rank and its error, with the stack; without it when backend
- * "webgpu" was requested where no working WebGPU device exists).
+ * DeepSpeed file), DataError (dataset), CheckpointError (`--resume`), SafetensorsError
+ * (`--init-from`) — printed as its message without a stack trace; 1 when the run fails otherwise
+ * (the failing rank and its error, with the stack; without it when backend "webgpu" was requested
+ * where no working WebGPU device exists).
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -20,7 +21,7 @@ import { runTraining } from "../train/run.ts";
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
-const USER_ERRORS = ["UsageError", "ConfigError", "DataError"];
+const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError"];
 
 /** Message and exit status for an error that ended `train`. */
 export function describeTrainError(e: unknown): { message: string; status: number } {
@@ -51,20 +52,19 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.log(TRAIN_USAGE);
       return 0;
     }
-    if (a.resume !== undefined) throw new UsageError(`--resume: resuming from a checkpoint is not supported by the trainer yet (the engine has no checkpoint loading)`);
     if (a.initFrom !== undefined) throw new UsageError(`--init-from: initialising from safetensors is not supported by the trainer yet`);
     const { config, warnings } = await loadTrainJob(a);
     const out = (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
     for (const l of summarizeJob(config)) out(l);
     for (const w of warnings) out(`warning: ${w}`);
-    if (config.checkpoint.dir !== null) out(`warning: checkpoint.dir is set (${config.checkpoint.dir}) but the trainer does not save checkpoints yet: nothing will be written`);
     const t0 = performance.now();
-    const { summary } = await runTraining(config);
+    const { summary } = await runTraining(config, { resume: a.resume });
     const secs = (performance.now() - t0) / 1000;
     const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
-    out(`done       ${summary.steps} steps in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
+    const range = summary.start_step > 0 ? ` (${summary.start_step + 1}–${summary.start_step + summary.steps} of ${config.steps})` : "";
+    out(`done       ${summary.steps} steps${range} in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
     if (a.summary) {
       writeJson(a.summary, summary);
       out(`summary    ${a.summary}`);

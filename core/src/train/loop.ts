@@ -1,7 +1,9 @@
 /**
  * The training loop of one rank, top to bottom: for each step take this rank's micro-batches from
  * the DataLoader, run `engine.trainBatch`, print a line every `steps_per_print` steps (rank 0),
- * evaluate every `eval_interval` steps, and keep what the summary needs. Every rank runs the same
+ * evaluate every `eval_interval` steps, save a checkpoint every `checkpoint.save_interval` steps and
+ * at the end (when `checkpoint.dir` is set), and keep what the summary needs. Steps are numbered
+ * from the start of training: a run resumed after step s runs steps s+1 … `steps`. Every rank runs the same
  * sequence of collectives (trainBatch, the MoE statistics' reduction, evalLoss), so the loop must
  * not branch on rank except for output.
  */
@@ -10,7 +12,7 @@ import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { DataLoader, MicroBatch } from "../data/loader.ts";
 import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
-import { formatEvalLine, formatStepLine } from "./log.ts";
+import { formatEvalLine, formatStepLine, mib } from "./log.ts";
 import type { MoERunStats } from "./moe-stats.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
@@ -31,6 +33,8 @@ export interface LoopResult {
   valLoss: number | null;
   /** The last step's result, null after 0 steps. */
   last: StepResult | null;
+  /** Tag directories of the checkpoints saved, oldest first. */
+  checkpoints: string[];
 }
 
 /** Engine micro-batches from loader batches: labels = inputs (the model shifts them, as in HF). */
@@ -54,12 +58,21 @@ export interface LoopOptions {
   /** MoE statistics (the moe plugin's recorder) reduced after every step; null for dense models. */
   moe: MoERunStats | null;
   out: LoopOutput;
+  /** Steps already done (a resumed run: the checkpoint's global step); default 0. */
+  startStep?: number;
+  /** Where to save checkpoints (`checkpoint.dir`, absolute or relative to the working directory);
+   * null: no saving. */
+  checkpointDir?: string | null;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment). */
 export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   const { config, comm, backend: be, engine, loader, moe, out } = o;
   const steps = config.steps;
+  const startStep = o.startStep ?? 0;
+  const ckptDir = o.checkpointDir ?? null;
+  const checkpoints: string[] = [];
+  let lastSaved = startStep;
   const tokensPerStep = config.train_batch_size * config.data.seq_len;
   const printEvery = Math.max(1, config.steps_per_print);
   const nEval = evalBatchCount(loader.info.validationWindows, config.train_micro_batch_size_per_gpu, comm.worldSize, config.eval_batches);
@@ -79,7 +92,14 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     out.line(formatEvalLine(step, valLoss, nEval * comm.worldSize * config.train_micro_batch_size_per_gpu, (performance.now() - t0) / 1000));
   };
 
-  for (let step = 1; step <= steps; step++) {
+  const save = async (step: number): Promise<void> => {
+    const r = await engine.saveCheckpoint(ckptDir!, `global_step${step}`, { dataPosition: loader.state() });
+    checkpoints.push(r.tagDir);
+    lastSaved = step;
+    out.line(`checkpoint ${r.tagDir} | ${mib(r.fileBytes)} MiB written by rank ${comm.rank} | ${r.seconds.toFixed(1)} s`);
+  };
+
+  for (let step = startStep + 1; step <= steps; step++) {
     const micros = toEngineBatches(loader.nextStep());
     const t0 = performance.now();
     const r = await engine.trainBatch(micros);
@@ -113,8 +133,10 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
       windowSteps = 0;
     }
     if (config.eval_interval > 0 && step % config.eval_interval === 0) await evaluate(step);
+    if (ckptDir !== null && config.checkpoint.save_interval > 0 && step % config.checkpoint.save_interval === 0) await save(step);
   }
+  if (ckptDir !== null && lastSaved < steps) await save(steps);
   // A run that evaluates at all ends with a validation loss of its final weights.
   if (config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);
-  return { losses, stepSeconds, valLoss, last };
+  return { losses, stepSeconds, valLoss, last, checkpoints };
 }

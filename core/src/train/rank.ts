@@ -18,6 +18,7 @@ import { DataLoader } from "../data/loader.ts";
 import { Engine } from "../engine/engine.ts";
 import { pluginsForJob } from "../engine/plugins.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
+import { mib } from "./log.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { MoERunStats } from "./moe-stats.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
@@ -34,6 +35,8 @@ export interface TrainRankArgs {
   columns?: number;
   /** Folder that relative plugin paths are resolved against (the job file's working directory). */
   baseDir: string;
+  /** Resume from this checkpoint: a root (its `latest` tag) or a tag directory (`--resume`). */
+  resume?: string;
 }
 
 const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
@@ -84,7 +87,17 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
     const moeStats = await MoERunStats.attach(engine);
     if (config.moe && !moeStats) throw new Error(`train: model_type "${config.model.model_type}" is sparse but the moe plugin's statistics are not available (plugins/moe not loaded?)`);
-    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out });
+    let startStep = 0;
+    if (args.resume !== undefined) {
+      const r = await engine.loadCheckpoint(args.resume);
+      if (r.dataPosition) loader.loadState(r.dataPosition);
+      startStep = engine.globalSteps;
+      const m = r.manifest;
+      const reshard = r.resharded ? `, resharded from world size ${m.world_size} (ep_size ${m.ep_size})` : "";
+      out.line(`resume     ${r.tagDir}: after step ${startStep}${reshard}; ${mib(r.bytesRead)} MiB read by rank ${comm.rank} in ${r.seconds.toFixed(1)} s`);
+      if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
+    }
+    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out, startStep, checkpointDir: config.checkpoint.dir });
     done();
 
     // Figures of the run (all collectives are done).
@@ -115,6 +128,8 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       rank: comm.rank,
       backend: { name: be.info.name, adapter: be.info.adapter, reason },
       numParameters: engine.model.numParameters,
+      startStep,
+      checkpoints: loop.checkpoints,
       losses: loop.losses,
       stepSeconds: loop.stepSeconds,
       valLoss: loop.valLoss,

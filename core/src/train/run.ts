@@ -19,6 +19,8 @@ export interface RunTrainingOptions {
   baseDir?: string;
   /** Collective timeout in seconds (default: launch's, env ZEROMOE_COMM_TIMEOUT_S or 300). */
   timeoutS?: number;
+  /** Resume from this checkpoint root or tag directory. */
+  resume?: string;
 }
 
 /** What a run produces. */
@@ -39,6 +41,7 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     tty: o.tty ?? (process.stdout.isTTY === true && !process.env.CI),
     columns: o.columns ?? process.stdout.columns,
     baseDir: o.baseDir ?? process.cwd(),
+    resume: o.resume,
   };
   const reports = await launch<RankReport, TrainRankArgs>({
     worldSize: config.world_size,

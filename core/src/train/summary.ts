@@ -48,6 +48,10 @@ export interface RankReport {
   rank: number;
   backend: { name: string; adapter: string; reason: string };
   numParameters: number;
+  /** Steps done before this run (resumed from a checkpoint), else 0. */
+  startStep: number;
+  /** Checkpoint tag directories this run saved, oldest first. */
+  checkpoints: string[];
   /** Mean training loss of each step over all ranks (the same list on every rank). */
   losses: number[];
   /** Wall time of each `trainBatch`, seconds (evaluation excluded). */
@@ -64,7 +68,10 @@ export interface RankReport {
 /** The summary file; see docs/summary.md. */
 export interface TrainSummary {
   world_size: number;
+  /** Steps run by this run (steps start_step+1 … start_step+steps of the training). */
   steps: number;
+  /** Steps done before this run: the global step of the checkpoint it resumed from, else 0. */
+  start_step: number;
   num_parameters: number;
   losses: number[];
   final_loss: number | null;
@@ -76,6 +83,8 @@ export interface TrainSummary {
   comm: { per_rank: RankComm[] };
   /** null for a dense (llama) model. */
   moe: MoeSummary | null;
+  /** Tag directories of the checkpoints this run saved, oldest first (empty without checkpoint.dir). */
+  checkpoints: string[];
 }
 
 /**
@@ -90,6 +99,7 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
   return {
     world_size: reports.length,
     steps,
+    start_step: r0.startStep,
     num_parameters: r0.numParameters,
     losses: r0.losses,
     final_loss: steps > 0 ? r0.losses[steps - 1]! : null,
@@ -99,6 +109,7 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
     memory: { per_rank: reports.map((r) => r.memory) },
     comm: { per_rank: reports.map((r) => r.comm) },
     moe: r0.moe,
+    checkpoints: r0.checkpoints,
   };
 }
 
@@ -125,6 +136,8 @@ export function checkSummary(x: unknown): string[] {
   if (typeof ws !== "number" || !Number.isInteger(ws) || ws < 1) bad.push(`world_size: expected an integer ≥ 1, got ${JSON.stringify(ws)}`);
   const steps = x.steps;
   if (typeof steps !== "number" || !Number.isInteger(steps) || steps < 0) bad.push(`steps: expected an integer ≥ 0, got ${JSON.stringify(steps)}`);
+  if (typeof x.start_step !== "number" || !Number.isInteger(x.start_step) || x.start_step < 0) bad.push(`start_step: expected an integer ≥ 0, got ${JSON.stringify(x.start_step)}`);
+  if (!Array.isArray(x.checkpoints) || !x.checkpoints.every((c) => typeof c === "string")) bad.push("checkpoints: expected an array of strings (tag directories)");
   if (typeof x.num_parameters !== "number" || !Number.isInteger(x.num_parameters) || x.num_parameters < 1) bad.push(`num_parameters: expected an integer ≥ 1, got ${JSON.stringify(x.num_parameters)}`);
   if (!Array.isArray(x.losses)) bad.push("losses: expected an array");
   else {

@@ -175,6 +175,38 @@ describe("bun run train", () => {
     for (const row of sd.moe!.expert_counts) expect(row.reduce((a, b) => a + b, 0)).toBe(2 * 6 * 13 * 2);
   }, 30_000);
 
+  test("checkpoints every save_interval steps and at the end; --resume continues exactly, also at world size 2", async () => {
+    const ck = join(dir, "ckpt");
+    const job = { ...SMALL_JOB, eval_interval: 0, checkpoint: { dir: ck, save_interval: 2, keep_last: 0 } };
+    const full = join(dir, "full.json");
+    const r = await train(["--config", jsonFile(job), "--summary", full]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^checkpoint .*global_step2 \| [\d.]+ MiB written by rank 0/m);
+    const s = readSummary(full);
+    expect(s.start_step).toBe(0);
+    expect(s.checkpoints).toEqual([join(ck, "global_step2"), join(ck, "global_step3")]);
+    const resumed = { ...job, checkpoint: { dir: null } };
+    const one = join(dir, "resumed1.json");
+    const r1 = await train(["--config", jsonFile(resumed), "--resume", join(ck, "global_step2"), "--summary", one]);
+    expect(r1.code).toBe(0);
+    expect(r1.stdout).toMatch(/^resume +.*global_step2: after step 2;/m);
+    const s1 = readSummary(one);
+    expect([s1.start_step, s1.steps]).toEqual([2, 1]);
+    expect(s1.losses).toEqual([s.losses[2]!]);
+    // world 2 × accumulation 1 sees the same global batches: the same step 3 from the resharded state
+    const two = join(dir, "resumed2.json");
+    const r2 = await train(["--config", jsonFile(resumed), "--deepspeed", jsonFile({ gradient_accumulation_steps: 1, zero_optimization: { stage: 2 } }), "--world-size", "2", "--resume", join(ck, "global_step2"), "--summary", two]);
+    expect(r2.stderr).not.toMatch(STACK);
+    expect(r2.code).toBe(0);
+    expect(r2.stdout).toMatch(/resharded from world size 1/);
+    expect(readSummary(two).losses).toEqual([s.losses[2]!]);
+    // a checkpoint that is not there: a user error naming the path
+    const bad = await train(["--config", jsonFile(resumed), "--resume", join(dir, "no-such-ckpt")]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^error: rank 0: .*no-such-ckpt/m);
+    expect(bad.stderr).not.toMatch(STACK);
+  }, 60_000);
+
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ["unknown key with did-you-mean", { ...DEFAULT_JOB, stepz: 3 }, /stepz: unknown key; did you mean "steps"\?/],
     ["wrong type", { ...DEFAULT_JOB, optimizer: { type: "AdamW", params: { lr: "fast" } } }, /optimizer\.params\.lr: .*number/],

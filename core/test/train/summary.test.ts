@@ -13,6 +13,8 @@ function report(r: number, seed: number): RankReport {
     rank: r,
     backend: { name: "cpu", adapter: "cpu (TypeScript, f32)", reason: "test" },
     numParameters: 262976,
+    startStep: 0,
+    checkpoints: [],
     losses,
     stepSeconds: [0.3 + rnd(), 0.2 + rnd(), 0.2 + rnd()],
     valLoss: 3.5 + rnd(),
@@ -55,6 +57,8 @@ describe("summary", () => {
       [(s) => s.moe.expert_counts[1].pop(), /^moe\.expert_counts\[1\]: expected 3 experts, got 2/],
       [(s) => (s.moe.expert_counts[0][2] = 1.5), /^moe\.expert_counts\[0\]\[2\]: expected a count/],
       [(s) => delete s.moe.dropped_tokens, /^moe\.dropped_tokens: expected a size/],
+      [(s) => (s.start_step = -1), /^start_step: expected an integer ≥ 0/],
+      [(s) => (s.checkpoints = [3]), /^checkpoints: expected an array of strings/],
     ];
     for (const [breakIt, re] of cases) {
       const s = good();
