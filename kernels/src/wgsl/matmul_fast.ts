@@ -29,7 +29,8 @@ export interface MatmulFastOptions {
   groupM?: number;
   /** Device limits (default: WebGPU's defaults). */
   limits?: MatmulLimits;
-  /** Never emit vec4 global loads/stores (tests of the scalar path). Default false. */
+  /** Never emit vec4 global loads/stores. Default: the chosen tile's preference
+   * ({@link MatmulTileChoice.vecLoads}), or false (vec4 where legal) with a forced tile. */
   scalarOnly?: boolean;
 }
 
@@ -69,11 +70,12 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
   checkCount("strideA", strideA, 0); checkCount("strideB", strideB, 0); checkCount("strideOut", strideC, 0);
   checkCount("offA", offA, 0); checkCount("offB", offB, 0); checkCount("offOut", offOut, 0);
   const limits = opts.limits ?? DEFAULT_MATMUL_LIMITS;
-  const tile = opts.tile ?? chooseMatmulTile(M, N, batch, limits);
+  const choice = opts.tile ? null : chooseMatmulTile(M, N, batch, limits);
+  const tile = opts.tile ?? choice!.tile;
   validateTile(tile);
   if (!tileFits(tile, limits)) throw new Error(`matmul: forced tile ${JSON.stringify(tile)} does not fit the device limits`);
   const storage = opts.storage ?? "f32";
-  const scalar = opts.scalarOnly ?? false;
+  const scalar = opts.scalarOnly ?? (choice ? !choice.vecLoads : false);
   const multi = batch > 1;
   const vecA = !scalar && (transA ? M : K) % 4 === 0 && offA % 4 === 0 && (!multi || strideA % 4 === 0);
   const vecB = !scalar && (transB ? K : N) % 4 === 0 && offB % 4 === 0 && (!multi || strideB % 4 === 0);

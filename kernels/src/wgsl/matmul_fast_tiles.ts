@@ -8,13 +8,33 @@
  */
 import { type MatmulTile, tileThreads, tileWorkgroupBytes, validateTile } from "./matmul_fast_wgsl.ts";
 
-/** The tiles the planner chooses from, largest first. All pass {@link validateTile}. */
+/** One planner choice: a tile, the fewest workgroups it must yield to be chosen, and whether its
+ * global loads should be vec4 (where the layout allows) or scalar. */
+export interface MatmulTileChoice {
+  tile: MatmulTile;
+  minWorkgroups: number;
+  vecLoads: boolean;
+}
+
+/**
+ * The planner's choices, largest tile first. Measured on an NVIDIA H200 through wgpu-native/Vulkan
+ * (docs/performance.md, `bun run bench kernels --tune`): 128×256×16 with 8×16 per thread and
+ * scalar loads was fastest at 2048³ and 4096³ (scalar beat vec4 loads for the large tiles), 64×64
+ * at 1024³, 64×32 and 32×32 at 512³ and below; vec4 loads won for the small tiles.
+ */
+export const MATMUL_TILE_CHOICES: readonly MatmulTileChoice[] = [
+  { tile: { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false }, // 256 threads, 48 KiB
+  { tile: { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false }, // 256 threads, 16 KiB
+  { tile: { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 192, vecLoads: true }, // 128 threads, 12 KiB
+  { tile: { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true }, // 256 threads, 16 KiB
+  { tile: { BM: 64, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true }, // 128 threads, 12 KiB
+  { tile: { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 0, vecLoads: true }, // 64 threads, 8 KiB
+];
+
+/** Every tile the planner may choose plus the 64×64×8 (8×8) tile, all tested on lavapipe. */
 export const MATMUL_TILES: readonly MatmulTile[] = [
-  { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, // 256 threads, 16 KiB
-  { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, // 128 threads, 12 KiB
-  { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, // 256 threads, 16 KiB
-  { BM: 64, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, // 64 threads, 8 KiB
-  { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, // 64 threads, 8 KiB
+  ...MATMUL_TILE_CHOICES.map((c) => c.tile),
+  { BM: 64, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
 ];
 for (const t of MATMUL_TILES) validateTile(t);
 
@@ -33,26 +53,18 @@ export function tileFits(t: MatmulTile, limits: MatmulLimits): boolean {
 }
 
 /**
- * Workgroups a dispatch should have before a bigger tile is preferred over a smaller one.
- * 264 = two per streaming multiprocessor of an H200 (132 SMs); on smaller GPUs it only makes the
- * choice lean towards smaller tiles a little earlier.
+ * Chooses a tile for an M×N output (times `batch`): the first of {@link MATMUL_TILE_CHOICES} that
+ * fits `limits` and yields at least its `minWorkgroups` workgroups; if none does, the smallest
+ * that fits. Throws if no tile fits the limits.
  */
-export const MIN_WORKGROUPS = 264;
-
-/**
- * Chooses a tile for an M×N output (times `batch`): the largest tile of {@link MATMUL_TILES} that
- * fits `limits` and still yields at least `minWorkgroups` workgroups; if none does, the one that
- * yields the most workgroups' worth of work with the least padding waste (the smallest that fits).
- * Throws if no tile fits the limits.
- */
-export function chooseMatmulTile(M: number, N: number, batch: number, limits: MatmulLimits = DEFAULT_MATMUL_LIMITS, minWorkgroups = MIN_WORKGROUPS): MatmulTile {
-  const fits = MATMUL_TILES.filter((t) => tileFits(t, limits));
+export function chooseMatmulTile(M: number, N: number, batch: number, limits: MatmulLimits = DEFAULT_MATMUL_LIMITS): MatmulTileChoice {
+  const fits = MATMUL_TILE_CHOICES.filter((c) => tileFits(c.tile, limits));
   if (fits.length === 0) {
     throw new Error(`matmul: no tile fits the device limits (workgroup storage ${limits.maxComputeWorkgroupStorageSize} B, ${limits.maxComputeInvocationsPerWorkgroup} invocations)`);
   }
-  for (const t of fits) {
-    const n = Math.ceil(M / t.BM) * Math.ceil(N / t.BN) * batch;
-    if (n >= minWorkgroups) return t;
+  for (const c of fits) {
+    const n = Math.ceil(M / c.tile.BM) * Math.ceil(N / c.tile.BN) * batch;
+    if (n >= c.minWorkgroups) return c;
   }
   return fits[fits.length - 1]!;
 }

@@ -10,8 +10,8 @@ import type { MatmulSpec } from "../../src/backend.ts";
 import { f16FromNumber, f16ToNumber } from "../../src/numerics/index.ts";
 import { planMatmulFast, type MatmulFastOptions } from "../../src/wgsl/matmul_fast.ts";
 import { MatmulFastPipelines } from "../../src/wgsl/matmul_fast_pipeline.ts";
-import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILES } from "../../src/wgsl/matmul_fast_tiles.ts";
-import { matmulFastWGSL, validateTile } from "../../src/wgsl/matmul_fast_wgsl.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TILES } from "../../src/wgsl/matmul_fast_tiles.ts";
+import { type MatmulTile, matmulFastWGSL, tileWorkgroupBytes, validateTile } from "../../src/wgsl/matmul_fast_wgsl.ts";
 import { planMatmulFastLaunches } from "../../src/wgsl/matmul_fast_launch.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
 import type { Buf, DType } from "../../src/backend.ts";
@@ -37,7 +37,10 @@ beforeAll(async () => {
   const adapter = await gpu.requestAdapter();
   if (!adapter) throw new Error("matmul.test: no WebGPU adapter (is lavapipe / a Vulkan driver installed?)");
   hasF16 = adapter.features.has("shader-f16");
-  device = await adapter.requestDevice({ requiredFeatures: hasF16 ? ["shader-f16"] : [] });
+  device = await adapter.requestDevice({
+    requiredFeatures: hasF16 ? ["shader-f16"] : [],
+    requiredLimits: { maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize, maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup },
+  });
   device.addEventListener("uncapturederror", (ev) => gpuErrors.push((ev as GPUUncapturedErrorEvent).error.message));
   pipes = new MatmulFastPipelines(device);
 });
@@ -169,19 +172,36 @@ async function expectCase(c: Case): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // tests
 
+const T128: MatmulTile = { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 };
+const T64x8: MatmulTile = { BM: 64, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 };
+const T32: MatmulTile = { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 };
+
+/** The tile as run on this device: a catalogue tile needing more workgroup memory than the device
+ * offers (lavapipe: 32 KiB; 128×256×16 needs 48 KiB) runs with BK halved until it fits — the same
+ * generated code paths (same threads, micro-tile and load mapping per k-row) at a smaller depth. */
+function onThisDevice(t: MatmulTile): MatmulTile {
+  let r = { ...t };
+  while (tileWorkgroupBytes(r) > device.limits.maxComputeWorkgroupStorageSize && r.BK > 8) r = { ...r, BK: r.BK / 2 };
+  return r;
+}
+
 describe("fast matmul: every tile, edges and transposes", () => {
-  for (const tile of MATMUL_TILES) {
-    const name = `${tile.BM}x${tile.BN}x${tile.BK}/${tile.TM}x${tile.TN}`;
+  for (const catalogueTile of MATMUL_TILES) {
+    const t = catalogueTile;
+    const name = `${t.BM}x${t.BN}x${t.BK}/${t.TM}x${t.TN}`;
     test(`${name}: 1×1×1, primes, 129×67×37, all transposes`, async () => {
-      await expectCase({ spec: { M: 1, N: 1, K: 1 }, opts: { tile } });
-      await expectCase({ spec: { M: 129, N: 67, K: 37 }, opts: { tile } }); // scalar loads (K, N odd)
-      await expectCase({ spec: { M: 131, N: 68, K: 20, transA: true }, opts: { tile } }); // vec4 B, scalar A (M odd)
-      await expectCase({ spec: { M: 36, N: 45, K: 44, transB: true }, opts: { tile } }); // vec4 A and B (K % 4 == 0), scalar C
-      await expectCase({ spec: { M: 13, N: 11, K: 17, transA: true, transB: true }, opts: { tile } });
+      const tile = onThisDevice(catalogueTile);
+      const limits = { maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize, maxComputeInvocationsPerWorkgroup: device.limits.maxComputeInvocationsPerWorkgroup };
+      await expectCase({ spec: { M: 1, N: 1, K: 1 }, opts: { tile, limits } });
+      await expectCase({ spec: { M: 129, N: 67, K: 37 }, opts: { tile, limits } }); // scalar loads (K, N odd)
+      await expectCase({ spec: { M: 131, N: 68, K: 20, transA: true }, opts: { tile, limits } }); // vec4 B, scalar A (M odd)
+      await expectCase({ spec: { M: 36, N: 45, K: 44, transB: true }, opts: { tile, limits } }); // vec4 A and B (K % 4 == 0), scalar C
+      await expectCase({ spec: { M: 13, N: 11, K: 17, transA: true, transB: true }, opts: { tile, limits } });
+      await expectCase({ spec: { M: 40, N: 44, K: 36, transB: true }, opts: { tile, limits, scalarOnly: true, prefetchDistance: 4 } });
     }, GPU_TEST_MS);
   }
   test("K loop unrolled by two (odd and even numbers of K-slices, 1 slice, edges)", async () => {
-    const tile = MATMUL_TILES[4]!; // 32×32×16: small shader, quick to compile on lavapipe
+    const tile = T32; // small shader, quick to compile on lavapipe
     // same (edge, scalar) variant: 3, 2 and 1 K-slices
     await expectCase({ spec: { M: 33, N: 21, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
     await expectCase({ spec: { M: 20, N: 37, K: tile.BK + 5 }, opts: { tile, unroll2: true } });
@@ -191,16 +211,16 @@ describe("fast matmul: every tile, edges and transposes", () => {
     await expectCase({ spec: { M: 32, N: 64, K: 3 * tile.BK }, opts: { tile, unroll2: true } });
   }, GPU_TEST_MS);
   test("interleaved prefetch (distances 1, 4, BK), alone and with the K loop unrolled by two", async () => {
-    const tile = MATMUL_TILES[4]!; // 32×32×16
+    const tile = T32;
     for (const [prefetchDistance, unroll2] of [[1, false], [4, true], [16, false]] as const) {
       await expectCase({ spec: { M: 33, N: 21, K: 3 * tile.BK + 3, transB: true }, opts: { tile, prefetchDistance, unroll2 } });
       await expectCase({ spec: { M: 64, N: 32, K: 2 * tile.BK }, opts: { tile, prefetchDistance, unroll2 } });
       await expectCase({ spec: { M: 5, N: 3, K: 1 }, opts: { tile, prefetchDistance, unroll2 } });
     }
-    await expectCase({ spec: { M: 40, N: 72, K: 24, transA: true }, opts: { tile: MATMUL_TILES[0]!, prefetchDistance: 4 } });
+    await expectCase({ spec: { M: 40, N: 72, K: 24, transA: true }, opts: { tile: T128, prefetchDistance: 4 } });
   }, GPU_TEST_MS);
   test("tile-aligned shapes use the unguarded variant and are exact", async () => {
-    const tile = MATMUL_TILES[3]!; // 64×64×8
+    const tile = T64x8;
     const plan = planMatmulFast({ M: 64, N: 128, K: 24 }, 0, 0, 0, { tile });
     expect(plan.variant.edges).toBe(false);
     expect(plan.variant.vecA && plan.variant.vecB && plan.variant.vecC).toBe(true);
@@ -220,7 +240,7 @@ describe("fast matmul: batches, strides, offsets, accumulate", () => {
   }, GPU_TEST_MS);
   test("scalar-only path agrees (forced), with offsets not multiples of 4", async () => {
     await expectCase({ spec: { M: 37, N: 40, K: 16, transB: true }, offA: 3, offB: 1, offC: 2, opts: { scalarOnly: true } });
-    await expectCase({ spec: { M: 40, N: 36, K: 16 }, offA: 1, opts: { tile: MATMUL_TILES[0]! } }); // A falls back to scalar, B stays vec4
+    await expectCase({ spec: { M: 40, N: 36, K: 16 }, offA: 1, opts: { tile: T128 } }); // A falls back to scalar, B stays vec4
   }, GPU_TEST_MS);
   test("K = 0 writes zeros, or leaves out unchanged with accumulate; M = 0 dispatches nothing", async () => {
     await expectCase({ spec: { M: 5, N: 7, K: 0 } });
@@ -229,7 +249,7 @@ describe("fast matmul: batches, strides, offsets, accumulate", () => {
     await expectCase({ spec: { M: 0, N: 7, K: 3 } });
   }, GPU_TEST_MS);
   test("grid beyond 65535 workgroups is folded into two dimensions", async () => {
-    const tile = MATMUL_TILES[MATMUL_TILES.length - 1]!; // 32×32
+    const tile = T32;
     const spec = { M: 1, N: 32 * 65537 + 3, K: 1 };
     const plan = planMatmulFast(spec, 0, 0, 0, { tile });
     expect(plan.workgroups[0]).toBe(65535);
@@ -242,7 +262,7 @@ describe("fast matmul: f16 storage", () => {
   test("packed halves (unpack2x16float): edges, transposes, vec4 and scalar", async () => {
     await expectCase({ spec: { M: 67, N: 45, K: 29 }, opts: { storage: "f16" } });
     await expectCase({ spec: { M: 36, N: 44, K: 40, transA: true, transB: true }, opts: { storage: "f16" } });
-    await expectCase({ spec: { M: 20, N: 24, K: 16, batch: 2, accumulate: true }, offA: 4, offB: 4, opts: { storage: "f16", tile: MATMUL_TILES[0]! } });
+    await expectCase({ spec: { M: 20, N: 24, K: 16, batch: 2, accumulate: true }, offA: 4, offB: 4, opts: { storage: "f16", tile: T128 } });
     await expectCase({ spec: { M: 9, N: 10, K: 11 }, offA: 1, offB: 3, opts: { storage: "f16" } });
   }, GPU_TEST_MS);
   test("native f16 (shader-f16) where the adapter offers it, else the packed path is what runs", async () => {
@@ -254,15 +274,19 @@ describe("fast matmul: f16 storage", () => {
 });
 
 describe("fast matmul: planning (no device)", () => {
-  test("tile choice: big shapes get 128×128, small ones smaller tiles; all catalogue tiles are valid", () => {
+  test("tile choice: big shapes get the biggest tile that fits, small ones smaller tiles; catalogue tiles are valid", () => {
     for (const t of MATMUL_TILES) expect(() => validateTile(t)).not.toThrow();
-    expect(chooseMatmulTile(4096, 4096, 1).BM).toBe(128);
-    expect(chooseMatmulTile(4096, 4096, 1).BN).toBe(128);
-    const small = chooseMatmulTile(64, 64, 1);
+    const h200 = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
+    expect(chooseMatmulTile(4096, 4096, 1, h200).tile).toEqual(MATMUL_TILE_CHOICES[0]!.tile);
+    expect(chooseMatmulTile(4096, 4096, 1, h200).vecLoads).toBe(false);
+    // WebGPU's default limits (16 KiB) exclude the 48 KiB tile: 128×128 is next
+    expect(chooseMatmulTile(4096, 4096, 1).tile.BN).toBe(128);
+    const small = chooseMatmulTile(64, 64, 1, h200).tile;
     expect(small.BM * small.BN).toBeLessThanOrEqual(32 * 32);
+    expect(chooseMatmulTile(1024, 1024, 1, h200).tile.BM).toBe(64);
     // a tile needing more workgroup memory than allowed is never chosen
-    const t = chooseMatmulTile(4096, 4096, 1, { ...DEFAULT_MATMUL_LIMITS, maxComputeWorkgroupStorageSize: 8192 });
-    expect(2 * t.BK * (t.BM + t.BN) * 4).toBeLessThanOrEqual(8192);
+    const t = chooseMatmulTile(4096, 4096, 1, { ...DEFAULT_MATMUL_LIMITS, maxComputeWorkgroupStorageSize: 8192 }).tile;
+    expect(tileWorkgroupBytes(t)).toBeLessThanOrEqual(8192);
   });
   test("invalid input is refused with a message naming the field", () => {
     expect(() => planMatmulFast({ M: -1, N: 2, K: 2 }, 0, 0, 0)).toThrow(/M must be an integer/);
@@ -270,7 +294,7 @@ describe("fast matmul: planning (no device)", () => {
     expect(() => planMatmulFast({ M: 2, N: 2, K: 2 }, -4, 0, 0)).toThrow(/offA/);
     expect(() => validateTile({ BM: 128, BN: 128, BK: 6, TM: 8, TN: 8, padA: 0, padB: 0 })).toThrow(/BK must be/);
     expect(() => validateTile({ BM: 100, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 })).toThrow(/BM \(100\) must be a multiple of TM/);
-    expect(() => planMatmulFast({ M: 65536 * 32, N: 65536 * 32, K: 1 }, 0, 0, 0, { tile: MATMUL_TILES[4]! })).toThrow(/65535×65535/);
+    expect(() => planMatmulFast({ M: 65536 * 32, N: 65536 * 32, K: 1 }, 0, 0, 0, { tile: T32 })).toThrow(/65535×65535/);
   });
   test("the generated WGSL compiles for every tile, transpose and storage combination", async () => {
     for (const tile of MATMUL_TILES) {
