@@ -108,8 +108,27 @@ export class ShardSource {
     if (covered !== count) throw new CheckpointError(this.tagDir, `records cover ${covered} of the ${count} elements [${start}, ${end}) of unit "${unit}" state "${state}": rank files incomplete`);
   }
 
-  /** Elements [start, start + count) of a state as one f32 array (16-bit states widened exactly). */
+  /** Elements of [start, start + count) of a state that the rank files' indexes hold (no payload
+   * is read). Used to check a range before allocating for it. */
+  coverage(unit: string, state: UnitStateName, start: number, count: number): number {
+    const u = this.unit(unit);
+    const end = start + count;
+    let covered = 0;
+    for (const piece of u.pieces) {
+      const lo = Math.max(start, piece.start);
+      const hi = Math.min(end, piece.start + piece.count);
+      if (lo >= hi) continue;
+      for (const e of this.reader(piece.rank).map.get(`${unit}/${state}`) ?? []) covered += Math.max(0, Math.min(hi, e.start + e.count) - Math.max(lo, e.start));
+    }
+    return covered;
+  }
+
+  /** Elements [start, start + count) of a state as one f32 array (16-bit states widened exactly).
+   * The range is checked against the records first, so a damaged manifest cannot make it
+   * allocate more than the rank files hold. */
   readF32(unit: string, state: UnitStateName, start: number, count: number): Float32Array {
+    const have = this.coverage(unit, state, start, count);
+    if (have !== count) throw new CheckpointError(this.tagDir, `records cover ${have} of the ${count} elements [${start}, ${start + count}) of unit "${unit}" state "${state}": rank files incomplete or manifest damaged`);
     const out = new Float32Array(count);
     this.readRange(unit, state, start, count, (c) => {
       if (c.dtype === "f32") out.set(new Float32Array(c.bytes.buffer, c.bytes.byteOffset, c.n), c.at);
