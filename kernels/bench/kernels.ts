@@ -49,8 +49,6 @@ export const TUNE_TILES: Readonly<Record<"small" | "big", readonly MatmulTile[]>
     { BM: 256, BN: 128, BK: 16, TM: 16, TN: 8, padA: 0, padB: 0 },
     { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
     { BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, padA: 0, padB: 0 },
-    { BM: 64, BN: 256, BK: 8, TM: 8, TN: 16, padA: 0, padB: 0 },
-    { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 },
   ],
 };
 
@@ -263,7 +261,7 @@ export async function main(argv: string[]): Promise<void> {
           if (!tileFits(tile, limits)) continue;
           for (const scalarOnly of [false, true]) {
             for (const prefetchDistance of [0, 4, tile.BK / 2 === 4 ? 2 : tile.BK / 2]) variants.push({ ...base, tile, scalarOnly, prefetchDistance });
-            variants.push({ ...base, tile, scalarOnly, prefetchDistance: 4, unroll2: true });
+            if (scalarOnly) variants.push({ ...base, tile, scalarOnly, prefetchDistance: 4, unroll2: true });
           }
         }
         if (storage === "f16" && hasF16) variants.push({ ...base, f16Native: false });
