@@ -4,6 +4,8 @@
  *
  *   bun kernels/test/webgpu/bench.ts            # full sizes (a real GPU)
  *   bun kernels/test/webgpu/bench.ts --small    # sizes for lavapipe (2 CPU cores)
+ *   --only=<substring>   run only the ops whose line starts with it (e.g. --only=attention)
+ *   --attention=rows     use the one-row-per-workgroup attention kernels instead of the tiled ones
  *
  * Prints one line per op: time per call, and GB/s (bytes each call must read and write at least)
  * or GFLOP/s. Also the host cost of recording one small dispatch.
@@ -13,8 +15,10 @@ import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 const small = process.argv.includes("--small");
-const be = await WebGpuBackend.create(createGPU(), { powerPreference: "high-performance" });
-console.log(`bench: ${be.info.adapter} (${be.info.adapterType}, ${be.info.adapterBackend})${small ? " [small sizes]" : ""}`);
+const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
+const attention = process.argv.includes("--attention=rows") ? "rows" : "auto";
+const be = await WebGpuBackend.create(createGPU(), { powerPreference: "high-performance", attention });
+console.log(`bench: ${be.info.adapter} (${be.info.adapterType}, ${be.info.adapterBackend})${small ? " [small sizes]" : ""}, attention kernels: ${attention === "rows" ? "per-row" : "tiled"}`);
 {
   const l = be.device.limits;
   console.log(`limits: maxBufferSize ${l.maxBufferSize}, maxStorageBufferBindingSize ${l.maxStorageBufferBindingSize}, maxComputeWorkgroupStorageSize ${l.maxComputeWorkgroupStorageSize}, maxStorageBuffersPerShaderStage ${l.maxStorageBuffersPerShaderStage}`);
@@ -30,6 +34,10 @@ function buf(dtype: "f32" | "bf16" | "i32", n: number, fill?: (i: number) => num
 }
 
 async function time(name: string, reps: number, body: () => void, units: { bytes?: number; flops?: number }): Promise<void> {
+  if (only && !name.startsWith(only)) {
+    for (const b of live.splice(0)) be.free(b);
+    return;
+  }
   body();
   await be.flush();
   const t0 = performance.now();
