@@ -11,7 +11,7 @@
  * (the failing rank and its error, with the stack; without it when backend "webgpu" was requested
  * where no working WebGPU device exists).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { ConfigError } from "../config/errors.ts";
 import { summarizeJob } from "../config/summary.ts";
@@ -52,14 +52,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.log(TRAIN_USAGE);
       return 0;
     }
-    if (a.initFrom !== undefined) throw new UsageError(`--init-from: initialising from safetensors is not supported by the trainer yet`);
+    if (a.initFrom !== undefined && a.resume !== undefined) throw new UsageError(`--init-from and --resume: give one (a checkpoint already holds the parameters)`);
+    if (a.initFrom !== undefined && !existsSync(a.initFrom)) throw new UsageError(`--init-from: file not found: ${resolve(a.initFrom)}`);
     const { config, warnings } = await loadTrainJob(a);
     const out = (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
     for (const l of summarizeJob(config)) out(l);
     for (const w of warnings) out(`warning: ${w}`);
     const t0 = performance.now();
-    const { summary } = await runTraining(config, { resume: a.resume });
+    const { summary } = await runTraining(config, { resume: a.resume, initFrom: a.initFrom });
     const secs = (performance.now() - t0) / 1000;
     const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;

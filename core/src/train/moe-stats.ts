@@ -37,7 +37,7 @@ const REPO_ROOT = resolve(import.meta.dir, "../../..");
 
 /** Run totals over the plugin's per-step statistics (see the module comment). */
 export class MoERunStats {
-  private counts: number[][] = [];
+  private readonly counts: number[][];
   private dropped = 0;
   private last: MoEStepLike | null = null;
 
@@ -46,7 +46,11 @@ export class MoERunStats {
     private readonly mod: MoEPluginModule,
     private readonly comm: Communicator,
     private readonly group: Group,
-  ) {}
+    layers: number,
+    experts: number,
+  ) {
+    this.counts = Array.from({ length: layers }, () => new Array<number>(experts).fill(0));
+  }
 
   /** The statistics of `engine` when the moe plugin is loaded (every sparse model), else null. */
   static async attach(engine: Engine): Promise<MoERunStats | null> {
@@ -54,7 +58,9 @@ export class MoERunStats {
     const mod = (await import(pathToFileURL(resolve(REPO_ROOT, BUILTIN_PLUGINS.moe!)).href)) as Partial<MoEPluginModule>;
     const state = typeof mod.moeStateOf === "function" ? mod.moeStateOf(engine.env) : null;
     if (!state || typeof mod.formatLoadLine !== "function") return null;
-    return new MoERunStats(state.stats, mod as MoEPluginModule, engine.env.comm, engine.env.groups.dp);
+    const m = engine.env.config.model;
+    const experts = m.model_type === "mixtral" ? m.num_local_experts : 0;
+    return new MoERunStats(state.stats, mod as MoEPluginModule, engine.env.comm, engine.env.groups.dp, m.num_hidden_layers, experts);
   }
 
   /** Reduce the step that just ran and add it to the totals. A collective over the dp group:
@@ -62,7 +68,8 @@ export class MoERunStats {
   async afterStep(): Promise<MoEStepLike> {
     const s = await this.recorder.reduceStep(this.comm, this.group);
     s.layers.forEach((l, i) => {
-      const row = (this.counts[i] ??= new Array<number>(l.counts.length).fill(0));
+      const row = this.counts[i];
+      if (!row || row.length !== l.counts.length) throw new Error(`train: the moe plugin reported layer ${i} with ${l.counts.length} experts; the model has ${this.counts.length} layers of ${this.counts[0]?.length ?? 0}`);
       l.counts.forEach((c, e) => (row[e]! += c));
       this.dropped += l.dropped;
     });

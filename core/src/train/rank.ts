@@ -1,7 +1,8 @@
 /**
  * Entry module of one training rank, started by `launch` (core/src/launch/) for every rank,
- * world size 1 included: create the backend, the rank's DataLoader and the Engine, run the loop
- * (loop.ts), and return a {@link RankReport} for the summary.
+ * world size 1 included: create the backend, the rank's DataLoader and the Engine, initialise from
+ * safetensors (`--init-from`) or resume from a checkpoint (`--resume`), run the loop (loop.ts), and
+ * return a {@link RankReport} for the summary.
  *
  * Output: only rank 0 writes, with synchronous writes to file descriptor 1. In a Bun 1.4.5 Worker
  * both `console.log` and `process.stdout.write` to a file are buffered and flushed only when the
@@ -11,6 +12,7 @@
  */
 import { writeSync } from "node:fs";
 import type { MemTag } from "../../../kernels/src/backend.ts";
+import { initFromSafetensors } from "../checkpoint/init-from.ts";
 import { Progress } from "../cli/progress.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
@@ -37,6 +39,8 @@ export interface TrainRankArgs {
   baseDir: string;
   /** Resume from this checkpoint: a root (its `latest` tag) or a tag directory (`--resume`). */
   resume?: string;
+  /** Initialise the parameters from this Hugging Face safetensors file (`--init-from`). */
+  initFrom?: string;
 }
 
 const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
@@ -87,6 +91,11 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
     const moeStats = await MoERunStats.attach(engine);
     if (config.moe && !moeStats) throw new Error(`train: model_type "${config.model.model_type}" is sparse but the moe plugin's statistics are not available (plugins/moe not loaded?)`);
+    if (args.initFrom !== undefined) {
+      const t0 = performance.now();
+      const r = initFromSafetensors(engine, args.initFrom);
+      out.line(`init-from  ${args.initFrom}: ${r.elements} parameter elements read by rank ${comm.rank} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
     let startStep = 0;
     if (args.resume !== undefined) {
       const r = await engine.loadCheckpoint(args.resume);

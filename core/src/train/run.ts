@@ -21,6 +21,8 @@ export interface RunTrainingOptions {
   timeoutS?: number;
   /** Resume from this checkpoint root or tag directory. */
   resume?: string;
+  /** Initialise parameters from this Hugging Face safetensors file. */
+  initFrom?: string;
 }
 
 /** What a run produces. */
@@ -42,6 +44,7 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     columns: o.columns ?? process.stdout.columns,
     baseDir: o.baseDir ?? process.cwd(),
     resume: o.resume,
+    initFrom: o.initFrom,
   };
   const reports = await launch<RankReport, TrainRankArgs>({
     worldSize: config.world_size,

@@ -207,6 +207,31 @@ describe("bun run train", () => {
     expect(bad.stderr).not.toMatch(STACK);
   }, 60_000);
 
+  test("--init-from the fp32 consolidation of a checkpoint starts from exactly the trained weights", async () => {
+    const ck = join(dir, "ckpt-init");
+    const job = { ...SMALL_JOB, steps: 2, eval_interval: 2, checkpoint: { dir: ck, save_interval: 0 } };
+    const trained = join(dir, "trained.json");
+    const r = await train(["--config", jsonFile(job), "--summary", trained]);
+    expect(r.code).toBe(0);
+    const st = join(dir, "trained.safetensors");
+    const z = Bun.spawnSync(["bun", resolve(import.meta.dir, "../../src/cli/zero-to-fp32.ts"), ck, st]);
+    expect(z.exitCode).toBe(0);
+    // 0 steps: only the final evaluation, on the same validation batches as the trained run's
+    const fresh = { ...job, checkpoint: { dir: null } };
+    const init = join(dir, "init.json");
+    const ri = await train(["--config", jsonFile(fresh), "--init-from", st, "--steps", "0", "--summary", init]);
+    expect(ri.code).toBe(0);
+    expect(ri.stdout).toMatch(/^init-from  .*trained\.safetensors: \d+ parameter elements read by rank 0/m);
+    expect(readSummary(init).val_loss).toBe(readSummary(trained).val_loss);
+    const both = await train(["--config", jsonFile(fresh), "--init-from", st, "--resume", ck]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain("--init-from and --resume: give one");
+    const missing = await train(["--config", jsonFile(fresh), "--init-from", join(dir, "absent.safetensors")]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^error: --init-from: file not found: .*absent\.safetensors/m);
+    expect(missing.stderr).not.toMatch(STACK);
+  }, 60_000);
+
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ["unknown key with did-you-mean", { ...DEFAULT_JOB, stepz: 3 }, /stepz: unknown key; did you mean "steps"\?/],
     ["wrong type", { ...DEFAULT_JOB, optimizer: { type: "AdamW", params: { lr: "fast" } } }, /optimizer\.params\.lr: .*number/],
