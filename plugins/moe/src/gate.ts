@@ -28,8 +28,10 @@
  *
  * With the defaults of a mixtral model (no noise, no clamp, no drops, aux "mixtral") the ops are
  * exactly Hugging Face's (and mixtral.ts's built-in router): bit-identical results.
- * Noise is drawn from a Philox stream keyed by (seed, rank, step, micro-batch, layer), so an
- * activation-checkpointing recomputation sees the same noise and routes identically.
+ * Noise is drawn from a Philox stream keyed by (seed, step, global micro-batch slot
+ * micro·world_size + rank, layer): an activation-checkpointing recomputation sees the same noise,
+ * and a micro-batch gets the same noise at any world size (a single rank accumulating the slots
+ * routes like the ranks of a larger world).
  */
 import type { EngineEnv } from "@zeromoe/core";
 import type { MoeConfig } from "../../../core/src/config/types.ts";
@@ -89,11 +91,13 @@ export interface GateRecord {
   zLoss: number | null;
 }
 
-/** Where the gate runs: phase (train/eval, backward), step/micro index, rank and seed. */
+/** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed. */
 export interface GateContext {
   phase: EngineEnv["phase"];
   micro: EngineEnv["micro"];
   rank: number;
+  /** world_size (the noise key uses the global micro-batch slot micro·world_size + rank). */
+  worldSize: number;
   seed: number;
   /** Called once per layer per training forward (not during a backward recomputation). */
   observe?: (rec: GateRecord) => void;
@@ -119,7 +123,8 @@ export class TopKGate implements MoEGate {
 
   private noiseKey(what: string, layer: number): [number, number] {
     const c = this.ctx;
-    return streamKey(c.seed, `moe.${what}/rank${c.rank}/step${c.phase.step}/micro${c.micro.index}/layer${layer}`);
+    const slot = c.micro.index * c.worldSize + c.rank;
+    return streamKey(c.seed, `moe.${what}/step${c.phase.step}/slot${slot}/layer${layer}`);
   }
 
   async run(req: GateRequest): Promise<GateDecision> {

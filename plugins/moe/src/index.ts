@@ -125,6 +125,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             phase: e.phase,
             micro: e.micro,
             rank: e.comm.rank,
+            worldSize: e.comm.worldSize,
             seed: e.config.seed,
             observe: (r) => stats.observe(r),
           });

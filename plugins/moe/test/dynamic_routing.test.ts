@@ -4,7 +4,8 @@
  * stage and ep_size 2 and 4 (world 4) this must run without hangs or stale ZeRO-3 prefetches, an
  * expert without tokens must contribute a zero gradient to its reduction, and the parameters must
  * match the single-rank run under the same routing (tolerance as in ep_equivalence.test.ts).
- * Also: capacity drops under expert parallelism equal the single-rank run's drops.
+ * Also: capacity drops under expert parallelism equal the single-rank run's drops, and noisy gating
+ * (RSample, Jitter; noise keyed by the global micro-batch slot) routes exactly as the single rank.
  */
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
@@ -38,12 +39,17 @@ describe("dynamic routing with experts that receive no tokens", async () => {
       { job: tinyMoeJob({ gradient_accumulation_steps: 4 }), steps: 1, forced: true, label: "one step" },
       { job: tinyMoeJob({ gradient_accumulation_steps: 4, optimizer: { type: "AdamW", params: { lr: 1e-2, weight_decay: 0.1 } } }), steps: 0, label: "init" },
       { job: tinyMoeJob({ gradient_accumulation_steps: 4, moe: { drop_tokens: true, aux_loss: "gshard", capacity_factor: 0.7, min_capacity: 1, z_loss_coef: 0.01 } }), steps: 3, label: "drops" },
+      { job: tinyMoeJob({ gradient_accumulation_steps: 4, moe: { noisy_gate_policy: "RSample" } }), steps: 3, label: "noise RSample" },
+      { job: tinyMoeJob({ gradient_accumulation_steps: 4, moe: { noisy_gate_policy: "Jitter" } }), steps: 3, label: "noise Jitter" },
     ] },
   }))[0]!;
   const runs: RunArgs[] = [];
   for (const stage of [0, 1, 2, 3]) for (const ep of [2, 4]) runs.push({ label: `stage ${stage}, ep_size ${ep}`, steps: STEPS, forced: true, job: tinyMoeJob({ moe: { ep_size: ep }, zero_optimization: zero(stage) }) });
   for (const stage of [2, 3]) for (const ep of [2, 4]) {
     runs.push({ label: `drops, stage ${stage}, ep_size ${ep}`, steps: 3, job: tinyMoeJob({ moe: { ep_size: ep, drop_tokens: true, aux_loss: "gshard", capacity_factor: 0.7, min_capacity: 1, z_loss_coef: 0.01 }, zero_optimization: zero(stage) }) });
+  }
+  for (const [policy, stage, ep] of [["RSample", 3, 2], ["Jitter", 2, 4]] as const) {
+    runs.push({ label: `noise ${policy}, stage ${stage}, ep_size ${ep}`, steps: 3, job: tinyMoeJob({ moe: { ep_size: ep, noisy_gate_policy: policy }, zero_optimization: zero(stage) }) });
   }
   const res = await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs } }) as unknown as RunOut[][];
 
@@ -63,7 +69,8 @@ describe("dynamic routing with experts that receive no tokens", async () => {
   runs.forEach((run, i) => {
     const outs = res.map((r) => r[i]!);
     const drops = run.label!.startsWith("drops");
-    const ref = drops ? base[3]! : base[0]!;
+    const noise = run.label!.startsWith("noise") ? (run.label!.includes("RSample") ? base[4]! : base[5]!) : null;
+    const ref = noise ?? (drops ? base[3]! : base[0]!);
     test(`world 4, ${run.label}: completes, parameters within 1e-6 of the single-rank run`, () => {
       expect(maxAbsDiff(ref.params, merge(outs))).toBeLessThan(1e-6);
       expect(outs[0]!.losses[0]).toBe(ref.losses[0]!);

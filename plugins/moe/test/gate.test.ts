@@ -33,7 +33,7 @@ function opts(over: Partial<GateOptions> = {}): GateOptions {
 }
 
 function ctx(training = true, step = 0, micro = 0): GateContext {
-  return { phase: { training, backward: false, step }, micro: { index: micro, count: 1 }, rank: 0, seed: 3 };
+  return { phase: { training, backward: false, step }, micro: { index: micro, count: 1 }, rank: 0, worldSize: 1, seed: 3 };
 }
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
