@@ -155,7 +155,7 @@ describe("mutation fuzz (clean errors only)", () => {
     expect(a.errors + b.errors).toBeGreaterThan(3400);
     expect(Math.max(a.maxMs, b.maxMs)).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  });
+  }, 120_000);
 
   test("manifest.json: 1500 mutations of a real checkpoint's manifest, read through every record", async () => {
     const dir = join(ROOT, "ck");
@@ -183,7 +183,7 @@ describe("mutation fuzz (clean errors only)", () => {
     expect(t.errors).toBeGreaterThan(750);
     expect(t.maxMs).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  });
+  }, 120_000);
 
   test("safetensors: 3000 mutations, header damage always refused cleanly", () => {
     const r = rng(SEED + 4);
@@ -208,5 +208,5 @@ describe("mutation fuzz (clean errors only)", () => {
     expect(t.errors).toBeGreaterThan(1000);
     expect(t.maxMs).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  });
+  }, 120_000);
 });

@@ -121,6 +121,6 @@ describe("resharding on load", () => {
       let moved = 0;
       for (const [k, v] of saved) v.forEach((x, j) => (moved = Math.max(moved, Math.abs(x - endB.get(k)![j]!))));
       expect(moved).toBeGreaterThan(1e-4);
-    });
+    }, 120_000);
   });
 });

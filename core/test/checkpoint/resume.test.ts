@@ -64,6 +64,6 @@ describe("exact resume at world size 2", () => {
       const b = assemble(resumed.map((r) => r.snapshots[0]!));
       expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
       for (const [k, v] of a) expect(b.get(k)).toEqual(v);
-    });
+    }, 120_000);
   });
 });
