@@ -28,22 +28,22 @@ const NEG = "-3.0e38";
 /** Workgroup-memory bytes of each tiled kernel for block size `b` and head dim `d`. */
 export function attentionTileBytes(b: number, d: number): { fwd: number; dq: number; dkv: number } {
   const tile = b * d * 4;
-  const padded = b * (d + 1) * 4; // K and V tiles
+  const padded = b * (d + 1) * 4; // K and V tiles (and Q in the forward)
   return {
-    fwd: tile + 2 * padded + b * b * 4 + 3 * b * 4,
+    fwd: 3 * padded + b * b * 4 + 8 * b * 4,
     dq: 2 * tile + 2 * padded + b * b * 4 + 2 * b * 4,
     dkv: 2 * tile + 2 * padded + 2 * b * b * 4 + 2 * b * 4,
   };
 }
 
-/** Largest block size in {32, 16, 8} whose kernels fit in `maxShared` bytes for head dim `d`
- * (forward and backward separately), or 0 when none does. */
+/** Largest block size whose kernels fit in `maxShared` bytes for head dim `d` — forward from
+ * {32, 16}, backward from {32, 16, 8} — or 0 when none does. */
 export function chooseAttentionBlock(d: number, maxShared: number): { fwd: number; bwd: number } {
   let fwd = 0;
   let bwd = 0;
   for (const b of [32, 16, 8]) {
     const t = attentionTileBytes(b, d);
-    if (!fwd && t.fwd <= maxShared) fwd = b;
+    if (!fwd && b >= 16 && t.fwd <= maxShared) fwd = b;
     if (!bwd && Math.max(t.dq, t.dkv) <= maxShared) bwd = b;
   }
   return { fwd, bwd };
@@ -62,12 +62,24 @@ fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
 
 const ENTRY = `@compute @workgroup_size(${TW}) fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32)`;
 
-/** Launch of the tiled forward with block size `B` (from {@link chooseAttentionBlock}). */
+/** Launch of the tiled forward with block size `B` ∈ {16, 32} (from {@link chooseAttentionBlock}).
+ *
+ * Register blocking: the 128 invocations form 16 row groups × 8 column groups. For the score tile
+ * an invocation holds B/16 rows × B/8 key columns (keys cg, cg+8, …) in registers, so each value
+ * staged in workgroup memory feeds several multiply-adds; the row max and sum of the online softmax
+ * are combined over the 8 invocations of a row group through workgroup memory (every one of them
+ * computes the same values, in the same order); for P·V an invocation holds B/16 rows × ⌈D/8⌉
+ * head dims (d = cg, cg+8, …). All tiles have padded rows (stride D+1). */
 export function attentionTiledLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, B: number): Launch | null {
   if (Bt * S * H === 0 || D === 0) return null;
+  if (B !== 16 && B !== 32) throw new Error(`attentionTiledLaunch: block size must be 16 or 32, got ${B}`);
   const nqb = Math.ceil(S / B);
-  const kernel: Kernel = memoKernel(`attention_tiled_fwd_d${D}_b${B}`, () => ({
-    label: `attention_tiled_fwd_d${D}_b${B}`,
+  const RPT = B / 16;
+  const CPT = B / 8;
+  const DPT = Math.ceil(D / 8);
+  const label = `attention_tiled_fwd_d${D}_b${B}`;
+  const kernel: Kernel = memoKernel(label, () => ({
+    label,
     buffers: [
       { name: "b_q", type: F, write: false },
       { name: "b_k", type: F, write: false },
@@ -77,13 +89,14 @@ export function attentionTiledLaunch(q: Buf, qoff: number, k: Buf, koff: number,
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff", "nqb"), ...f32s("scale")],
     code: `${header(D, B)}
-var<workgroup> Qs: array<f32, ${B * D}>;
+const RPT: u32 = ${RPT}u;
+const CPT: u32 = ${CPT}u;
+const DPT: u32 = ${DPT}u;
+var<workgroup> Qs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
 var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
-var<workgroup> Ss: array<f32, ${B * B}>;
-var<workgroup> rm: array<f32, ${B}>;
-var<workgroup> rl: array<f32, ${B}>;
-var<workgroup> ra: array<f32, ${B}>;
+var<workgroup> Ps: array<f32, ${B * B}>;
+var<workgroup> red: array<f32, ${B * 8}>;
 ${ENTRY} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nqb) { return; }
@@ -92,16 +105,19 @@ ${ENTRY} {
   let b = id / (P.nqb * P.H);
   let kh = (h * P.Hkv) / P.H;
   let q0 = qb * BB;
+  let rg = li / 8u;
+  let cg = li % 8u;
   for (var e = li; e < BB * DH; e = e + ${TW}u) {
     let qi = q0 + e / DH;
     var val: f32 = 0.0;
     if (qi < P.S) { val = b_q[P.qoff + qidx(b, qi, h) + e % DH] * P.scale; }
-    Qs[e] = val;
+    Qs[(e / DH) * KS + e % DH] = val;
   }
-  if (li < BB) { rm[li] = ${NEG}; rl[li] = 0.0; }
-  var acc: array<f32, OPT>;
-  for (var u = 0u; u < OPT; u = u + 1u) { acc[u] = 0.0; }
-  workgroupBarrier();
+  var m: array<f32, RPT>;
+  var l: array<f32, RPT>;
+  var acc: array<f32, ${RPT * DPT}>;
+  for (var i = 0u; i < RPT; i = i + 1u) { m[i] = ${NEG}; l[i] = 0.0; }
+  for (var u = 0u; u < RPT * DPT; u = u + 1u) { acc[u] = 0.0; }
   let qlast = min(q0 + BB, P.S) - 1u;
   for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
     for (var e = li; e < BB * DH; e = e + ${TW}u) {
@@ -113,50 +129,78 @@ ${ENTRY} {
       Vs[(e / DH) * KS + e % DH] = vv;
     }
     workgroupBarrier();
-    for (var e = li; e < BB * BB; e = e + ${TW}u) {
-      let r = e / BB;
-      let j = e % BB;
-      var s: f32 = ${NEG};
-      if (k0 + j <= q0 + r && q0 + r < P.S) {
-        var dot: f32 = 0.0;
-        for (var d = 0u; d < DH; d = d + 1u) { dot = dot + Qs[r * DH + d] * Ks[j * KS + d]; }
-        s = dot;
+    // scores for rows rg·RPT + i, keys cg + 8c
+    var sc: array<f32, ${RPT * CPT}>;
+    for (var u = 0u; u < RPT * CPT; u = u + 1u) { sc[u] = 0.0; }
+    for (var d = 0u; d < DH; d = d + 1u) {
+      var qv: array<f32, RPT>;
+      for (var i = 0u; i < RPT; i = i + 1u) { qv[i] = Qs[(rg * RPT + i) * KS + d]; }
+      for (var c = 0u; c < CPT; c = c + 1u) {
+        let kv = Ks[(cg + 8u * c) * KS + d];
+        for (var i = 0u; i < RPT; i = i + 1u) { sc[i * CPT + c] = sc[i * CPT + c] + qv[i] * kv; }
       }
-      Ss[e] = s;
+    }
+    // causal mask, partial row max
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      let qi = q0 + rg * RPT + i;
+      var pm: f32 = ${NEG};
+      for (var c = 0u; c < CPT; c = c + 1u) {
+        if (k0 + cg + 8u * c > qi || qi >= P.S) { sc[i * CPT + c] = ${NEG}; }
+        pm = max(pm, sc[i * CPT + c]);
+      }
+      red[(rg * RPT + i) * 8u + cg] = pm;
     }
     workgroupBarrier();
-    if (li < BB) {
-      let mo = rm[li];
-      var mn = mo;
-      for (var j = 0u; j < BB; j = j + 1u) { mn = max(mn, Ss[li * BB + j]); }
-      let alpha = exp(mo - mn);
-      var l = rl[li] * alpha;
-      for (var j = 0u; j < BB; j = j + 1u) { let p = exp(Ss[li * BB + j] - mn); Ss[li * BB + j] = p; l = l + p; }
-      rm[li] = mn;
-      rl[li] = l;
-      ra[li] = alpha;
+    var mn: array<f32, RPT>;
+    var alpha: array<f32, RPT>;
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      var mx = m[i];
+      for (var g = 0u; g < 8u; g = g + 1u) { mx = max(mx, red[(rg * RPT + i) * 8u + g]); }
+      mn[i] = mx;
+      alpha[i] = exp(m[i] - mx);
     }
     workgroupBarrier();
-    for (var u = 0u; u < OPT; u = u + 1u) {
-      let e = li + ${TW}u * u;
-      if (e < BB * DH) {
-        let r = e / DH;
-        let d = e % DH;
-        var a = acc[u] * ra[r];
-        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ss[r * BB + j] * Vs[j * KS + d]; }
-        acc[u] = a;
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      var ps: f32 = 0.0;
+      for (var c = 0u; c < CPT; c = c + 1u) {
+        let p = exp(sc[i * CPT + c] - mn[i]);
+        Ps[(rg * RPT + i) * BB + cg + 8u * c] = p;
+        ps = ps + p;
+      }
+      red[(rg * RPT + i) * 8u + cg] = ps;
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      var rs: f32 = 0.0;
+      for (var g = 0u; g < 8u; g = g + 1u) { rs = rs + red[(rg * RPT + i) * 8u + g]; }
+      l[i] = l[i] * alpha[i] + rs;
+      m[i] = mn[i];
+      for (var t = 0u; t < DPT; t = t + 1u) { acc[i * DPT + t] = acc[i * DPT + t] * alpha[i]; }
+    }
+    // O += P·V for rows rg·RPT + i, dims cg + 8t
+    for (var j = 0u; j < BB; j = j + 1u) {
+      var pv: array<f32, RPT>;
+      for (var i = 0u; i < RPT; i = i + 1u) { pv[i] = Ps[(rg * RPT + i) * BB + j]; }
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) {
+          let vv = Vs[j * KS + d];
+          for (var i = 0u; i < RPT; i = i + 1u) { acc[i * DPT + t] = acc[i * DPT + t] + pv[i] * vv; }
+        }
       }
     }
     workgroupBarrier();
   }
-  for (var u = 0u; u < OPT; u = u + 1u) {
-    let e = li + ${TW}u * u;
-    if (e < BB * DH) {
-      let qi = q0 + e / DH;
-      if (qi < P.S) { b_out[P.ooff + qidx(b, qi, h) + e % DH] = acc[u] / rl[e / DH]; }
+  for (var i = 0u; i < RPT; i = i + 1u) {
+    let qi = q0 + rg * RPT + i;
+    if (qi < P.S) {
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) { b_out[P.ooff + qidx(b, qi, h) + d] = acc[i * DPT + t] / l[i]; }
+      }
+      if (cg == 0u) { b_lse[P.loff + ridx(b, h, qi)] = m[i] + log(l[i]); }
     }
   }
-  if (li < BB && q0 + li < P.S) { b_lse[P.loff + ridx(b, h, q0 + li)] = rm[li] + log(rl[li]); }
 }`,
   }));
   return { kernel, bufs: [q, k, v, out, lse], params: [Bt, S, H, Hkv, qoff, koff, voff, ooff, loff, nqb, scale], workgroups: Bt * H * nqb };
