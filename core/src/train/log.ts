@@ -33,9 +33,11 @@ export interface StepLineFields {
   /** Rank 0's current bytes per tag. */
   memory: Readonly<Record<MemTag, number>>;
   paddingBytes: number;
+  /** Rank 0's peak of the sum over all tags since the start, bytes. */
+  peakTotal: number;
 }
 
-/** `step 10/300 | loss 4.1234 | lr 1.00e-3 | 2950 tok/s | scale 1 | grad_norm 0.953 | mem MiB param 1.00 …`. */
+/** `step 10/300 | loss 4.1234 | lr 1.00e-3 | 2950 tok/s | scale 1 | grad_norm 0.953 | mem MiB param 1.00 … | peak MiB 14.37`. */
 export function formatStepLine(f: StepLineFields): string {
   const w = String(f.totalSteps).length;
   const parts = [
@@ -46,6 +48,7 @@ export function formatStepLine(f: StepLineFields): string {
     `scale ${f.lossScale}`,
     `grad_norm ${Number.isFinite(f.gradNorm) ? f.gradNorm.toPrecision(3) : String(f.gradNorm)}`,
     `mem MiB ${formatMemory(f.memory, f.paddingBytes)}`,
+    `peak MiB ${mib(f.peakTotal)}`,
   ];
   if (f.skipped) parts.push("SKIPPED (inf/NaN gradients)");
   return parts.join(" | ");

@@ -113,6 +113,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     windowSteps++;
     out.progress(step, { loss: r.loss, lr: r.lr });
     if (step % printEvery === 0 || step === steps) {
+      const mem = be.memory();
       out.line(
         formatStepLine({
           step,
@@ -123,8 +124,9 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
           lossScale: r.lossScale,
           gradNorm: r.gradNorm,
           skipped: r.skipped,
-          memory: be.memory().current,
+          memory: mem.current,
           paddingBytes: engine.paddingBytes(),
+          peakTotal: mem.peakTotal,
         }),
       );
       const moeLine = moe?.lastLine();

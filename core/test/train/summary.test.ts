@@ -80,9 +80,9 @@ describe("log lines", () => {
     memory.param = 3 * 1048576;
     memory.optim = 1572864;
     memory.activation = 1;
-    const line = formatStepLine({ step: 7, totalSteps: 131, loss: 3.14159, lr: 0.00123, tokensPerSecond: 2950.4, lossScale: 65536, gradNorm: 0.98765, skipped: false, memory, paddingBytes: 524288 });
-    expect(line).toBe("step   7/131 | loss 3.1416 | lr 1.23e-3 | 2950 tok/s | scale 65536 | grad_norm 0.988 | mem MiB param 3.00 optim 1.50 activation 0.00 padding 0.50");
-    const skipped = formatStepLine({ step: 131, totalSteps: 131, loss: NaN, lr: 1e-4, tokensPerSecond: 0, lossScale: 32768, gradNorm: Infinity, skipped: true, memory, paddingBytes: 0 });
+    const line = formatStepLine({ step: 7, totalSteps: 131, loss: 3.14159, lr: 0.00123, tokensPerSecond: 2950.4, lossScale: 65536, gradNorm: 0.98765, skipped: false, memory, paddingBytes: 524288, peakTotal: 15072344 });
+    expect(line).toBe("step   7/131 | loss 3.1416 | lr 1.23e-3 | 2950 tok/s | scale 65536 | grad_norm 0.988 | mem MiB param 3.00 optim 1.50 activation 0.00 padding 0.50 | peak MiB 14.37");
+    const skipped = formatStepLine({ step: 131, totalSteps: 131, loss: NaN, lr: 1e-4, tokensPerSecond: 0, lossScale: 32768, gradNorm: Infinity, skipped: true, memory, paddingBytes: 0, peakTotal: 0 });
     expect(skipped).toContain("grad_norm Infinity");
     expect(skipped).toContain("SKIPPED (inf/NaN gradients)");
     expect(formatMemory(Object.fromEntries(MEM_TAGS.map((t) => [t, 0])) as Record<MemTag, number>)).toBe("0");
