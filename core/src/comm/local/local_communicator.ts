@@ -28,7 +28,8 @@ import { CommMismatchError } from "../errors.ts";
 import { reduceInto } from "../reduce.ts";
 import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
 import { GroupSync, registerGroup } from "./group_sync.ts";
-import { HEADER_BASE, HEADER_WORDS, controlLayout, type LocalWorldMemory } from "./memory.ts";
+import { OP_CODES, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call_header.ts";
+import { controlLayout, type LocalWorldMemory } from "./memory.ts";
 
 /** Options of a local communicator. */
 export interface LocalCommOptions {
@@ -46,17 +47,6 @@ export function timeoutMsFromEnv(): number {
   return s * 1000;
 }
 
-const OP_CODES: Record<CollectiveName, number> = {
-  all_reduce: 1,
-  reduce_scatter: 2,
-  all_gather: 3,
-  all_to_all_v: 4,
-  broadcast: 5,
-  gather: 6,
-  scatter: 7,
-  barrier: 8,
-};
-
 type ArrayCtor = {
   new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
   new (length: number): CommArray;
@@ -64,19 +54,9 @@ type ArrayCtor = {
   readonly name: string;
 };
 
-function dtypeCode(a: CommArray): number {
-  if (a instanceof Float32Array) return 1;
-  if (a instanceof Float64Array) return 2;
-  if (a instanceof Uint16Array) return 3;
-  if (a instanceof Int32Array) return 4;
-  if (a instanceof Uint32Array) return 5;
-  throw new TypeError(`comm: unsupported array type ${(a as object)?.constructor?.name}; expected Float32Array, Float64Array, Uint16Array, Int32Array or Uint32Array`);
-}
 /** Chunks of at most min(this, slot elements / 16) elements are all-reduced by every member in
  * full (2 barriers) instead of segment by segment (3 barriers). */
 const SMALL_ALL_REDUCE = 4096;
-
-const DTYPE_NAMES = ["?", "Float32Array", "Float64Array", "Uint16Array", "Int32Array", "Uint32Array"];
 
 class LocalGroup implements Group {
   readonly size: number;
@@ -89,15 +69,6 @@ class LocalGroup implements Group {
   ) {
     this.size = ranks.length;
   }
-}
-
-/** Header fields compared across members at a collective's first barrier. */
-interface Header {
-  op: number;
-  dtype: number;
-  length: number;
-  root: number;
-  flags: number;
 }
 
 /** A rank's communicator on the `local` (shared-memory, Bun Workers) transport. */
@@ -178,45 +149,21 @@ export class LocalCommunicator implements Communicator {
     return Math.floor(this.mem.slotBytes / ctor.BYTES_PER_ELEMENT);
   }
 
-  private writeHeader(h: Header): void {
-    const b = HEADER_BASE + HEADER_WORDS * this.rank;
-    Atomics.store(this.ctl, b, h.op);
-    Atomics.store(this.ctl, b + 1, h.dtype);
-    Atomics.store(this.ctl, b + 2, h.length | 0);
-    Atomics.store(this.ctl, b + 3, h.root);
-    Atomics.store(this.ctl, b + 4, h.flags);
-  }
-
-  private readHeader(r: number): Header {
-    const b = HEADER_BASE + HEADER_WORDS * r;
-    return {
-      op: Atomics.load(this.ctl, b),
-      dtype: Atomics.load(this.ctl, b + 1),
-      length: Atomics.load(this.ctl, b + 2) >>> 0,
-      root: Atomics.load(this.ctl, b + 3),
-      flags: Atomics.load(this.ctl, b + 4),
-    };
+  private writeHeader(h: CallHeader): void {
+    writeCallHeader(this.ctl, this.rank, h);
   }
 
   private barrierOf(g: LocalGroup, op: CollectiveName): void {
     g.sync.arriveAndWait(op, g.name, this.timeoutMs);
   }
 
-  /** After the first barrier: compare every member's header with the first member's. On a
-   * mismatch every member sees the same table, meets once more (so no slot is still being read)
-   * and throws the same error. */
+  /** After the first barrier: compare every member's call header. On a mismatch every member sees
+   * the same table, meets once more (so no slot is still being read) and throws the same error. */
   private checkHeaders(g: LocalGroup, op: CollectiveName): void {
-    const hs = g.ranks.map((r) => this.readHeader(r));
-    const h0 = hs[0];
-    const bad = hs.some((h) => h.op !== h0.op || h.dtype !== h0.dtype || h.length !== h0.length || h.root !== h0.root || h.flags !== h0.flags);
-    if (!bad) return;
-    const names = Object.fromEntries(Object.entries(OP_CODES).map(([k, v]) => [v, k]));
-    const rows = hs.map(
-      (h, i) =>
-        `rank ${g.ranks[i]}: ${names[h.op] ?? `op#${h.op}`} ${DTYPE_NAMES[h.dtype] ?? "?"} length ${h.length} root ${h.root} flags ${h.flags}`,
-    );
+    const problem = describeHeaderMismatch(this.ctl, g.ranks);
+    if (problem === null) return;
     this.barrierOf(g, op);
-    throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${rows.join("; ")}`);
+    throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${problem}`);
   }
 
   private checkRoot(g: LocalGroup, root: number, op: CollectiveName): number {
