@@ -16,7 +16,9 @@
  * - `checkpoint` (wrapped when ep_size > 1): expert states are written by the ranks of the expert's
  *   edp group (its first rank when replicated, every rank its shard when sharded), and the manifest
  *   records the placement (`moe.placement`, placement.ts `PlacementRecord`); resume with
- *   `createMoEPlugin({ resumeFrom: manifest.moe.placement })`.
+ *   `createMoEPlugin({ manifest: manifest.moe })` — same placement when the job asks for the same
+ *   strategy and ep_size; with `balanced`, a new placement from the loads the saved run measured
+ *   (`moe.expert_loads`, the expert counts of every step so far, summed over dp).
  *
  * Constraints (config errors naming the numbers): num_local_experts % ep_size == 0 and
  * world_size % ep_size == 0.
@@ -26,7 +28,7 @@
 import { definePlugin, type EngineEnv, type EngineHooks, type Unit } from "@zeromoe/core";
 import { ExpertParallelRoute } from "./ep_route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
-import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord } from "./placement.ts";
+import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
 import { MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
 
 export * from "./placement.ts";
@@ -59,13 +61,36 @@ export function moeStateOf(env: EngineEnv): MoEState | null {
   return STATES.get(env) ?? null;
 }
 
+/** What the plugin adds to a checkpoint manifest under `moe` (checkpoint hook `manifest`). */
+export interface MoEManifestEntry {
+  /** Placement of the saved run. */
+  placement: PlacementRecord;
+  /** Expert counts per layer over every step the saved run reduced (reduceMoEStats), or null. */
+  expert_loads: number[][] | null;
+}
+
+/**
+ * Placement for a job resuming from a manifest entry: `balanced` with measured loads → a fresh
+ * balanced placement from them (experts move; the checkpoint loader reads states by unit name);
+ * otherwise the recorded placement when strategy and ep_size match; else null (place anew).
+ */
+export function placementForResume(entry: MoEManifestEntry, strategy: PlacementStrategy, numLayers: number, numExperts: number, epSize: number): { placement: LayerPlacement[]; loads: number[][] | null } | null {
+  if (strategy === "balanced" && entry.expert_loads && entry.expert_loads.length === numLayers && entry.expert_loads.every((l) => l.length === numExperts)) {
+    return { placement: placeExperts("balanced", numLayers, numExperts, epSize, entry.expert_loads), loads: entry.expert_loads };
+  }
+  if (entry.placement.strategy === strategy && entry.placement.ep_size === epSize) {
+    return { placement: placementFromRecord(entry.placement, numLayers, numExperts, epSize), loads: entry.placement.loads };
+  }
+  return null;
+}
+
 /** Options of {@link createMoEPlugin}. */
 export interface MoEPluginOptions {
   /** Measured per-layer, per-expert loads for `placement: "balanced"` (e.g. the counts of a previous
    * run's `--summary`). Without them `balanced` falls back to `contiguous` (and says so). */
   loads?: number[][] | null;
-  /** A placement recorded in a checkpoint manifest: resume with exactly that placement. */
-  resumeFrom?: PlacementRecord | null;
+  /** The `moe` entry of a checkpoint manifest ({@link MoEManifestEntry}) to resume from. */
+  manifest?: MoEManifestEntry | null;
 }
 
 /** Build the MoE plugin (the default export is `createMoEPlugin()`). */
@@ -86,14 +111,17 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       if (E % P !== 0) throw new Error(`moe.ep_size: num_local_experts ${E} is not divisible by ep_size ${P}`);
       if (W % P !== 0) throw new Error(`moe.ep_size: world_size ${W} is not divisible by ep_size ${P}`);
       if (env.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${env.groups.ep.name} has ${env.groups.ep.size} ranks, moe.ep_size is ${P}`);
-      const loads = opts.loads ?? null;
+      let loads = opts.loads ?? null;
+      const resumed = opts.manifest ? placementForResume(opts.manifest, cfg.placement, L, E, P) : null;
       let placement: LayerPlacement[];
-      if (opts.resumeFrom) placement = placementFromRecord(opts.resumeFrom, L, E, P);
-      else {
+      if (resumed) {
+        placement = resumed.placement;
+        loads = resumed.loads;
+      } else {
         if (cfg.placement === "balanced" && !loads && P > 1) env.log(`moe: placement "balanced" has no measured loads yet; experts placed contiguously`);
         placement = placeExperts(cfg.placement, L, E, P, loads);
       }
-      const record = opts.resumeFrom ?? placementRecord(cfg.placement, P, placement, loads);
+      const record = placementRecord(cfg.placement, P, placement, loads);
       const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps);
       const state: MoEState = { epSize: P, placement, record, stats, route: null, gate: null };
       STATES.set(env, state);
@@ -111,7 +139,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             const experts = [...e.states.values()].filter((s) => s.unit.kind === "expert" && (s.plan.optim === "sharded" || s.plan.group.rank === 0)).map((s) => s.unit);
             return [...dense, ...experts];
           },
-          manifest: (e) => ({ ...(prev.manifest?.(e) ?? {}), moe: { placement: state.record } }),
+          manifest: (e) => ({ ...(prev.manifest?.(e) ?? {}), moe: { placement: state.record, expert_loads: stats.cumulativeCounts() } satisfies MoEManifestEntry }),
         }));
       }
       ctx.claim("route", {

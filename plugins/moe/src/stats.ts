@@ -68,8 +68,10 @@ export class MoEStatsRecorder {
   /** Consecutive steps each (layer, expert) received no tokens. */
   private readonly idle: Int32Array;
   private steps = 0;
-  /** Every step's statistics so far (most recent last); the trainer may read or clear it. */
-  readonly history: MoEStepStats[] = [];
+  /** The run's totals over every reduced step (for the `--summary` section). */
+  readonly totals: MoERunTotals;
+  /** The latest step's statistics, or null before the first. */
+  last: MoEStepStats | null = null;
 
   constructor(numLayers: number, numExperts: number, k: number, auxType: "switch" | "gshard" | "mixtral", deadExpertSteps: number) {
     this.numLayers = numLayers;
@@ -81,6 +83,17 @@ export class MoEStatsRecorder {
     this.dropped = new Float64Array(numLayers);
     this.tokens = new Float64Array(numLayers);
     this.idle = new Int32Array(numLayers * numExperts);
+    this.totals = {
+      steps: 0,
+      counts: Array.from({ length: numLayers }, () => new Array<number>(numExperts).fill(0)),
+      tokens: new Array<number>(numLayers).fill(0),
+      dropped: new Array<number>(numLayers).fill(0),
+      auxSum: 0,
+      auxSteps: 0,
+      zSum: 0,
+      zSteps: 0,
+      warnings: [],
+    };
   }
 
   /** Record one layer of one training forward (called by the gate). */
@@ -107,6 +120,12 @@ export class MoEStatsRecorder {
         this.fwd = [];
       }
     }
+  }
+
+  /** Expert counts per layer summed over every reduced step so far (dp-summed; identical on every
+   * rank), or null before the first step. Used as measured loads for `balanced` placement. */
+  cumulativeCounts(): number[][] | null {
+    return this.totals.steps === 0 ? null : this.totals.counts.map((r) => [...r]);
   }
 
   /**
@@ -150,7 +169,23 @@ export class MoEStatsRecorder {
       zLoss: buf[o + 3]! > 0 ? buf[o + 2]! / buf[o + 3]! : null,
       warnings,
     };
-    this.history.push(stats);
+    const t = this.totals;
+    t.steps++;
+    layers.forEach((l, i) => {
+      l.counts.forEach((c, e) => (t.counts[i]![e]! += c));
+      t.tokens[i]! += l.tokens;
+      t.dropped[i]! += l.dropped;
+    });
+    if (stats.auxLoss !== null) {
+      t.auxSum += stats.auxLoss;
+      t.auxSteps++;
+    }
+    if (stats.zLoss !== null) {
+      t.zSum += stats.zLoss;
+      t.zSteps++;
+    }
+    t.warnings.push(...warnings);
+    this.last = stats;
     return stats;
   }
 }
@@ -203,34 +238,33 @@ export function formatLoadLine(s: MoEStepStats): string {
   return `moe ${parts.join(" | ")} | ${tail}`;
 }
 
-/** The `moe` section of `--summary` over a run's step statistics: per layer the summed counts,
- * dropped pairs and the final step's load figures; mean aux and z losses; all warnings. */
-export function summarySection(history: readonly MoEStepStats[]): {
+/** Totals of a run (every reduced step), kept by {@link MoEStatsRecorder}. */
+export interface MoERunTotals {
+  steps: number;
+  /** counts[layer][expert], summed over steps. */
+  counts: number[][];
+  tokens: number[];
+  dropped: number[];
+  auxSum: number;
+  auxSteps: number;
+  zSum: number;
+  zSteps: number;
+  warnings: string[];
+}
+
+/** The `moe` section of `--summary` from a run's totals: per layer the summed counts, tokens,
+ * dropped pairs and their fraction, min/max/CV/dead of the summed counts; mean aux and z losses
+ * over steps; all warnings. */
+export function summarySection(t: MoERunTotals): {
   steps: number;
   layers: { layer: number; counts: number[]; tokens: number; dropped: number; dropFraction: number; min: number; max: number; cv: number; dead: number }[];
   auxLoss: number | null;
   zLoss: number | null;
   warnings: string[];
 } {
-  const L = history[0]?.layers.length ?? 0;
-  const layers = [];
-  for (let l = 0; l < L; l++) {
-    const E = history[0]!.layers[l]!.counts.length;
-    const counts = new Array<number>(E).fill(0);
-    let tokens = 0;
-    let dropped = 0;
-    for (const h of history) {
-      const x = h.layers[l]!;
-      x.counts.forEach((c, e) => (counts[e]! += c));
-      tokens += x.tokens;
-      dropped += x.dropped;
-    }
+  const layers = t.counts.map((counts, l) => {
     const pairs = counts.reduce((a, b) => a + b, 0);
-    layers.push({ layer: l, counts, tokens, dropped, dropFraction: pairs > 0 ? dropped / pairs : 0, ...loadSummary(counts) });
-  }
-  const mean = (xs: (number | null)[]): number | null => {
-    const v = xs.filter((x): x is number => x !== null);
-    return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
-  };
-  return { steps: history.length, layers, auxLoss: mean(history.map((h) => h.auxLoss)), zLoss: mean(history.map((h) => h.zLoss)), warnings: history.flatMap((h) => h.warnings) };
+    return { layer: l, counts: [...counts], tokens: t.tokens[l]!, dropped: t.dropped[l]!, dropFraction: pairs > 0 ? t.dropped[l]! / pairs : 0, ...loadSummary(counts) };
+  });
+  return { steps: t.steps, layers, auxLoss: t.auxSteps > 0 ? t.auxSum / t.auxSteps : null, zLoss: t.zSteps > 0 ? t.zSum / t.zSteps : null, warnings: [...t.warnings] };
 }

@@ -1,12 +1,13 @@
 /**
  * Expert placement strategies (placement.ts): the layouts, the greedy balanced bin-packing on a
- * hand-worked example, the manifest record round trip, and training equivalence with
+ * hand-worked example, the manifest record round trip, balanced placement from the loads a saved
+ * run measured, the checkpoint hook's writers, and training equivalence with
  * `round_robin` and `balanced` placement (the experts live on other ranks, the results do not
  * change: forward bit-identical, parameters within 1e-6 of the single-rank run after 3 steps).
  */
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
-import { balancedPlacement, contiguousPlacement, loadImbalance, placeExperts, placementFromRecord, placementRecord, roundRobinPlacement } from "../src/index.ts";
+import { balancedPlacement, contiguousPlacement, loadImbalance, placeExperts, placementForResume, placementFromRecord, placementRecord, roundRobinPlacement, type MoEManifestEntry } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train_entry.ts";
 
 describe("placement strategies", () => {
@@ -98,5 +99,20 @@ describe("checkpoint hook with expert parallelism (world 4, ep_size 2)", async (
     for (const u of units) expect(writers.get(u)!.length).toBe(u.includes(".experts.") ? 2 : 4);
     for (const r of res) expect((r[1]!.manifest as { moe: { placement: unknown } }).moe.placement).toEqual(JSON.parse(JSON.stringify(r[1]!.placement)));
     expect((res[0]![1]!.manifest as { moe: { placement: { owner: number[][] } } }).moe.placement.owner).toEqual([[0, 1, 0, 1], [0, 1, 0, 1]]);
+  });
+});
+
+describe("balanced placement from the loads a saved run measured (manifest moe.expert_loads)", async () => {
+  const res = await launch<RunOut[]>({ worldSize: 2, entry: TRAIN_ENTRY, args: { runs: [{ steps: 2, job: tinyMoeJob({ moe: { ep_size: 2 } }) }] } }) as unknown as RunOut[][];
+  test("the manifest carries the dp-summed counts; a balanced job resuming from it bin-packs by them", () => {
+    const entry = res[0]![0]!.manifest!.moe as MoEManifestEntry;
+    const counts = res[0]![0]!.stats.reduce((acc, s) => acc.map((row, l) => row.map((c, e) => c + s.layers[l]!.counts[e]!)), [[0, 0, 0, 0], [0, 0, 0, 0]]);
+    expect(entry.expert_loads).toEqual(counts);
+    expect(entry.placement.owner).toEqual([[0, 0, 1, 1], [0, 0, 1, 1]]);
+    const r = placementForResume(entry, "balanced", 2, 4, 2)!;
+    expect(r.placement.map((p) => Array.from(p.owner))).toEqual(counts.map((l) => Array.from(balancedPlacement(4, 2, l).owner)));
+    // same strategy and ep_size: the recorded placement; another ep_size: placed anew
+    expect(placementForResume(entry, "contiguous", 2, 4, 2)!.placement.map((p) => Array.from(p.owner))).toEqual(entry.placement.owner);
+    expect(placementForResume(entry, "contiguous", 2, 4, 4)).toBeNull();
   });
 });

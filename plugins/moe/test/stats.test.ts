@@ -39,7 +39,9 @@ describe("statistics", () => {
     expect(warnings[3]).toEqual([]);
     expect(warnings[4]).toEqual([]);
     expect(warnings[5]).toEqual(["moe: expert 2 of layer 0 received no tokens for 2 steps (steps 4..5)"]);
-    const sum = summarySection(r.history);
+    const sum = summarySection(r.totals);
+    expect(r.cumulativeCounts()).toEqual([[14, 8, 2]]);
+    expect(r.last!.layers[0]!.counts).toEqual([4, 0, 0]);
     expect(sum.steps).toBe(6);
     expect(sum.layers[0]!.counts).toEqual([14, 8, 2]);
     expect(sum.auxLoss).toBe(1);
