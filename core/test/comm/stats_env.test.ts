@@ -1,6 +1,6 @@
-/** Stats counters (calls, bytes, time, reset) and the environment overrides of the transport. */
+/** Stats counters (calls, bytes, time, reset), the environment overrides and the call trace. */
 
-import { afterEach, expect, test } from "bun:test";
+import { afterEach, expect, spyOn, test } from "bun:test";
 import { timeoutMsFromEnv } from "../../src/comm/local/local_communicator.ts";
 import { createLocalWorldMemory, DEFAULT_SLOT_BYTES, slotBytesFromEnv } from "../../src/comm/local/memory.ts";
 import { createSoloCommunicator } from "../../src/comm/solo.ts";
@@ -63,4 +63,19 @@ test("ZEROMOE_COMM_TIMEOUT_S and ZEROMOE_COMM_ARENA_MB are read and validated", 
 test("world memory refuses slots too small for the all_to_all_v count exchange", () => {
   expect(() => createLocalWorldMemory(8, 64)).toThrow("slotBytes (64) must be at least 16·worldSize = 128");
   expect(createLocalWorldMemory(3, 1001).slotBytes).toBe(1000);
+});
+
+test("trace prints each call with its number, op, array type, length and group", async () => {
+  const spy = spyOn(console, "error").mockImplementation(() => {});
+  try {
+    const comm = createSoloCommunicator({ trace: true });
+    await comm.allReduce(new Float64Array(7));
+    await comm.allGather(new Int32Array(3), undefined, { group: comm.newGroup([0], "solo") });
+    expect(spy.mock.calls.map((c) => String(c[0]))).toEqual([
+      "[comm] rank 0 call 1: all_reduce Float64Array length 7 root 0 flags 0 on group world",
+      "[comm] rank 0 call 2: all_gather Int32Array length 3 root 0 flags 0 on group solo",
+    ]);
+  } finally {
+    spy.mockRestore();
+  }
 });

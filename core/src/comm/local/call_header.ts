@@ -67,6 +67,11 @@ export function readCallHeader(ctl: Int32Array, rank: number): CallHeader {
   };
 }
 
+/** `<op> <array type> length L root R flags F` for logs and errors. */
+export function describeCallHeader(h: CallHeader): string {
+  return `${OP_NAMES[h.op] ?? `op#${h.op}`} ${DTYPE_NAMES[h.dtype] ?? "?"} length ${h.length} root ${h.root} flags ${h.flags}`;
+}
+
 /** null when every member's header equals the first member's; else one row per member
  * (`rank r: <op> <array type> length L root R flags F`), the same on every member. */
 export function describeHeaderMismatch(ctl: Int32Array, ranks: readonly number[]): string | null {
@@ -74,7 +79,5 @@ export function describeHeaderMismatch(ctl: Int32Array, ranks: readonly number[]
   const h0 = hs[0];
   const same = hs.every((h) => h.op === h0.op && h.dtype === h0.dtype && h.length === h0.length && h.root === h0.root && h.flags === h0.flags);
   if (same) return null;
-  return hs
-    .map((h, i) => `rank ${ranks[i]}: ${OP_NAMES[h.op] ?? `op#${h.op}`} ${DTYPE_NAMES[h.dtype] ?? "?"} length ${h.length} root ${h.root} flags ${h.flags}`)
-    .join("; ");
+  return hs.map((h, i) => `rank ${ranks[i]}: ${describeCallHeader(h)}`).join("; ");
 }

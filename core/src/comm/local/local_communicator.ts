@@ -28,7 +28,7 @@ import { CommMismatchError } from "../errors.ts";
 import { reduceInto } from "../reduce.ts";
 import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
 import { GroupSync, registerGroup } from "./group_sync.ts";
-import { OP_CODES, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call_header.ts";
+import { OP_CODES, describeCallHeader, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call_header.ts";
 import { controlLayout, type LocalWorldMemory } from "./memory.ts";
 
 /** Options of a local communicator. */
@@ -36,6 +36,9 @@ export interface LocalCommOptions {
   /** Longest wait at any barrier before a collective fails, ms. Default: env ZEROMOE_COMM_TIMEOUT_S
    * (seconds) or 300 s. */
   timeoutMs?: number;
+  /** Print every collective call (rank, call number, op, array type, length, group) to stderr as it
+   * starts, to find where ranks diverge. Default: env ZEROMOE_COMM_TRACE=1. */
+  trace?: boolean;
 }
 
 /** Collective timeout from env ZEROMOE_COMM_TIMEOUT_S (seconds), default 300 s; returns ms. */
@@ -80,6 +83,9 @@ export class LocalCommunicator implements Communicator {
   private readonly syncs = new Map<number, GroupSync>();
   private readonly counters = new CommStats();
   private readonly timeoutMs: number;
+  private readonly trace: boolean;
+  /** Collectives called so far (counted only when tracing). */
+  private calls = 0;
 
   /**
    * Attach rank `rank` to the job memory `mem`. Every rank of the job must construct exactly one
@@ -96,6 +102,7 @@ export class LocalCommunicator implements Communicator {
     this.worldSize = mem.worldSize;
     this.ctl = new Int32Array(mem.control);
     this.timeoutMs = opts.timeoutMs ?? timeoutMsFromEnv();
+    this.trace = opts.trace ?? process.env.ZEROMOE_COMM_TRACE === "1";
     this.world = this.newGroup(
       Array.from({ length: this.worldSize }, (_, i) => i),
       "world",
@@ -149,8 +156,12 @@ export class LocalCommunicator implements Communicator {
     return Math.floor(this.mem.slotBytes / ctor.BYTES_PER_ELEMENT);
   }
 
-  private writeHeader(h: CallHeader): void {
+  private writeHeader(g: LocalGroup, h: CallHeader): void {
     writeCallHeader(this.ctl, this.rank, h);
+    if (this.trace) {
+      this.calls++;
+      console.error(`[comm] rank ${this.rank} call ${this.calls}: ${describeCallHeader(h)} on group ${g.name}`);
+    }
   }
 
   private barrierOf(g: LocalGroup, op: CollectiveName): void {
@@ -198,7 +209,7 @@ export class LocalCommunicator implements Communicator {
     const op = opts?.op ?? "sum";
     const average = opts?.average ?? false;
     const half = opts?.half ?? "bf16";
-    this.writeHeader({ op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: this.reduceFlags(opts) });
+    this.writeHeader(g, { op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: this.reduceFlags(opts) });
     const small = Math.min(SMALL_ALL_REDUCE, Math.floor(cap / 16));
     const chunks = Math.max(1, Math.ceil(len / cap));
     for (let ch = 0; ch < chunks; ch++) {
@@ -251,7 +262,7 @@ export class LocalCommunicator implements Communicator {
     const average = opts?.average ?? false;
     const half = opts?.half ?? "bf16";
     const cap = Math.floor(this.slotElems(ctor) / n);
-    this.writeHeader({ op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
+    this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -279,7 +290,7 @@ export class LocalCommunicator implements Communicator {
     if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
     if (out.length !== n * s) throw new Error(`all_gather on group ${g.name}: output length ${out.length}, expected group size × input length = ${n * s}`);
     const cap = this.slotElems(ctor);
-    this.writeHeader({ op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -322,7 +333,7 @@ export class LocalCommunicator implements Communicator {
     if (out.length < rdispl[n]) throw new Error(`${where}: recvCounts sum to ${rdispl[n]} but recv has ${out.length} elements`);
 
     // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.
-    this.writeHeader({ op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
     const cnt = this.slot(this.rank, Float64Array as unknown as ArrayCtor, 0, 2 * n) as Float64Array;
     for (let j = 0; j < n; j++) {
       cnt[j] = sendCounts[j];
@@ -378,7 +389,7 @@ export class LocalCommunicator implements Communicator {
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
     const len = data.length;
-    this.writeHeader({ op: OP_CODES.broadcast, dtype: dt, length: len, root, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.broadcast, dtype: dt, length: len, root, flags: 0 });
     const chunks = Math.max(1, Math.ceil(len / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -406,7 +417,7 @@ export class LocalCommunicator implements Communicator {
     if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
     if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
     const cap = this.slotElems(ctor);
-    this.writeHeader({ op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -441,7 +452,7 @@ export class LocalCommunicator implements Communicator {
       if (input.length !== n * s) throw new Error(`scatter on group ${g.name}: root input length ${input.length}, expected group size × output length = ${n * s}`);
     }
     const cap = Math.floor(this.slotElems(ctor) / n);
-    this.writeHeader({ op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -462,7 +473,7 @@ export class LocalCommunicator implements Communicator {
   async barrier(opts?: CollectiveOptions): Promise<void> {
     const t0 = performance.now();
     const g = this.group(opts, "barrier");
-    this.writeHeader({ op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
+    this.writeHeader(g, { op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
     this.barrierOf(g, "barrier");
     this.checkHeaders(g, "barrier");
     this.barrierOf(g, "barrier");
