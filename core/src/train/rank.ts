@@ -67,8 +67,9 @@ function rank0Output(args: TrainRankArgs): { out: LoopOutput; done: () => void }
 
 /**
  * Train this rank. Every rank must be launched with the same `args`.
- * @throws DataError (dataset missing or too small), Error from the backend ("webgpu" requested
- * but unusable) or the engine; launch turns it into a failure of the whole job.
+ * @throws DataError (dataset missing or too small), CheckpointError (`resume`), SafetensorsError
+ * (`initFrom`), Error from the backend ("webgpu" requested but unusable) or the engine; launch
+ * turns it into a failure of the whole job.
  */
 export async function trainRank(comm: Communicator, args: TrainRankArgs): Promise<RankReport> {
   const config = args.config;
