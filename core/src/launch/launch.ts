@@ -12,8 +12,9 @@
  * A native crash (e.g. a segfault in FFI code) ends the whole process, since ranks are threads.
  */
 
+import { existsSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { Communicator } from "../comm/communicator.ts";
 import { timeoutMsFromEnv } from "../comm/local/local_communicator.ts";
@@ -75,7 +76,7 @@ function entryUrl(entry: string | URL): string {
 /**
  * Run `worldSize` ranks of `entry` and return their results in rank order. Rejects with
  * {@link LaunchError} when any rank fails (see the file comment); throws at once on invalid
- * options.
+ * options or a missing entry file.
  */
 export function launch<R = unknown, A = unknown>(opts: LaunchOptions<A>): Promise<R[]> {
   const W = opts.worldSize;
@@ -85,6 +86,9 @@ export function launch<R = unknown, A = unknown>(opts: LaunchOptions<A>): Promis
   const timeoutMs = opts.timeoutS !== undefined ? opts.timeoutS * 1000 : timeoutMsFromEnv();
   const graceMs = opts.graceMs ?? 2000;
   const entry = entryUrl(opts.entry);
+  if (entry.startsWith("file:") && !existsSync(fileURLToPath(entry))) {
+    throw new Error(`launch: entry module not found: ${fileURLToPath(entry)} (from entry "${String(opts.entry)}")`);
+  }
   const workerUrl = new URL("./rank_worker.ts", import.meta.url);
 
   return new Promise<R[]>((resolve, reject) => {

@@ -100,6 +100,18 @@ test("all_to_all_v send/recv count disagreement fails naming the pair", async ()
   expect((err as LaunchError).message).toContain("rank 0 sends 3 to rank 2, which expects 4");
 }, 30_000);
 
+test("a missing entry file or bad world size is refused before any rank starts", () => {
+  expect(() => launch({ worldSize: 2, entry: "core/test/comm/fixtures/no_such_entry.ts" })).toThrow("launch: entry module not found:");
+  expect(() => launch({ worldSize: 0, entry: ENTRY })).toThrow("launch: worldSize must be a positive integer, got 0");
+});
+
+test("the CLI reports usage errors with status 2", async () => {
+  const p = Bun.spawn(["bun", CLI, "--world-size", "x", ENTRY], { stdout: "pipe", stderr: "pipe" });
+  const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+  expect(code).toBe(2);
+  expect(stderr).toContain("--world-size needs a positive number, got x");
+}, 30_000);
+
 test("a healthy run of the same entry returns every rank's result", async () => {
   expect(await launch<number>({ worldSize: 4, entry: ENTRY, args: ["none"], timeoutS: 20 })).toEqual([1, 1, 1, 1]);
 }, 30_000);
