@@ -21,9 +21,11 @@ export interface MatmulFastOptions {
   f16Native?: boolean;
   /** Force a tile (tuning, tests); default: {@link chooseMatmulTile}. */
   tile?: MatmulTile;
-  /** Unroll the K loop by two (see {@link MatmulVariant.unroll2}); default false. */
+  /** Unroll the K loop by two (see {@link MatmulVariant.unroll2}); default: the chosen tile's
+   * setting, or false with a forced tile. */
   unroll2?: boolean;
-  /** Prefetch distance in k-steps (see {@link MatmulVariant.prefetchDistance}); default 0. */
+  /** Prefetch distance in k-steps (see {@link MatmulVariant.prefetchDistance}); default: the
+   * chosen tile's setting, or 0 with a forced tile. */
   prefetchDistance?: number;
   /** Tile rasterisation group (see {@link MatmulVariant.groupM}); default 8. */
   groupM?: number;
@@ -83,8 +85,8 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
   const edges = M % tile.BM !== 0 || N % tile.BN !== 0 || K % tile.BK !== 0;
   const variant: MatmulVariant = {
     tile, storage, f16Native: storage === "f16" && (opts.f16Native ?? false), transA, transB, vecA, vecB, vecC, edges,
-    groupM: opts.groupM ?? 8, unroll2: opts.unroll2 ?? false,
-    prefetchDistance: opts.prefetchDistance ?? 0,
+    groupM: opts.groupM ?? 8, unroll2: opts.unroll2 ?? choice?.unroll2 ?? false,
+    prefetchDistance: opts.prefetchDistance ?? choice?.prefetchDistance ?? 0,
   };
   const tilesM = Math.ceil(M / tile.BM), tilesN = Math.ceil(N / tile.BN);
   const total = tilesM * tilesN * batch;

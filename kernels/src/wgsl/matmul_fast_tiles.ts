@@ -6,7 +6,7 @@
  * smaller shapes take smaller tiles (the usual "wave quantisation" trade-off, see NVIDIA's
  * "Matrix Multiplication Background User's Guide", §"Wave quantization").
  */
-import { type MatmulTile, tileThreads, tileWorkgroupBytes, validateTile } from "./matmul_fast_wgsl.ts";
+import { type MatmulTile, type MatmulVariant, tileThreads, tileWorkgroupBytes, validateTile } from "./matmul_fast_wgsl.ts";
 
 /** One planner choice: a tile, the fewest workgroups it must yield to be chosen, and whether its
  * global loads should be vec4 (where the layout allows) or scalar. */
@@ -14,21 +14,33 @@ export interface MatmulTileChoice {
   tile: MatmulTile;
   minWorkgroups: number;
   vecLoads: boolean;
+  /** {@link MatmulVariant.prefetchDistance} to use with this tile. */
+  prefetchDistance: number;
+  /** {@link MatmulVariant.unroll2} to use with this tile. */
+  unroll2: boolean;
 }
 
 /**
  * The planner's choices, largest tile first. Measured on an NVIDIA H200 through wgpu-native/Vulkan
  * (docs/performance.md, `bun run bench kernels --tune`): 128×256×16 with 8×16 per thread and
- * scalar loads was fastest at 2048³ and 4096³ (scalar beat vec4 loads for the large tiles), 64×64
- * at 1024³, 64×32 and 32×32 at 512³ and below; vec4 loads won for the small tiles.
+ * scalar loads was fastest at 2048³ and 4096³ (scalar beat vec4 loads for the large tiles;
+ * interleaved prefetch at distance 4 with the K loop unrolled by two added ~1.5% at 4096³, and
+ * +7% for 128×128×8), 64×64 at 1024³, 64×32 and 32×32 at 512³ and below; vec4 loads won for the
+ * small tiles (their prefetch options were not measured; they keep the plain schedule).
  */
 export const MATMUL_TILE_CHOICES: readonly MatmulTileChoice[] = [
-  { tile: { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false }, // 256 threads, 48 KiB
-  { tile: { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false }, // 256 threads, 16 KiB
-  { tile: { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 192, vecLoads: true }, // 128 threads, 12 KiB
-  { tile: { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true }, // 256 threads, 16 KiB
-  { tile: { BM: 64, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true }, // 128 threads, 12 KiB
-  { tile: { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 0, vecLoads: true }, // 64 threads, 8 KiB
+  // 256 threads, 48 KiB
+  { tile: { BM: 128, BN: 256, BK: 16, TM: 8, TN: 16, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false, prefetchDistance: 4, unroll2: true },
+  // 256 threads, 16 KiB
+  { tile: { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: false, prefetchDistance: 4, unroll2: false },
+  // 128 threads, 12 KiB
+  { tile: { BM: 128, BN: 64, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, minWorkgroups: 192, vecLoads: true, prefetchDistance: 0, unroll2: false },
+  // 256 threads, 16 KiB
+  { tile: { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true, prefetchDistance: 0, unroll2: false },
+  // 128 threads, 12 KiB
+  { tile: { BM: 64, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 128, vecLoads: true, prefetchDistance: 0, unroll2: false },
+  // 64 threads, 8 KiB
+  { tile: { BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, padA: 0, padB: 0 }, minWorkgroups: 0, vecLoads: true, prefetchDistance: 0, unroll2: false },
 ];
 
 /** Every tile the planner may choose plus the 64×64×8 (8×8) tile, all tested on lavapipe. */

@@ -198,6 +198,13 @@ describe("fast matmul: every tile, edges and transposes", () => {
       await expectCase({ spec: { M: 36, N: 45, K: 44, transB: true }, opts: { tile, limits } }); // vec4 A and B (K % 4 == 0), scalar C
       await expectCase({ spec: { M: 13, N: 11, K: 17, transA: true, transB: true }, opts: { tile, limits } });
       await expectCase({ spec: { M: 40, N: 44, K: 36, transB: true }, opts: { tile, limits, scalarOnly: true, prefetchDistance: 4 } });
+      // the schedule the planner uses with this tile
+      const choice = MATMUL_TILE_CHOICES.find((c) => c.tile === catalogueTile);
+      if (choice) {
+        const o = { tile, limits, scalarOnly: !choice.vecLoads, prefetchDistance: choice.prefetchDistance, unroll2: choice.unroll2 };
+        await expectCase({ spec: { M: 2 * tile.BM + 3, N: tile.BN + 5, K: 3 * tile.BK + 1 }, opts: o });
+        await expectCase({ spec: { M: tile.BM, N: 2 * tile.BN, K: 4 * tile.BK, transA: true }, opts: o });
+      }
     }, GPU_TEST_MS);
   }
   test("K loop unrolled by two (odd and even numbers of K-slices, 1 slice, edges)", async () => {
