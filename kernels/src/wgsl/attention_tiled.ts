@@ -27,23 +27,22 @@ const NEG = "-3.0e38";
 
 /** Workgroup-memory bytes of each tiled kernel for block size `b` and head dim `d`. */
 export function attentionTileBytes(b: number, d: number): { fwd: number; dq: number; dkv: number } {
-  const tile = b * d * 4;
   const padded = b * (d + 1) * 4; // K and V tiles (and Q in the forward)
   return {
     fwd: 3 * padded + b * b * 4 + 8 * b * 4,
-    dq: 2 * tile + 2 * padded + b * b * 4 + 2 * b * 4,
-    dkv: 2 * tile + 2 * padded + 2 * b * b * 4 + 2 * b * 4,
+    dq: 4 * padded + b * b * 4,
+    dkv: 4 * padded + 2 * b * b * 4,
   };
 }
 
-/** Largest block size whose kernels fit in `maxShared` bytes for head dim `d` — forward from
- * {32, 16}, backward from {32, 16, 8} — or 0 when none does. */
+/** Largest block size in {32, 16} whose kernels fit in `maxShared` bytes for head dim `d`
+ * (forward and backward separately), or 0 when none does. */
 export function chooseAttentionBlock(d: number, maxShared: number): { fwd: number; bwd: number } {
   let fwd = 0;
   let bwd = 0;
-  for (const b of [32, 16, 8]) {
+  for (const b of [32, 16]) {
     const t = attentionTileBytes(b, d);
-    if (!fwd && b >= 16 && t.fwd <= maxShared) fwd = b;
+    if (!fwd && t.fwd <= maxShared) fwd = b;
     if (!bwd && Math.max(t.dq, t.dkv) <= maxShared) bwd = b;
   }
   return { fwd, bwd };
@@ -206,17 +205,91 @@ ${ENTRY} {
   return { kernel, bufs: [q, k, v, out, lse], params: [Bt, S, H, Hkv, qoff, koff, voff, ooff, loff, nqb, scale], workgroups: Bt * H * nqb };
 }
 
-/** Launches of the tiled dQ and dK/dV kernels; `delta` holds Δ [B, H, S] from element 0 (computed
- * by the delta kernel of attention.ts, which the caller launches first). */
+/** Launches of the tiled dQ and dK/dV kernels (block size `B` ∈ {16, 32}); `delta` holds
+ * Δ [B, H, S] from element 0 (computed by the delta kernel of attention.ts, which the caller
+ * launches first). Register blocking as in the forward: for the score tile an invocation holds
+ * B/16 rows × B/8 columns of S and dO·Vᵀ; for the products an invocation holds B/16 rows (query
+ * rows for dQ, key rows for dK/dV) × ⌈D/8⌉ head dims. */
 export function attentionTiledBackwardLaunches(
   q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, lse: Buf, loff: number,
   dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
   Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, B: number,
 ): Launch[] {
   if (Bt * S === 0 || D === 0) return [];
+  if (B !== 16 && B !== 32) throw new Error(`attentionTiledBackwardLaunches: block size must be 16 or 32, got ${B}`);
   const nb = Math.ceil(S / B);
-  const dqK: Kernel = memoKernel(`attention_tiled_dq_d${D}_b${B}`, () => ({
-    label: `attention_tiled_dq_d${D}_b${B}`,
+  const consts = `const RPT: u32 = ${B / 16}u;
+const CPT: u32 = ${B / 8}u;
+const DPT: u32 = ${Math.ceil(D / 8)}u;
+`;
+  // scores S = Q·Kᵀ and dP = dO·Vᵀ for rows rg·RPT + i of the query tile, keys cg + 8c of the key
+  // tile; then P and dS with the causal mask, into Ps (optional) and Ds.
+  const scoreBlock = (writeP: boolean): string => `
+    var sc: array<f32, ${(B / 16) * (B / 8)}>;
+    var dp: array<f32, ${(B / 16) * (B / 8)}>;
+    for (var u = 0u; u < RPT * CPT; u = u + 1u) { sc[u] = 0.0; dp[u] = 0.0; }
+    for (var d = 0u; d < DH; d = d + 1u) {
+      var qv: array<f32, RPT>;
+      var ov: array<f32, RPT>;
+      for (var i = 0u; i < RPT; i = i + 1u) { qv[i] = Qs[(rg * RPT + i) * KS + d]; ov[i] = Os[(rg * RPT + i) * KS + d]; }
+      for (var c = 0u; c < CPT; c = c + 1u) {
+        let kv = Ks[(cg + 8u * c) * KS + d];
+        let vv = Vs[(cg + 8u * c) * KS + d];
+        for (var i = 0u; i < RPT; i = i + 1u) {
+          sc[i * CPT + c] = sc[i * CPT + c] + qv[i] * kv;
+          dp[i * CPT + c] = dp[i * CPT + c] + ov[i] * vv;
+        }
+      }
+    }
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      let qi = q0 + rg * RPT + i;
+      for (var c = 0u; c < CPT; c = c + 1u) {
+        let kj = k0 + cg + 8u * c;
+        var p: f32 = 0.0;
+        var ds: f32 = 0.0;
+        if (kj <= qi && qi < P.S) {
+          p = exp(sc[i * CPT + c] * P.scale - rL[i]);
+          ds = p * (dp[i * CPT + c] - rD[i]);
+        }
+        ${writeP ? "Ps[(rg * RPT + i) * BB + cg + 8u * c] = p;" : ""}
+        Ds[(rg * RPT + i) * BB + cg + 8u * c] = ds;
+      }
+    }`;
+  const loadQO = `
+    for (var e = li; e < BB * DH; e = e + ${TW}u) {
+      let qi = q0 + e / DH;
+      var qv: f32 = 0.0;
+      var ov: f32 = 0.0;
+      if (qi < P.S) { let o = qidx(b, qi, h) + e % DH; qv = b_q[P.qoff + o]; ov = b_do[P.dooff + o]; }
+      Qs[(e / DH) * KS + e % DH] = qv;
+      Os[(e / DH) * KS + e % DH] = ov;
+    }
+    var rL: array<f32, RPT>;
+    var rD: array<f32, RPT>;
+    for (var i = 0u; i < RPT; i = i + 1u) {
+      let qi = q0 + rg * RPT + i;
+      rL[i] = 0.0;
+      rD[i] = 0.0;
+      if (qi < P.S) { rL[i] = b_lse[P.loff + ridx(b, h, qi)]; rD[i] = b_delta[ridx(b, h, qi)]; }
+    }`;
+  const loadKV = `
+    for (var e = li; e < BB * DH; e = e + ${TW}u) {
+      let kj = k0 + e / DH;
+      var kv: f32 = 0.0;
+      var vv: f32 = 0.0;
+      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
+      Ks[(e / DH) * KS + e % DH] = kv;
+      Vs[(e / DH) * KS + e % DH] = vv;
+    }`;
+  const tiles = `var<workgroup> Qs: array<f32, ${B * (D + 1)}>;
+var<workgroup> Os: array<f32, ${B * (D + 1)}>;
+var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
+var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
+var<workgroup> Ds: array<f32, ${B * B}>;
+`;
+  const dqLabel = `attention_tiled_dq_d${D}_b${B}`;
+  const dqK: Kernel = memoKernel(dqLabel, () => ({
+    label: dqLabel,
     buffers: [
       { name: "b_q", type: F, write: false },
       { name: "b_k", type: F, write: false },
@@ -227,14 +300,7 @@ export function attentionTiledBackwardLaunches(
       { name: "b_dq", type: F, write: true },
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff", "nb"), ...f32s("scale")],
-    code: `${header(D, B)}
-var<workgroup> Qs: array<f32, ${B * D}>;
-var<workgroup> Os: array<f32, ${B * D}>;
-var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
-var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
-var<workgroup> Ds: array<f32, ${B * B}>;
-var<workgroup> rL: array<f32, ${B}>;
-var<workgroup> rD: array<f32, ${B}>;
+    code: `${header(D, B)}${consts}${tiles}
 ${ENTRY} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nb) { return; }
@@ -243,72 +309,44 @@ ${ENTRY} {
   let b = id / (P.nb * P.H);
   let kh = (h * P.Hkv) / P.H;
   let q0 = qb * BB;
-  for (var e = li; e < BB * DH; e = e + ${TW}u) {
-    let qi = q0 + e / DH;
-    var qv: f32 = 0.0;
-    var ov: f32 = 0.0;
-    if (qi < P.S) { let o = qidx(b, qi, h) + e % DH; qv = b_q[P.qoff + o]; ov = b_do[P.dooff + o]; }
-    Qs[e] = qv;
-    Os[e] = ov;
-  }
-  if (li < BB) {
-    var L: f32 = 0.0;
-    var Dl: f32 = 0.0;
-    if (q0 + li < P.S) { L = b_lse[P.loff + ridx(b, h, q0 + li)]; Dl = b_delta[ridx(b, h, q0 + li)]; }
-    rL[li] = L;
-    rD[li] = Dl;
-  }
-  var acc: array<f32, OPT>;
-  for (var u = 0u; u < OPT; u = u + 1u) { acc[u] = 0.0; }
-  workgroupBarrier();
+  let rg = li / 8u;
+  let cg = li % 8u;
+  ${loadQO}
+  var acc: array<f32, ${(B / 16) * Math.ceil(D / 8)}>;
+  for (var u = 0u; u < RPT * DPT; u = u + 1u) { acc[u] = 0.0; }
   let qlast = min(q0 + BB, P.S) - 1u;
   for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
-    for (var e = li; e < BB * DH; e = e + ${TW}u) {
-      let kj = k0 + e / DH;
-      var kv: f32 = 0.0;
-      var vv: f32 = 0.0;
-      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-      Ks[(e / DH) * KS + e % DH] = kv;
-      Vs[(e / DH) * KS + e % DH] = vv;
-    }
+    ${loadKV}
     workgroupBarrier();
-    for (var e = li; e < BB * BB; e = e + ${TW}u) {
-      let r = e / BB;
-      let j = e % BB;
-      var ds: f32 = 0.0;
-      if (k0 + j <= q0 + r && q0 + r < P.S) {
-        var s: f32 = 0.0;
-        var dp: f32 = 0.0;
-        for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * KS + d]; dp = dp + Os[r * DH + d] * Vs[j * KS + d]; }
-        let p = exp(s * P.scale - rL[r]);
-        ds = p * (dp - rD[r]);
-      }
-      Ds[e] = ds;
-    }
+    ${scoreBlock(false)}
     workgroupBarrier();
-    for (var u = 0u; u < OPT; u = u + 1u) {
-      let e = li + ${TW}u * u;
-      if (e < BB * DH) {
-        let r = e / DH;
-        let d = e % DH;
-        var a = acc[u];
-        for (var j = 0u; j < BB; j = j + 1u) { a = a + Ds[r * BB + j] * Ks[j * KS + d]; }
-        acc[u] = a;
+    for (var j = 0u; j < BB; j = j + 1u) {
+      var dsv: array<f32, RPT>;
+      for (var i = 0u; i < RPT; i = i + 1u) { dsv[i] = Ds[(rg * RPT + i) * BB + j]; }
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) {
+          let kv = Ks[j * KS + d];
+          for (var i = 0u; i < RPT; i = i + 1u) { acc[i * DPT + t] = acc[i * DPT + t] + dsv[i] * kv; }
+        }
       }
     }
     workgroupBarrier();
   }
-  for (var u = 0u; u < OPT; u = u + 1u) {
-    let e = li + ${TW}u * u;
-    if (e < BB * DH) {
-      let qi = q0 + e / DH;
-      if (qi < P.S) { b_dq[P.dqoff + qidx(b, qi, h) + e % DH] = acc[u] * P.scale; }
+  for (var i = 0u; i < RPT; i = i + 1u) {
+    let qi = q0 + rg * RPT + i;
+    if (qi < P.S) {
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) { b_dq[P.dqoff + qidx(b, qi, h) + d] = acc[i * DPT + t] * P.scale; }
+      }
     }
   }
 }`,
   }));
-  const dkvK: Kernel = memoKernel(`attention_tiled_dkv_d${D}_b${B}`, () => ({
-    label: `attention_tiled_dkv_d${D}_b${B}`,
+  const dkvLabel = `attention_tiled_dkv_d${D}_b${B}`;
+  const dkvK: Kernel = memoKernel(dkvLabel, () => ({
+    label: dkvLabel,
     buffers: [
       { name: "b_q", type: F, write: false },
       { name: "b_k", type: F, write: false },
@@ -320,15 +358,7 @@ ${ENTRY} {
       { name: "b_dv", type: F, write: true },
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale")],
-    code: `${header(D, B)}
-var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
-var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
-var<workgroup> Qs: array<f32, ${B * D}>;
-var<workgroup> Os: array<f32, ${B * D}>;
-var<workgroup> Ps: array<f32, ${B * B}>;
-var<workgroup> Ds: array<f32, ${B * B}>;
-var<workgroup> rL: array<f32, ${B}>;
-var<workgroup> rD: array<f32, ${B}>;
+    code: `${header(D, B)}${consts}${tiles}var<workgroup> Ps: array<f32, ${B * B}>;
 ${ENTRY} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.Hkv * P.nb) { return; }
@@ -336,79 +366,49 @@ ${ENTRY} {
   let kh = (id / P.nb) % P.Hkv;
   let b = id / (P.nb * P.Hkv);
   let k0 = kb * BB;
-  for (var e = li; e < BB * DH; e = e + ${TW}u) {
-    let kj = k0 + e / DH;
-    var kv: f32 = 0.0;
-    var vv: f32 = 0.0;
-    if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-    Ks[(e / DH) * KS + e % DH] = kv;
-    Vs[(e / DH) * KS + e % DH] = vv;
-  }
-  var adk: array<f32, OPT>;
-  var adv: array<f32, OPT>;
-  for (var u = 0u; u < OPT; u = u + 1u) { adk[u] = 0.0; adv[u] = 0.0; }
-  workgroupBarrier();
+  let rg = li / 8u;
+  let cg = li % 8u;
+  ${loadKV}
+  var adk: array<f32, ${(B / 16) * Math.ceil(D / 8)}>;
+  var adv: array<f32, ${(B / 16) * Math.ceil(D / 8)}>;
+  for (var u = 0u; u < RPT * DPT; u = u + 1u) { adk[u] = 0.0; adv[u] = 0.0; }
   for (var h = 0u; h < P.H; h = h + 1u) {
     if ((h * P.Hkv) / P.H != kh) { continue; }
     for (var q0 = k0; q0 < P.S; q0 = q0 + BB) {
-      for (var e = li; e < BB * DH; e = e + ${TW}u) {
-        let qi = q0 + e / DH;
-        var qv: f32 = 0.0;
-        var ov: f32 = 0.0;
-        if (qi < P.S) { let o = qidx(b, qi, h) + e % DH; qv = b_q[P.qoff + o]; ov = b_do[P.dooff + o]; }
-        Qs[e] = qv;
-        Os[e] = ov;
-      }
-      if (li < BB) {
-        var L: f32 = 0.0;
-        var Dl: f32 = 0.0;
-        if (q0 + li < P.S) { L = b_lse[P.loff + ridx(b, h, q0 + li)]; Dl = b_delta[ridx(b, h, q0 + li)]; }
-        rL[li] = L;
-        rD[li] = Dl;
-      }
+      ${loadQO}
       workgroupBarrier();
-      for (var e = li; e < BB * BB; e = e + ${TW}u) {
-        let r = e / BB;
-        let j = e % BB;
-        var p: f32 = 0.0;
-        var ds: f32 = 0.0;
-        if (k0 + j <= q0 + r && q0 + r < P.S) {
-          var s: f32 = 0.0;
-          var dp: f32 = 0.0;
-          for (var d = 0u; d < DH; d = d + 1u) { s = s + Qs[r * DH + d] * Ks[j * KS + d]; dp = dp + Os[r * DH + d] * Vs[j * KS + d]; }
-          p = exp(s * P.scale - rL[r]);
-          ds = p * (dp - rD[r]);
-        }
-        Ps[e] = p;
-        Ds[e] = ds;
-      }
+      ${scoreBlock(true)}
       workgroupBarrier();
-      for (var u = 0u; u < OPT; u = u + 1u) {
-        let e = li + ${TW}u * u;
-        if (e < BB * DH) {
-          let j = e / DH;
-          let d = e % DH;
-          var av = adv[u];
-          var ak = adk[u];
-          for (var r = 0u; r < BB; r = r + 1u) {
-            av = av + Ps[r * BB + j] * Os[r * DH + d];
-            ak = ak + Ds[r * BB + j] * Qs[r * DH + d];
+      // key rows rg·RPT + i, dims cg + 8t: dV += Σ_r P[r, j]·dO[r, d], dK += Σ_r dS[r, j]·Q[r, d]
+      for (var r = 0u; r < BB; r = r + 1u) {
+        var pv: array<f32, RPT>;
+        var dsv: array<f32, RPT>;
+        for (var i = 0u; i < RPT; i = i + 1u) { pv[i] = Ps[r * BB + rg * RPT + i]; dsv[i] = Ds[r * BB + rg * RPT + i]; }
+        for (var t = 0u; t < DPT; t = t + 1u) {
+          let d = cg + 8u * t;
+          if (d < DH) {
+            let ov = Os[r * KS + d];
+            let qv = Qs[r * KS + d];
+            for (var i = 0u; i < RPT; i = i + 1u) {
+              adv[i * DPT + t] = adv[i * DPT + t] + pv[i] * ov;
+              adk[i * DPT + t] = adk[i * DPT + t] + dsv[i] * qv;
+            }
           }
-          adv[u] = av;
-          adk[u] = ak;
         }
       }
       workgroupBarrier();
     }
   }
-  for (var u = 0u; u < OPT; u = u + 1u) {
-    let e = li + ${TW}u * u;
-    if (e < BB * DH) {
-      let kj = k0 + e / DH;
-      if (kj < P.S) {
-        let o = kidx(b, kj, kh) + e % DH;
-        b_dk[P.dkoff + o] = adk[u] * P.scale;
-        b_dv[P.dvoff + o] = adv[u];
+  for (var i = 0u; i < RPT; i = i + 1u) {
+    let kj = k0 + rg * RPT + i;
+    if (kj < P.S) {
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) {
+          let o = kidx(b, kj, kh) + d;
+          b_dk[P.dkoff + o] = adk[i * DPT + t] * P.scale;
+          b_dv[P.dvoff + o] = adv[i * DPT + t];
+        }
       }
     }
   }
