@@ -11,8 +11,11 @@
  *   4-wide chunks spaced TY·4 rows / TX·4 columns apart, so the vec4 reads of a warp hit distinct,
  *   consecutive workgroup-memory words (no bank conflicts) and global stores are coalesced;
  * - workgroup memory is double-buffered: the next K-slice is fetched from global memory into
- *   registers before the current one is consumed, then written to the other buffer, with a single
- *   barrier per step;
+ *   registers while the current one is consumed, then written to the other buffer, with a single
+ *   barrier per step — either all loads before the step's FMAs and all stores after them, or
+ *   (`prefetchDistance` > 0) each load/store pair spread over the step's k-iterations, which keeps
+ *   fewer prefetch registers live and the unrolled code free of branches;
+ * - optionally (`unroll2`) the K loop is unrolled by two so the buffer index is a constant;
  * - the inner loops are fully unrolled here, in the generator, so the accumulators are plain
  *   variables (no private arrays with dynamic indices for the driver compiler to demote).
  *
@@ -25,13 +28,17 @@
  * the `shader-f16` feature, `enable f16;`, or packed two per u32 and widened by the core builtin
  * `unpack2x16float`). Accumulation is always f32; `out` is always f32.
  *
- * Bindings (group 0): 0 = A (storage, read), 1 = B (storage, read), 2 = out (storage, read_write),
- * 3 = params (uniform, {@link MATMUL_PARAM_WORDS} u32 words, layout in {@link matmulParamWords}).
+ * Bindings, "standalone" mode (group 0): 0 = `b_a` (storage, read), 1 = `b_b` (storage, read),
+ * 2 = `b_out` (storage, read_write), 3 = `P` (uniform, {@link MATMUL_PARAM_WORDS} u32 words, layout
+ * in {@link matmulParamWords}). "kernel" mode leaves the declarations to the backend's assembler
+ * (see {@link MatmulBindingMode}).
+ *
+ * Measured behaviour on an NVIDIA H200 (Vulkan) is in docs/performance.md.
  */
 
 /** A tile configuration: BM×BN block per workgroup, BK deep K-slices, TM×TN outputs per thread. */
 export interface MatmulTile {
-  /** Block rows of `out` per workgroup (multiple of TM·1, and BM/TM·4 must divide BM). */
+  /** Block rows of `out` per workgroup (a multiple of TM). */
   BM: number;
   /** Block columns of `out` per workgroup. */
   BN: number;
