@@ -7,6 +7,7 @@
  * shim, whose C code builds the structs with the layout of webgpu.h itself. See domain.md §6.
  */
 import { CString, FFIType, cc, dlopen, type Pointer } from "bun:ffi";
+import { ensureRuntimeDir } from "./runtime-dir.ts";
 import { mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -174,6 +175,7 @@ export function loadNative(libraryPath?: string): Native {
   const location = resolveLibrary(libraryPath);
   const hit = cache.get(location.libraryPath);
   if (hit) return hit;
+  ensureRuntimeDir();
   let lib: DirectLib;
   try {
     lib = dlopen(location.libraryPath, DIRECT).symbols as unknown as DirectLib;
