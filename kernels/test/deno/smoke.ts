@@ -144,12 +144,13 @@ for (const log of [false, true]) {
   report("adamw bf16 param copy (bits, ±1)", Array.from(gb, (h, i) => (Math.abs(h - cb[i]!) <= 1 ? cb[i]! : h)), Array.from(cb), 0, 0);
 }
 
-// attention forward (GQA) against the cpu backend
+// attention forward and backward (GQA) against the cpu backend; S crosses two 16-blocks
 {
-  const [B, S, H, Hkv, D] = [1, 13, 4, 2, 24];
+  const [B, S, H, Hkv, D] = [1, 37, 4, 2, 24];
   const Q = rand(B * S * H * D, 10);
   const Kt = rand(B * S * Hkv * D, 11);
   const Vt = rand(B * S * Hkv * D, 12);
+  const DO = rand(B * S * H * D, 13);
   const [g, c] = await both(gpu, cpu, async (be, put, out) => {
     const q = put("f32", Q);
     const k = put("f32", Kt);
@@ -157,10 +158,18 @@ for (const log of [false, true]) {
     const o = out("f32", Q.length);
     const lse = out("f32", B * H * S);
     be.attention(q, k, v, o, lse, B, S, H, Hkv, D, 1 / Math.sqrt(D));
-    return [await be.read(o, Q.length), await be.read(lse, B * H * S)];
+    const dout = put("f32", DO);
+    const dq = out("f32", Q.length);
+    const dk = out("f32", Kt.length);
+    const dv = out("f32", Vt.length);
+    be.attentionBackward(q, k, v, o, lse, dout, dq, dk, dv, B, S, H, Hkv, D, 1 / Math.sqrt(D));
+    return [await be.read(o, Q.length), await be.read(lse, B * H * S), await be.read(dq, Q.length), await be.read(dk, Kt.length), await be.read(dv, Vt.length)];
   });
   report("attention out", g[0]!, c[0]!, 1e-4, 1e-5);
   report("attention lse", g[1]!, c[1]!, 1e-5, 1e-5);
+  report("attention backward dq", g[2]!, c[2]!, 1e-3, 1e-5);
+  report("attention backward dk", g[3]!, c[3]!, 1e-3, 1e-5);
+  report("attention backward dv", g[4]!, c[4]!, 1e-3, 1e-5);
 }
 
 gpu.destroy();
