@@ -24,10 +24,15 @@ export class GPUQuerySetImpl {
     device.ctx.track(this, handle, (h) => lib.wgpuQuerySetRelease(h));
   }
 
-  /** Free the query set (wgpuQuerySetDestroy). Idempotent. */
+  /** Free the query set. Idempotent. Implemented as an immediate release of our handle (wgpu keeps
+   * the object alive while queued work still uses it): wgpu-native 29.0.1.1 panics ("Cannot remove a
+   * vacant resource") when a query set that went through wgpuQuerySetDestroy is released later,
+   * which aborted the process once the garbage collector ran. */
   destroy(): undefined {
-    if (!this.destroyed) this.device.ctx.native.lib.wgpuQuerySetDestroy(this.handle);
+    if (this.destroyed) return undefined;
     this.destroyed = true;
+    this.device.ctx.untrack(this);
+    this.device.ctx.native.lib.wgpuQuerySetRelease(this.handle);
     return undefined;
   }
 }

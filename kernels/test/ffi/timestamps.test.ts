@@ -50,3 +50,27 @@ test("timestamp queries around a compute pass when the adapter offers them, else
   qs.destroy();
   device.destroy();
 });
+
+test("a destroyed query set can be garbage-collected afterwards without aborting the process", async () => {
+  const adapter = (await createGPU().requestAdapter())!;
+  if (!adapter.features.has("timestamp-query")) {
+    console.log(`timestamp-query not offered by ${adapter.info.device}: query sets cannot be created, nothing to collect`);
+    expect(adapter.features.has("timestamp-query")).toBe(false);
+    return;
+  }
+  const device = await adapter.requestDevice({ requiredFeatures: ["timestamp-query"] });
+  for (let i = 0; i < 8; i++) {
+    const qs = device.createQuerySet({ type: "timestamp", count: 2 });
+    qs.destroy();
+    qs.destroy(); // idempotent
+  }
+  Bun.gc(true);
+  await Bun.sleep(10);
+  Bun.gc(true);
+  // the device still works after the collection
+  const buf = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ, mappedAtCreation: false });
+  await buf.mapAsync(GPUMapMode.READ);
+  expect(new Uint8Array(buf.getMappedRange()).length).toBe(16);
+  buf.unmap();
+  device.destroy();
+});
