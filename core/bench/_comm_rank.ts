@@ -7,6 +7,7 @@
 
 import type { Communicator } from "../src/comm/communicator.ts";
 
+/** Arguments the benchmark passes to every rank. */
 export interface CommBenchArgs {
   /** Array sizes in bytes (the full array of each collective). */
   sizes: number[];
@@ -19,6 +20,7 @@ export interface CommBenchArgs {
  * `latency_barrier`. */
 export type CommBenchTimes = Record<string, number>;
 
+/** Rank entry: returns this rank's timings (see the file comment). */
 export default async function main(comm: Communicator, rank: number, n: number, a: CommBenchArgs): Promise<CommBenchTimes> {
   const out: CommBenchTimes = {};
   // Latency: one-element all_reduce and barrier.

@@ -39,6 +39,7 @@ export type CollectiveName =
   | "scatter"
   | "barrier";
 
+/** Every {@link CollectiveName}, in the order stats are listed. */
 export const COLLECTIVE_NAMES: readonly CollectiveName[] = [
   "all_reduce",
   "reduce_scatter",

@@ -9,6 +9,7 @@ import type { CommArray } from "../../src/comm/communicator.ts";
 
 /** Element kinds under test. `bf16`/`f16` are Uint16Array bit patterns. */
 export type Kind = "f32" | "f64" | "bf16" | "f16" | "i32" | "u32";
+/** Every kind, for loops over them. */
 export const KINDS: readonly Kind[] = ["f32", "f64", "bf16", "f16", "i32", "u32"];
 
 /** murmur3 fmix32 of a 32-bit input. */
@@ -60,11 +61,12 @@ export function numberToBf16(x: number): number {
   return lo & 1 ? hi : lo;
 }
 
-/** f16 bits → number, and number → f16 bits (round to nearest even), through DataView. */
+/** f16 bits → number, through DataView.getFloat16. */
 export function f16ToNumber(bits: number): number {
   dv.setUint16(0, bits);
   return (dv as DataView & { getFloat16(o: number): number }).getFloat16(0);
 }
+/** Number → f16 bits, rounding to nearest even (DataView.setFloat16). */
 export function numberToF16(x: number): number {
   (dv as DataView & { setFloat16(o: number, v: number): void }).setFloat16(0, x);
   return dv.getUint16(0);

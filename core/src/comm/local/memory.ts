@@ -24,7 +24,9 @@ const MIN_DEFAULT_SLOT_BYTES = 1 << 20;
 export const MAX_GROUPS = 256;
 /** Index of the abort word. */
 export const ABORT = 0;
+/** Word index of rank 0's call header. */
 export const HEADER_BASE = 8;
+/** Words per rank header (call fields, then the FINISHED flag). */
 export const HEADER_WORDS = 8;
 /** Offset of the FINISHED flag within a rank's header. */
 export const FINISHED_WORD = 7;
