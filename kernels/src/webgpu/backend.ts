@@ -51,6 +51,7 @@ import { openDevice, type OpenDeviceOptions } from "./device.ts";
 import { grid2d } from "./grid.ts";
 import { assembleWgsl, type AssembledKernel, type Kernel, type Launch } from "./kernel.ts";
 import { PipelineCache, type CachedPipeline } from "./pipelines.ts";
+import { GpuProfiler, type KernelTime } from "./profiler.ts";
 
 /** Options of {@link WebGpuBackend.create}. */
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
@@ -60,6 +61,9 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * block size fits the device's workgroup memory, else one workgroup per query row
    * (wgsl/attention.ts) — the default "auto"; "rows" always uses the latter. */
   attention?: "auto" | "rows";
+  /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
+   * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
+  profile?: boolean;
 }
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
@@ -117,7 +121,23 @@ export class WebGpuBackend implements Backend {
    */
   static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const { adapter, device, info } = await openDevice(gpu, opts);
-    return new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto");
+    const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto");
+    if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
+    return be;
+  }
+
+  /** GPU time per kernel label since creation (or {@link WebGpuBackend.resetProfile}), longest
+   * first; submits and waits for recorded work. Throws unless created with `profile: true`. */
+  async profile(): Promise<KernelTime[]> {
+    const p = this.batcher.profiler;
+    if (!p) throw new Error("webgpu profile: create the backend with { profile: true } to time kernels");
+    await this.flush();
+    return p.report();
+  }
+
+  /** Forget the profile totals gathered so far. */
+  resetProfile(): void {
+    this.batcher.profiler?.reset();
   }
 
   /** Counters for reports and tests: dispatches and submits so far, pipelines compiled. */

@@ -10,6 +10,7 @@
  */
 import { BufferUsage, MapMode } from "./constants.ts";
 import { BindGroupCache } from "./bindgroups.ts";
+import type { GpuProfiler } from "./profiler.ts";
 import type { CachedPipeline } from "./pipelines.ts";
 
 /** Bytes per uniform slot (one dispatch's params). */
@@ -38,6 +39,9 @@ export class CommandBatcher {
   dispatches = 0;
   /** Batches submitted since creation. */
   submits = 0;
+
+  /** When set, each dispatch gets its own timed pass (profiler.ts). */
+  profiler: GpuProfiler | null = null;
 
   constructor(
     private readonly device: GPUDevice,
@@ -75,7 +79,7 @@ export class CommandBatcher {
    */
   dispatch(label: string, p: CachedPipeline, storage: readonly GPUBuffer[], storageIds: readonly number[], params: readonly number[], types: readonly ("u32" | "i32" | "f32")[], grid: readonly [number, number, number]): void {
     if (grid[0] === 0 || grid[1] === 0 || grid[2] === 0) return;
-    if (this.slotsUsed >= this.maxBatch) this.submit();
+    if (this.slotsUsed >= this.maxBatch || this.profiler?.full) this.submit();
     const slot = this.slotsUsed++;
     const base = (slot * UNIFORM_SLOT_BYTES) / 4;
     for (let i = 0; i < params.length; i++) {
@@ -94,7 +98,10 @@ export class CommandBatcher {
       return this.device.createBindGroup({ label, layout: p.layout, entries });
     });
     for (const b of storage) this.used.add(b);
-    if (!this.pass) this.pass = this.enc().beginComputePass({ label: "zeromoe pass" });
+    if (this.profiler) {
+      this.endPass();
+      this.pass = this.enc().beginComputePass({ label, timestampWrites: this.profiler.next(label) });
+    } else if (!this.pass) this.pass = this.enc().beginComputePass({ label: "zeromoe pass" });
     this.pass.setPipeline(p.pipeline);
     this.dynOffset[0] = slot * UNIFORM_SLOT_BYTES;
     this.pass.setBindGroup(0, bg, this.dynOffset, 0, 1);
@@ -121,10 +128,12 @@ export class CommandBatcher {
       this.doomed.length = 0;
       return;
     }
+    const afterSubmit = this.profiler?.finishBatch(this.encoder) ?? null;
     const cb = this.encoder.finish();
     this.encoder = null;
     if (this.slotsUsed > 0) this.device.queue.writeBuffer(this.uniform, 0, this.arena, 0, this.slotsUsed * UNIFORM_SLOT_BYTES);
     this.device.queue.submit([cb]);
+    afterSubmit?.();
     this.slotsUsed = 0;
     this.commands = 0;
     this.submits++;

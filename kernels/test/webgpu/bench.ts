@@ -6,6 +6,8 @@
  *   bun kernels/test/webgpu/bench.ts --small    # sizes for lavapipe (2 CPU cores)
  *   --only=<substring>   run only the ops whose line starts with it (e.g. --only=attention)
  *   --attention=rows     use the one-row-per-workgroup attention kernels instead of the tiled ones
+ *   --profile            also print GPU time per kernel from timestamp queries (one pass per
+ *                        dispatch, so the wall-clock figures above get a little worse)
  *
  * Prints one line per op: time per call, and GB/s (bytes each call must read and write at least)
  * or GFLOP/s. Also the host cost of recording one small dispatch.
@@ -17,7 +19,8 @@ import { WebGpuBackend } from "../../src/webgpu/index.ts";
 const small = process.argv.includes("--small");
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
 const attention = process.argv.includes("--attention=rows") ? "rows" : "auto";
-const be = await WebGpuBackend.create(createGPU(), { powerPreference: "high-performance", attention });
+const profile = process.argv.includes("--profile");
+const be = await WebGpuBackend.create(createGPU(), { powerPreference: "high-performance", attention, profile });
 console.log(`bench: ${be.info.adapter} (${be.info.adapterType}, ${be.info.adapterBackend})${small ? " [small sizes]" : ""}, attention kernels: ${attention === "rows" ? "per-row" : "tiled"}`);
 {
   const l = be.device.limits;
@@ -164,4 +167,5 @@ const R = small ? 2 : 10;
   console.log(`dispatch overhead: record ${(((t1 - t0) / n) * 1e3).toFixed(1)} µs/op, record+run ${(((t2 - t0) / n) * 1e3).toFixed(1)} µs/op (${n} axpy of 256)`);
 }
 console.log(JSON.stringify(be.stats()));
+if (profile) for (const k of await be.profile()) console.log(`gpu ${k.label.padEnd(40)} ${String(k.dispatches).padStart(6)} dispatches ${(k.ns / 1e6).toFixed(3).padStart(10)} ms`);
 be.destroy();

@@ -229,6 +229,37 @@ describe("batching", () => {
   });
 });
 
+describe("profiling", () => {
+  test("profile: true times every dispatch per kernel label and leaves results unchanged", async () => {
+    const g = createGPU();
+    const probe = await WebGpuBackend.create(g);
+    const offered = probe.info.features.includes("timestamp-query");
+    probe.destroy();
+    if (!offered) {
+      await expect(WebGpuBackend.create(g, { profile: true })).rejects.toThrow(/timestamp-query/);
+      return;
+    }
+    const be = await WebGpuBackend.create(g, { profile: true, maxBatch: 4 });
+    const n = 1000;
+    const x = at(be, rand(n, 30));
+    const y = be.alloc("f32", n, "other");
+    for (let i = 0; i < 5; i++) be.unary("exp", x, { buf: y, off: 0 }, n);
+    be.axpy(2, x, { buf: y, off: 0 }, n);
+    const got = (await be.read({ buf: y, off: 0 }, n)) as Float32Array;
+    const xs = (await be.read(x, n)) as Float32Array;
+    expect(close(got, xs.map((v) => Math.exp(v) + 2 * v), 1e-6, 1e-6)).toBe("ok");
+    const prof = await be.profile();
+    const byLabel = new Map(prof.map((p) => [p.label, p]));
+    expect(byLabel.get("unary_exp")?.dispatches).toBe(5);
+    expect(byLabel.get("axpy")?.dispatches).toBe(1);
+    for (const p of prof) expect(p.ns).toBeGreaterThanOrEqual(0);
+    console.log(`profile on ${be.info.adapter}: ${prof.map((p) => `${p.label} ×${p.dispatches} ${(p.ns / 1e3).toFixed(1)} µs`).join(", ")}`);
+    be.resetProfile();
+    expect(await be.profile()).toEqual([]);
+    be.destroy();
+  });
+});
+
 describe("determinism", () => {
   test("sumSquares, scatterAddRows and attentionBackward are bit-identical across runs", async () => {
     const n = 50001;
