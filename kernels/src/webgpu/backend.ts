@@ -35,7 +35,8 @@ import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
-import { matmulExtents, planMatmul } from "../wgsl/matmul.ts";
+import { matmulExtents } from "../wgsl/matmul.ts";
+import { planMatmulFastLaunches } from "../wgsl/matmul_fast_launch.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
 import { reduceLaunches, reduceScratch } from "../wgsl/reduce.ts";
@@ -504,7 +505,15 @@ export class WebGpuBackend implements Backend {
     const ab = this.v(a, ext.a, "matmul", "a", F32);
     const bb = this.v(b, ext.b, "matmul", "b", F32);
     const ob = this.v(out, ext.out, "matmul", "out", F32);
-    this.runAll(planMatmul(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim));
+    // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
+    // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
+    const lim = this.device.limits;
+    this.runAll(
+      planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, {
+        maxComputeWorkgroupStorageSize: lim.maxComputeWorkgroupStorageSize,
+        maxComputeInvocationsPerWorkgroup: lim.maxComputeInvocationsPerWorkgroup,
+      }),
+    );
   }
 
   // ---- embeddings, losses --------------------------------------------------------------------
