@@ -5,6 +5,7 @@
  * experts per token, Philox stream per (rank, step, micro-batch, layer)) so that some experts are
  * much hotter than others. Not a benchmark of its own (the leading `_` hides it).
  */
+import { readFileSync } from "node:fs";
 import { CpuBackend } from "../../kernels/src/cpu/index.ts";
 import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
@@ -32,6 +33,9 @@ export interface MoeBenchRun {
 export interface MoeBenchRankOut {
   /** Wall seconds of each timed step. */
   stepSeconds: number[];
+  /** CPU seconds this rank's thread used in each timed step (Linux /proc/thread-self/stat, user +
+   * system, 10 ms ticks; NaN where unavailable): its own work, whatever else shares the cores. */
+  cpuSeconds: number[];
   /** all_to_all_v bytes this rank sent per timed step (nominal, docs/comm.md), and ms inside it. */
   a2aBytesPerStep: number;
   a2aMsPerStep: number;
@@ -87,6 +91,17 @@ class SkewGate implements MoEGate {
   }
 }
 
+/** CPU seconds used so far by the calling thread (NaN when /proc is unavailable). */
+function threadCpuSeconds(): number {
+  try {
+    const f = readFileSync("/proc/thread-self/stat", "utf8");
+    const rest = f.slice(f.lastIndexOf(")") + 2).split(" "); // fields from 3 (state) on
+    return (Number(rest[11]) + Number(rest[12])) / 100; // utime, stime (fields 14, 15) in ticks of 1/100 s
+  } catch {
+    return Number.NaN;
+  }
+}
+
 function batch(step: number, slot: number, b: number, seq: number, vocab: number): TrainMicroBatch {
   const ids = new Int32Array(b * seq);
   let x = (step * 7919 + slot * 104729 + 12345) >>> 0;
@@ -110,6 +125,7 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
   const accum = config.gradient_accumulation_steps;
   const seq = config.data.seq_len;
   const stepSeconds: number[] = [];
+  const cpuSeconds: number[] = [];
   let rows = 0;
   const L = config.model.num_hidden_layers;
   for (let s = 0; s < r.warmup + r.steps; s++) {
@@ -121,6 +137,7 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
     for (let a = 0; a < accum; a++) mbs.push(batch(s, a * comm.worldSize + comm.rank, micro, seq, config.model.vocab_size));
     await comm.barrier();
     const t0 = performance.now();
+    const c0 = threadCpuSeconds();
     let stepRows = 0;
     if (st.route) {
       // rows this rank's experts receive: read the exchange of every layer after each forward
@@ -137,9 +154,11 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
       stepRows = micro * seq * accum * config.moe!.k * L;
     }
     const dt = (performance.now() - t0) / 1000;
+    const dc = threadCpuSeconds() - c0;
     await st.stats.reduceStep(comm, engine.env.groups.dp);
     if (s >= r.warmup) {
       stepSeconds.push(dt);
+      cpuSeconds.push(dc);
       rows += stepRows;
     }
   }
@@ -147,6 +166,7 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
   engine.destroy();
   return {
     stepSeconds,
+    cpuSeconds,
     a2aBytesPerStep: a2a.bytesSent / r.steps,
     a2aMsPerStep: a2a.timeMs / r.steps,
     expertRowsPerStep: rows / r.steps,
