@@ -144,6 +144,8 @@ export class TopKGate implements MoEGate {
     let logits = linear(xin, weight); // [T, E]
     if (o.logitsClamp !== null) logits = await clampTensor(logits, o.logitsClamp);
     const probs = softmax(logits);
+    // enqueued before the choice is read, so that read's flush also completes it
+    const pMean = mean(probs, 0); // [E]
     // ---- choice (host) ----
     let chosen: Int32Array;
     if (training && o.noisyGatePolicy === "RSample") {
@@ -192,7 +194,6 @@ export class TopKGate implements MoEGate {
     let loss: Tensor | null = null;
     let auxVal: number | null = null;
     let zVal: number | null = null;
-    const pMean = mean(probs, 0); // [E]
     if (o.auxLoss !== "mixtral") {
       const f = new Float64Array(E);
       if (o.auxLoss === "switch") for (let e = 0; e < E; e++) f[e] = counts[e]! / (T * k);
