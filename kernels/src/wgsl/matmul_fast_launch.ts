@@ -1,6 +1,5 @@
 /**
- * The fast matmul as backend {@link Launch}es: same signature as `planMatmul` of matmul.ts (the
- * baseline), so the webgpu backend can call either. The kernel is the register-blocked one of
+ * The matmul as backend {@link Launch}es (the webgpu backend's matmul op calls this). The kernel is the register-blocked one of
  * matmul_fast_wgsl.ts in "kernel" binding mode (the backend assembles `P`, `b_a`, `b_b`, `b_out`);
  * those bindings are scalar arrays, so the kernel runs its scalar-load path (4 guarded scalar loads
  * per staged vec4), with all the blocking of the fast kernel.
