@@ -4,7 +4,7 @@
  *
  * ```
  * [16 bytes]  magic "ZMCKPT\0\0", u32 LE format version, u32 LE rank
- * [frames]    frame i = CBOR map {name, dtype, start, count, codec, raw_bytes, data: bytes}
+ * [frames]    frame i = CBOR map {name, dtype, start, count, codec, raw_bytes, data}
  * [index]     CBOR map {version, rank, records: [{name, offset, bytes, crc, dtype, start, count,
  *             codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32 of the frame bytes)
  * [24 bytes]  u64 LE index offset, u32 LE index bytes, u32 LE CRC-32 of the index, "ZMCKEND\0"
@@ -12,6 +12,17 @@
  *
  * A record holds `count` consecutive elements, starting at element `start`, of one state of one
  * parameter unit (`name` = `<unit>/<state>/<start>`; state `params`, `master`, `m` or `v`).
+ *
+ * Codecs (`data` per codec):
+ * - `shuffle` (default): the byte-shuffle filter of HDF5/Blosc — the payload is split into one
+ *   plane per byte of the element (plane b holds byte b of every element), and each plane is
+ *   DEFLATE-compressed with fflate (level 1) when a 16 KiB sample of it compresses below 90 %, else
+ *   stored. `data` = the array of planes, `planes` = one letter per plane, `d` (deflated) or `r`
+ *   (stored). Float exponent bytes compress well, mantissa bytes hardly at all: this keeps most of
+ *   the size gain at several times the speed of deflating everything (measured in
+ *   `bun run bench checkpoint`).
+ * - `deflate`: the whole payload, fflate raw DEFLATE. `data` = bytes.
+ * - `raw`: stored. `data` = bytes.
  *
  * Files are untrusted input (a truncated or altered file must end in a clean error, never a crash,
  * a hang or a huge allocation): the reader checks the trailer's offsets against the file size
@@ -45,8 +56,8 @@ const TRAILER_BYTES = 24;
 export const RECORD_DTYPE_BYTES: Readonly<Record<RecordDType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, u32: 4 };
 /** Element type of a record. */
 export type RecordDType = "f32" | "f16" | "bf16" | "i32" | "u32";
-/** Payload encoding: fflate raw DEFLATE, or stored as is. */
-export type RecordCodec = "deflate" | "raw";
+/** Payload encoding (see the module comment). */
+export type RecordCodec = "shuffle" | "deflate" | "raw";
 
 /** One record as listed in a file's index. */
 export interface RecordEntry {
@@ -80,7 +91,7 @@ function writeAll(fd: number, data: Uint8Array): void {
 
 /** Options of {@link RecordFileWriter.create}. */
 export interface RecordWriterOptions {
-  /** Payload codec (default "deflate"). */
+  /** Payload codec (default "shuffle"). */
   codec?: RecordCodec;
   /** DEFLATE level 0–9 (default 1: fastest; float data compresses little). */
   level?: 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;
@@ -111,7 +122,7 @@ export class RecordFileWriter {
     dv.setUint32(8, RECORD_FILE_VERSION, true);
     dv.setUint32(12, rank, true);
     writeAll(fd, head);
-    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "deflate", level: opts.level ?? 1 });
+    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1 });
   }
 
   /**
@@ -125,8 +136,14 @@ export class RecordFileWriter {
     if (raw.byteLength !== count * RECORD_DTYPE_BYTES[dtype]) throw new CheckpointError(this.path, `payload has ${raw.byteLength} bytes, expected ${count} × ${RECORD_DTYPE_BYTES[dtype]}`, name);
     if (raw.byteLength > MAX_RECORD_RAW_BYTES) throw new CheckpointError(this.path, `payload of ${raw.byteLength} bytes is over the ${MAX_RECORD_RAW_BYTES}-byte record limit`, name);
     const codec = this.opts.codec;
-    const data = codec === "deflate" ? deflateSync(raw, { level: this.opts.level }) : raw;
-    const frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data }) as Uint8Array;
+    let frame: Uint8Array;
+    if (codec === "shuffle") {
+      const { planes, letters } = shuffleEncode(raw, RECORD_DTYPE_BYTES[dtype], this.opts.level);
+      frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data: planes, planes: letters }) as Uint8Array;
+    } else {
+      const data = codec === "deflate" ? deflateSync(raw, { level: this.opts.level }) : raw;
+      frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data }) as Uint8Array;
+    }
     const entry: RecordEntry = { name, offset: this.pos, bytes: frame.byteLength, crc: crc32(frame), dtype, start, count, codec, raw_bytes: raw.byteLength };
     writeAll(this.fd, frame);
     this.pos += frame.byteLength;
@@ -259,6 +276,7 @@ export class RecordFileReader {
       if (f[k] !== e[k]) throw new CheckpointError(this.path, `frame field ${k} = ${JSON.stringify(f[k])} differs from the index (${JSON.stringify(e[k])})`, e.name);
     }
     const data = f.data;
+    if (e.codec === "shuffle") return shuffleDecode(f, e, this.path);
     if (!(data instanceof Uint8Array)) throw new CheckpointError(this.path, "frame has no byte-string payload", e.name);
     if (e.codec === "raw") {
       if (data.byteLength !== e.raw_bytes) throw new CheckpointError(this.path, `stored payload has ${data.byteLength} bytes, expected ${e.raw_bytes}`, e.name);
@@ -286,6 +304,66 @@ export class RecordFileReader {
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;
   }
+}
+
+/** Sample size and ratio deciding whether a plane is deflated (see the module comment). */
+const SAMPLE_BYTES = 16384;
+const KEEP_RATIO = 0.9;
+
+/** Byte-shuffle `raw` into `k` planes and compress each worth compressing. */
+function shuffleEncode(raw: Uint8Array, k: number, level: RecordWriterOptions["level"]): { planes: Uint8Array[]; letters: string } {
+  const n = raw.byteLength / k;
+  const planes: Uint8Array[] = [];
+  let letters = "";
+  for (let b = 0; b < k; b++) {
+    const p = new Uint8Array(n);
+    for (let i = 0, j = b; i < n; i++, j += k) p[i] = raw[j]!;
+    const sample = p.subarray(0, Math.min(n, SAMPLE_BYTES));
+    if (n > 0 && deflateSync(sample, { level }).byteLength < KEEP_RATIO * sample.byteLength) {
+      const c = deflateSync(p, { level });
+      if (c.byteLength < p.byteLength) {
+        planes.push(c);
+        letters += "d";
+        continue;
+      }
+    }
+    planes.push(p);
+    letters += "r";
+  }
+  return { planes, letters };
+}
+
+/** Decode a `shuffle` frame (fields already checked against the index entry). */
+function shuffleDecode(f: Record<string, unknown>, e: RecordEntry, path: string): Uint8Array {
+  const k = RECORD_DTYPE_BYTES[e.dtype];
+  const n = e.count;
+  const planes = f.data;
+  const letters = f.planes;
+  if (!Array.isArray(planes) || planes.length !== k || typeof letters !== "string" || letters.length !== k || !/^[dr]*$/.test(letters)) {
+    throw new CheckpointError(path, `shuffle frame needs ${k} planes and a matching "planes" code string`, e.name);
+  }
+  const out = new Uint8Array(e.raw_bytes);
+  const probe = new Uint8Array(n + 1);
+  for (let b = 0; b < k; b++) {
+    const p = planes[b] as unknown;
+    if (!(p instanceof Uint8Array)) throw new CheckpointError(path, `shuffle plane ${b} is not a byte string`, e.name);
+    let plane: Uint8Array;
+    if (letters[b] === "r") {
+      if (p.byteLength !== n) throw new CheckpointError(path, `stored plane ${b} has ${p.byteLength} bytes, expected ${n}`, e.name);
+      plane = p;
+    } else {
+      let got: Uint8Array;
+      try {
+        got = inflateSync(p, { out: probe });
+      } catch (err) {
+        throw new CheckpointError(path, `plane ${b} does not decompress: ${(err as Error).message}`, e.name);
+      }
+      if (got.byteLength !== n) throw new CheckpointError(path, `plane ${b} decompresses to ${got.byteLength === n + 1 ? "more than " + n : got.byteLength} bytes, expected ${n}`, e.name);
+      plane = probe;
+    }
+    for (let i = 0, j = b; i < n; i++, j += k) out[j] = plane[i]!;
+  }
+  return out;
 }
 
 /** Largest file the truncation diagnosis scans (bytes). */
@@ -349,7 +427,7 @@ function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: nu
     if (!r || typeof r !== "object" || typeof r.name !== "string" || r.name.length === 0 || r.name.length > 1024) throw bad("has no valid name");
     if (names.has(r.name)) throw bad("is duplicated");
     if (typeof r.dtype !== "string" || !(r.dtype in RECORD_DTYPE_BYTES)) throw bad(`has unknown dtype ${JSON.stringify(r.dtype)}`);
-    if (r.codec !== "deflate" && r.codec !== "raw") throw bad(`has unknown codec ${JSON.stringify(r.codec)}`);
+    if (r.codec !== "shuffle" && r.codec !== "deflate" && r.codec !== "raw") throw bad(`has unknown codec ${JSON.stringify(r.codec)}`);
     if (!isUint(r.offset) || !isUint(r.bytes) || !isUint(r.crc, 0xffffffff) || !isUint(r.start) || !isUint(r.count) || !isUint(r.raw_bytes, MAX_RECORD_RAW_BYTES)) throw bad("has a field that is not a non-negative integer in range");
     const dt = r.dtype as RecordDType;
     if (r.raw_bytes !== r.count * RECORD_DTYPE_BYTES[dt]) throw bad(`raw_bytes ${r.raw_bytes} ≠ count ${r.count} × ${RECORD_DTYPE_BYTES[dt]}`);

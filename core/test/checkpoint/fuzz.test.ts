@@ -127,7 +127,7 @@ function randomF32(n: number, r: () => number): Uint8Array {
 }
 
 describe("mutation fuzz (clean errors only)", () => {
-  test("rank record file: 3500 mutations, every change detected", () => {
+  test("rank record files (shuffle, raw and deflate codecs): 4000 mutations, every change detected", () => {
     const r = rng(SEED);
     const f = join(ROOT, "orig.zmck");
     const w = RecordFileWriter.create(f, 3);
@@ -140,6 +140,11 @@ describe("mutation fuzz (clean errors only)", () => {
     const w2 = RecordFileWriter.create(raw, 0, { codec: "raw" });
     w2.add("head/master/5", "f32", 5, 13, randomF32(13, r));
     w2.finish(0);
+    const defl = join(ROOT, "deflate.zmck");
+    const w3 = RecordFileWriter.create(defl, 1, { codec: "deflate" });
+    w3.add("layers.1/m/0", "f32", 0, 41, randomF32(41, r));
+    w3.add("layers.1/params/0", "f16", 0, 3, new Uint8Array(6).map(() => Math.floor(r() * 256)));
+    w3.finish(1);
     const mem0 = process.memoryUsage().rss;
     const target = join(ROOT, "target.zmck");
     const read = () => {
@@ -152,8 +157,9 @@ describe("mutation fuzz (clean errors only)", () => {
     };
     const a = fuzz("rank file", readFileSync(f), target, 3000, SEED + 1, read, (e) => e instanceof CheckpointError, true);
     const b = fuzz("raw rank file", readFileSync(raw), target, 500, SEED + 2, read, (e) => e instanceof CheckpointError, true);
-    expect(a.errors + b.errors).toBeGreaterThan(3400);
-    expect(Math.max(a.maxMs, b.maxMs)).toBeLessThan(1000);
+    const c = fuzz("deflate rank file", readFileSync(defl), target, 500, SEED + 6, read, (e) => e instanceof CheckpointError, true);
+    expect(a.errors + b.errors + c.errors).toBeGreaterThan(3900);
+    expect(Math.max(a.maxMs, b.maxMs, c.maxMs)).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
   }, 120_000);
 

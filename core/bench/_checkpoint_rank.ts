@@ -1,0 +1,99 @@
+/**
+ * Rank entry of `bun run bench checkpoint` (see checkpoint.ts): build the engine of a job, fill the
+ * optimizer moments with random normal values (as after training — zero moments would compress to
+ * nothing and flatter the codec), then time on this rank: saveCheckpoint, loadCheckpoint, and a
+ * raw write (+ fsync) and read of the same number of bytes with node:fs, in the same run.
+ */
+import { closeSync, fsyncSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import type { RecordCodec } from "../src/checkpoint/record-file.ts";
+import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import type { Communicator } from "../src/comm/communicator.ts";
+import { resolveJobConfig } from "../src/config/index.ts";
+import { Engine } from "../src/engine/engine.ts";
+import { pluginsForJob } from "../src/engine/plugins.ts";
+
+/** Arguments of one rank. */
+export interface CkptBenchArgs {
+  job: Record<string, unknown>;
+  dir: string;
+  codec: RecordCodec;
+}
+
+/** One rank's figures (bytes, seconds). */
+export interface CkptBenchOut {
+  numParameters: number;
+  rawBytes: number;
+  fileBytes: number;
+  saveSeconds: number;
+  writeSeconds: number;
+  loadSeconds: number;
+  rawWriteSeconds: number;
+  rawReadSeconds: number;
+}
+
+const CHUNK = 4 << 20;
+
+function fillRandom(a: Float32Array, seed: number): void {
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < a.length; i += 2) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    const u1 = (x + 1) / 4294967297;
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    const u2 = x / 4294967296;
+    const r = Math.sqrt(-2 * Math.log(u1)) * 1e-3;
+    a[i] = r * Math.cos(2 * Math.PI * u2);
+    if (i + 1 < a.length) a[i + 1] = r * Math.sin(2 * Math.PI * u2);
+  }
+}
+
+export default async function main(comm: Communicator, rank: number, _ws: number, args: CkptBenchArgs): Promise<CkptBenchOut> {
+  const { config } = resolveJobConfig({ ...args.job, world_size: comm.worldSize });
+  const be = new CpuBackend();
+  const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config), log: () => {} });
+  for (const st of engine.states) {
+    for (const [i, b] of [st.m!, st.v!].entries()) {
+      const host = new Float32Array(b.length);
+      fillRandom(host, 977 * rank + 131 * i + b.length);
+      if (i === 1) for (let j = 0; j < host.length; j++) host[j] = host[j]! * host[j]!; // v ≥ 0
+      be.write({ buf: b, off: 0 }, host);
+    }
+  }
+  await comm.barrier();
+  const s = await engine.saveCheckpoint(args.dir, "bench", { codec: args.codec, keepLast: 0 });
+  await comm.barrier();
+  const l = await engine.loadCheckpoint(args.dir, "bench");
+  await comm.barrier();
+  // raw file I/O of the same byte count on this rank
+  const file = join(args.dir, `raw_${rank}.bin`);
+  const buf = new Uint8Array(CHUNK).map((_, i) => (i * 2654435761) >>> 24);
+  let t0 = performance.now();
+  let fd = openSync(file, "w");
+  for (let done = 0; done < s.rawBytes; done += CHUNK) writeSync(fd, buf, 0, Math.min(CHUNK, s.rawBytes - done));
+  fsyncSync(fd);
+  closeSync(fd);
+  const rawWriteSeconds = (performance.now() - t0) / 1000;
+  await comm.barrier();
+  t0 = performance.now();
+  fd = openSync(file, "r");
+  for (let done = 0; done < s.rawBytes; ) {
+    const n = readSync(fd, buf, 0, Math.min(CHUNK, s.rawBytes - done), done);
+    if (n <= 0) break;
+    done += n;
+  }
+  closeSync(fd);
+  const rawReadSeconds = (performance.now() - t0) / 1000;
+  rmSync(file, { force: true });
+  const out: CkptBenchOut = {
+    numParameters: engine.model.numParameters,
+    rawBytes: s.rawBytes,
+    fileBytes: s.fileBytes,
+    saveSeconds: s.seconds,
+    writeSeconds: s.writeSeconds,
+    loadSeconds: l.seconds,
+    rawWriteSeconds,
+    rawReadSeconds,
+  };
+  engine.destroy();
+  return out;
+}
