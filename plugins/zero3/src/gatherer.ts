@@ -23,6 +23,12 @@
  *
  * After every optimizer step all gathered copies are stale and are freed (`endStep`).
  * Gathered buffers are tagged `gathered`.
+ *
+ * Collective order: every rank must issue its all_gathers in the same order. Device reads of the
+ * shards may complete in any order (the WebGPU backend maps staging buffers asynchronously), so the
+ * all_gathers are chained in the order the fetches were decided, which is the same on every rank;
+ * and eviction, which may only pick resident units, first waits for fetches in flight, so that what
+ * is resident (and so what gets evicted and later re-fetched) does not depend on timing.
  */
 import type { Buf } from "@zeromoe/kernels/src/backend.ts";
 import { readPadded, stateOf, type EngineEnv, type GatherHook, type Phase, type Unit } from "@zeromoe/core";
@@ -42,6 +48,8 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
   let pos = -1;
   let fetches = 0;
   let peakLive = 0;
+  /** The last fetch's all_gather: the next one is issued after it (see the module comment). */
+  let issued: Promise<void> = Promise.resolve();
 
   const sharded = (env: EngineEnv, u: Unit) => stateOf(env, u).plan.params === "sharded";
   /** Gathered elements resident or being fetched (a fetch's buffer counts from its start). */
@@ -59,15 +67,17 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
     const st = stateOf(env, u);
     const p = st.plan;
     fetches++;
-    const pr = (async () => {
-      const shard = await readPadded(env.be, st.paramShard!, 0, p.shardSize, p.shardSize);
-      const full = await env.comm.allGather(shard, undefined, { group: p.group });
+    // the device read starts now; the all_gather waits for the previous fetch's (same order on all ranks)
+    const shard = readPadded(env.be, st.paramShard!, 0, p.shardSize, p.shardSize);
+    const pr = issued.then(async () => {
+      const full = await env.comm.allGather(await shard, undefined, { group: p.group });
       const buf = env.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");
       if (u.numel > 0) env.be.write({ buf, off: 0 }, full.subarray(0, u.numel));
       resident.set(u, buf);
       peakLive = Math.max(peakLive, liveElements());
       inflight.delete(u);
-    })();
+    });
+    issued = pr.catch(() => undefined);
     inflight.set(u, pr);
     peakLive = Math.max(peakLive, liveElements());
     return pr;
@@ -98,7 +108,11 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
     return Number.POSITIVE_INFINITY;
   };
 
-  const evictFor = (env: EngineEnv, maxLive: number) => {
+  /** Evict kept units (farthest next use first) until at most `maxLive` elements are gathered.
+   * Fetches in flight are awaited first, so the choice does not depend on which have landed. */
+  const evictFor = async (env: EngineEnv, maxLive: number) => {
+    if (liveElements() <= maxLive) return;
+    if (inflight.size > 0) await Promise.all(inflight.values());
     while (liveElements() > maxLive) {
       let victim: Unit | null = null;
       let far = -1;
@@ -129,7 +143,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       inUse.set(unit, (inUse.get(unit) ?? 0) + 1);
       // a demand fetch first evicts kept units (farthest next use first) so that the gathered
       // elements stay within stage3_max_live_parameters where the units in use allow it
-      if (!resident.has(unit) && !inflight.has(unit)) evictFor(env, z.stage3_max_live_parameters - unit.numel);
+      if (!resident.has(unit) && !inflight.has(unit)) await evictFor(env, z.stage3_max_live_parameters - unit.numel);
       await fetch(env, unit);
       unit.data = resident.get(unit)!;
       if (!recording && pos >= 0) {
@@ -155,7 +169,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       const keep = i >= 0 && reuseDistance(i) < z.stage3_max_reuse_distance;
       if (!keep) drop(env, unit);
       else unit.data = null;
-      evictFor(env, z.stage3_max_live_parameters);
+      await evictFor(env, z.stage3_max_live_parameters);
     },
     async endStep(env) {
       await Promise.all(inflight.values());
