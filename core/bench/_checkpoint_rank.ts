@@ -1,10 +1,11 @@
 /**
  * Rank entry of `bun run bench checkpoint` (see checkpoint.ts): build the engine of a job, fill the
  * optimizer moments with random normal values (as after training — zero moments would compress to
- * nothing and flatter the codec), then time on this rank: saveCheckpoint, loadCheckpoint, and a
- * raw write (+ fsync) and read of the same number of bytes with node:fs, in the same run.
+ * nothing and flatter the codec), then time on this rank: a raw write (+ fsync) and read of the
+ * same number of bytes with node:fs, a first (cold) and a second saveCheckpoint, and a
+ * loadCheckpoint, in the same run.
  */
-import { closeSync, fsyncSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { RecordCodec } from "../src/checkpoint/record-file.ts";
 import { CpuBackend } from "../../kernels/src/cpu/index.ts";
@@ -25,6 +26,8 @@ export interface CkptBenchOut {
   numParameters: number;
   rawBytes: number;
   fileBytes: number;
+  /** First save of the run (includes JIT warm-up of the codec) and a second one. */
+  coldSaveSeconds: number;
   saveSeconds: number;
   writeSeconds: number;
   loadSeconds: number;
@@ -59,35 +62,43 @@ export default async function main(comm: Communicator, rank: number, _ws: number
       be.write({ buf: b, off: 0 }, host);
     }
   }
-  await comm.barrier();
-  const s = await engine.saveCheckpoint(args.dir, "bench", { codec: args.codec, keepLast: 0 });
-  await comm.barrier();
-  const l = await engine.loadCheckpoint(args.dir, "bench");
-  await comm.barrier();
-  // raw file I/O of the same byte count on this rank
+  // raw file I/O of the state's byte count on this rank first (before the checkpoint's own
+  // writes are being flushed by the kernel), then a cold save, a warm save, and a load
+  const bytes = engine.states.reduce((a, st) => a + st.optimCount * (2 * 4 + (st.master ? 4 : 0) + (st.unit.dtype === "f32" ? 4 : 2)), 0);
   const file = join(args.dir, `raw_${rank}.bin`);
+  mkdirSync(args.dir, { recursive: true });
   const buf = new Uint8Array(CHUNK).map((_, i) => (i * 2654435761) >>> 24);
+  await comm.barrier();
   let t0 = performance.now();
   let fd = openSync(file, "w");
-  for (let done = 0; done < s.rawBytes; done += CHUNK) writeSync(fd, buf, 0, Math.min(CHUNK, s.rawBytes - done));
+  for (let done = 0; done < bytes; done += CHUNK) writeSync(fd, buf, 0, Math.min(CHUNK, bytes - done));
   fsyncSync(fd);
   closeSync(fd);
   const rawWriteSeconds = (performance.now() - t0) / 1000;
   await comm.barrier();
   t0 = performance.now();
   fd = openSync(file, "r");
-  for (let done = 0; done < s.rawBytes; ) {
-    const n = readSync(fd, buf, 0, Math.min(CHUNK, s.rawBytes - done), done);
+  for (let done = 0; done < bytes; ) {
+    const n = readSync(fd, buf, 0, Math.min(CHUNK, bytes - done), done);
     if (n <= 0) break;
     done += n;
   }
   closeSync(fd);
   const rawReadSeconds = (performance.now() - t0) / 1000;
   rmSync(file, { force: true });
+  await comm.barrier();
+  const cold = await engine.saveCheckpoint(args.dir, "bench", { codec: args.codec, keepLast: 0 });
+  await comm.barrier();
+  const s = await engine.saveCheckpoint(args.dir, "bench", { codec: args.codec, keepLast: 0 });
+  await comm.barrier();
+  const l = await engine.loadCheckpoint(args.dir, "bench");
+  await comm.barrier();
+  if (s.rawBytes !== bytes) throw new Error(`bench checkpoint: rank ${rank} saved ${s.rawBytes} state bytes, expected ${bytes}`);
   const out: CkptBenchOut = {
     numParameters: engine.model.numParameters,
     rawBytes: s.rawBytes,
     fileBytes: s.fileBytes,
+    coldSaveSeconds: cold.seconds,
     saveSeconds: s.seconds,
     writeSeconds: s.writeSeconds,
     loadSeconds: l.seconds,

@@ -318,10 +318,12 @@ function shuffleEncode(raw: Uint8Array, k: number, level: RecordWriterOptions["l
   for (let b = 0; b < k; b++) {
     const p = new Uint8Array(n);
     for (let i = 0, j = b; i < n; i++, j += k) p[i] = raw[j]!;
+    // a plane no larger than the sample is deflated once; a larger one only when its sample compresses
+    const small = n <= SAMPLE_BYTES;
     const sample = p.subarray(0, Math.min(n, SAMPLE_BYTES));
-    if (n > 0 && deflateSync(sample, { level }).byteLength < KEEP_RATIO * sample.byteLength) {
+    if (n > 0 && (small || deflateSync(sample, { level }).byteLength < KEEP_RATIO * sample.byteLength)) {
       const c = deflateSync(p, { level });
-      if (c.byteLength < p.byteLength) {
+      if (c.byteLength < KEEP_RATIO * p.byteLength) {
         planes.push(c);
         letters += "d";
         continue;
