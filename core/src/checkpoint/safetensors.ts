@@ -560,7 +560,8 @@ export class SafetensorsWriter {
 
   /**
    * Flush to disk and rename onto the final path.
-   * @throws SafetensorsError when some tensor was not written in full (the temporary file is removed).
+   * @throws SafetensorsError when some tensor was not written in full (the temporary file is removed);
+   *   the fs error when the rename fails (the temporary file is removed).
    */
   finish(): void {
     if (this.fd < 0) throw new SafetensorsError(this.path, "writer already finished or aborted");
@@ -572,7 +573,17 @@ export class SafetensorsWriter {
     fsyncSync(this.fd);
     closeSync(this.fd);
     this.fd = -1;
-    renameSync(this.tmpPath, this.path);
+    try {
+      renameSync(this.tmpPath, this.path);
+    } catch (e) {
+      // e.g. the final path is a directory: do not leave the temporary file behind
+      try {
+        unlinkSync(this.tmpPath);
+      } catch {
+        // already gone
+      }
+      throw e;
+    }
     try {
       const dfd = openSync(dirname(this.path), "r");
       try {

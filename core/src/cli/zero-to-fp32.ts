@@ -7,6 +7,8 @@
  * Exit status: 0 on success, 2 for a usage error or a damaged/missing checkpoint (the message names
  * the file and record), 1 otherwise.
  */
+import { existsSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { zeroToFp32 } from "../checkpoint/consolidate.ts";
 import { CheckpointError } from "../checkpoint/errors.ts";
 
@@ -38,6 +40,11 @@ export function main(argv: readonly string[]): number {
     console.error(`error: expected <checkpoint-dir> and <out.safetensors>, got ${pos.length} argument(s)\n${ZERO_TO_FP32_USAGE}`);
     return 2;
   }
+  const outProblem = outputPathProblem(pos[1]!);
+  if (outProblem !== null) {
+    console.error(`error: ${outProblem}\n${ZERO_TO_FP32_USAGE}`);
+    return 2;
+  }
   try {
     const r = zeroToFp32(pos[0]!, pos[1]!, tag);
     console.log(`wrote ${pos[1]}: ${r.tensors} tensors, ${r.numel} parameters (fp32 from ${r.source}, tag ${r.tag}, largest unit ${r.largestUnit} elements) in ${r.seconds.toFixed(2)} s`);
@@ -50,6 +57,16 @@ export function main(argv: readonly string[]): number {
     console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
     return 1;
   }
+}
+
+/** Why `out` cannot be written as a file (its directory is missing or not a directory, or `out` is
+ * an existing directory), or null when it can be tried. */
+function outputPathProblem(out: string): string | null {
+  const dir = dirname(resolve(out));
+  if (!existsSync(dir)) return `<out.safetensors> ${out}: directory ${dir} does not exist`;
+  if (!statSync(dir).isDirectory()) return `<out.safetensors> ${out}: ${dir} is not a directory`;
+  if (existsSync(out) && statSync(out).isDirectory()) return `<out.safetensors> ${out}: is a directory; expected a file path (e.g. ${out.replace(/\/+$/, "")}/model.safetensors)`;
+  return null;
 }
 
 if (import.meta.main) process.exit(main(process.argv.slice(2)));
