@@ -345,7 +345,12 @@ async function sweepTape(list: Entry[], seeds: Map<Tensor, Tensor>, capture: Ten
         s.grads.set(node.out, g);
       }
       if (g) {
-        await node.backward(g);
+        // Await only asynchronous backwards: a synchronous node adds no microtask turn, so the
+        // turns between hook calls do not depend on how many ops a data-dependent graph holds
+        // (an MoE expert with or without tokens). Background collectives (ZeRO-3 prefetch,
+        // overlapped reduce_scatters) then advance at the same points on every rank.
+        const pending = node.backward(g);
+        if (pending) await pending;
         s.grads.delete(node.out);
         if (s.handedOver.has(g)) s.handedOver.delete(g);
         else g.dispose();

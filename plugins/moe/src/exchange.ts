@@ -19,7 +19,7 @@
  * combine node's output is the layer's [T, hidden] output (it always receives a gradient) and its
  * backward seeds a zero gradient for the dispatch node's output (so that node always runs).
  */
-import type { Backend, HostArray } from "@zeromoe/kernels/src/backend.ts";
+import type { Backend, HostArray, View } from "@zeromoe/kernels/src/backend.ts";
 import type { Communicator, Group } from "@zeromoe/core";
 import { accumulateGrad, adoptGrad, recordNode, scratch } from "../../../core/src/tensor/tape.ts";
 import { Tensor, empty, fromArray } from "../../../core/src/tensor/tensor.ts";
@@ -124,11 +124,15 @@ function like(_a: Rows, n: number): Rows {
   return new Float32Array(n);
 }
 
-/** Read n f32 elements of `t` as a Float32Array (the exchange always travels as f32, so every rank
- * passes the same array type to the collective; a cpu backend in f64 mode is narrowed here). */
-async function readRows(t: Tensor | null, n: number, be: Backend): Promise<Rows> {
-  if (!t || n === 0) return new Float32Array(0);
-  const a: HostArray = await be.read(t.view, n);
+/**
+ * Read n f32 elements at `v` as a Float32Array (the exchange always travels as f32, so every rank
+ * passes the same array type to the collective; a cpu backend in f64 mode is narrowed here).
+ * It always awaits the backend's read, also for n = 0: every rank must run the same sequence of
+ * awaits, because ZeRO's background collectives (prefetch all_gathers, overlapped reduce_scatters)
+ * advance between them and must be issued at the same points on every rank.
+ */
+async function readRows(be: Backend, v: View, n: number): Promise<Rows> {
+  const a: HostArray = await be.read(v, n);
   return a instanceof Float32Array ? a : Float32Array.from(a as Float64Array);
 }
 
@@ -158,7 +162,7 @@ export async function dispatchRows(ctx: ExchangeContext, xs: Tensor): Promise<Te
   const h = L.hidden;
   const be = xs.be;
   const n = L.sendOrder.length;
-  const host = await readRows(xs, n * h, be);
+  const host = await readRows(be, xs.view, n * h);
   const send = L.sendIsPlan ? host : gatherHost(host, L.sendOrder, h, like(host, n * h));
   const R = L.recvIndexOfExpertRow.length;
   const recv = group.size === 1 ? send : await comm.allToAllV(send, elems(L.sendRows, h), elems(L.recvRows, h), undefined, { group });
@@ -169,7 +173,7 @@ export async function dispatchRows(ctx: ExchangeContext, xs: Tensor): Promise<Te
     inputs: [xs],
     out: expertIn,
     backward: async (g) => {
-      const gh = await readRows(g, R * h, be);
+      const gh = await readRows(be, g.view, R * h);
       const recvG = scatterHost(gh, L.recvIndexOfExpertRow, h, like(gh, R * h));
       const sendG = group.size === 1 ? recvG : await comm.allToAllV(recvG, elems(L.recvRows, h), elems(L.sendRows, h), undefined, { group });
       const planG = L.sendIsPlan ? sendG : scatterHost(sendG, L.sendOrder, h, like(sendG, n * h));
@@ -196,7 +200,7 @@ export async function combineRows(ctx: ExchangeContext, expertOut: Tensor | null
   const n = L.sendOrder.length;
   const R = L.recvIndexOfExpertRow.length;
   if (expertOut && expertOut.numel !== R * h) throw new Error(`moe combine: expert outputs have ${expertOut.numel / h} rows, ${R} were received`);
-  const eo = await readRows(expertOut, R * h, be);
+  const eo = await readRows(be, (expertOut ?? empty(be, [0, h])).view, R * h);
   const back = scatterHost(eo, L.recvIndexOfExpertRow, h, like(eo, R * h));
   const got = group.size === 1 ? back : await comm.allToAllV(back, elems(L.recvRows, h), elems(L.sendRows, h), undefined, { group });
   const ysHost = L.sendIsPlan ? got : scatterHost(got, L.sendOrder, h, like(got, n * h));
@@ -211,9 +215,9 @@ export async function combineRows(ctx: ExchangeContext, expertOut: Tensor | null
     backward: async (g) => {
       // the dispatch node must run its collective even if no expert here produced a gradient
       adoptGrad(expertIn, empty(be, [R, h]));
-      let dys: Rows = new Float32Array(0);
+      const gRows = scratch(be, n * h);
+      const dx = scratch(be, n * h);
       if (n > 0) {
-        const gRows = scratch(be, n * h);
         be.gatherRows(g.view, tokenIdx.view, gRows.view, n, h);
         if (w.requiresGrad) {
           accumulateGrad(
@@ -227,12 +231,11 @@ export async function combineRows(ctx: ExchangeContext, expertOut: Tensor | null
             false,
           );
         }
-        const dx = scratch(be, n * h);
         be.binary("mul", gRows.view, [n, h], w.view, [n, 1], dx.view);
-        dys = await readRows(new Tensor(be, [n, h], "f32", { buf: dx.view.buf }), n * h, be);
-        dx.free();
-        gRows.free();
       }
+      const dys = await readRows(be, dx.view, n * h); // awaited also when n = 0 (see readRows)
+      dx.free();
+      gRows.free();
       const send = L.sendIsPlan ? dys : gatherHost(dys, L.sendOrder, h, like(dys, n * h));
       const recv = group.size === 1 ? send : await comm.allToAllV(send, elems(L.sendRows, h), elems(L.recvRows, h), undefined, { group });
       if (!expertOut || R === 0 || !expertOut.requiresGrad) return;
