@@ -48,6 +48,13 @@ describe("dynamic routing with experts that receive no tokens", async () => {
   for (const stage of [2, 3]) for (const ep of [2, 4]) {
     runs.push({ label: `drops, stage ${stage}, ep_size ${ep}`, steps: 3, job: tinyMoeJob({ moe: { ep_size: ep, drop_tokens: true, aux_loss: "gshard", capacity_factor: 0.7, min_capacity: 1, z_loss_coef: 0.01 }, zero_optimization: zero(stage) }) });
   }
+  // ZeRO-3 with tight prefetch/live/reuse limits and overlapped reduction: background all_gathers
+  // and reduce_scatters run while the backward of rank-dependent expert graphs proceeds; every rank
+  // must still issue collectives in the same order (core/src/tensor/tape.ts awaits only
+  // asynchronous backward nodes; examples.test.ts's ZeRO-3 run on Moby Dick is the case that
+  // mismatched before that)
+  const tight = { stage: 3, stage3_param_persistence_threshold: 0, stage3_prefetch_bucket_size: 700, stage3_max_live_parameters: 1500, stage3_max_reuse_distance: 600, overlap_comm: true, reduce_bucket_size: 400 };
+  for (const ep of [1, 2, 4]) runs.push({ label: `tight ZeRO-3 limits, ep_size ${ep}`, steps: STEPS, forced: true, job: tinyMoeJob({ moe: { ep_size: ep }, zero_optimization: tight }) });
   for (const [policy, stage, ep] of [["RSample", 3, 2], ["Jitter", 2, 4]] as const) {
     runs.push({ label: `noise ${policy}, stage ${stage}, ep_size ${ep}`, steps: 3, job: tinyMoeJob({ moe: { ep_size: ep, noisy_gate_policy: policy }, zero_optimization: zero(stage) }) });
   }
