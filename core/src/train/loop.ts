@@ -2,7 +2,8 @@
  * The training loop of one rank, top to bottom: for each step take this rank's micro-batches from
  * the DataLoader, run `engine.trainBatch`, print a line every `steps_per_print` steps (rank 0),
  * evaluate every `eval_interval` steps, save a checkpoint every `checkpoint.save_interval` steps and
- * at the end (when `checkpoint.dir` is set), and keep what the summary needs. Steps are numbered
+ * at the end (when `checkpoint.dir` is set), stop cleanly after the step during which SIGINT/SIGTERM
+ * arrived (saving a checkpoint there; stop-signal.ts), and keep what the summary needs. Steps are numbered
  * from the start of training: a run resumed after step s runs steps s+1 … `steps`. Every rank runs the same
  * sequence of collectives (trainBatch, the MoE statistics' reduction, evalLoss), so the loop must
  * not branch on rank except for output.
@@ -14,6 +15,7 @@ import type { DataLoader, MicroBatch } from "../data/loader.ts";
 import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
 import { formatEvalLine, formatStepLine, mib } from "./log.ts";
 import type { MoERunStats } from "./moe-stats.ts";
+import { signalName, stopRequested, type StopFlag } from "./stop-signal.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
 export interface LoopOutput {
@@ -35,6 +37,8 @@ export interface LoopResult {
   last: StepResult | null;
   /** Tag directories of the checkpoints saved, oldest first. */
   checkpoints: string[];
+  /** The step after which a SIGINT/SIGTERM stopped the run (null: it ran to `steps`). */
+  stoppedAfter: number | null;
 }
 
 /** Engine micro-batches from loader batches: labels = inputs (the model shifts them, as in HF). */
@@ -63,6 +67,8 @@ export interface LoopOptions {
   /** Where to save checkpoints (`checkpoint.dir`, absolute or relative to the working directory);
    * null: no saving. */
   checkpointDir?: string | null;
+  /** Stop flag set by SIGINT/SIGTERM in the launcher (stop-signal.ts); absent: no signal handling. */
+  stop?: StopFlag;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment). */
@@ -73,6 +79,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   const ckptDir = o.checkpointDir ?? null;
   const checkpoints: string[] = [];
   let lastSaved = startStep;
+  let stoppedAfter: number | null = null;
   const tokensPerStep = config.train_batch_size * config.data.seq_len;
   const printEvery = Math.max(1, config.steps_per_print);
   const nEval = evalBatchCount(loader.info.validationWindows, config.train_micro_batch_size_per_gpu, comm.worldSize, config.eval_batches);
@@ -136,9 +143,17 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     }
     if (config.eval_interval > 0 && step % config.eval_interval === 0) await evaluate(step);
     if (ckptDir !== null && config.checkpoint.save_interval > 0 && step % config.checkpoint.save_interval === 0) await save(step);
+    // SIGINT/SIGTERM: all ranks agree after the same step, save there and stop (stop-signal.ts)
+    const sig = o.stop && step < steps ? await stopRequested(comm, o.stop) : 0;
+    if (sig !== 0) {
+      stoppedAfter = step;
+      out.line(`stopping   ${signalName(sig)} received: stopping after step ${step}${ckptDir !== null ? " with a checkpoint" : ""}`);
+      break;
+    }
   }
-  if (ckptDir !== null && lastSaved < steps) await save(steps);
+  const end = stoppedAfter ?? steps;
+  if (ckptDir !== null && lastSaved < end) await save(end);
   // A run that evaluates at all ends with a validation loss of its final weights.
-  if (config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);
-  return { losses, stepSeconds, valLoss, last, checkpoints };
+  if (stoppedAfter === null && config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);
+  return { losses, stepSeconds, valLoss, last, checkpoints, stoppedAfter };
 }

@@ -41,6 +41,8 @@ export interface TrainRankArgs {
   resume?: string;
   /** Initialise the parameters from this Hugging Face safetensors file (`--init-from`). */
   initFrom?: string;
+  /** Stop flag shared with the launcher's SIGINT/SIGTERM handlers (stop-signal.ts). */
+  stop?: Int32Array;
 }
 
 const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
@@ -107,7 +109,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       out.line(`resume     ${r.tagDir}: after step ${startStep}${reshard}; ${mib(r.bytesRead)} MiB read by rank ${comm.rank} in ${r.seconds.toFixed(1)} s`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
     }
-    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out, startStep, checkpointDir: config.checkpoint.dir });
+    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop });
     done();
 
     // Figures of the run (all collectives are done).

@@ -5,6 +5,7 @@
 import type { JobConfig } from "../config/types.ts";
 import { launch } from "../launch/launch.ts";
 import type { TrainRankArgs } from "./rank.ts";
+import { createStopFlag, installStopHandlers } from "./stop-signal.ts";
 import { buildSummary, type RankReport, type TrainSummary } from "./summary.ts";
 
 /** Options of {@link runTraining}. */
@@ -46,11 +47,21 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     resume: o.resume,
     initFrom: o.initFrom,
   };
-  const reports = await launch<RankReport, TrainRankArgs>({
-    worldSize: config.world_size,
-    entry: new URL("./rank.ts", import.meta.url),
-    args,
-    timeoutS: o.timeoutS,
-  });
+  // SIGINT/SIGTERM ask the ranks to stop after the current step (saving a checkpoint) instead of
+  // killing the process; the handlers live only while the ranks run
+  const stop = createStopFlag();
+  args.stop = stop;
+  const uninstall = installStopHandlers(stop);
+  let reports: RankReport[];
+  try {
+    reports = await launch<RankReport, TrainRankArgs>({
+      worldSize: config.world_size,
+      entry: new URL("./rank.ts", import.meta.url),
+      args,
+      timeoutS: o.timeoutS,
+    });
+  } finally {
+    uninstall();
+  }
   return { summary: buildSummary(reports), reports };
 }

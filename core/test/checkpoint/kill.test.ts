@@ -93,4 +93,27 @@ describe("kill -9 during a save", () => {
     expect(after.step).toBe(v.step + 2);
     expect(readdirSync(CKPT).filter((e) => e.startsWith("global_step") && !e.endsWith(".tmp")).length).toBeLessThanOrEqual(3);
   }, 120_000);
+
+  test("SIGTERM and SIGINT: the run saves a checkpoint after the current step and exits 0", async () => {
+    for (const sig of ["SIGTERM", "SIGINT"] as const) {
+      const dir = join(ROOT, `sig-${sig}`);
+      const jobFile = join(ROOT, `job-${sig}.json`);
+      writeFileSync(jobFile, JSON.stringify({ ...JOB, checkpoint: { dir, save_interval: 3, keep_last: 0 } }));
+      const child = Bun.spawn(["bun", TRAIN, "--config", jobFile], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+      const t0 = performance.now();
+      while (!existsSync(join(dir, "latest")) && child.exitCode === null && performance.now() - t0 < 60_000) Bun.sleepSync(2);
+      child.kill(sig);
+      const code = await child.exited;
+      const stdout = await new Response(child.stdout).text();
+      const stderr = await new Response(child.stderr).text();
+      expect(code, stderr.slice(-2000)).toBe(0);
+      const m = /stopping\s+(SIG\w+) received: stopping after step (\d+) with a checkpoint/.exec(stdout);
+      expect(m, stdout.slice(-2000)).not.toBeNull();
+      expect(m![1]).toBe(sig);
+      const v = verify(dir);
+      expect(v.step).toBe(Number(m![2]));
+      expect(v.step).toBeLessThan(JOB.steps);
+      expect(v.tag).toBe(`global_step${v.step}`);
+    }
+  }, 120_000);
 });

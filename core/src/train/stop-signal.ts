@@ -1,0 +1,49 @@
+/**
+ * Clean stop on SIGINT/SIGTERM: the launcher's main thread (where signals arrive) sets a flag in
+ * shared memory; after every step all ranks agree on it with one tiny all_reduce (max over the
+ * world), so they stop after the same step, save a checkpoint there (when `checkpoint.dir` is set),
+ * and return normally. Ranks are Worker threads sharing the flag's SharedArrayBuffer (launch
+ * structured-clones the args, which shares SharedArrayBuffers). A second signal while the stop is
+ * in progress falls through to the default behaviour (the process ends at once).
+ */
+import type { Communicator } from "../comm/communicator.ts";
+
+/** Flag values: 0 = run, otherwise the signal number that asked to stop (2 SIGINT, 15 SIGTERM). */
+export type StopFlag = Int32Array;
+
+const SIGNALS = { SIGINT: 2, SIGTERM: 15 } as const;
+
+/** A stop flag in shared memory (one Int32, 0). */
+export function createStopFlag(): StopFlag {
+  return new Int32Array(new SharedArrayBuffer(4));
+}
+
+/** Install SIGINT/SIGTERM handlers that set `flag` (first signal) or end the process with the
+ * conventional status 128 + signal (second signal). Returns the function that removes them. */
+export function installStopHandlers(flag: StopFlag, onSignal?: (name: string) => void): () => void {
+  const handlers = Object.entries(SIGNALS).map(([name, num]) => {
+    const h = () => {
+      if (Atomics.load(flag, 0) !== 0) process.exit(128 + num);
+      Atomics.store(flag, 0, num);
+      onSignal?.(name);
+    };
+    process.on(name as NodeJS.Signals, h);
+    return [name, h] as const;
+  });
+  return () => {
+    for (const [name, h] of handlers) process.off(name as NodeJS.Signals, h);
+  };
+}
+
+/** Whether any rank saw a stop request: a collective (all_reduce max over the world) every rank
+ * calls after every step. Returns the signal number (0 = keep going). */
+export async function stopRequested(comm: Communicator, flag: StopFlag): Promise<number> {
+  const v = new Int32Array([Atomics.load(flag, 0)]);
+  if (comm.worldSize > 1) await comm.allReduce(v, { op: "max" });
+  return v[0]!;
+}
+
+/** Name of a signal number from {@link stopRequested}. */
+export function signalName(num: number): string {
+  return Object.entries(SIGNALS).find(([, n]) => n === num)?.[0] ?? `signal ${num}`;
+}
