@@ -19,6 +19,7 @@ import { DataError } from "../data/sources.ts";
 import { LaunchError } from "../launch/launch.ts";
 import { runTraining } from "../train/run.ts";
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
+import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError"];
@@ -55,6 +56,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (a.initFrom !== undefined && a.resume !== undefined) throw new UsageError(`--init-from and --resume: give one (a checkpoint already holds the parameters)`);
     if (a.initFrom !== undefined && !existsSync(a.initFrom)) throw new UsageError(`--init-from: file not found: ${resolve(a.initFrom)}`);
     const { config, warnings } = await loadTrainJob(a);
+    // paths written after training are checked before it starts
+    const summaryProblem = a.summary === undefined ? null : fileOutputProblem(a.summary, true);
+    if (summaryProblem !== null) throw new UsageError(`--summary: ${summaryProblem}`);
+    const ckptProblem = config.checkpoint.dir === null ? null : ensureOutputDir(config.checkpoint.dir);
+    if (ckptProblem !== null) throw new ConfigError([{ path: "checkpoint.dir", message: ckptProblem }], `invalid job ${a.config ?? "<default job>"}`);
     const out = (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
     for (const l of summarizeJob(config)) out(l);

@@ -7,10 +7,9 @@
  * Exit status: 0 on success, 2 for a usage error or a damaged/missing checkpoint (the message names
  * the file and record), 1 otherwise.
  */
-import { existsSync, statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
 import { zeroToFp32 } from "../checkpoint/consolidate.ts";
 import { CheckpointError } from "../checkpoint/errors.ts";
+import { fileOutputProblem } from "./output-paths.ts";
 
 /** Usage text. */
 export const ZERO_TO_FP32_USAGE = `usage: bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]`;
@@ -40,9 +39,9 @@ export function main(argv: readonly string[]): number {
     console.error(`error: expected <checkpoint-dir> and <out.safetensors>, got ${pos.length} argument(s)\n${ZERO_TO_FP32_USAGE}`);
     return 2;
   }
-  const outProblem = outputPathProblem(pos[1]!);
+  const outProblem = fileOutputProblem(pos[1]!, false);
   if (outProblem !== null) {
-    console.error(`error: ${outProblem}\n${ZERO_TO_FP32_USAGE}`);
+    console.error(`error: <out.safetensors> ${pos[1]}: ${outProblem}\n${ZERO_TO_FP32_USAGE}`);
     return 2;
   }
   try {
@@ -57,16 +56,6 @@ export function main(argv: readonly string[]): number {
     console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
     return 1;
   }
-}
-
-/** Why `out` cannot be written as a file (its directory is missing or not a directory, or `out` is
- * an existing directory), or null when it can be tried. */
-function outputPathProblem(out: string): string | null {
-  const dir = dirname(resolve(out));
-  if (!existsSync(dir)) return `<out.safetensors> ${out}: directory ${dir} does not exist`;
-  if (!statSync(dir).isDirectory()) return `<out.safetensors> ${out}: ${dir} is not a directory`;
-  if (existsSync(out) && statSync(out).isDirectory()) return `<out.safetensors> ${out}: is a directory; expected a file path (e.g. ${out.replace(/\/+$/, "")}/model.safetensors)`;
-  return null;
 }
 
 if (import.meta.main) process.exit(main(process.argv.slice(2)));
