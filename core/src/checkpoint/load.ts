@@ -21,6 +21,7 @@ import type { Engine } from "../engine/engine.ts";
 import { CheckpointError } from "./errors.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
 import { ShardSource } from "./shard-source.ts";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 
 /** What {@link loadCheckpoint} restored. */
@@ -77,13 +78,17 @@ function fill(engine: Engine, src: ShardSource, unit: string, state: UnitStateNa
 /**
  * Load a checkpoint into `engine` (see the module comment). Every rank calls it; it runs no
  * collective, so ranks may call it independently.
- * @param path a checkpoint root (its `latest` tag, or `tag`) or a tag directory.
+ * @param path a checkpoint root (its `latest` tag, or `tag`), a tag directory, or a bare tag name
+ *   under the job's `checkpoint.dir`.
  * @throws CheckpointError naming the file/record/field for a missing, damaged or incompatible
  *   checkpoint.
  */
 export async function loadCheckpoint(engine: Engine, path: string, tag?: string, opts: LoadCheckpointOptions = {}): Promise<LoadCheckpointResult> {
   const t0 = performance.now();
-  const loc = locateCheckpoint(path, tag);
+  // `--resume <tag>`: a bare tag name is looked up under the job's checkpoint.dir
+  const ckptDir = engine.env.config.checkpoint.dir;
+  const bare = tag === undefined && !existsSync(path) && ckptDir !== null && /^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(path) && existsSync(join(ckptDir, path, "manifest.json"));
+  const loc = bare ? locateCheckpoint(ckptDir!, path) : locateCheckpoint(path, tag);
   const manifest = readManifest(loc.tagDir);
   const file = join(loc.tagDir, "manifest.json");
   checkModelMatches(engine, manifest, file);

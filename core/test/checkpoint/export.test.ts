@@ -92,6 +92,17 @@ describe("save16bitModel", () => {
     for (const [k, v] of params) expect(file.get(k)).toEqual(v);
   }, 120_000);
 
+  test("the tensor names are exactly those Transformers' save_pretrained wrote for a 2-layer, 4-expert Mixtral (core/test/fixtures/mixtral)", async () => {
+    await results;
+    const hf = SafetensorsReader.open(join(import.meta.dir, "..", "fixtures", "mixtral", "model.safetensors"));
+    const ours = SafetensorsReader.open(join(D("on"), "model.safetensors"));
+    expect(ours.names().sort()).toEqual(hf.names().sort());
+    for (const n of hf.names()) expect(ours.info(n).shape.length).toBe(hf.info(n).shape.length);
+    expect(ours.header.metadata?.format).toBe("pt");
+    hf.close();
+    ours.close();
+  }, 120_000);
+
   test("ZeRO-2 fp32: an F32 file equal to the parameters", async () => {
     const { first } = await results;
     expect(first[0]![2]!.save16).toEqual([true]);

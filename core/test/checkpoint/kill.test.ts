@@ -85,7 +85,8 @@ describe("kill -9 during a save", () => {
     expect(left).toBe(true);
 
     // resume: a few more steps from latest, saving over the stale temporary directory
-    const more = Bun.spawnSync(["bun", TRAIN, "--config", jobFile, "--resume", CKPT, "--steps", String(v.step + 2), "--summary", join(ROOT, "s.json")], { env: { ...process.env, CI: "1" } });
+    // (a bare tag name is looked up under checkpoint.dir)
+    const more = Bun.spawnSync(["bun", TRAIN, "--config", jobFile, "--resume", v.tag, "--steps", String(v.step + 2), "--summary", join(ROOT, "s.json")], { env: { ...process.env, CI: "1" } });
     expect(more.exitCode, more.stderr.toString().slice(-2000)).toBe(0);
     const summary = JSON.parse(readFileSync(join(ROOT, "s.json"), "utf8")) as { start_step?: number; steps: number };
     expect(summary.start_step).toBe(v.step);
