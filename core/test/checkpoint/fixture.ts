@@ -30,7 +30,7 @@ export type Op =
   | { op: "save16"; dir: string }
   | { op: "initFrom"; file: string }
   /** Only this rank saves (the others return at once): must fail with an error, not hang. */
-  | { op: "saveAlone"; dir: string; tag: string; rank: number };
+  | { op: "saveAlone"; dir: string; tag: string; rank: number; othersTrain?: boolean };
 
 /** One run: a job (raw JSON; world_size is set to the launched size) and its operations. */
 export interface Run {
@@ -101,9 +101,10 @@ async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
       else if (op.op === "save16") out.save16.push(await engine.save16bitModel(op.dir));
       else if (op.op === "initFrom") initFromSafetensors(engine, op.file);
       else if (op.op === "saveAlone") {
-        if (comm.rank !== op.rank) continue;
         try {
-          await engine.saveCheckpoint(op.dir, op.tag);
+          if (comm.rank === op.rank) await engine.saveCheckpoint(op.dir, op.tag);
+          else if (op.othersTrain) await train(engine, comm, 1, out.losses);
+          else continue;
           out.errors.push("no error");
         } catch (e) {
           out.errors.push((e as Error).message);

@@ -143,6 +143,16 @@ describe("saving", () => {
     expect(performance.now() - t0).toBeLessThan(30_000);
   }, 120_000);
 
+  test("a rank that saves while the others train gets an error naming the save step (no deadlock)", async () => {
+    const res = await launch<RunOut[]>({
+      worldSize: 2, entry: CKPT_ENTRY, timeoutS: 3,
+      args: { runs: [{ job: JOB, ops: [{ op: "train", steps: 1 }, { op: "saveAlone", dir: join(ROOT, "alone2"), tag: "y", rank: 0, othersTrain: true }] }] },
+    }).then((r) => r, (e: Error) => e);
+    // rank 0's error, whether returned or raised through the launcher, names the save and the collective
+    const msg = res instanceof Error ? res.message : res[0]![0]!.errors.join("\n");
+    expect(msg).toMatch(/saveCheckpoint\("y"\) on rank 0: the agreement all_gather failed/);
+  }, 120_000);
+
   test("keep_last keeps the newest tags and latest names the newest", async () => {
     const dir = join(ROOT, "keep");
     await launch<RunOut[]>({
