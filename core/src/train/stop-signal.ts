@@ -4,7 +4,10 @@
  * world), so they stop after the same step, save a checkpoint there (when `checkpoint.dir` is set),
  * and return normally. Ranks are Worker threads sharing the flag's SharedArrayBuffer (launch
  * structured-clones the args, which shares SharedArrayBuffers). A second signal while the stop is
- * in progress falls through to the default behaviour (the process ends at once).
+ * in progress falls through to the default behaviour (the process ends at once) — unless it comes
+ * within {@link REPEAT_WINDOW_MS} of the first: that is one request delivered twice (`bun run`
+ * forwards SIGTERM to the script, so a SIGTERM sent to the process group, as systemd or Slurm do,
+ * reaches the script twice within milliseconds).
  */
 import type { Communicator } from "../comm/communicator.ts";
 
@@ -18,12 +21,23 @@ export function createStopFlag(): StopFlag {
   return new Int32Array(new SharedArrayBuffer(4));
 }
 
+/** Milliseconds after the first stop signal during which another one is taken as the same request
+ * delivered twice (see the module comment), not as "stop now". */
+export const REPEAT_WINDOW_MS = 500;
+
 /** Install SIGINT/SIGTERM handlers that set `flag` (first signal) or end the process with the
- * conventional status 128 + signal (second signal). Returns the function that removes them. */
+ * conventional status 128 + signal (a second signal, {@link REPEAT_WINDOW_MS} or more after the
+ * first). Returns the function that removes them. */
 export function installStopHandlers(flag: StopFlag, onSignal?: (name: string) => void): () => void {
+  let firstAt = 0;
   const handlers = Object.entries(SIGNALS).map(([name, num]) => {
     const h = () => {
-      if (Atomics.load(flag, 0) !== 0) process.exit(128 + num);
+      const now = performance.now();
+      if (Atomics.load(flag, 0) !== 0) {
+        if (now - firstAt < REPEAT_WINDOW_MS) return;
+        process.exit(128 + num);
+      }
+      firstAt = now;
       Atomics.store(flag, 0, num);
       onSignal?.(name);
     };
