@@ -5,10 +5,13 @@
  * the owned gradient shards (core's `reduceScatterBucket`). Buckets never mix groups (dense units
  * reduce over dp, expert units over edp) or dtypes.
  *
- * `overlap_comm: true` (DeepSpeed: reduce while backward runs) starts a full bucket's collective
- * without waiting for it: backward continues and the result is awaited at the next bucket or at
- * `finish`. Collectives are still issued in the same order on every rank. With `false`, each
- * bucket is reduced before backward continues.
+ * `overlap_comm` (DeepSpeed: reduce while backward runs) is accepted; every bucket's reduce_scatter
+ * is awaited where it is issued, in program order, whatever its value. A collective left running in
+ * the background would be issued when earlier asynchronous work (a device read) completes, i.e. at
+ * a time that differs between ranks, so ranks could call collectives on overlapping groups in
+ * different orders. The `local` transport runs collectives on the rank's own thread (docs/comm.md),
+ * so there is no overlap to lose today; a transport with its own progress thread can bring it back
+ * by reserving the collective's place in the order when it is enqueued.
  */
 import { reduceScatterBucket, stateOf, takeMicroGrad, type EngineEnv, type PendingGrad, type ReduceHook } from "@zeromoe/core";
 
@@ -16,17 +19,13 @@ import { reduceScatterBucket, stateOf, takeMicroGrad, type EngineEnv, type Pendi
 export function createBucketedReducer(): ReduceHook {
   let bucket: PendingGrad[] = [];
   let elems = 0;
-  let inflight: Promise<void> = Promise.resolve();
 
-  const flush = async (env: EngineEnv, wait: boolean): Promise<void> => {
-    if (bucket.length > 0) {
-      const b = bucket;
-      bucket = [];
-      elems = 0;
-      const prev = inflight;
-      inflight = prev.then(() => reduceScatterBucket(env, b));
-    }
-    if (wait || !env.config.zero_optimization.overlap_comm) await inflight;
+  const flush = async (env: EngineEnv): Promise<void> => {
+    if (bucket.length === 0) return;
+    const b = bucket;
+    bucket = [];
+    elems = 0;
+    await reduceScatterBucket(env, b);
   };
 
   return {
@@ -36,14 +35,14 @@ export function createBucketedReducer(): ReduceHook {
       if (head) {
         const a = stateOf(env, head.unit).plan.group;
         const b = stateOf(env, unit).plan.group;
-        if (a.name !== b.name || head.unit.dtype !== unit.dtype) await flush(env, false);
+        if (a.name !== b.name || head.unit.dtype !== unit.dtype) await flush(env);
       }
       bucket.push(pending);
       elems += unit.numel;
-      if (elems >= env.config.zero_optimization.reduce_bucket_size) await flush(env, false);
+      if (elems >= env.config.zero_optimization.reduce_bucket_size) await flush(env);
     },
     async finish(env) {
-      await flush(env, true);
+      await flush(env);
     },
   };
 }

@@ -24,11 +24,15 @@
  * After every optimizer step all gathered copies are stale and are freed (`endStep`).
  * Gathered buffers are tagged `gathered`.
  *
- * Collective order: every rank must issue its all_gathers in the same order. Device reads of the
- * shards may complete in any order (the WebGPU backend maps staging buffers asynchronously), so the
- * all_gathers are chained in the order the fetches were decided, which is the same on every rank;
- * and eviction, which may only pick resident units, first waits for fetches in flight, so that what
- * is resident (and so what gets evicted and later re-fetched) does not depend on timing.
+ * Collective order: every rank must issue its collectives — these all_gathers AND every other
+ * collective of the step (reduce_scatter buckets, MoE all_to_all_v, on dp, ep or edp groups) — in
+ * the same order, because the `local` transport blocks the rank's thread inside a collective: two
+ * ranks inside different collectives wait for each other forever (until the comm timeout). Device
+ * reads of the shards may complete in any order (the WebGPU backend maps staging buffers
+ * asynchronously), so (1) the all_gathers are chained in the order the fetches were decided, and
+ * (2) `gather` awaits the prefetches it decides before returning, so no all_gather is left to be
+ * issued at a timing-dependent point after the hook has returned. Eviction, which may only pick
+ * resident units, first waits for fetches in flight, so what is resident does not depend on timing.
  */
 import type { Buf } from "@zeromoe/kernels/src/backend.ts";
 import { readPadded, stateOf, type EngineEnv, type GatherHook, type Phase, type Unit } from "@zeromoe/core";
@@ -154,7 +158,11 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
           if (v.numel > budget) break;
           if (liveElements() + v.numel > z.stage3_max_live_parameters + z.stage3_prefetch_bucket_size) break;
           budget -= v.numel;
-          void fetch(env, v);
+          // awaited here, in program order: a collective started in the background would be issued
+          // whenever its device read completes (real time on a GPU), so ranks could call collectives
+          // in different orders. The local transport runs collectives on the rank's own thread, so
+          // awaiting costs no overlap there.
+          await fetch(env, v);
         }
       }
     },
