@@ -8,6 +8,7 @@
  */
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { EnginePlugin } from "./hooks.ts";
 
@@ -33,7 +34,9 @@ export function builtinPluginNames(cfg: JobConfig): string[] {
 }
 
 /** Load a plugin module (default export or a named export that looks like a plugin).
- * @throws naming the specifier when the module has no plugin export. */
+ * @throws ConfigError (key `plugins`, a user error) naming the specifier when the module cannot be
+ *   found or has no plugin export; the module's own error (with its stack) when importing it fails
+ *   otherwise. */
 export async function importPlugin(specifier: string, baseDir = process.cwd()): Promise<EnginePlugin> {
   let target = specifier;
   if (BUILTIN_PLUGINS[specifier]) target = pathToFileURL(resolve(REPO_ROOT, BUILTIN_PLUGINS[specifier]!)).href;
@@ -42,12 +45,14 @@ export async function importPlugin(specifier: string, baseDir = process.cwd()): 
   try {
     mod = (await import(target)) as Record<string, unknown>;
   } catch (e) {
-    throw new Error(`plugins: cannot load "${specifier}": ${(e as Error).message}`);
+    const msg = (e as Error).message;
+    if (/Cannot find (module|package)/.test(msg)) throw new ConfigError([{ path: "plugins", message: `cannot load "${specifier}": ${msg}` }], "invalid plugins");
+    throw new Error(`plugins: cannot load "${specifier}": ${msg}`, { cause: e });
   }
   const isPlugin = (v: unknown): v is EnginePlugin => typeof v === "object" && v !== null && typeof (v as EnginePlugin).name === "string" && typeof (v as EnginePlugin).setup === "function";
   if (isPlugin(mod.default)) return mod.default;
   for (const v of Object.values(mod)) if (isPlugin(v)) return v;
-  throw new Error(`plugins: module "${specifier}" exports no plugin (expected a default export made with definePlugin)`);
+  throw new ConfigError([{ path: "plugins", message: `module "${specifier}" exports no plugin (expected a default export made with definePlugin)` }], "invalid plugins");
 }
 
 /** All plugins for a job: the built-ins its config selects, then its `plugins` list. */
