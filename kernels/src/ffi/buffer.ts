@@ -109,7 +109,8 @@ export class GPUBufferImpl {
    */
   getMappedRange(offset = 0, size?: number): ArrayBuffer {
     const sz = size ?? Math.max(0, this.mapOffset + this.mapSize - offset);
-    if (this.state !== "mapped") throw domError("OperationError", `getMappedRange: buffer '${this.label}' is ${this.state}, expected mapped`);
+    this.unmapIfDeviceLost();
+    if (this.state !== "mapped") throw domError("OperationError", `getMappedRange: buffer '${this.label}' is ${this.state}, expected mapped${this.device.lostError("getMappedRange") ? " (the device is lost or destroyed, which unmaps every buffer)" : ""}`);
     if (offset % 8 !== 0 || sz % 4 !== 0 || offset < this.mapOffset || offset + sz > this.mapOffset + this.mapSize) {
       throw domError("OperationError", `getMappedRange: range offset ${offset}, size ${sz} is not inside the mapped range [${this.mapOffset}, ${this.mapOffset + this.mapSize}) of buffer '${this.label}' or misaligned`);
     }
@@ -125,6 +126,7 @@ export class GPUBufferImpl {
 
   /** Detach mapped ranges and unmap. A pending mapAsync is aborted (rejects with AbortError). */
   unmap(): undefined {
+    this.unmapIfDeviceLost();
     if (this.state === "unmapped") return undefined;
     this.detachRanges();
     this.device.ctx.native.lib.wgpuBufferUnmap(this.handle);
@@ -140,6 +142,7 @@ export class GPUBufferImpl {
    * garbage collection. Idempotent. */
   destroy(): undefined {
     if (this.destroyed) return undefined;
+    this.unmapIfDeviceLost();
     if (this.state === "mapped") {
       this.detachRanges();
       this.device.ctx.native.lib.wgpuBufferUnmap(this.handle);
@@ -148,6 +151,21 @@ export class GPUBufferImpl {
     this.destroyed = true;
     this.device.ctx.native.lib.wgpuBufferDestroy(this.handle);
     return undefined;
+  }
+
+  /**
+   * A lost or destroyed device has unmapped and freed every buffer (WebGPU: device.destroy() unmaps
+   * all buffers). wgpu-native aborts the process (a Rust panic, not an error) when a mapped range of
+   * such a buffer is requested, so the wrapper's state follows the device: ranges are detached and
+   * the buffer counts as unmapped. A mapping that completed just before the loss is covered too.
+   */
+  private unmapIfDeviceLost(): void {
+    if (this.state !== "mapped" || !this.device.lostError("buffer mapping")) return;
+    this.detachRanges();
+    this.state = "unmapped";
+    this.mapMode = 0;
+    this.mapOffset = 0;
+    this.mapSize = 0;
   }
 
   private detachRanges(): void {
