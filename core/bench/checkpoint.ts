@@ -37,8 +37,17 @@ function opt(args: string[], name: string, def: string): string {
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : def;
 }
 
-/** Entry of `bun run bench checkpoint`. */
+/** Options `bun run bench checkpoint` takes (each with a value). */
+const OPTIONS = ["--models", "--codecs", "--stage", "--dir"];
+
+/** Entry of `bun run bench checkpoint`.
+ * @throws on an unknown option or one without a value (before any work). */
 export async function main(args: string[]): Promise<void> {
+  for (let i = 0; i < args.length; i += 2) {
+    if (!OPTIONS.includes(args[i]!) || args[i + 1] === undefined) {
+      throw new Error(`bench checkpoint: unexpected argument ${args[i]}${OPTIONS.includes(args[i]!) ? " without a value" : ""}; usage: [--models default,100m] [--codecs shuffle,deflate,raw] [--stage 2] [--dir DIR]`);
+    }
+  }
   const models = opt(args, "--models", "default,100m").split(",");
   const codecs = opt(args, "--codecs", "shuffle,deflate,raw").split(",") as RecordCodec[];
   const stage = Number(opt(args, "--stage", "2"));
@@ -46,6 +55,13 @@ export async function main(args: string[]): Promise<void> {
   const W = 2;
   console.log(`checkpoint bench: world ${W}, ZeRO-${stage}, cpu backend, dir ${root}`);
   console.log(`${"model".padEnd(8)} ${"params".padStart(11)} ${"codec".padEnd(10)} ${"MB/rank".padStart(8)} ${"file MB".padStart(8)} ${"cold save".padStart(10)} ${"save MB/s".padStart(10)} ${"load MB/s".padStart(10)} ${"raw write".padStart(10)} ${"raw read".padStart(10)}`);
+  // an interrupted run removes its temporary folder too (the 100m model writes about 600 MB there)
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (!args.includes("--dir")) rmSync(root, { recursive: true, force: true });
+    process.exit(sig === "SIGINT" ? 130 : 143);
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
   try {
     for (const m of models) {
       const model = MODELS[m];
@@ -65,6 +81,8 @@ export async function main(args: string[]): Promise<void> {
       }
     }
   } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
     if (!args.includes("--dir")) rmSync(root, { recursive: true, force: true });
   }
 }
