@@ -123,4 +123,22 @@ describe("resharding on load", () => {
       expect(moved).toBeGreaterThan(1e-4);
     }, 120_000);
   });
+
+  test("another expert placement at the same ep_size (contiguous → round_robin): same parameters, a warning", async () => {
+    const dir = join(ROOT, "placement");
+    const j = (placement: string) => tinyJob({ model: MIX4, zero_optimization: { stage: 2 }, moe: { ep_size: 2, placement } });
+    await results; // after the other launches (2 cores)
+    const res = await launch<RunOut[]>({
+      worldSize: 2, entry: CKPT_ENTRY, timeoutS: 120,
+      args: { runs: [
+        { job: j("contiguous"), ops: [{ op: "train", steps: 1 }, { op: "save", dir, tag: "p" }, { op: "snapshot" }] },
+        { job: j("round_robin"), ops: [{ op: "load", dir }, { op: "snapshot" }] },
+      ] },
+    });
+    const saved = assemble(res.map((r) => r[0]!.snapshots[0]!));
+    const loaded = assemble(res.map((r) => r[1]!.snapshots[0]!));
+    for (const [k, v] of saved) expect(loaded.get(k)).toEqual(v);
+    expect(res[0]![1]!.logs.join("\n")).toContain("the expert placement differs from the checkpoint's");
+    expect(res[0]![0]!.logs.join("\n")).not.toContain("differs");
+  }, 120_000);
 });
