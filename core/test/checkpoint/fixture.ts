@@ -11,11 +11,13 @@
  * the test assembles full parameters from all ranks' pieces.
  */
 import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
+import { createBackend } from "../../../kernels/src/select.ts";
 import type { Communicator } from "../../src/comm/communicator.ts";
 import { initFromSafetensors } from "../../src/checkpoint/init-from.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../../src/engine/engine.ts";
 import { pluginsForJob } from "../../src/engine/plugins.ts";
+import { destroyBackend } from "../../src/train/backend.ts";
 import { microBatch } from "../engine/fixtures.ts";
 
 /** Absolute path of this module (the `launch` entry). */
@@ -36,6 +38,9 @@ export type Op =
 export interface Run {
   job: Record<string, unknown>;
   ops: Op[];
+  /** Run on the auto-selected backend (webgpu where a device works — here Mesa's lavapipe — else
+   * cpu) instead of the cpu backend. */
+  auto?: boolean;
 }
 
 /** Element range of a unit's parameters a rank holds, as f32 values (16-bit widened). */
@@ -53,6 +58,8 @@ export interface RunOut {
   loads: { resharded: boolean; tag: string; step: number }[];
   errors: string[];
   logs: string[];
+  /** Backend the run used ("cpu" or "webgpu"). */
+  backend: string;
 }
 
 async function snapshot(engine: Engine): Promise<Piece[]> {
@@ -87,8 +94,8 @@ async function train(engine: Engine, comm: Communicator, steps: number, losses: 
 
 async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
   const { config } = resolveJobConfig({ ...run.job, world_size: comm.worldSize });
-  const be = new CpuBackend();
-  const out: RunOut = { losses: [], snapshots: [], save16: [], loads: [], errors: [], logs: [] };
+  const be = run.auto ? (await createBackend("auto")).backend : new CpuBackend();
+  const out: RunOut = { losses: [], snapshots: [], save16: [], loads: [], errors: [], logs: [], backend: be.info.name };
   const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config), log: (m) => out.logs.push(m) });
   try {
     for (const op of run.ops) {
@@ -113,6 +120,7 @@ async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
     }
   } finally {
     engine.destroy();
+    destroyBackend(be);
   }
   return out;
 }

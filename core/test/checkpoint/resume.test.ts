@@ -66,4 +66,24 @@ describe("exact resume at world size 2", () => {
       for (const [k, v] of a) expect(b.get(k)).toEqual(v);
     }, 120_000);
   });
+
+  test("on the auto-selected backend (webgpu on lavapipe here), ZeRO-3 bf16 mixtral ep 2: resumed losses and parameters equal the uninterrupted run", async () => {
+    await results; // after the cpu runs (2 cores)
+    const job = tinyJob({ model: { ...awkwardModel(), num_local_experts: 4 }, zero_optimization: { stage: 3 }, moe: { ep_size: 2 }, bf16: { enabled: true } });
+    const dir = join(ROOT, "auto");
+    const res = await launch<RunOut[]>({
+      worldSize: 2, entry: CKPT_ENTRY, timeoutS: 120,
+      args: { runs: [
+        { job, auto: true, ops: [{ op: "train", steps: 3 }, { op: "snapshot" }] },
+        { job, auto: true, ops: [{ op: "train", steps: 1 }, { op: "save", dir, tag: "a" }] },
+        { job, auto: true, ops: [{ op: "load", dir }, { op: "train", steps: 2 }, { op: "snapshot" }] },
+      ] },
+    });
+    const [full, , resumed] = res[0]!;
+    expect(resumed!.losses).toEqual(full!.losses.slice(1));
+    const a = assemble(res.map((r) => r[0]!.snapshots[0]!));
+    const b = assemble(res.map((r) => r[2]!.snapshots[0]!));
+    for (const [k, v] of a) expect(b.get(k)).toEqual(v);
+    console.log(`exact resume on backend ${full!.backend}`);
+  }, 120_000);
 });
