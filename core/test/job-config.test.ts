@@ -210,7 +210,7 @@ describe("files, --deepspeed merge and overrides", () => {
     const e2 = (await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath }).catch((e: unknown) => e)) as ConfigError;
     expect(e2.issues[0]).toMatchObject({ path: "zero_optimization.stage", source: dsPath });
   });
-  test("a typical DeepSpeed ZeRO-3 offload config (DeepSpeed/HF examples, values filled in) merges cleanly", async () => {
+  test("a typical DeepSpeed ZeRO-3 offload config (DeepSpeed/HF examples, values filled in): offload refused naming the fields; otherwise merges cleanly", async () => {
     const ds = {
       fp16: { enabled: true, auto_cast: false, loss_scale: 0, initial_scale_power: 32, loss_scale_window: 1000, hysteresis: 2, consecutive_hysteresis: false, min_loss_scale: 1 },
       optimizer: { type: "AdamW", params: { lr: 3e-5, betas: [0.8, 0.999], eps: 1e-8, weight_decay: 3e-7, torch_adam: false } },
@@ -225,8 +225,19 @@ describe("files, --deepspeed merge and overrides", () => {
       flops_profiler: { enabled: false, profile_step: 1, module_depth: -1, top_modules: 1, detailed: true, output_file: null, recompute_fwd_factor: 0.0 },
       zero_allow_untested_optimizer: true, prescale_gradients: false,
     };
+    // offload is refused (no offload plugin ships yet), naming both fields, rather than ignored
+    let refused: unknown = null;
+    try {
+      resolveJobConfig({ model: tinyLlama }, { deepspeed: { raw: ds, source: "ds_config.json" }, overrides: { world_size: 8 } });
+    } catch (e) {
+      refused = e;
+    }
+    expect(String(refused)).toContain('zero_optimization.offload_optimizer.device: "cpu" offload is not available in this build');
+    expect(String(refused)).toContain('zero_optimization.offload_param.device: "nvme" offload is not available in this build');
+    ds.zero_optimization.offload_optimizer.device = "none";
+    ds.zero_optimization.offload_param.device = "none";
     const { config, warnings } = resolveJobConfig({ model: tinyLlama }, { deepspeed: { raw: ds, source: "ds_config.json" }, overrides: { world_size: 8 } });
-    expect([config.train_batch_size, config.gradient_accumulation_steps, config.zero_optimization.stage, config.zero_optimization.offload_param.device]).toEqual([96, 4, 3, "nvme"]);
+    expect([config.train_batch_size, config.gradient_accumulation_steps, config.zero_optimization.stage, config.zero_optimization.offload_param.nvme_path]).toEqual([96, 4, 3, "/local_nvme"]);
     expect(config.activation_checkpointing.enabled).toBe(true);
     expect(config.fp16.initial_scale_power).toBe(32);
     expect(warnings.length).toBe(7); // auto_cast, torch_adam, allgather_partitions, round_robin_gradients, recompute_fwd_factor, zero_allow_untested_optimizer, prescale_gradients
