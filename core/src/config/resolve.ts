@@ -12,6 +12,7 @@ import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
+import { isAbsolute, resolve } from "node:path";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
 
 /** Vocabulary size of each tokenizer (byte: 256 byte values; gpt2: r50k_base, 50257 tokens). */
@@ -274,7 +275,9 @@ export function parseJsonConfig(text: string, source: string): unknown {
 export async function readJsonFile(path: string): Promise<unknown> {
   const file = Bun.file(path);
   if (!(await file.exists())) {
-    throw new ConfigError([{ path: "", message: `file not found: ${path}`, source: path }], `cannot read ${path}`);
+    // a relative path names where it was looked for: `bun run` runs scripts in the repository root
+    const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
+    throw new ConfigError([{ path: "", message: `file not found: ${path}${where}`, source: path }], `cannot read ${path}`);
   }
   return parseJsonConfig(await file.text(), path);
 }

@@ -7,7 +7,7 @@
  * uint16 ids, used as is). Documents are joined with the tokenizer's separator.
  */
 import { readdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
 
 /** Error about a dataset: names the file and what was expected. */
@@ -51,9 +51,16 @@ export function joinDocuments(docs: readonly TokenArray[], sep: readonly number[
   return out;
 }
 
+/** The "file not found" error of a dataset path; a relative path also names where it was looked
+ * for (`bun run` runs scripts in the repository root, not where the user typed the command). */
+function notFound(path: string): DataError {
+  const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
+  return new DataError(`data.dataset: file not found: ${path}${where}`);
+}
+
 async function readText(path: string): Promise<string> {
   const f = Bun.file(path);
-  if (!(await f.exists())) throw new DataError(`data.dataset: file not found: ${path}`);
+  if (!(await f.exists())) throw notFound(path);
   return f.text();
 }
 
@@ -81,7 +88,7 @@ export function parseJsonl(text: string, path: string): string[] {
 /** Reads a uint16 little-endian token file; every id must be < vocabSize. */
 export async function readTokenBin(path: string, vocabSize: number): Promise<Uint16Array> {
   const f = Bun.file(path);
-  if (!(await f.exists())) throw new DataError(`data.dataset: file not found: ${path}`);
+  if (!(await f.exists())) throw notFound(path);
   const buf = new Uint8Array(await f.arrayBuffer());
   if (buf.length % 2 !== 0) throw new DataError(`${path}: ${buf.length} bytes is not a whole number of uint16 tokens`);
   const n = buf.length / 2;
