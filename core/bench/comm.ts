@@ -3,9 +3,9 @@
  * `local` transport at 4 ranks (Bun Workers), 1 MB–256 MB, beside a single-thread memcpy
  * (`TypedArray.set`) of the same bytes in the same run.
  *
- * Run: `bun core/bench/comm.ts [--world-size N] [--sizes-mb 1,4,16,64,256] [--iters K] [--no-write]`
- * or `bun run bench comm …`. Prints a table and (unless --no-write) replaces the "Communication"
- * section of docs/performance.md.
+ * Run: `bun core/bench/comm.ts [--world-size N] [--sizes-mb 1,4,16,64,256] [--iters K] [--write]`
+ * or `bun run bench comm …`. Prints a table; only with `--write` does it replace the "Communication"
+ * section of docs/performance.md (`--no-write`, the old opt-out, is accepted and does nothing).
  *
  * Figures, for an array of B bytes (the full array: the reduced array, the gathered output, the
  * scattered input, the whole send buffer) and time t per call (slowest rank):
@@ -109,20 +109,31 @@ export function writeSection(file: string, body: string): void {
   writeFileSync(file, next);
 }
 
-/** `bun run bench comm` entry: parses args, runs, prints, writes docs/performance.md. */
-export async function main(argv: string[]): Promise<void> {
+/**
+ * Parses `bun run bench comm` arguments. `write` is true only with `--write` (docs/performance.md is
+ * tracked: a plain run must not rewrite it); `--no-write` is accepted as a no-op for old command lines.
+ * Throws an Error naming the argument on an unknown one.
+ */
+export function parseCommBenchArgs(argv: string[]): { worldSize: number; sizesMB: number[]; iters: number; write: boolean } {
   let worldSize = 4;
   let sizesMB = [1, 4, 16, 64, 256];
   let iters = 3;
-  let write = true;
+  let write = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--world-size") worldSize = Number(argv[++i]);
-    else if (a === "--sizes-mb") sizesMB = argv[++i].split(",").map(Number);
+    else if (a === "--sizes-mb") sizesMB = (argv[++i] ?? "").split(",").map(Number);
     else if (a === "--iters") iters = Number(argv[++i]);
+    else if (a === "--write") write = true;
     else if (a === "--no-write") write = false;
-    else throw new Error(`bench comm: unknown argument ${a}; usage: [--world-size N] [--sizes-mb 1,4,16] [--iters K] [--no-write]`);
+    else throw new Error(`bench comm: unknown argument ${a}; usage: [--world-size N] [--sizes-mb 1,4,16] [--iters K] [--write]`);
   }
+  return { worldSize, sizesMB, iters, write };
+}
+
+/** `bun run bench comm` entry: parses args, runs, prints, and with `--write` replaces the Communication section of docs/performance.md. */
+export async function main(argv: string[]): Promise<void> {
+  const { worldSize, sizesMB, iters, write } = parseCommBenchArgs(argv);
   if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`bench comm: --world-size must be a positive integer`);
   if (sizesMB.some((s) => !(s > 0))) throw new Error(`bench comm: --sizes-mb must be positive numbers`);
   const t0 = Date.now();
@@ -135,7 +146,7 @@ export async function main(argv: string[]): Promise<void> {
   if (write) {
     const cores = navigator.hardwareConcurrency;
     const body = [
-      `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters}\``,
+      `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters} --write\``,
       `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, ${(slotBytesFromEnv(worldSize) / 1048576).toFixed(0)} MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
       `1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after the run: above ${worldSize}, other jobs were sharing the cores).`,
       "algbw = array bytes / time; busbw = algbw·2(n−1)/n for all_reduce, algbw·(n−1)/n for the others (nccl-tests' definition);",

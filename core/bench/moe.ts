@@ -11,8 +11,9 @@
  *    expert rows per step relative to the mean (1 = even), CPU seconds per step of the busiest and
  *    the mean rank (thread CPU time, independent of other jobs sharing the cores), and tokens/s.
  *
- * Run: `bun run bench moe [--steps K] [--skew S] [--repeat R] [--no-write]` (or `bun core/bench/moe.ts …`).
- * Prints a table and (unless --no-write) replaces the "MoE" section of docs/performance.md.
+ * Run: `bun run bench moe [--steps K] [--skew S] [--repeat R] [--write]` (or `bun core/bench/moe.ts …`).
+ * Prints a table; only with `--write` does it replace the "MoE" section of docs/performance.md
+ * (`--no-write`, the old opt-out, is accepted and does nothing).
  * tokens/s = global tokens per step / the slowest rank's mean step time (warm-up steps excluded;
  * every step starts after a barrier); each configuration's fastest of R interleaved rounds.
  */
@@ -121,20 +122,31 @@ export function formatMoeRows(rows: MoeBenchRow[]): string {
   return out.join("\n");
 }
 
-/** `bun run bench moe` entry. */
-export async function main(argv: string[]): Promise<void> {
+/**
+ * Parses `bun run bench moe` arguments. `write` is true only with `--write` (docs/performance.md is
+ * tracked: a plain run must not rewrite it); `--no-write` is accepted as a no-op for old command lines.
+ * Throws an Error naming the argument on an unknown one.
+ */
+export function parseMoeBenchArgs(argv: string[]): { steps: number; skew: number; repeat: number; write: boolean } {
   let steps = 6;
   let skew = 1.5;
   let repeat = 3;
-  let write = true;
+  let write = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--steps") steps = Number(argv[++i]);
     else if (a === "--repeat") repeat = Number(argv[++i]);
     else if (a === "--skew") skew = Number(argv[++i]);
+    else if (a === "--write") write = true;
     else if (a === "--no-write") write = false;
-    else throw new Error(`bench moe: unknown argument ${a} (expected --steps K, --skew S, --repeat R, --no-write)`);
+    else throw new Error(`bench moe: unknown argument ${a} (expected --steps K, --skew S, --repeat R, --write)`);
   }
+  return { steps, skew, repeat, write };
+}
+
+/** `bun run bench moe` entry: runs, prints, and with `--write` replaces the MoE section of docs/performance.md. */
+export async function main(argv: string[]): Promise<void> {
+  const { steps, skew, repeat, write } = parseMoeBenchArgs(argv);
   if (!(Number.isInteger(steps) && steps >= 1)) throw new Error(`bench moe: --steps must be a positive integer, got ${steps}`);
   if (!(skew > 0)) throw new Error(`bench moe: --skew must be > 0, got ${skew}`);
   if (!(Number.isInteger(repeat) && repeat >= 1)) throw new Error(`bench moe: --repeat must be a positive integer, got ${repeat}`);
@@ -145,7 +157,7 @@ export async function main(argv: string[]): Promise<void> {
   console.log(table);
   const load = loads.map((l) => `[${l.join(", ")}]`).join(", ");
   const body = [
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench moe --steps ${steps} --skew ${skew} --repeat ${repeat}\` (${((performance.now() - t0) / 1000).toFixed(0)} s): world size ${WORLD}`,
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench moe --steps ${steps} --skew ${skew} --repeat ${repeat} --write\` (${((performance.now() - t0) / 1000).toFixed(0)} s): world size ${WORLD}`,
     `(Bun Workers on ${cpus().length} cores, load average ${load0.toFixed(1)} before / ${loadavg()[0]!.toFixed(1)} after: other jobs shared the machine), cpu backend fp32, ZeRO-2,`,
     `Mixtral hidden 128, intermediate 256, 2 layers, 8 experts top-2, 4 × 64 tokens per rank per step; ${steps} timed steps after`,
     `2 warm-up steps; each row is the fastest of ${repeat} rounds (each round one launch running every configuration after a`,

@@ -4,8 +4,8 @@
  * world size 2, through the real trainer (`runTraining`: launch, DataLoader on Moby Dick, Engine).
  *
  * Run: `bun run bench zero [--world-size N] [--steps K] [--bf16] [--backend cpu|webgpu|auto]
- * [--no-write]` (or `bun core/bench/zero.ts …`). Prints a table and (unless --no-write) replaces
- * the "ZeRO" section of docs/performance.md.
+ * [--write]` (or `bun core/bench/zero.ts …`). Prints a table; only with `--write` does it replace
+ * the "ZeRO" section of docs/performance.md (`--no-write`, the old opt-out, is accepted and does nothing).
  *
  * Figures: tokens/s = global tokens per step × timed steps / Σ rank-0 step wall time, the first
  * step excluded (ZeRO-3 records its gather order then; allocation warm-up). Memory is rank 0's
@@ -97,25 +97,36 @@ export function writeMarkdownSection(file: string, heading: string, body: string
 
 const kib = (b: number) => (b / 1024).toFixed(1);
 
-/** `bun run bench zero` entry. */
-export async function main(argv: string[]): Promise<void> {
+/**
+ * Parses `bun run bench zero` arguments. `write` is true only with `--write` (docs/performance.md is
+ * tracked: a plain run must not rewrite it); `--no-write` is accepted as a no-op for old command lines.
+ * Throws an Error naming the argument on an unknown one.
+ */
+export function parseZeroBenchArgs(argv: string[]): { options: ZeroBenchOptions; write: boolean } {
   const o: ZeroBenchOptions = { worldSize: 2, steps: 12, bf16: false, backend: "cpu" };
-  let write = true;
+  let write = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--world-size") o.worldSize = Number(argv[++i]);
     else if (a === "--steps") o.steps = Number(argv[++i]);
     else if (a === "--bf16") o.bf16 = true;
     else if (a === "--backend") o.backend = argv[++i] as ZeroBenchOptions["backend"];
+    else if (a === "--write") write = true;
     else if (a === "--no-write") write = false;
-    else throw new Error(`bench zero: unknown argument ${a}; usage: [--world-size N] [--steps K] [--bf16] [--backend cpu|webgpu|auto] [--no-write]`);
+    else throw new Error(`bench zero: unknown argument ${a}; usage: [--world-size N] [--steps K] [--bf16] [--backend cpu|webgpu|auto] [--write]`);
   }
+  return { options: o, write };
+}
+
+/** `bun run bench zero` entry: runs, prints, and with `--write` replaces the ZeRO section of docs/performance.md. */
+export async function main(argv: string[]): Promise<void> {
+  const { options: o, write } = parseZeroBenchArgs(argv);
   const load0 = loadavg()[0]!;
   const t0 = performance.now();
   const { rows, numParameters, tokensPerStep, backend } = await runZeroBench(o);
   const secs = (performance.now() - t0) / 1000;
   const load1 = loadavg()[0]!;
-  const cmd = `bun run bench zero --world-size ${o.worldSize} --steps ${o.steps}${o.bf16 ? " --bf16" : ""} --backend ${o.backend}`;
+  const cmd = `bun run bench zero --world-size ${o.worldSize} --steps ${o.steps}${o.bf16 ? " --bf16" : ""} --backend ${o.backend}${write ? " --write" : ""}`;
   const lines = [
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${cmd}\` (Bun ${Bun.version}, backend ${backend}, transport \`local\`;`,
     `run took ${secs.toFixed(0)} s; 1-minute load average ${load0.toFixed(1)} before and ${load1.toFixed(1)} after — other jobs shared the machine when it is above 0).`,
