@@ -21,7 +21,10 @@ describe("parseTrainArgs", () => {
     [["--steps", "2.5"], /--steps: expected an integer, got "2.5"/],
     [["--world-size", "0"], /--world-size: expected an integer in \[1, 65536\], got 0/],
     [["--seed=-3"], /--seed: expected an integer in \[0, 4294967295\]/],
-    [["--seed", "-3"], /--seed.* argument is ambiguous/],
+    [["--seed", "-3"], /--seed: expected an integer in \[0, 4294967295\], got -3/],
+    [["--steps", "-5"], /--steps: expected an integer in \[0, 2147483647\], got -5/],
+    [["--world-size", "-1"], /--world-size: expected an integer in \[1, 65536\], got -1/],
+    [["--world-size", "-1.5"], /--world-size: expected an integer, got "-1.5"/],
     [["--backend", "webgpus"], /--backend: expected auto, webgpu or cpu, got "webgpus"; did you mean webgpu\?/],
     [["--config="], /--config: expected a path/],
   ];

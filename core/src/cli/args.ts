@@ -67,6 +67,27 @@ function intOption(name: string, raw: string | undefined, min: number, max: numb
   return v;
 }
 
+/** Options whose value is a number: a negative value after a space is a value, not an option. */
+const NUMERIC_OPTIONS = new Set(["--steps", "--world-size", "--seed"]);
+
+/**
+ * Joins `--steps -5` into `--steps=-5` for the numeric options, so that a negative number reaches
+ * the range check (which names the option and its range) instead of `util.parseArgs`' "argument
+ * is ambiguous", which treats any value starting with "-" as a possible option.
+ */
+function joinNegativeNumbers(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const next = argv[i + 1];
+    if (NUMERIC_OPTIONS.has(a) && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
+}
+
 /** Rejects an empty string value (e.g. `--config=`). */
 function pathOption(name: string, raw: string | undefined): string | undefined {
   if (raw !== undefined && raw.trim() === "") throw new UsageError(`--${name}: expected a path, got an empty string`);
@@ -81,7 +102,7 @@ function pathOption(name: string, raw: string | undefined): string | undefined {
 export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args: joinNegativeNumbers(argv), options: OPTIONS, strict: true, allowPositionals: false }));
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     const unknown = /Unknown option '(-{1,2}[^']+)'/.exec(msg);

@@ -248,6 +248,13 @@ describe("bun run train", () => {
   }
 
   test("user errors from the command line and from inside a rank: exit 2, no stack trace", async () => {
+    for (const [flag, value, range] of [["--world-size", "-1", "[1, 65536]"], ["--steps", "-5", "[0, 2147483647]"]] as const) {
+      const n = await train([flag, value]);
+      expect(n.code).toBe(2);
+      expect(n.stderr).toContain(`error: ${flag}: expected an integer in ${range}, got ${value}`);
+      expect(n.stderr).not.toContain("ambiguous");
+      expect(n.stderr).not.toMatch(STACK);
+    }
     const u = await train(["--stepz", "3"]);
     expect(u.code).toBe(2);
     expect(u.stderr).toContain("unknown option --stepz; did you mean --steps?");
