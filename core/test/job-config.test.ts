@@ -59,6 +59,15 @@ describe("errors", () => {
     expect(at(issues, "optimizer.params.betas[1]")[0]).toMatch(/\[0, 1\), got 1/);
     expect(at(issues, "world_size")[0]).toMatch(/>= 1, got 0/);
   });
+  test("integers beyond Number.MAX_SAFE_INTEGER are refused at every integer key, naming the path", () => {
+    const issues = issuesOf(job({ steps: 1e20, seed: 2 ** 53 + 2, zero_optimization: { stage: 2, reduce_bucket_size: 2 ** 60 }, model: { ...tinyLlama, vocab_size: 9007199254740994 }, data: { seq_len: 1e300 } }));
+    for (const path of ["steps", "zero_optimization.reduce_bucket_size", "model.vocab_size", "data.seq_len"]) {
+      expect(at(issues, path)[0]).toMatch(/out of range: expected integer >= \d+ within ±Number\.MAX_SAFE_INTEGER \(9007199254740991\), got \d/);
+    }
+    expect(at(issues, "seed")[0]).toMatch(/out of range: expected integer in \[0, 4294967295\]/);
+    // the largest safe integer itself is accepted
+    expect(resolveJobConfig(job({ steps: Number.MAX_SAFE_INTEGER })).config.steps).toBe(Number.MAX_SAFE_INTEGER);
+  });
   test("enum values get a suggestion; HF \"auto\" placeholders are explained", () => {
     const issues = issuesOf(job({ backend: "webgpus", zero_optimization: { reduce_bucket_size: "auto" } }));
     expect(at(issues, "backend")[0]).toMatch(/did you mean "webgpu"\?/);

@@ -21,7 +21,7 @@ interface SpecBase {
   nullable?: boolean;
 }
 
-/** A finite JSON number; `int` requires an integer. Bounds are inclusive unless `exclusiveMin`. */
+/** A finite JSON number; `int` requires an integer within ±Number.MAX_SAFE_INTEGER (2^53 − 1). Bounds are inclusive unless `exclusiveMin`. */
 export interface NumberSpec extends SpecBase {
   kind: "number";
   int?: boolean;
@@ -220,6 +220,11 @@ function checkNumber(value: unknown, spec: NumberSpec, path: string, ctx: CheckC
   }
   if (spec.int && !Number.isInteger(value)) {
     addIssue(ctx, path, `expected ${describeSpec(spec)}, got non-integer ${value}`);
+    return undefined;
+  }
+  // above 2^53 a JSON integer is not exact in a double (1e20 + 1 === 1e20): refuse it
+  if (spec.int && !Number.isSafeInteger(value)) {
+    addIssue(ctx, path, `out of range: expected ${describeSpec(spec)} within ±Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}), got ${value}`);
     return undefined;
   }
   const low = spec.min !== undefined && (spec.exclusiveMin ? value <= spec.min : value < spec.min);
