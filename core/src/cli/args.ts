@@ -23,10 +23,11 @@ export const TRAIN_USAGE = `usage: bun run train [options]
   --init-from <model.safetensors>  initialise weights from a Hugging Face safetensors file
   -h, --help                   show this help`;
 
-/** A command-line mistake; `message` includes the usage text. */
+/** A command-line mistake; `message` includes the usage text unless constructed with `usage` "". */
 export class UsageError extends Error {
+  /** @param usage appended after a blank line; "" appends nothing (a problem the usage text would not help with). */
   constructor(problem: string, usage = TRAIN_USAGE) {
-    super(`${problem}\n\n${usage}`);
+    super(usage === "" ? problem : `${problem}\n\n${usage}`);
     this.name = "UsageError";
   }
 }

@@ -20,6 +20,7 @@ import { LaunchError } from "../launch/launch.ts";
 import { runTraining } from "../train/run.ts";
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
+import { resumeStepsProblem } from "./resume-steps.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError"];
@@ -61,6 +62,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (summaryProblem !== null) throw new UsageError(`--summary: ${summaryProblem}`);
     const ckptProblem = config.checkpoint.dir === null ? null : ensureOutputDir(config.checkpoint.dir);
     if (ckptProblem !== null) throw new ConfigError([{ path: "checkpoint.dir", message: ckptProblem }], `invalid job ${a.config ?? "<default job>"}`);
+    if (a.resume !== undefined) {
+      const problem = resumeStepsProblem(a.resume, config.steps, config.checkpoint.dir, a.steps !== undefined ? "--steps" : "steps");
+      if (problem !== null) throw new UsageError(problem, "");
+    }
     const out = (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
     for (const l of summarizeJob(config)) out(l);
@@ -71,7 +76,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
     const range = summary.start_step > 0 ? ` (${summary.start_step + 1}–${summary.start_step + summary.steps} of ${config.steps})` : "";
-    out(`done       ${summary.steps} steps${range} in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
+    out(`done       ${summary.steps} step${summary.steps === 1 ? "" : "s"}${range} in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
     if (a.summary) {
       writeJson(a.summary, summary);
       out(`summary    ${a.summary}`);

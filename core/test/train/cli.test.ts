@@ -190,6 +190,15 @@ describe("bun run train", () => {
     const r1 = await train(["--config", jsonFile(resumed), "--resume", join(ck, "global_step2"), "--summary", one]);
     expect(r1.code).toBe(0);
     expect(r1.stdout).toMatch(/^resume +.*global_step2: after step 2;/m);
+    expect(r1.stdout).toMatch(/^done +1 step \(3–3 of 3\) in /m);
+    // a checkpoint already at or past the steps asked for: a user error before any work
+    const past = await train(["--config", jsonFile(resumed), "--resume", ck, "--steps", "2"]);
+    expect(past.code).toBe(2);
+    expect(past.stderr).toBe(`error: --resume: checkpoint ${join(ck, "global_step3")} is at step 3, --steps 2 leaves nothing to train (give --steps above 3)\n`);
+    expect(past.stdout).toBe("");
+    const equal = await train(["--config", jsonFile(resumed), "--resume", join(ck, "global_step3")]);
+    expect(equal.code).toBe(2);
+    expect(equal.stderr).toContain("is at step 3, steps 3 leaves nothing to train");
     const s1 = readSummary(one);
     expect([s1.start_step, s1.steps]).toEqual([2, 1]);
     expect(s1.losses).toEqual([s.losses[2]!]);
