@@ -9,7 +9,8 @@
  * DeepSpeed file), DataError (dataset), CheckpointError (`--resume`), SafetensorsError
  * (`--init-from`) — printed as its message without a stack trace; 1 when the run fails otherwise
  * (the failing rank and its error, with the stack; without it when backend "webgpu" was requested
- * where no working WebGPU device exists).
+ * where no working WebGPU device exists). A rank's user or WebGPU error is printed once, without its
+ * error name; the rank is named only when the error is its own (not the same on every failing rank).
  */
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -30,10 +31,19 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
   if (e instanceof UsageError || e instanceof ConfigError || e instanceof DataError) return { message: `error: ${e.message}`, status: 2 };
   if (e instanceof LaunchError) {
     const cause = e.failures.find((f) => f.rank === e.rank);
-    const name = cause?.message.split(":", 1)[0] ?? "";
-    if (cause && USER_ERRORS.includes(name)) return { message: `error: rank ${e.rank}: ${cause.message.slice(name.length + 2)}`, status: 2 };
-    // an environment problem, not a bug: the message says why, a stack would only hide it
-    if (cause && /backend "webgpu" requested but unavailable/.test(cause.message)) return { message: `error: rank ${e.rank}: ${cause.message}`, status: 1 };
+    if (cause) {
+      // a rank's message is "<ErrorName>: <text>"; the name is not shown to the user
+      const name = /^(\w*Error): /.exec(cause.message)?.[1] ?? "";
+      const text = name ? cause.message.slice(name.length + 2) : cause.message;
+      // the same error on every rank that failed on its own (the others only aborted): not the
+      // rank's own problem, so the rank is not named; world size 1 has one rank to blame
+      const causes = e.failures.filter((f) => !f.aborted);
+      const shared = causes.every((f) => f.message === cause.message) && (causes.length > 1 || e.failures.length === 1);
+      const where = shared ? "" : `rank ${e.rank}: `;
+      if (USER_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 2 };
+      // an environment problem, not a bug: the message says why, a stack would only hide it
+      if (/backend "webgpu" requested but unavailable/.test(text)) return { message: `error: ${where}${text}`, status: 1 };
+    }
     return { message: `error: training failed: ${e.message}`, status: 1 };
   }
   return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };
