@@ -8,7 +8,8 @@
  *   integer matmul and an affine map with exactly representable results); otherwise it throws.
  * - "auto": as "webgpu", and on any failure (no library, no adapter, no device, wrong results)
  *   falls back to the cpu backend, with `reason` naming why. A CPU-type adapter (Mesa lavapipe /
- *   llvmpipe) is a real, conformant Vulkan device and is used; `reason` says it is a software one.
+ *   llvmpipe) is a real, conformant device (Vulkan, or OpenGL when Vulkan is absent) and is used;
+ *   `reason` says it is a software one and names its API.
  *   Adapters that compute nothing (e.g. a null fallback device) fail verification.
  */
 import type { Backend } from "./backend.ts";
@@ -83,6 +84,29 @@ export async function verifyBackend(be: Backend): Promise<void> {
   }
 }
 
+/** Display names of wgpu's backend types (WGPUBackendType, kernels/src/ffi/constants.ts). */
+const BACKEND_DISPLAY_NAMES: Readonly<Record<string, string>> = {
+  vulkan: "Vulkan",
+  opengl: "OpenGL",
+  opengles: "OpenGL ES",
+  metal: "Metal",
+  d3d12: "Direct3D 12",
+  d3d11: "Direct3D 11",
+  webgpu: "WebGPU",
+};
+
+/**
+ * The note {@link createBackend}'s reason adds for a software adapter: "" unless `adapterType` is
+ * "cpu"; otherwise it names the adapter's actual graphics API (`adapterBackend`, e.g. "vulkan" for
+ * lavapipe, "opengl" for llvmpipe through EGL when Vulkan is absent), e.g.
+ * "; a software (CPU) OpenGL driver: correct but slow". An unknown API is named as given.
+ */
+export function softwareDriverNote(adapterType: string, adapterBackend: string): string {
+  if (adapterType !== "cpu") return "";
+  const api = BACKEND_DISPLAY_NAMES[adapterBackend.toLowerCase()] ?? (adapterBackend === "" || adapterBackend === "unknown" ? "" : adapterBackend);
+  return `; a software (CPU) ${api ? `${api} ` : ""}driver: correct but slow`;
+}
+
 async function makeWebGpu(opts: CreateBackendOptions): Promise<SelectedBackend> {
   let found: { gpu: GPU; source: string };
   try {
@@ -100,7 +124,7 @@ async function makeWebGpu(opts: CreateBackendOptions): Promise<SelectedBackend> 
     }
   }
   const i = be.info;
-  const soft = i.adapterType === "cpu" ? "; a software (CPU) Vulkan driver: correct but slow" : "";
+  const soft = softwareDriverNote(i.adapterType, i.adapterBackend);
   return { backend: be, reason: `webgpu on "${i.adapter}" (${i.adapterType}, ${i.adapterBackend}) through ${found.source}${opts.verify !== false ? ", verified by a test computation" : ""}${soft}` };
 }
 

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
-import { createBackend, verifyBackend } from "../../src/select.ts";
+import { createBackend, softwareDriverNote, verifyBackend } from "../../src/select.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 /** Bind methods of `target` so a Proxy can forward them (ffi objects use private state). */
@@ -58,6 +58,25 @@ describe("createBackend", () => {
     if (backend.info.adapterType === "cpu") expect(reason).toContain("software");
     await verifyBackend(backend); // still computes after selection
     (backend as WebGpuBackend).destroy();
+  });
+
+  test("the software-driver note names the adapter's own API (OpenGL llvmpipe is not called Vulkan)", async () => {
+    expect(softwareDriverNote("cpu", "vulkan")).toBe("; a software (CPU) Vulkan driver: correct but slow");
+    expect(softwareDriverNote("cpu", "opengl")).toBe("; a software (CPU) OpenGL driver: correct but slow");
+    expect(softwareDriverNote("cpu", "opengles")).toBe("; a software (CPU) OpenGL ES driver: correct but slow");
+    expect(softwareDriverNote("cpu", "unknown")).toBe("; a software (CPU) driver: correct but slow");
+    expect(softwareDriverNote("discrete-gpu", "vulkan")).toBe("");
+    // the real reason text on an adapter of another API, when this machine has one (llvmpipe through EGL here)
+    const real = createGPU() as GPU & { requestAdapter(o?: GPURequestAdapterOptions & { backendType?: string }): Promise<GPUAdapter | null> };
+    for (const api of ["opengl", "vulkan"]) {
+      if (!(await real.requestAdapter({ backendType: api }))) continue;
+      const gpu = forward(real, { requestAdapter: (o?: GPURequestAdapterOptions) => real.requestAdapter({ ...o, backendType: api }) });
+      const { backend, reason } = await createBackend("auto", { gpu });
+      expect(backend.info.adapterBackend).toBe(api);
+      if (backend.info.adapterType === "cpu") expect(reason).toContain(api === "opengl" ? "software (CPU) OpenGL driver" : "software (CPU) Vulkan driver");
+      if (api === "opengl") expect(reason).not.toContain("Vulkan");
+      (backend as WebGpuBackend).destroy();
+    }
   });
 
   test("auto without any adapter falls back to cpu naming why; webgpu throws", async () => {
