@@ -21,6 +21,7 @@ import { Engine } from "../engine/engine.ts";
 import { pluginsForJob } from "../engine/plugins.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
 import { mib } from "./log.ts";
+import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { MoERunStats } from "./moe-stats.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
@@ -43,6 +44,8 @@ export interface TrainRankArgs {
   initFrom?: string;
   /** Stop flag shared with the launcher's SIGINT/SIGTERM handlers (stop-signal.ts). */
   stop?: Int32Array;
+  /** Host memory available before the ranks started (memory-check.ts; default: read now). */
+  hostMemory?: HostMemory;
 }
 
 const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
@@ -69,7 +72,8 @@ function rank0Output(args: TrainRankArgs): { out: LoopOutput; done: () => void }
 
 /**
  * Train this rank. Every rank must be launched with the same `args`.
- * @throws DataError (dataset missing or too small), CheckpointError (`resume`), SafetensorsError
+ * @throws MemoryBudgetError (the model states cannot fit the backend), DataError (dataset missing
+ * or too small), CheckpointError (`resume`), SafetensorsError
  * (`initFrom`), Error from the backend ("webgpu" requested but unusable) or the engine; launch
  * turns it into a failure of the whole job.
  */
@@ -81,6 +85,8 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   const { backend: be, reason } = await selectTrainBackend(config.backend);
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
+    // before anything is allocated: can this backend hold the model states at all?
+    checkModelStateFits(config, backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory()));
     const loader = await DataLoader.fromConfig(config.data, {
       micro: config.train_micro_batch_size_per_gpu,
       accum: config.gradient_accumulation_steps,

@@ -4,6 +4,7 @@
  */
 import type { JobConfig } from "../config/types.ts";
 import { launch } from "../launch/launch.ts";
+import { checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import type { TrainRankArgs } from "./rank.ts";
 import { createStopFlag, installStopHandlers } from "./stop-signal.ts";
 import { buildSummary, type RankReport, type TrainSummary } from "./summary.ts";
@@ -35,10 +36,16 @@ export interface TrainingRun {
 
 /**
  * Train `config` (see the module comment).
- * @throws LaunchError (core/src/launch) naming the first failing rank and its error.
+ * @throws MemoryBudgetError (memory-check.ts) before launching when `config.backend` is "cpu" and
+ * the model states cannot fit the host (each rank checks again once its backend is chosen);
+ * LaunchError (core/src/launch) naming the first failing rank and its error.
  */
 export async function runTraining(config: JobConfig, o: RunTrainingOptions = {}): Promise<TrainingRun> {
+  // host memory is measured once, before any rank allocates (ranks share this process's memory)
+  const hostMemory = readHostAvailableMemory();
+  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory));
   const args: TrainRankArgs = {
+    hostMemory,
     config,
     verbose: o.verbose ?? true,
     tty: o.tty ?? (process.stdout.isTTY === true && !process.env.CI),

@@ -1,0 +1,192 @@
+/**
+ * Up-front memory check of the trainer: before anything is allocated, compare the job's model-state
+ * estimate (memory-estimate.ts, domain.md §1) with what the backend can hold, and refuse a job that
+ * cannot fit with a {@link MemoryBudgetError} that names the estimate, the limit and what to change
+ * — instead of allocating for half a minute and dying with "cpu alloc … Out of memory" or the OOM
+ * killer.
+ *
+ * Limits:
+ * - host memory (backend `cpu`, and `webgpu` on a CPU-type adapter such as Mesa's lavapipe, whose
+ *   buffers are host memory): the memory available when the run starts (os.freemem(), which is
+ *   /proc/meminfo MemAvailable on Linux, or less when a cgroup limit is readable) shared by the
+ *   world_size ranks, which are Workers of this one process;
+ * - the largest single buffer: `webgpu` min(maxBufferSize, maxStorageBufferBindingSize) of the
+ *   device; `cpu` {@link CPU_MAX_BUFFER_BYTES}.
+ * Activations, padding and communication buffers come on top of the estimate, so a job that passes
+ * may still run short; one that fails cannot run.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { freemem } from "node:os";
+import type { Backend } from "../../../kernels/src/backend.ts";
+import { ConfigError } from "../config/errors.ts";
+import type { JobConfig } from "../config/types.ts";
+import { estimateModelState, type ModelStateEstimate } from "./memory-estimate.ts";
+
+/** A job's model states do not fit the backend. A {@link ConfigError} (name "ConfigError") on the
+ * key to change, so the train CLI treats it as the user error it is — message only, exit status 2 —
+ * also when a rank throws it (launch passes errors on as "<name>: <message>"). */
+export class MemoryBudgetError extends ConfigError {
+  constructor(path: string, message: string) {
+    super([{ path, message }], "the job does not fit in memory");
+  }
+}
+
+/** Largest typed array of Bun 1.4.5 (JavaScriptCore), bytes: `new Float32Array(2 ** 30)` works,
+ * `new Float32Array(2 ** 30 + 1)` throws "RangeError: Out of memory" (measured 2026-11-29 on a
+ * host with 24 GB free). The cpu backend keeps every buffer in one typed array. */
+export const CPU_MAX_BUFFER_BYTES = 2 ** 32;
+
+/** Host memory available to this process, bytes, and where the figure comes from. */
+export interface HostMemory {
+  bytes: number;
+  source: string;
+}
+
+/** Read a cgroup file as a byte count; null when missing, "max" or unreadable. */
+function readCgroupBytes(path: string): number | null {
+  try {
+    if (!existsSync(path)) return null;
+    const s = readFileSync(path, "utf8").trim();
+    const v = Number(s);
+    return s !== "" && Number.isFinite(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Bytes of `key` in a cgroup memory.stat file, or 0. */
+function readCgroupStat(path: string, key: string): number {
+  try {
+    const line = readFileSync(path, "utf8").split("\n").find((l) => l.startsWith(key + " "));
+    return line ? Number(line.slice(key.length + 1)) || 0 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Host memory this process can still use: os.freemem() (Linux: MemAvailable), or the room left
+ * under the cgroup's limit when that is smaller — cgroup v2 `memory.max − (memory.current −
+ * inactive_file)` under /sys/fs/cgroup, or v1 `memory.limit_in_bytes − usage_in_bytes` under
+ * /sys/fs/cgroup/memory. `root` replaces /sys/fs/cgroup (tests).
+ */
+export function readHostAvailableMemory(root = "/sys/fs/cgroup"): HostMemory {
+  let best: HostMemory = { bytes: freemem(), source: "os.freemem()" };
+  const max2 = readCgroupBytes(`${root}/memory.max`);
+  const cur2 = readCgroupBytes(`${root}/memory.current`);
+  if (max2 !== null && cur2 !== null) {
+    const room = max2 - Math.max(0, cur2 - readCgroupStat(`${root}/memory.stat`, "inactive_file"));
+    if (room < best.bytes) best = { bytes: Math.max(0, room), source: `cgroup ${root}/memory.max − memory.current` };
+  }
+  const max1 = readCgroupBytes(`${root}/memory/memory.limit_in_bytes`);
+  const cur1 = readCgroupBytes(`${root}/memory/memory.usage_in_bytes`);
+  if (max1 !== null && cur1 !== null && max1 - cur1 < best.bytes) best = { bytes: Math.max(0, max1 - cur1), source: `cgroup ${root}/memory/memory.limit_in_bytes − usage_in_bytes` };
+  return best;
+}
+
+/** What a backend can hold. */
+export interface MemoryLimits {
+  /** Backend name, for messages. */
+  backend: "cpu" | "webgpu";
+  /** Host memory shared by all ranks of this process, or null when the backend's memory is not
+   * host memory (a discrete GPU: WebGPU does not report its size). */
+  host: HostMemory | null;
+  /** Largest single buffer, bytes, and where that limit comes from. */
+  maxBufferBytes: number;
+  maxBufferSource: string;
+}
+
+/** Limits of the cpu backend with `host` memory available. */
+export function cpuMemoryLimits(host: HostMemory): MemoryLimits {
+  return { backend: "cpu", host, maxBufferBytes: CPU_MAX_BUFFER_BYTES, maxBufferSource: "the largest typed array of Bun" };
+}
+
+/**
+ * Limits of `be`: cpu → `host` and {@link CPU_MAX_BUFFER_BYTES}; webgpu → the device's
+ * min(maxBufferSize, maxStorageBufferBindingSize), plus `host` when the adapter type is "cpu".
+ */
+export function backendMemoryLimits(be: Backend, host: HostMemory): MemoryLimits {
+  if (be.info.name === "cpu") return cpuMemoryLimits(host);
+  const lim = (be as { device?: { limits?: { maxBufferSize?: number; maxStorageBufferBindingSize?: number } } }).device?.limits;
+  const maxBuf = lim?.maxBufferSize ?? Infinity;
+  const maxBind = lim?.maxStorageBufferBindingSize ?? Infinity;
+  return {
+    backend: "webgpu",
+    host: be.info.adapterType === "cpu" ? host : null,
+    maxBufferBytes: Math.min(maxBuf, maxBind),
+    maxBufferSource: maxBind < maxBuf ? `the device's maxStorageBufferBindingSize` : `the device's maxBufferSize`,
+  };
+}
+
+/** Bytes as GB (1e9 bytes, as domain.md §1 states them), two significant decimals. */
+export function gb(bytes: number): string {
+  return `${(bytes / 1e9).toFixed(bytes >= 1e10 ? 1 : 2)} GB`;
+}
+
+/** `config` with some of stage / mixed precision / world_size replaced. */
+function variant(config: JobConfig, stage: 0 | 1 | 2 | 3, bf16: boolean, worldSize: number): JobConfig {
+  return {
+    ...config,
+    world_size: worldSize,
+    zero_optimization: { ...config.zero_optimization, stage },
+    bf16: { enabled: bf16 || config.bf16.enabled },
+  };
+}
+
+/** Whether the estimate fits the host share of each rank. */
+function fitsHost(e: ModelStateEstimate, host: HostMemory): boolean {
+  return e.total * e.worldSize <= host.bytes;
+}
+
+/** Changes of ZeRO stage, bf16 and world_size that make the host check pass, least change first
+ * (at most three). */
+function hostRemedies(config: JobConfig, host: HostMemory): string[] {
+  const out: string[] = [];
+  const stage0 = config.zero_optimization.stage;
+  const mixed = config.bf16.enabled || config.fp16.enabled;
+  const P = config.moe?.ep_size ?? 1;
+  const worlds = [config.world_size];
+  if (P < config.world_size) worlds.push(P);
+  for (const n of worlds) {
+    for (const bf of mixed ? [false] : [false, true]) {
+      for (let s = stage0; s <= 3; s++) {
+        if (n === config.world_size && !bf && s === stage0) continue;
+        const e = estimateModelState(variant(config, s as 0 | 1 | 2 | 3, bf, n));
+        if (!fitsHost(e, host)) continue;
+        const what = [s !== stage0 ? `zero_optimization.stage ${s}` : "", bf ? `bf16.enabled true` : "", n !== config.world_size ? `world_size ${n}` : ""].filter((x) => x).join(" + ");
+        out.push(`${what} (${gb(e.total)} per rank)`);
+        break; // the lowest stage that fits with this precision and world size
+      }
+    }
+  }
+  return out.slice(0, 3);
+}
+
+/**
+ * Check that `config`'s model states fit `limits` (see the module comment); returns the estimate.
+ * @throws MemoryBudgetError naming the estimate, the limit and what to change.
+ */
+export function checkModelStateFits(config: JobConfig, limits: MemoryLimits): ModelStateEstimate {
+  const e = estimateModelState(config);
+  const N = e.worldSize;
+  const b = e.perParameter;
+  const what = `${config.model.model_type}, ${(e.parameters / 1e9).toFixed(2)}e9 parameters${e.expertParameters > 0 ? ` (${(e.expertParameters / 1e9).toFixed(2)}e9 in experts, ep_size ${e.epSize})` : ""}; ZeRO stage ${e.stage}, ${e.mixed ? "mixed precision" : "fp32"}: ${b.param} + ${b.grad} + ${b.optim} bytes per parameter; world_size ${N}`;
+  if (limits.host !== null && !fitsHost(e, limits.host)) {
+    const share = limits.host.bytes / N;
+    const fixes = hostRemedies(config, limits.host);
+    const fix = fixes.length > 0
+      ? `To fit, change: ${fixes.join("; or ")}.`
+      : `No ZeRO stage, bf16 or world_size fits: the ranks are Workers of this one process, so they need at least 16 bytes × ${(e.parameters / 1e9).toFixed(2)}e9 parameters = ${gb(16 * e.parameters)} of host memory together (ZeRO-3); use a smaller model or a host with more memory.`;
+    throw new MemoryBudgetError(
+      "zero_optimization.stage",
+      `model states need ${gb(e.total)} per rank (${what}) but the ${limits.backend} backend has ${gb(share)} per rank (${gb(limits.host.bytes)} of host memory available by ${limits.host.source}, shared by the ${N} rank${N === 1 ? "" : "s"} of this process); activations come on top. ${fix}`,
+    );
+  }
+  if (e.largestBufferBytes > limits.maxBufferBytes) {
+    throw new MemoryBudgetError(
+      "model",
+      `unit ${e.largestUnit.name} of ${e.largestUnit.numel} elements needs one ${gb(e.largestBufferBytes)} buffer (the unit in f32, which every ZeRO stage and precision materialises for compute) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource}); ZeRO stage, world_size and bf16 do not change this: make the unit smaller (model.hidden_size, model.intermediate_size${e.largestUnit.name === "embed" || e.largestUnit.name === "head" ? ", model.vocab_size" : ""}).`,
+    );
+  }
+  return e;
+}

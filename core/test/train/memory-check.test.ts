@@ -1,0 +1,191 @@
+/**
+ * Up-front memory check (core/src/train/memory-check.ts, memory-estimate.ts). Independent
+ * references: plugins/moe's own model-state formula (moeModelStateBytes), domain.md §1's per-stage
+ * expressions written out, the unit sizes of the real model built without allocating, and a real
+ * run of the train CLI on a model far too large for any host (exit 2 at once, nothing allocated).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
+import { moeModelStateBytes } from "../../../plugins/moe/src/memory.ts";
+import { ConfigError } from "../../src/config/errors.ts";
+import { countParameters } from "../../src/config/param-count.ts";
+import { resolveJobConfig } from "../../src/config/resolve.ts";
+import type { JobConfig } from "../../src/config/types.ts";
+import { createModel } from "../../src/engine/model-factory.ts";
+import {
+  backendMemoryLimits, checkModelStateFits, CPU_MAX_BUFFER_BYTES, MemoryBudgetError, readHostAvailableMemory, type MemoryLimits,
+} from "../../src/train/memory-check.ts";
+import { estimateModelState, largestUnit } from "../../src/train/memory-estimate.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "zeromoe-memcheck-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A seeded xorshift32 generator of integers in [lo, hi]. */
+function rng(seed: number): (lo: number, hi: number) => number {
+  let s = seed >>> 0 || 1;
+  return (lo, hi) => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return lo + (s % (hi - lo + 1));
+  };
+}
+
+/** A resolved job from a partial raw job. */
+function job(raw: Record<string, unknown>): JobConfig {
+  return resolveJobConfig({ data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 13 }, steps: 1, train_micro_batch_size_per_gpu: 1, ...raw }).config;
+}
+
+/** A random model section (awkward sizes) of `type`. */
+function randomModel(r: (lo: number, hi: number) => number, type: "llama" | "mixtral"): Record<string, unknown> {
+  const kv = r(1, 3);
+  const heads = kv * r(1, 2);
+  const m: Record<string, unknown> = {
+    model_type: type, vocab_size: r(257, 401), hidden_size: heads * 2 * r(1, 7), intermediate_size: r(5, 97), num_hidden_layers: r(1, 3),
+    num_attention_heads: heads, num_key_value_heads: kv, max_position_embeddings: 64, tie_word_embeddings: r(0, 1) === 1,
+  };
+  if (type === "mixtral") Object.assign(m, { num_local_experts: 2 * r(1, 3), num_experts_per_tok: 2 });
+  return m;
+}
+
+const HUGE_LLAMA = {
+  model_type: "llama", vocab_size: 32000, hidden_size: 8192, intermediate_size: 22016, num_hidden_layers: 48,
+  num_attention_heads: 64, num_key_value_heads: 8, max_position_embeddings: 256,
+};
+
+describe("estimateModelState", () => {
+  test("dense llama: domain.md §1 per stage, fp32 and mixed, awkward world sizes", () => {
+    const r = rng(7);
+    for (let i = 0; i < 6; i++) {
+      const N = [1, 3, 7, 64][i % 4]!;
+      for (const stage of [0, 1, 2, 3] as const) {
+        for (const bf16 of [false, true]) {
+          const c = job({ model: randomModel(r, "llama"), world_size: N, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage }, bf16: { enabled: bf16 } });
+          const P = countParameters(c.model).total;
+          const want = bf16
+            ? [16 * P, 4 * P + (12 * P) / N, 2 * P + (14 * P) / N, (16 * P) / N][stage]!
+            : [16 * P, 8 * P + (8 * P) / N, 4 * P + (12 * P) / N, (16 * P) / N][stage]!;
+          const e = estimateModelState(c);
+          expect(e.parameters).toBe(P);
+          expect(e.total).toBeCloseTo(want, 3);
+          expect(e.params + e.grads + e.optim).toBeCloseTo(e.total, 3);
+        }
+      }
+    }
+  });
+
+  test("mixtral with ep_size: equals plugins/moe's moeModelStateBytes", () => {
+    const r = rng(11);
+    for (let i = 0; i < 8; i++) {
+      const model = randomModel(r, "mixtral");
+      const P = [1, 2][i % 2]!;
+      const N = P * [1, 3][(i >> 1) % 2]!;
+      const stage = (i % 4) as 0 | 1 | 2 | 3;
+      const mixed = i % 3 === 0;
+      const c = job({ model, world_size: N, train_micro_batch_size_per_gpu: 1, moe: { ep_size: P }, zero_optimization: { stage }, bf16: { enabled: mixed } });
+      const cnt = countParameters(c.model);
+      const ref = moeModelStateBytes({ denseParams: cnt.total - cnt.expert, expertParams: cnt.expert, worldSize: N, epSize: P, stage, mixed });
+      const e = estimateModelState(c);
+      expect(e.expertParameters).toBe(cnt.expert);
+      expect(e.total).toBeCloseTo(ref.total, 3);
+      expect(e.optim).toBeCloseTo(ref.dense.optim + ref.expert.optim, 3);
+    }
+  });
+
+  test("largestUnit equals the largest unit of the real model (built without allocating)", () => {
+    const r = rng(5);
+    const be = new CpuBackend();
+    for (let i = 0; i < 8; i++) {
+      const c = job({ model: randomModel(r, i % 2 === 0 ? "llama" : "mixtral") });
+      const model = createModel(be, c.model, { dtype: "f32", seed: 1, allocate: false });
+      const real = Math.max(...model.units.units.map((u) => u.numel));
+      const got = largestUnit(c.model);
+      expect(got.numel).toBe(real);
+      expect(model.units.units.find((u) => u.name === got.name)?.numel).toBe(real);
+      expect(estimateModelState(c).largestBufferBytes).toBe(real * 4);
+    }
+    expect(be.memory().peakTotal).toBe(0);
+  });
+});
+
+describe("checkModelStateFits", () => {
+  const host = (bytes: number): MemoryLimits => ({ backend: "cpu", host: { bytes, source: "test" }, maxBufferBytes: CPU_MAX_BUFFER_BYTES, maxBufferSource: "test" });
+
+  test("a job far over the host limit fails naming estimate, limit and the stage that fits", () => {
+    const c = job({ model: randomModel(rng(3), "llama"), world_size: 3, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 0 } });
+    const e = estimateModelState(c);
+    // room for ZeRO-3 (16Ψ over all ranks of the process) but far from stage 0's 3 × 16Ψ
+    const limit = 16 * e.parameters * 1.01;
+    let err: unknown;
+    try {
+      checkModelStateFits(c, host(limit));
+    } catch (x) {
+      err = x;
+    }
+    expect(err).toBeInstanceOf(MemoryBudgetError);
+    expect(err).toBeInstanceOf(ConfigError);
+    const msg = (err as Error).message;
+    expect(msg).toContain(`zero_optimization.stage: model states need ${(e.total / 1e9).toFixed(2)} GB per rank`);
+    expect(msg).toContain(`has ${(limit / 3 / 1e9).toFixed(2)} GB per rank`);
+    expect(msg).toContain("world_size 3");
+    expect(msg).toMatch(/To fit, change: zero_optimization\.stage 3 \(/);
+    // the remedy it names does pass
+    expect(() => checkModelStateFits({ ...c, zero_optimization: { ...c.zero_optimization, stage: 3 } }, host(limit))).not.toThrow();
+  });
+
+  test("nothing fits: says no stage/bf16/world_size helps and how much the host needs", () => {
+    const c = job({ model: HUGE_LLAMA, world_size: 1, train_micro_batch_size_per_gpu: 1 });
+    expect(() => checkModelStateFits(c, host(24e9))).toThrow(/No ZeRO stage, bf16 or world_size fits: .* = \d+\.\d GB of host memory together/);
+  });
+
+  test("a job that fits returns its estimate", () => {
+    const c = job({ model: randomModel(rng(9), "mixtral"), world_size: 2, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 2 }, bf16: { enabled: true } });
+    const e = checkModelStateFits(c, host(estimateModelState(c).total * 2 + 1));
+    expect(e.total).toBeGreaterThan(0);
+  });
+
+  test("largest buffer over the device limit fails naming the unit; stage does not help", () => {
+    const c = job({ model: randomModel(rng(13), "llama"), zero_optimization: { stage: 3 } });
+    const u = largestUnit(c.model);
+    const lim: MemoryLimits = { backend: "webgpu", host: null, maxBufferBytes: u.numel * 4 - 4, maxBufferSource: "the device's maxBufferSize" };
+    expect(() => checkModelStateFits(c, lim)).toThrow(new RegExp(`unit ${u.name.replace(/\./g, "\\.")} of ${u.numel} elements needs one .* buffer .* maxBufferSize`));
+    expect(() => checkModelStateFits(c, { ...lim, maxBufferBytes: u.numel * 4 })).not.toThrow();
+  });
+
+  test("backendMemoryLimits: cpu backend and a webgpu device's limits", () => {
+    const h = { bytes: 123456789, source: "test" };
+    const cpu = backendMemoryLimits(new CpuBackend(), h);
+    expect(cpu).toEqual({ backend: "cpu", host: h, maxBufferBytes: 2 ** 32, maxBufferSource: "the largest typed array of Bun" });
+    const fake = (adapterType: string) => ({ info: { name: "webgpu", adapterType }, device: { limits: { maxBufferSize: 2 ** 30 + 7, maxStorageBufferBindingSize: 2 ** 27 - 3 } } }) as never;
+    expect(backendMemoryLimits(fake("discrete-gpu"), h)).toMatchObject({ backend: "webgpu", host: null, maxBufferBytes: 2 ** 27 - 3 });
+    expect(backendMemoryLimits(fake("cpu"), h).host).toEqual(h);
+  });
+
+  test("readHostAvailableMemory: a cgroup v2 limit below free memory wins", () => {
+    const root = join(dir, "cg");
+    mkdirSync(root, { recursive: true });
+    writeFileSync(join(root, "memory.max"), "1000003\n");
+    writeFileSync(join(root, "memory.current"), "700001\n");
+    writeFileSync(join(root, "memory.stat"), "anon 5\ninactive_file 100000\nactive_file 9\n");
+    expect(readHostAvailableMemory(root)).toEqual({ bytes: 1000003 - (700001 - 100000), source: `cgroup ${root}/memory.max − memory.current` });
+    writeFileSync(join(root, "memory.max"), "max\n");
+    expect(readHostAvailableMemory(root).source).toBe("os.freemem()");
+  });
+});
+
+test("bun run train: a 33.7e9-parameter llama on cpu exits 2 at once, message only", async () => {
+  const path = join(dir, "huge.json");
+  writeFileSync(path, JSON.stringify({ model: HUGE_LLAMA, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 13 }, backend: "cpu", steps: 1, train_micro_batch_size_per_gpu: 1 }));
+  const t0 = performance.now();
+  const p = Bun.spawn(["bun", resolve(import.meta.dir, "../../src/cli/train.ts"), "--config", path], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const [stderr, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+  expect(code).toBe(2);
+  expect(performance.now() - t0).toBeLessThan(10_000);
+  expect(stderr).not.toMatch(/^\s+at /m);
+  expect(stderr).toMatch(/^error: the job does not fit in memory: 1 error\n {2}- zero_optimization\.stage: model states need 539\.9 GB per rank \(llama, 33\.74e9 parameters; ZeRO stage 0, fp32: 4 \+ 4 \+ 8 bytes per parameter; world_size 1\) but the cpu backend has \d+\.\d+ GB per rank/);
+});
