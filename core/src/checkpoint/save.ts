@@ -7,7 +7,8 @@
  *    saveCheckpoint alone gets a clear error naming the op (the communicator's timeout, or a
  *    mismatch with the collective the other ranks are in) instead of a deadlock; ranks that
  *    disagree on the tag or step get an error naming them.
- * 2. Rank 0 empties `<dir>/<tag>.tmp/`; barrier.
+ * 2. Rank 0 refuses a directory another live process holds the lock of (dir-lock.ts: the trainer
+ *    locks `checkpoint.dir` for the whole run), then empties `<dir>/<tag>.tmp/`; barrier.
  * 3. Each rank writes `rank_<r>.zmck` there: for every unit the checkpoint hook's `ownedUnits`
  *    names, the element range its optimizer owns — `[optimStart, optimStart + optimCount)`, the
  *    shard under ZeRO 1–3, the whole unit when replicated — of `params` (the unit's storage dtype),
@@ -25,6 +26,7 @@ import { join } from "node:path";
 import type { HostArray } from "../../../kernels/src/backend.ts";
 import type { DataState } from "../data/loader.ts";
 import type { Engine } from "../engine/engine.ts";
+import { lockConflict } from "./dir-lock.ts";
 import { CheckpointError } from "./errors.ts";
 import {
   checkTag, fsyncDir, listTags, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, writeFileAtomic,
@@ -117,6 +119,8 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
   let prepError: Error | null = null;
   if (rank === 0) {
     try {
+      const locked = lockConflict(dir);
+      if (locked !== null) throw new CheckpointError(dir, locked);
       mkdirSync(dir, { recursive: true });
       rmSync(tmpDir, { recursive: true, force: true });
       mkdirSync(tmpDir);

@@ -24,6 +24,7 @@ import { mib } from "./log.ts";
 import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { MoERunStats } from "./moe-stats.ts";
+import { dataStreamChanges } from "./resume-config.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 
 /** Arguments every rank receives (structured-cloned by launch). */
@@ -113,6 +114,8 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       const m = r.manifest;
       const reshard = r.resharded ? `, resharded from world size ${m.world_size} (ep_size ${m.ep_size})` : "";
       out.line(`resume     ${r.tagDir}: after step ${startStep}${reshard}; ${mib(r.bytesRead)} MiB read by rank ${comm.rank} in ${r.seconds.toFixed(1)} s`);
+      const changed = dataStreamChanges(m.config, config);
+      if (changed.length > 0) out.line(`warning: resuming with another data stream than the checkpoint's: ${changed.join(", ")}; the saved data position counts windows of the checkpoint's stream, so training continues at that position in a different one`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
     }
     const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop });

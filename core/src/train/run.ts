@@ -3,6 +3,7 @@
  * included, so one code path trains everywhere) and merge their reports into a summary.
  */
 import type { JobConfig } from "../config/types.ts";
+import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import { launch } from "../launch/launch.ts";
 import { checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import type { TrainRankArgs } from "./rank.ts";
@@ -38,16 +39,21 @@ export interface TrainingRun {
  * Train `config` (see the module comment).
  * @throws MemoryBudgetError (memory-check.ts) before launching when `config.backend` is "cpu" and
  * the model states cannot fit the host (each rank checks again once its backend is chosen);
+ * CheckpointLockError (checkpoint/dir-lock.ts) when another live run holds `checkpoint.dir`'s lock;
  * LaunchError (core/src/launch) naming the first failing rank and its error.
  */
 export async function runTraining(config: JobConfig, o: RunTrainingOptions = {}): Promise<TrainingRun> {
   // host memory is measured once, before any rank allocates (ranks share this process's memory)
   const hostMemory = readHostAvailableMemory();
   if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory));
+  const verbose = o.verbose ?? true;
+  // one run writes a checkpoint directory at a time; held until the ranks are done (and removed by
+  // an exit handler when a second SIGINT/SIGTERM ends the process at once)
+  const lock = config.checkpoint.dir === null ? null : acquireCheckpointLock(config.checkpoint.dir, (m) => { if (verbose) console.log(`warning: ${m}`); });
   const args: TrainRankArgs = {
     hostMemory,
     config,
-    verbose: o.verbose ?? true,
+    verbose,
     tty: o.tty ?? (process.stdout.isTTY === true && !process.env.CI),
     columns: o.columns ?? process.stdout.columns,
     baseDir: o.baseDir ?? process.cwd(),
@@ -58,9 +64,10 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
   // killing the process; the handlers live only while the ranks run
   const stop = createStopFlag();
   args.stop = stop;
-  const uninstall = installStopHandlers(stop);
+  let uninstall = () => {};
   let reports: RankReport[];
   try {
+    uninstall = installStopHandlers(stop);
     reports = await launch<RankReport, TrainRankArgs>({
       worldSize: config.world_size,
       entry: new URL("./rank.ts", import.meta.url),
@@ -69,6 +76,7 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     });
   } finally {
     uninstall();
+    lock?.release();
   }
   return { summary: buildSummary(reports), reports };
 }
