@@ -189,3 +189,17 @@ test("bun run train: a 33.7e9-parameter llama on cpu exits 2 at once, message on
   expect(stderr).not.toMatch(/^\s+at /m);
   expect(stderr).toMatch(/^error: the job does not fit in memory: 1 error\n {2}- zero_optimization\.stage: model states need 539\.9 GB per rank \(llama, 33\.74e9 parameters; ZeRO stage 0, fp32: 4 \+ 4 \+ 8 bytes per parameter; world_size 1\) but the cpu backend has \d+\.\d+ GB per rank/);
 });
+
+test("bun run train --backend auto --world-size 2: the ranks' check (after choosing the backend) refuses it too", async () => {
+  const path = join(dir, "huge-auto.json");
+  writeFileSync(path, JSON.stringify({ model: HUGE_LLAMA, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 13 }, backend: "auto", world_size: 2, steps: 1, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 3 }, bf16: { enabled: true } }));
+  const p = Bun.spawn(["bun", resolve(import.meta.dir, "../../src/cli/train.ts"), "--config", path], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  expect(code).toBe(2);
+  expect(stderr).not.toMatch(/^\s+at /m);
+  const be = /^backend +(cpu|webgpu) /m.exec(stdout)?.[1];
+  expect(be).toBeDefined();
+  // webgpu here is Mesa's lavapipe, a CPU-type adapter: its buffers are host memory
+  expect(stderr).toMatch(new RegExp(`model states need 270\\.0 GB per rank \\(llama, 33\\.74e9 parameters; ZeRO stage 3, mixed precision: 2 \\+ 2 \\+ 12 bytes per parameter; world_size 2\\) but the ${be} backend has [\\d.]+ GB per rank .*shared by the 2 ranks of this process`));
+  expect(stdout).not.toMatch(/^data +\S+: \d+ tokens/m); // refused before the data loader
+}, 60_000);
