@@ -185,7 +185,7 @@ export function checkModelStateFits(config: JobConfig, limits: MemoryLimits): Mo
   if (e.largestBufferBytes > limits.maxBufferBytes) {
     throw new MemoryBudgetError(
       "model",
-      `unit ${e.largestUnit.name} of ${e.largestUnit.numel} elements needs one ${gb(e.largestBufferBytes)} buffer (the unit in f32, which every ZeRO stage and precision materialises for compute) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource}); ZeRO stage, world_size and bf16 do not change this: make the unit smaller (model.hidden_size, model.intermediate_size${e.largestUnit.name === "embed" || e.largestUnit.name === "head" ? ", model.vocab_size" : ""}).`,
+      `unit ${e.largestUnit.name} of ${e.largestUnit.numel} elements needs one ${gb(e.largestBufferBytes)} buffer (the unit in f32, which every ZeRO stage and precision materialises for compute) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource}); ZeRO stage, world_size and bf16 do not change this: make the unit smaller (model.hidden_size, model.intermediate_size${e.largestUnit.name === "embed" || e.largestUnit.name === "head" ? ", model.vocab_size" : ""})${limits.backend === "webgpu" && e.largestBufferBytes <= CPU_MAX_BUFFER_BYTES ? `, or set backend "cpu" (buffers up to ${gb(CPU_MAX_BUFFER_BYTES)})` : ""}.`,
     );
   }
   return e;

@@ -154,6 +154,8 @@ describe("checkModelStateFits", () => {
     const u = largestUnit(c.model);
     const lim: MemoryLimits = { backend: "webgpu", host: null, maxBufferBytes: u.numel * 4 - 4, maxBufferSource: "the device's maxBufferSize" };
     expect(() => checkModelStateFits(c, lim)).toThrow(new RegExp(`unit ${u.name.replace(/\./g, "\\.")} of ${u.numel} elements needs one .* buffer .* maxBufferSize`));
+    expect(() => checkModelStateFits(c, lim)).toThrow(/, or set backend "cpu" \(buffers up to 4\.29 GB\)\.$/);
+    expect(() => checkModelStateFits(c, { ...lim, backend: "cpu" })).toThrow(/model\.vocab_size\)\.$|model\.intermediate_size\)\.$/);
     expect(() => checkModelStateFits(c, { ...lim, maxBufferBytes: u.numel * 4 })).not.toThrow();
   });
 
