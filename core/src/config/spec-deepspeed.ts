@@ -151,7 +151,7 @@ export const OFFLOAD_OPTIMIZER_SPEC: ObjectSpec = {
   default: {},
   doc: "optimizer-state offload (stage >= 1)",
   fields: { ...OFFLOAD_COMMON, buffer_count: posInt("buffers in the nvme buffer pool", 4) },
-  ignored: { fast_init: "no effect in ZeroMoE", ratio: "partial offload is not implemented; all or nothing" },
+  ignored: { fast_init: "no effect in ZeroMoE", ratio: "no partial offload here (offload devices are refused; see offload_optimizer.device)" },
 };
 
 /** `zero_optimization.offload_param` (stage 3 only). */

@@ -27,7 +27,7 @@ const HF_IGNORED: Readonly<Record<string, string>> = {
   auto_map: "not applicable",
 };
 
-/** A key that must be null (feature not implemented): a non-null value is an error naming it. */
+/** A key that must be null (a feature this engine does not have): a non-null value is an error naming it. */
 function mustBeNull(what: string): Spec {
   return {
     kind: "custom",
