@@ -27,6 +27,33 @@ export interface CreateBackendOptions extends WebGpuBackendOptions {
   cpu?: CpuBackendOptions;
   /** Run the verification computation on a webgpu device (default true). */
   verify?: boolean;
+  /** This rank's index among the ranks of its machine: with several GPUs, rank r takes the r-th
+   * (mod count) GPU adapter (see {@link adapterIndexForRank}). Ignored when `adapterIndex` is set. */
+  localRank?: number;
+}
+
+/** What {@link adapterIndexForRank} needs to know of an adapter (our ffi binding's non-standard
+ * `GPUAdapterInfo.adapterType` / `backendType`). */
+export interface AdapterKind {
+  adapterType: string;
+  backendType: string;
+}
+
+/**
+ * One GPU per rank on a machine with several (like `torch.cuda.set_device(local_rank)`): the
+ * candidates are the adapters of type discrete-gpu or integrated-gpu — only the Vulkan ones when any
+ * exists, since the same card is usually also listed through OpenGL — in enumeration order; rank
+ * `localRank` takes candidate `localRank mod count`. Returns the index into `adapters`, or
+ * `undefined` when there are fewer than two candidates (the default adapter choice then applies).
+ * @throws on a negative or non-integer localRank.
+ */
+export function adapterIndexForRank(adapters: readonly AdapterKind[], localRank: number): number | undefined {
+  if (!Number.isInteger(localRank) || localRank < 0) throw new Error(`adapterIndexForRank: localRank must be a non-negative integer, got ${localRank}`);
+  const gpus = adapters.map((a, i) => ({ a, i })).filter(({ a }) => a.adapterType === "discrete-gpu" || a.adapterType === "integrated-gpu");
+  const vulkan = gpus.filter(({ a }) => a.backendType === "vulkan");
+  const cands = vulkan.length > 0 ? vulkan : gpus;
+  if (cands.length < 2) return undefined;
+  return cands[localRank % cands.length]!.i;
 }
 
 /** The chosen backend and a one-line human-readable reason. */
@@ -114,7 +141,16 @@ async function makeWebGpu(opts: CreateBackendOptions): Promise<SelectedBackend> 
   } catch (e) {
     throw new Error(`no WebGPU implementation: ${(e as Error).message}`);
   }
-  const be = await WebGpuBackend.create(found.gpu, { powerPreference: "high-performance", ...opts });
+  let adapterIndex = opts.adapterIndex;
+  const enumerate = (found.gpu as unknown as { enumerateAdapters?: () => Promise<GPUAdapter[]> }).enumerateAdapters;
+  if (adapterIndex === undefined && opts.localRank !== undefined && typeof enumerate === "function") {
+    const list = await enumerate.call(found.gpu);
+    adapterIndex = adapterIndexForRank(
+      list.map((a) => a.info as unknown as AdapterKind),
+      opts.localRank,
+    );
+  }
+  const be = await WebGpuBackend.create(found.gpu, { powerPreference: "high-performance", ...opts, adapterIndex });
   if (opts.verify !== false) {
     try {
       await verifyBackend(be);

@@ -21,10 +21,12 @@ export function destroyBackend(be: Backend): void {
 }
 
 /**
- * Create the training backend of `kind` (see the module comment).
+ * Create the training backend of `kind` (see the module comment) for the rank with index
+ * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
+ * `adapterIndexForRank`). The `local` transport runs all ranks on one host, so local rank = rank.
  * @throws Error when `kind` is "webgpu" and no working WebGPU device exists (createBackend's
  * message, which says why).
  */
-export async function selectTrainBackend(kind: BackendKind): Promise<TrainBackend> {
-  return createBackend(kind);
+export async function selectTrainBackend(kind: BackendKind, localRank = 0): Promise<TrainBackend> {
+  return createBackend(kind, { localRank });
 }

@@ -83,7 +83,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
-  const { backend: be, reason } = await selectTrainBackend(config.backend);
+  const { backend: be, reason } = await selectTrainBackend(config.backend, comm.rank);
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
     // before anything is allocated: can this backend hold the model states at all?

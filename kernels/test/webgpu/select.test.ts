@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
-import { createBackend, softwareDriverNote, verifyBackend } from "../../src/select.ts";
+import { adapterIndexForRank, createBackend, softwareDriverNote, verifyBackend } from "../../src/select.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 /** Bind methods of `target` so a Proxy can forward them (ffi objects use private state). */
@@ -97,5 +97,30 @@ describe("createBackend", () => {
 
   test("unknown kind throws", async () => {
     await expect(createBackend("tpu" as never)).rejects.toThrow(/auto.*webgpu.*cpu/);
+  });
+});
+
+describe("adapterIndexForRank: one GPU per rank", () => {
+  const gpu = (backendType: string, adapterType = "discrete-gpu") => ({ backendType, adapterType });
+  test("several Vulkan GPUs: rank r takes the r-th (mod count); OpenGL twins and CPU adapters are skipped", () => {
+    const list = [gpu("vulkan"), gpu("opengl"), gpu("vulkan"), gpu("vulkan", "cpu"), gpu("vulkan"), gpu("opengl")];
+    expect([0, 1, 2, 3, 4].map((r) => adapterIndexForRank(list, r))).toEqual([0, 2, 4, 0, 2]);
+  });
+  test("no Vulkan GPU: the other GPU adapters are used", () => {
+    const list = [gpu("metal", "integrated-gpu"), gpu("metal", "discrete-gpu")];
+    expect([0, 1, 2].map((r) => adapterIndexForRank(list, r))).toEqual([0, 1, 0]);
+  });
+  test("fewer than two GPUs (one H200, or lavapipe only): the default choice (undefined)", () => {
+    expect(adapterIndexForRank([gpu("vulkan"), gpu("opengl")], 3)).toBeUndefined();
+    expect(adapterIndexForRank([gpu("vulkan", "cpu"), gpu("opengl", "cpu")], 1)).toBeUndefined();
+    expect(adapterIndexForRank([], 0)).toBeUndefined();
+  });
+  test("a bad local rank is an error", () => {
+    expect(() => adapterIndexForRank([gpu("vulkan"), gpu("vulkan")], -1)).toThrow(/localRank/);
+  });
+  test("createBackend with localRank on this machine still finds its adapter", async () => {
+    const r = await createBackend("auto", { localRank: 1 });
+    expect(["cpu", "webgpu"]).toContain(r.backend.info.name);
+    (r.backend as { destroy?: () => void }).destroy?.();
   });
 });
