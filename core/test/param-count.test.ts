@@ -33,7 +33,9 @@ describe("countParameters", () => {
     expect(c.expert).toBe(L * E * 3 * H * I);
     expect(c.total - c.activePerToken).toBe(L * (E - k) * 3 * H * I);
     expect(c.total).toBe(2 * V * H + H + L * (4 * H * H + 2 * H + H * E + E * 3 * H * I));
-    const dense = resolveJobConfig({ model: { model_type: "llama", vocab_size: 300, hidden_size: 12, num_attention_heads: 3, num_key_value_heads: 1, intermediate_size: 7, num_hidden_layers: 1, attention_bias: true, mlp_bias: true, tie_word_embeddings: true }, train_batch_size: 1 }).config.model;
+    // biases are refused by the model schema (the models have none), so set them after resolving: the count follows HF
+    const resolved = resolveJobConfig({ model: { model_type: "llama", vocab_size: 300, hidden_size: 12, num_attention_heads: 3, num_key_value_heads: 1, intermediate_size: 7, num_hidden_layers: 1, tie_word_embeddings: true }, train_batch_size: 1 }).config.model;
+    const dense = { ...resolved, attention_bias: true, mlp_bias: true };
     // q 12·12 + k,v 2·12·4 + o 12·12, biases 12+4+4+12; mlp 3·12·7 + biases 7+7+12; norms 24; embed 3600; final norm 12
     expect(countParameters(dense).total).toBe(144 + 96 + 144 + 32 + 252 + 26 + 24 + 3600 + 12);
   });

@@ -3,6 +3,7 @@ export * from "./types.ts";
 export { ConfigError, type ConfigIssue, editDistance, suggest, formatIssue } from "./errors.ts";
 export { resolveJobConfig, deepMerge, parseJsonConfig, readJsonFile, TOKENIZER_VOCAB_SIZE, type JobOverrides, type ResolveOptions } from "./resolve.ts";
 export { loadJobConfig, type LoadJobOptions } from "./load.ts";
+export { resolveModelConfig, type ResolvedModel } from "./resolve-model.ts";
 export { resolveBatchSizes, type BatchInput, type BatchSizes } from "./batch.ts";
 export { DEFAULT_JOB } from "./default-job.ts";
 export { JOB_SPEC } from "./spec-job.ts";

@@ -3,8 +3,11 @@
  * `mixtral` (MixtralConfig), with transformers' defaults for every key left out. Sources:
  * transformers `models/llama/configuration_llama.py`, `models/mixtral/configuration_mixtral.py`.
  * HF keys that do not change training here (`architectures`, `torch_dtype`, `use_cache` …) are
- * accepted and ignored with a warning, so a real HF config can be pasted in. Cross-field checks
- * (head divisibility, top-k ≤ experts) are in {@link checkModelConsistency}.
+ * accepted and ignored with a warning, so a real HF config can be pasted in. Options the models do
+ * not implement (scaled RoPE, biases, router jitter, sliding window) are refused naming the key.
+ * Cross-field checks (head divisibility, top-k ≤ experts) are in {@link checkModelConsistency}.
+ * This is the only parser of HF model configs: the job's `model` section and a bare `config.json`
+ * ({@link resolveModelConfig} in resolve-model.ts) both go through it.
  */
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import type { ModelConfig } from "./types.ts";
@@ -28,16 +31,39 @@ const HF_IGNORED: Readonly<Record<string, string>> = {
 };
 
 /** A key that must be null (a feature this engine does not have): a non-null value is an error naming it. */
-function mustBeNull(what: string): Spec {
+function mustBeNull(what: string, doc = `${what} (only null is supported)`): Spec {
   return {
     kind: "custom",
     typeName: "null",
     nullable: true,
     default: null,
-    doc: `${what} (only null is supported)`,
+    doc,
     check(value: unknown, path: string, ctx: CheckContext): unknown {
       addIssue(ctx, path, `${what} is not supported; expected null, got ${show(value)}`);
       return undefined;
+    },
+  };
+}
+
+/** A boolean/number key whose only supported value is `allowed` (HF's default; the models have no
+ * other code path): a value of the wrong type, or another value, is an error naming `what`. */
+function onlyValue(allowed: boolean | number, what: string, doc: string): Spec {
+  const typeName = `${typeof allowed} (only ${JSON.stringify(allowed)})`;
+  return {
+    kind: "custom",
+    typeName,
+    default: allowed,
+    doc,
+    check(value: unknown, path: string, ctx: CheckContext): unknown {
+      if (typeof value !== typeof allowed) {
+        addIssue(ctx, path, `expected ${typeName}, got ${typeOfJson(value)} ${show(value)}`);
+        return undefined;
+      }
+      if (value !== allowed) {
+        addIssue(ctx, path, `${what} is not supported; expected ${JSON.stringify(allowed)}, got ${show(value)}`);
+        return undefined;
+      }
+      return value;
     },
   };
 }
@@ -75,7 +101,7 @@ function commonFields(d: {
     max_position_embeddings: posInt("longest sequence the model is built for (>= data.seq_len)", d.max_position_embeddings),
     tie_word_embeddings: { kind: "boolean", default: false, doc: "share the embedding matrix with the LM head" },
     initializer_range: { kind: "number", min: 0, exclusiveMin: true, default: 0.02, doc: "std-dev of the normal weight init" },
-    attention_bias: { kind: "boolean", default: false, doc: "bias in q/k/v/o projections" },
+    attention_bias: onlyValue(false, "a bias in the q/k/v/o projections (attention_bias true)", "bias in q/k/v/o projections (only false is supported)"),
     attention_dropout: { kind: "number", min: 0, max: 0, default: 0, doc: "attention dropout (only 0 is supported)" },
     bos_token_id: optTokenId("beginning-of-sequence id", 1),
     eos_token_id: optTokenId("end-of-sequence id", 2),
@@ -90,7 +116,7 @@ export const LLAMA_SPEC: ObjectSpec = {
   fields: {
     model_type: { kind: "enum", values: ["llama"], required: true, doc: "selects the architecture" },
     ...commonFields({ intermediate_size: 11008, num_key_value_heads: null, max_position_embeddings: 2048, rms_norm_eps: 1e-6, rope_theta: 10000 }),
-    mlp_bias: { kind: "boolean", default: false, doc: "bias in the MLP projections" },
+    mlp_bias: onlyValue(false, "a bias in the MLP projections (mlp_bias true)", "bias in the MLP projections (only false is supported)"),
   },
   ignored: HF_IGNORED,
 };
@@ -106,8 +132,8 @@ export const MIXTRAL_SPEC: ObjectSpec = {
     num_experts_per_tok: posInt("experts each token is routed to (top-k)", 2),
     router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
     output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
-    router_jitter_noise: { kind: "number", min: 0, default: 0, doc: "multiplicative jitter on router inputs in training" },
-    sliding_window: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "sliding-window attention width (null = full causal)" },
+    router_jitter_noise: onlyValue(0, "router jitter noise", "multiplicative jitter on router inputs in training (only 0 is supported)"),
+    sliding_window: mustBeNull("sliding-window attention", "sliding-window attention width (only null = full causal attention is supported)"),
   },
   ignored: HF_IGNORED,
 };

@@ -3,18 +3,18 @@
  */
 import type { Backend } from "../../../kernels/src/backend.ts";
 import type { ModelConfig } from "../config/types.ts";
-import { llamaConfig, mixtralConfig } from "../models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder, type ModelOptions } from "../models/llama.ts";
 import { MixtralForCausalLM } from "../models/mixtral.ts";
 
-/** A new model on `be`. @throws for an unknown `model_type` (naming it). */
+/** A new model on `be` from an already-resolved model config (`resolveJobConfig` /
+ * `resolveModelConfig` checked and defaulted it; it is not parsed again here).
+ * @throws for an unknown `model_type` (naming it). */
 export function createModel(be: Backend, cfg: ModelConfig, opts: ModelOptions): CausalDecoder {
-  const json = cfg as unknown as Record<string, unknown>;
   switch (cfg.model_type) {
     case "llama":
-      return new LlamaForCausalLM(be, llamaConfig(json, "model"), opts);
+      return new LlamaForCausalLM(be, cfg, opts);
     case "mixtral":
-      return new MixtralForCausalLM(be, mixtralConfig(json, "model"), opts);
+      return new MixtralForCausalLM(be, cfg, opts);
     default:
       throw new Error(`model.model_type: expected "llama" or "mixtral", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
   }

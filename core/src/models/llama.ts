@@ -24,7 +24,7 @@ import { readParam, writeParam, type StateDict } from "../nn/state_dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
-import type { DecoderConfig, LlamaConfig } from "./config.ts";
+import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
@@ -87,7 +87,7 @@ export interface AttentionParams {
  * Self-attention of one layer on normed hidden states x [B·S, hidden] → [B·S, hidden]:
  * projections, RoPE on q and k, causal GQA attention, output projection.
  */
-export function selfAttention(x: Tensor, p: AttentionParams, cfg: DecoderConfig, B: number, S: number): Tensor {
+export function selfAttention(x: Tensor, p: AttentionParams, cfg: ModelConfig, B: number, S: number): Tensor {
   const H = cfg.num_attention_heads;
   const Hkv = cfg.num_key_value_heads;
   const D = cfg.head_dim;
@@ -114,7 +114,7 @@ interface LayerParams {
  * Base of Llama-style causal decoders: embeddings, attention layers, final norm, lm_head, loss.
  * Subclasses declare each layer's feed-forward parameters and compute it.
  */
-export abstract class CausalDecoder<C extends DecoderConfig = DecoderConfig> {
+export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   readonly be: Backend;
   readonly config: C;
   /** All units in forward order; `units.hooks` are the installed unit hooks. */

@@ -38,7 +38,7 @@ import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/s
 import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import type { MixtralConfig } from "./config.ts";
+import type { MixtralConfig } from "../config/types.ts";
 import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
 
 /** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)). */
