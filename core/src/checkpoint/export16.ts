@@ -1,7 +1,8 @@
 /**
  * `engine.save16bitModel(dir)`: one safetensors file (`model.safetensors`) with Hugging Face
- * parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), loadable
- * by Transformers' `from_pretrained` and by `--init-from`.
+ * parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), plus the
+ * model's `config.json` (hf-config.ts), so the directory loads with Transformers' `from_pretrained`
+ * and with `--init-from`.
  *
  * As DeepSpeed's `save_16bit_model`: under ZeRO-3 the parameters are sharded, and gathering them
  * needs `zero_optimization.stage3_gather_16bit_weights_on_model_save: true`; without it the call
@@ -17,6 +18,7 @@ import { join } from "node:path";
 import { mkdirSync } from "node:fs";
 import type { Engine } from "../engine/engine.ts";
 import { readPadded } from "../engine/host-transfer.ts";
+import { writeHfConfig } from "./hf-config.ts";
 import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
 
 /** Options of {@link save16bitModel}. */
@@ -78,6 +80,7 @@ export async function save16bitModel(engine: Engine, dir: string, opts: Save16Op
       if (writer && full) for (const q of u.params) writer.writeTensor(q.name, full.subarray(q.offset, q.offset + q.numel));
     }
     writer?.finish();
+    if (comm.rank === 0) writeHfConfig(dir, config.model, env.paramDtype);
   } catch (e) {
     writer?.abort();
     throw e;

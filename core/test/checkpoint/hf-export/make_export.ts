@@ -9,7 +9,7 @@
  * 2. consolidates the checkpoint with zero-to-fp32 into `<out>/fp32/model.safetensors`;
  * 3. initialises a world-1 engine from the export (`--init-from`'s loader) and records its logits
  *    on fixed input ids (`<out>/inputs.json`, `<out>/logits.json`, [batch, seq, vocab] flattened);
- * 4. writes a Transformers `config.json` (MixtralConfig names) beside each model file.
+ * 4. config.json: save16bitModel writes its own; the fp32 folder gets the same (checkpoint/hf-config.ts).
  * check_hf.py then loads both folders with `AutoModelForCausalLM.from_pretrained` and compares
  * Transformers' logits with ours.
  */
@@ -17,6 +17,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { CpuBackend } from "../../../../kernels/src/cpu/index.ts";
 import { zeroToFp32 } from "../../../src/checkpoint/consolidate.ts";
+import { writeHfConfig } from "../../../src/checkpoint/hf-config.ts";
 import { initFromSafetensors } from "../../../src/checkpoint/init-from.ts";
 import { createSoloCommunicator } from "../../../src/comm/solo.ts";
 import { resolveJobConfig } from "../../../src/config/index.ts";
@@ -34,19 +35,6 @@ const MODEL = {
   output_router_logits: true, tie_word_embeddings: false, initializer_range: 0.3,
 };
 
-/** Transformers 5 MixtralConfig for MODEL. */
-function hfConfig(): Record<string, unknown> {
-  return {
-    architectures: ["MixtralForCausalLM"], model_type: "mixtral", vocab_size: MODEL.vocab_size, hidden_size: MODEL.hidden_size,
-    intermediate_size: MODEL.intermediate_size, num_hidden_layers: MODEL.num_hidden_layers, num_attention_heads: MODEL.num_attention_heads,
-    num_key_value_heads: MODEL.num_key_value_heads, head_dim: null, hidden_act: "silu", max_position_embeddings: MODEL.max_position_embeddings,
-    rms_norm_eps: MODEL.rms_norm_eps, rope_theta: MODEL.rope_theta, rope_parameters: { rope_theta: MODEL.rope_theta, rope_type: "default" },
-    num_local_experts: MODEL.num_local_experts, num_experts_per_tok: MODEL.num_experts_per_tok, output_router_logits: false,
-    router_aux_loss_coef: MODEL.router_aux_loss_coef, router_jitter_noise: 0.0, sliding_window: null, attention_dropout: 0.0,
-    tie_word_embeddings: false, use_cache: false, dtype: "float32",
-  };
-}
-
 const out = resolve(process.argv[2] ?? "out/hf-export");
 mkdirSync(out, { recursive: true });
 const job = tinyJob({
@@ -61,7 +49,8 @@ await launch<RunOut[]>({
 });
 mkdirSync(join(out, "fp32"), { recursive: true });
 zeroToFp32(join(out, "ckpt"), join(out, "fp32", "model.safetensors"));
-for (const d of ["save16", "fp32"]) writeFileSync(join(out, d, "config.json"), JSON.stringify(hfConfig(), null, 2));
+// save16bitModel wrote save16/config.json itself; the fp32 consolidation gets the same config
+writeHfConfig(join(out, "fp32"), resolveJobConfig({ ...job, world_size: 2 }).config.model, "f32");
 
 // our logits from an engine initialised from the export
 const { config } = resolveJobConfig({ ...job, world_size: 1, moe: { ep_size: 1 }, zero_optimization: { stage: 0 } });
