@@ -157,7 +157,7 @@ export class WebGpuBackend implements Backend {
   // ---- plumbing ------------------------------------------------------------------------------
 
   /** Assembled source + pipeline per kernel object and aliasing pattern of its buffers. */
-  private readonly compiled = new WeakMap<Kernel, Map<string, { asm: AssembledKernel; pipe: CachedPipeline }>>();
+  private readonly compiled = new WeakMap<Kernel, Map<string, { asm: AssembledKernel; pipe: CachedPipeline; types: ("u32" | "i32" | "f32")[] }>>();
 
   private run(l: Launch | null): void {
     if (!l) return;
@@ -194,10 +194,10 @@ export class WebGpuBackend implements Backend {
           }),
         );
       }
-      entry = { asm, pipe };
+      entry = { asm, pipe, types: l.kernel.params.map((d) => d.type) };
       perKernel.set(pattern, entry);
     }
-    const { asm, pipe } = entry;
+    const { asm, pipe, types } = entry;
     const storage: GPUBuffer[] = [];
     const ids: number[] = [];
     asm.slotOf.forEach((slot, i) => {
@@ -208,7 +208,7 @@ export class WebGpuBackend implements Backend {
     });
     const grid: [number, number, number] = typeof l.workgroups === "number" ? grid2d(l.workgroups, this.maxPerDim) : [l.workgroups[0], l.workgroups[1], l.workgroups[2]];
     for (const g of grid) if (g > this.maxPerDim) throw new Error(`webgpu ${label}: grid ${grid} exceeds ${this.maxPerDim} workgroups per dimension`);
-    this.batcher.dispatch(label, pipe, storage, ids, l.params, l.kernel.params.map((d) => d.type), grid);
+    this.batcher.dispatch(label, pipe, storage, ids, l.params, types, grid);
   }
 
   private runAll(ls: readonly Launch[]): void {
