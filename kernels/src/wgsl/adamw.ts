@@ -7,13 +7,13 @@
  *   p = p − (lr / (1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
  * Bias corrections are computed on the host in float64. Grads may be f32, f16 or bf16. With a
  * 16-bit `param16` copy, invocations own one param16 word (two elements) so no two invocations
- * write the same word.
+ * write the same word (the word writer of fill_copy_cast.ts).
  */
 import type { AdamWParams, Buf, DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { bindTypeOf, entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader, toHalfBits } from "./prelude.ts";
-import { wordsTouched } from "./fill_copy_cast.ts";
+import { wordsTouched, wordWriter } from "./fill_copy_cast.ts";
 
 /** Launch of one AdamW step over n elements. */
 export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m: Buf, moff: number, v: Buf, voff: number, param16: Buf | null, p16off: number, n: number, p: AdamWParams): Launch | null {
@@ -49,23 +49,8 @@ export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m
       label: `adamw_${gd}_to_${param16.dtype}`,
       buffers: [...buffers, { name: "b_dst", type: "w16", write: true }],
       params,
-      code: `${loader}${step}${entry(EW_WG)} {
-  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
-  let w0 = P.doff >> 1u;
-  let nw = ((P.doff + P.n - 1u) >> 1u) - w0 + 1u;
-  if (t >= nw) { return; }
-  let w = w0 + t;
-  var word = b_dst[w];
-  for (var h = 0u; h < 2u; h = h + 1u) {
-    let e = 2u * w + h;
-    if (e >= P.doff && e < P.doff + P.n) {
-      let sh = 16u * h;
-      let pv = step(e - P.doff);
-      word = (word & ~(0xffffu << sh)) | ((${toHalfBits(param16.dtype, "pv")} & 0xffffu) << sh);
-    }
-  }
-  b_dst[w] = word;
-}`,
+      // the step's value of relative element j, stored as 16 bits through the shared word writer
+      code: `${loader}${step}fn val16(j: u32) -> u32 { return ${toHalfBits(param16.dtype, "step(j)")}; }\n${wordWriter()}`,
     }));
     return { kernel, bufs: [param, grad, m, v, param16], params: values, workgroups: groups(wordsTouched(p16off, n)) };
   }

@@ -15,7 +15,7 @@ const is16 = (d: DType): boolean => DTYPE_BYTES[d] === 2;
 
 /** Body of a word-per-invocation writer into 16-bit buffer `b_dst` at `P.doff`, `P.n` elements;
  * `val16(j)` (defined by the caller) gives the 16 bits of relative element j. */
-function wordWriter(): string {
+export function wordWriter(): string {
   return `${entry(EW_WG)} {
   let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
   let w0 = P.doff >> 1u;
