@@ -3,17 +3,17 @@
  * peak activation memory (with and without activation checkpointing). Parameters are not updated
  * (gradients accumulate), so every step routes the same way.
  *
- *   bun core/src/models/step_bench.ts [--model llama|mixtral] [--backend auto|cpu|webgpu]
+ *   bun core/bench/step_bench.ts [--model llama|mixtral] [--backend auto|cpu|webgpu]
  *       [--hidden 128] [--layers 2] [--heads 4] [--kv-heads 2] [--inter 344] [--vocab 512]
  *       [--experts 4] [--topk 2] [--batch 2] [--seq 64] [--steps 3] [--ckpt]
  *
  * Prints one JSON line per configuration.
  */
-import { createBackend, type BackendKind } from "../../../kernels/src/select.ts";
-import { backward, randint, streamKey } from "../tensor/index.ts";
-import { llamaConfig, mixtralConfig } from "./config.ts";
-import { LlamaForCausalLM, type CausalDecoder } from "./llama.ts";
-import { MixtralForCausalLM } from "./mixtral.ts";
+import { createBackend, type BackendKind } from "../../kernels/src/select.ts";
+import { backward, randint, streamKey } from "../src/tensor/index.ts";
+import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
+import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
+import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);

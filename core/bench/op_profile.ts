@@ -2,13 +2,13 @@
  * Time each backend op a Llama/Mixtral training step issues, at the step's real shapes, to see
  * which ops dominate (each op timed alone: warm-up, then `reps` calls, one flush).
  *
- *   bun core/src/models/op_profile.ts [--backend auto|cpu|webgpu] [--hidden 768] [--inter 2048]
+ *   bun core/bench/op_profile.ts [--backend auto|cpu|webgpu] [--hidden 768] [--inter 2048]
  *       [--heads 12] [--kv-heads 4] [--vocab 32000] [--batch 8] [--seq 512] [--experts 8] [--topk 2] [--reps 5]
  *
  * Prints one JSON line per op: milliseconds per call and, for matmuls, TFLOP/s.
  */
-import type { Backend, View } from "../../../kernels/src/backend.ts";
-import { createBackend, type BackendKind } from "../../../kernels/src/select.ts";
+import type { Backend, View } from "../../kernels/src/backend.ts";
+import { createBackend, type BackendKind } from "../../kernels/src/select.ts";
 
 function arg(name: string, def: string): number {
   const i = process.argv.indexOf(`--${name}`);
