@@ -26,6 +26,18 @@ function usesChunks(n: number, inner: number): boolean {
   return n > 64 && inner >= 32;
 }
 
+/** WGSL pieces of `op`: start value, the term of element `v`, the statement folding term `t` into
+ * `acc`, and the result expression of `acc`. */
+function opWgsl(op: ReduceOp): { init: string; term: string; combine: string; finish: string } {
+  const isMax = op === "max";
+  return {
+    init: isMax ? NEG_BIG : "0.0",
+    term: op === "sumsq" ? "v * v" : "v",
+    combine: isMax ? "acc = max(acc, t);" : "acc = acc + t;",
+    finish: op === "mean" ? "acc / f32(P.n)" : "acc",
+  };
+}
+
 /** Launches of reduce(op) over the middle axis ([] when there is no output); `scratch` must hold
  * {@link reduceScratch} f32 elements when that is non-zero (else it is unused and may be null). */
 export function reduceLaunches(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff: number, outer: number, n: number, inner: number, scratch: Buf | null): Launch[] {
@@ -33,9 +45,7 @@ export function reduceLaunches(op: ReduceOp, x: Buf, xoff: number, out: Buf, oof
   if (!usesChunks(n, inner)) return [reduceLaunch(op, x, xoff, out, ooff, outer, n, inner)!];
   if (!scratch) throw new Error("webgpu reduce: the two-stage form needs a scratch buffer");
   const nch = Math.ceil(n / REDUCE_CHUNK);
-  const isMax = op === "max";
-  const init = isMax ? NEG_BIG : "0.0";
-  const combine = isMax ? "acc = max(acc, t);" : "acc = acc + t;";
+  const { init, term, combine, finish } = opWgsl(op);
   const s1: Kernel = memoKernel(`reduce_${op}_chunks`, () => ({
     label: `reduce_${op}_chunks`,
     buffers: [
@@ -53,7 +63,7 @@ export function reduceLaunches(op: ReduceOp, x: Buf, xoff: number, out: Buf, oof
   let j1 = min(P.n, (ch + 1u) * ${REDUCE_CHUNK}u);
   for (var j = ch * ${REDUCE_CHUNK}u; j < j1; j = j + 1u) {
     let v = b_x[P.xoff + (oi * P.n + j) * P.inner + ii];
-    let t = ${op === "sumsq" ? "v * v" : "v"};
+    let t = ${term};
     ${combine}
   }
   b_part[t0] = acc;
@@ -76,7 +86,7 @@ export function reduceLaunches(op: ReduceOp, x: Buf, xoff: number, out: Buf, oof
     let t = b_part[(oi * P.nch + ch) * P.inner + ii];
     ${combine}
   }
-  b_out[P.ooff + o] = ${op === "mean" ? "acc / f32(P.n)" : "acc"};
+  b_out[P.ooff + o] = ${finish};
 }`,
   }));
   return [
@@ -89,11 +99,7 @@ export function reduceLaunches(op: ReduceOp, x: Buf, xoff: number, out: Buf, oof
 export function reduceLaunch(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff: number, outer: number, n: number, inner: number): Launch | null {
   const outputs = outer * inner;
   if (outputs === 0) return null;
-  const isMax = op === "max";
-  const init = isMax ? NEG_BIG : "0.0";
-  const term = op === "sumsq" ? "v * v" : "v";
-  const combine = isMax ? "acc = max(acc, t);" : "acc = acc + t;";
-  const finish = op === "mean" ? "acc / f32(P.n)" : "acc";
+  const { init, term, combine, finish } = opWgsl(op);
   const buffers = [
     { name: "b_x", type: "f32" as const, write: false },
     { name: "b_out", type: "f32" as const, write: true },
@@ -136,7 +142,7 @@ export function reduceLaunch(op: ReduceOp, x: Buf, xoff: number, out: Buf, ooff:
     let t = ${term};
     ${combine}
   }
-  acc = ${isMax ? "wg_max(li, acc)" : "wg_sum(li, acc)"};
+  acc = ${op === "max" ? "wg_max(li, acc)" : "wg_sum(li, acc)"};
   if (li == 0u) { b_out[P.ooff + o] = ${finish}; }
 }`,
   }));
