@@ -18,7 +18,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { f32s, memoKernel, u32s } from "./launch.ts";
+import { entry, f32s, memoKernel, u32s } from "./launch.ts";
 
 /** Invocations per workgroup of the tiled kernels. */
 const TW = 128;
@@ -59,7 +59,33 @@ fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
 `;
 }
 
-const ENTRY = `@compute @workgroup_size(${TW}) fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32)`;
+/** Stages the K and V rows k0 … k0+BB−1 of kv head kh into the padded tiles Ks, Vs (zeros past S). */
+const LOAD_KV = `
+    for (var e = li; e < BB * DH; e = e + ${TW}u) {
+      let kj = k0 + e / DH;
+      var kv: f32 = 0.0;
+      var vv: f32 = 0.0;
+      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
+      Ks[(e / DH) * KS + e % DH] = kv;
+      Vs[(e / DH) * KS + e % DH] = vv;
+    }`;
+
+/** acc[i·DPT + t] += Σ_j coef[row rg·RPT + i, j] · tile[j, d = cg + 8t] over the BB columns j of the
+ * BB×BB workgroup array `coef` and the padded tile `tile` (O += P·V in the forward, dQ += dS·K). */
+function accumulateRowsTimesTile(coef: string, tile: string): string {
+  return `
+    for (var j = 0u; j < BB; j = j + 1u) {
+      var cv: array<f32, RPT>;
+      for (var i = 0u; i < RPT; i = i + 1u) { cv[i] = ${coef}[(rg * RPT + i) * BB + j]; }
+      for (var t = 0u; t < DPT; t = t + 1u) {
+        let d = cg + 8u * t;
+        if (d < DH) {
+          let tv = ${tile}[j * KS + d];
+          for (var i = 0u; i < RPT; i = i + 1u) { acc[i * DPT + t] = acc[i * DPT + t] + cv[i] * tv; }
+        }
+      }
+    }`;
+}
 
 /** Launch of the tiled forward with block size `B` ∈ {16, 32} (from {@link chooseAttentionBlock}).
  *
@@ -96,7 +122,7 @@ var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
 var<workgroup> Vs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Ps: array<f32, ${B * B}>;
 var<workgroup> red: array<f32, ${B * 8}>;
-${ENTRY} {
+${entry(TW)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nqb) { return; }
   let qb = id % P.nqb;
@@ -119,14 +145,7 @@ ${ENTRY} {
   for (var u = 0u; u < RPT * DPT; u = u + 1u) { acc[u] = 0.0; }
   let qlast = min(q0 + BB, P.S) - 1u;
   for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
-    for (var e = li; e < BB * DH; e = e + ${TW}u) {
-      let kj = k0 + e / DH;
-      var kv: f32 = 0.0;
-      var vv: f32 = 0.0;
-      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-      Ks[(e / DH) * KS + e % DH] = kv;
-      Vs[(e / DH) * KS + e % DH] = vv;
-    }
+    ${LOAD_KV}
     workgroupBarrier();
     // scores for rows rg·RPT + i, keys cg + 8c
     var sc: array<f32, ${RPT * CPT}>;
@@ -177,17 +196,7 @@ ${ENTRY} {
       for (var t = 0u; t < DPT; t = t + 1u) { acc[i * DPT + t] = acc[i * DPT + t] * alpha[i]; }
     }
     // O += P·V for rows rg·RPT + i, dims cg + 8t
-    for (var j = 0u; j < BB; j = j + 1u) {
-      var pv: array<f32, RPT>;
-      for (var i = 0u; i < RPT; i = i + 1u) { pv[i] = Ps[(rg * RPT + i) * BB + j]; }
-      for (var t = 0u; t < DPT; t = t + 1u) {
-        let d = cg + 8u * t;
-        if (d < DH) {
-          let vv = Vs[j * KS + d];
-          for (var i = 0u; i < RPT; i = i + 1u) { acc[i * DPT + t] = acc[i * DPT + t] + pv[i] * vv; }
-        }
-      }
-    }
+    ${accumulateRowsTimesTile("Ps", "Vs")}
     workgroupBarrier();
   }
   for (var i = 0u; i < RPT; i = i + 1u) {
@@ -272,15 +281,6 @@ const DPT: u32 = ${Math.ceil(D / 8)}u;
       rD[i] = 0.0;
       if (qi < P.S) { rL[i] = b_lse[P.loff + ridx(b, h, qi)]; rD[i] = b_delta[ridx(b, h, qi)]; }
     }`;
-  const loadKV = `
-    for (var e = li; e < BB * DH; e = e + ${TW}u) {
-      let kj = k0 + e / DH;
-      var kv: f32 = 0.0;
-      var vv: f32 = 0.0;
-      if (kj < P.S) { let o = kidx(b, kj, kh) + e % DH; kv = b_k[P.koff + o]; vv = b_v[P.voff + o]; }
-      Ks[(e / DH) * KS + e % DH] = kv;
-      Vs[(e / DH) * KS + e % DH] = vv;
-    }`;
   const tiles = `var<workgroup> Qs: array<f32, ${B * (D + 1)}>;
 var<workgroup> Os: array<f32, ${B * (D + 1)}>;
 var<workgroup> Ks: array<f32, ${B * (D + 1)}>;
@@ -301,7 +301,7 @@ var<workgroup> Ds: array<f32, ${B * B}>;
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff", "nb"), ...f32s("scale")],
     code: `${header(D, B)}${consts}${tiles}
-${ENTRY} {
+${entry(TW)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nb) { return; }
   let qb = id % P.nb;
@@ -316,21 +316,11 @@ ${ENTRY} {
   for (var u = 0u; u < RPT * DPT; u = u + 1u) { acc[u] = 0.0; }
   let qlast = min(q0 + BB, P.S) - 1u;
   for (var k0 = 0u; k0 <= qlast; k0 = k0 + BB) {
-    ${loadKV}
+    ${LOAD_KV}
     workgroupBarrier();
     ${scoreBlock(false)}
     workgroupBarrier();
-    for (var j = 0u; j < BB; j = j + 1u) {
-      var dsv: array<f32, RPT>;
-      for (var i = 0u; i < RPT; i = i + 1u) { dsv[i] = Ds[(rg * RPT + i) * BB + j]; }
-      for (var t = 0u; t < DPT; t = t + 1u) {
-        let d = cg + 8u * t;
-        if (d < DH) {
-          let kv = Ks[j * KS + d];
-          for (var i = 0u; i < RPT; i = i + 1u) { acc[i * DPT + t] = acc[i * DPT + t] + dsv[i] * kv; }
-        }
-      }
-    }
+    ${accumulateRowsTimesTile("Ds", "Ks")}
     workgroupBarrier();
   }
   for (var i = 0u; i < RPT; i = i + 1u) {
@@ -359,7 +349,7 @@ ${ENTRY} {
     ],
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale")],
     code: `${header(D, B)}${consts}${tiles}var<workgroup> Ps: array<f32, ${B * B}>;
-${ENTRY} {
+${entry(TW)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.Hkv * P.nb) { return; }
   let kb = id % P.nb;
@@ -368,7 +358,7 @@ ${ENTRY} {
   let k0 = kb * BB;
   let rg = li / 8u;
   let cg = li % 8u;
-  ${loadKV}
+  ${LOAD_KV}
   var adk: array<f32, ${(B / 16) * Math.ceil(D / 8)}>;
   var adv: array<f32, ${(B / 16) * Math.ceil(D / 8)}>;
   for (var u = 0u; u < RPT * DPT; u = u + 1u) { adk[u] = 0.0; adv[u] = 0.0; }
