@@ -14,7 +14,7 @@
  * with P_ij = exp(scale·q_i·k_j − lse_i), dS_ij = P_ij (dout_i·v_j − Δ_i); sums in fixed order.
  */
 import type { Buf } from "../backend.ts";
-import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import type { BufferDecl, Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 
 const AW = 64;
@@ -25,6 +25,20 @@ function consts(D: number): string {
 }
 
 const DIMS = u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff");
+
+/** WGSL index helpers of the layouts (q/dout rows, k/v rows, lse/Δ entries); need `DH` and
+ * `P.S`, `P.H`, `P.Hkv`. Shared with attention_tiled.ts. */
+export const ATTENTION_INDEX = `fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
+fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
+fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
+`;
+
+/** Buffer declarations of a backward kernel: the read-only inputs q, k, v, lse, dout, Δ, then the
+ * written `outputs` (e.g. "b_dq"). Shared with attention_tiled.ts. */
+export function attentionBackwardBuffers(...outputs: string[]): BufferDecl[] {
+  const inputs = ["b_q", "b_k", "b_v", "b_lse", "b_do", "b_delta"].map((name) => ({ name, type: F, write: false }));
+  return [...inputs, ...outputs.map((name) => ({ name, type: F, write: true }))];
+}
 
 /** Launch of the attention forward. */
 export function attentionLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, B: number, S: number, H: number, Hkv: number, D: number, scale: number): Launch | null {
@@ -39,7 +53,7 @@ export function attentionLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: B
       { name: "b_lse", type: F, write: true },
     ],
     params: [...DIMS, ...f32s("scale")],
-    code: `${consts(D)}
+    code: `${consts(D)}${ATTENTION_INDEX}
 var<workgroup> qs: array<f32, DH>;
 var<workgroup> sc: array<f32, ${AW}>;
 ${entry(AW)} {
@@ -49,7 +63,7 @@ ${entry(AW)} {
   let h = (id / P.S) % P.H;
   let b = id / (P.S * P.H);
   let kh = (h * P.Hkv) / P.H;
-  let qb = P.qoff + ((b * P.S + i) * P.H + h) * DH;
+  let qb = P.qoff + qidx(b, i, h);
   for (var d = li; d < DH; d = d + ${AW}u) { qs[d] = b_q[qb + d] * P.scale; }
   workgroupBarrier();
   var m: f32 = -3.0e38;
@@ -60,7 +74,7 @@ ${entry(AW)} {
     let j = j0 + li;
     var s: f32 = -3.0e38;
     if (j <= i) {
-      let kb = P.koff + ((b * P.S + j) * P.Hkv + kh) * DH;
+      let kb = P.koff + kidx(b, j, kh);
       var dot: f32 = 0.0;
       for (var d = 0u; d < DH; d = d + 1u) { dot = dot + qs[d] * b_k[kb + d]; }
       s = dot;
@@ -77,7 +91,7 @@ ${entry(AW)} {
       if (jj > i) { break; }
       let p = exp(sc[t] - bm);
       l = l + p;
-      let vb = P.voff + ((b * P.S + jj) * P.Hkv + kh) * DH;
+      let vb = P.voff + kidx(b, jj, kh);
       for (var r = 0u; r < DPT; r = r + 1u) {
         let d = li + ${AW}u * r;
         if (d < DH) { acc[r] = acc[r] + p * b_v[vb + d]; }
@@ -86,12 +100,12 @@ ${entry(AW)} {
     m = bm;
     workgroupBarrier();
   }
-  let ob = P.ooff + ((b * P.S + i) * P.H + h) * DH;
+  let ob = P.ooff + qidx(b, i, h);
   for (var r = 0u; r < DPT; r = r + 1u) {
     let d = li + ${AW}u * r;
     if (d < DH) { b_out[ob + d] = acc[r] / l; }
   }
-  if (li == 0u) { b_lse[P.loff + (b * P.H + h) * P.S + i] = m + log(l); }
+  if (li == 0u) { b_lse[P.loff + ridx(b, h, i)] = m + log(l); }
 }`,
   }));
   return { kernel, bufs: [q, k, v, out, lse], params: [B, S, H, Hkv, qoff, koff, voff, ooff, loff, scale], workgroups: B * H * S };
@@ -133,22 +147,10 @@ export function attentionBackwardLaunches(
 ): Launch[] {
   if (B * S === 0 || D === 0) return [];
   const rows = B * H * S;
-  const common = `${consts(D)}
-fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
-fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
-fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
-`;
+  const common = `${consts(D)}${ATTENTION_INDEX}`;
   const dqK: Kernel = memoKernel(`attention_bwd_dq_d${D}`, () => ({
     label: `attention_bwd_dq_d${D}`,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_lse", type: F, write: false },
-      { name: "b_do", type: F, write: false },
-      { name: "b_delta", type: F, write: false },
-      { name: "b_dq", type: F, write: true },
-    ],
+    buffers: attentionBackwardBuffers("b_dq"),
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff"), ...f32s("scale")],
     code: `${common}
 var<workgroup> qs: array<f32, DH>;
@@ -200,16 +202,7 @@ ${entry(AW)} {
   }));
   const dkvK: Kernel = memoKernel(`attention_bwd_dkv_d${D}`, () => ({
     label: `attention_bwd_dkv_d${D}`,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_lse", type: F, write: false },
-      { name: "b_do", type: F, write: false },
-      { name: "b_delta", type: F, write: false },
-      { name: "b_dk", type: F, write: true },
-      { name: "b_dv", type: F, write: true },
-    ],
+    buffers: attentionBackwardBuffers("b_dk", "b_dv"),
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff"), ...f32s("scale")],
     code: `${common}
 var<workgroup> ks: array<f32, DH>;

@@ -19,6 +19,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, f32s, memoKernel, u32s } from "./launch.ts";
+import { ATTENTION_INDEX, attentionBackwardBuffers } from "./attention.ts";
 
 /** Invocations per workgroup of the tiled kernels. */
 const TW = 128;
@@ -53,10 +54,7 @@ function header(D: number, B: number): string {
 const KS: u32 = ${D + 1}u; // K/V tile row stride, padded so invocations reading different rows hit different banks
 const BB: u32 = ${B}u;
 const OPT: u32 = ${Math.ceil((B * D) / TW)}u;
-fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
-fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
-fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
-`;
+${ATTENTION_INDEX}`;
 }
 
 /** Stages the K and V rows k0 … k0+BB−1 of kv head kh into the padded tiles Ks, Vs (zeros past S). */
@@ -290,15 +288,7 @@ var<workgroup> Ds: array<f32, ${B * B}>;
   const dqLabel = `attention_tiled_dq_d${D}_b${B}`;
   const dqK: Kernel = memoKernel(dqLabel, () => ({
     label: dqLabel,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_lse", type: F, write: false },
-      { name: "b_do", type: F, write: false },
-      { name: "b_delta", type: F, write: false },
-      { name: "b_dq", type: F, write: true },
-    ],
+    buffers: attentionBackwardBuffers("b_dq"),
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff", "nb"), ...f32s("scale")],
     code: `${header(D, B)}${consts}${tiles}
 ${entry(TW)} {
@@ -337,16 +327,7 @@ ${entry(TW)} {
   const dkvLabel = `attention_tiled_dkv_d${D}_b${B}`;
   const dkvK: Kernel = memoKernel(dkvLabel, () => ({
     label: dkvLabel,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_lse", type: F, write: false },
-      { name: "b_do", type: F, write: false },
-      { name: "b_delta", type: F, write: false },
-      { name: "b_dk", type: F, write: true },
-      { name: "b_dv", type: F, write: true },
-    ],
+    buffers: attentionBackwardBuffers("b_dk", "b_dv"),
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale")],
     code: `${header(D, B)}${consts}${tiles}var<workgroup> Ps: array<f32, ${B * B}>;
 ${entry(TW)} {
