@@ -55,13 +55,14 @@ export function tinyJob(over: Record<string, unknown> = {}): Record<string, unkn
   };
 }
 
-/** Deterministic micro-batch `slot` of step `step` (ids depend only on (step, slot)). */
-export function microBatch(step: number, slot: number, batch: number, seq: number, vocab: number): TrainMicroBatch {
+/** Deterministic micro-batch `slot` of step `step` (ids depend only on (step, slot)); ids are drawn
+ * from [0, idRange), by default the byte range min(vocab, 256). */
+export function microBatch(step: number, slot: number, batch: number, seq: number, vocab: number, idRange: number = Math.min(vocab, 256)): TrainMicroBatch {
   const ids = new Int32Array(batch * seq);
   let x = (step * 7919 + slot * 104729 + 12345) >>> 0;
   for (let i = 0; i < ids.length; i++) {
     x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    ids[i] = x % Math.min(vocab, 256);
+    ids[i] = x % idRange;
   }
   return { inputIds: ids, labels: ids, batch, seq };
 }
@@ -154,11 +155,21 @@ export async function trainRank(comm: Communicator, args: TrainArgs): Promise<Tr
     else replicatedNumel += st.unit.numel;
   }
   const gatherStats = (engine.hooks.gather as { stats?: () => { fetches: number; peakLiveElements: number } }).stats?.();
-  // collect full parameters (all_gather shards where sharded) for comparison, as f32 values
+  const params = await gatherFullParams(engine, comm);
+  engine.destroy();
+  return {
+    label: args.label, losses, gradNorms, params, memory: { current: mem.current, peak: mem.peak }, padding, padByTag,
+    comm: commBytes, calls, numel: engine.model.units.numel, shardedNumel, replicatedNumel, owners: engine.hookOwners, logs, gatherStats,
+  };
+}
+
+/** Every parameter of the engine's model as f32 values by name: a unit's shard is all_gathered over
+ * its group where the parameters are sharded (collective: every rank of the world calls it). */
+export async function gatherFullParams(engine: Engine, comm: Communicator): Promise<Record<string, number[]>> {
+  const be = engine.env.be;
   const params: Record<string, number[]> = {};
   for (const st of engine.states) {
     const u = st.unit;
-    let full: Float32Array;
     const buf = st.paramShard ?? u.data!;
     const n = st.paramShard ? st.plan.shardSize : u.numel;
     const f32 = be.alloc("f32", Math.max(1, n), "other");
@@ -168,15 +179,10 @@ export async function trainRank(comm: Communicator, args: TrainArgs): Promise<Tr
     }
     const host = Float32Array.from((await be.read({ buf: f32, off: 0 }, n)) as Float32Array);
     be.free(f32);
-    if (st.paramShard) full = (await comm.allGather(host, undefined, { group: st.plan.group })).subarray(0, u.numel);
-    else full = host;
+    const full = st.paramShard ? (await comm.allGather(host, undefined, { group: st.plan.group })).subarray(0, u.numel) : host;
     for (const p of u.params) params[p.name] = Array.from(full.subarray(p.offset, p.offset + p.numel));
   }
-  engine.destroy();
-  return {
-    label: args.label, losses, gradNorms, params, memory: { current: mem.current, peak: mem.peak }, padding, padByTag,
-    comm: commBytes, calls, numel: engine.model.units.numel, shardedNumel, replicatedNumel, owners: engine.hookOwners, logs, gatherStats,
-  };
+  return params;
 }
 
 /** Rank entry: one job or several (see the module comment). */
