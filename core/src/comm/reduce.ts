@@ -8,6 +8,7 @@
  * the division of `average`. So the results are those of IEEE f32 arithmetic.
  */
 
+import { bf16FromF32Bits } from "../../../kernels/src/numerics/index.ts";
 import type { CommArray, CommReduceOp } from "./communicator.ts";
 
 /** Elements processed per block: all sources are combined for one block before the next, so the
@@ -26,12 +27,6 @@ const accF = new Float32Array(BLOCK);
 const accU = new Uint32Array(accF.buffer);
 const tmpF = new Float32Array(BLOCK);
 const tmpU = new Uint32Array(tmpF.buffer);
-
-/** Round f32 bits (as uint32) to bf16 bits, nearest even; NaN stays a quiet NaN with its sign. */
-function f32BitsToBf16(u: number): number {
-  if ((u & 0x7fffffff) > 0x7f800000) return ((u >>> 16) | 0x40) & 0xffff;
-  return (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
-}
 
 /**
  * out[outOff + i] = srcs[0][i] ⊕ srcs[1][i] ⊕ … (left to right) for i < len, then divided by
@@ -190,7 +185,7 @@ function reduceHalf(
     if (outF16) {
       for (let i = 0; i < n; i++) outF16[outOff + b0 + i] = accF[i];
     } else {
-      for (let i = 0; i < n; i++) out[outOff + b0 + i] = f32BitsToBf16(accU[i]);
+      for (let i = 0; i < n; i++) out[outOff + b0 + i] = bf16FromF32Bits(accU[i]);
     }
   }
 }
