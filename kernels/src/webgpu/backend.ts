@@ -232,10 +232,7 @@ export class WebGpuBackend implements Backend {
   private scratchBuf(name: string, dtype: DType, length: number): GpuBuf {
     const cur = this.scratch.get(name);
     if (cur && cur.length >= length) return cur;
-    if (cur) {
-      this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(cur));
-      this.batcher.bindGroups.forget(cur.id);
-    }
+    if (cur) this.free(cur);
     const b = this.ledger.alloc(dtype, Math.max(length, cur ? cur.length * 2 : 0), "other");
     this.scratch.set(name, b);
     return b;
