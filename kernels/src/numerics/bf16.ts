@@ -11,6 +11,7 @@
  */
 
 import { bitsToF32, f32ToBits } from "./f32bits.ts";
+import { narrowFromNumber } from "./narrow.ts";
 
 /** Value of the bf16 bit pattern `h` (low 16 bits used). Exact. */
 export function bf16ToNumber(h: number): number {
@@ -31,31 +32,9 @@ export function bf16FromF32(x: number): number {
   return bf16FromF32Bits(f32ToBits(x));
 }
 
-function roundHalfEven(q: number): number {
-  const f = Math.floor(q);
-  const d = q - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return f % 2 === 0 ? f : f + 1;
-}
-
 /** bf16 bits nearest to the double `x` (ties to even), rounding the exact double once. Overflow
  * (|x| ≥ (2 − 2^-8)·2^127) gives ±inf; NaN gives 0x7fc0 (a JS NaN carries no
  * reliable sign or payload). */
 export function bf16FromNumber(x: number): number {
-  if (Number.isNaN(x)) return 0x7fc0;
-  const sign = x < 0 || Object.is(x, -0) ? 0x8000 : 0;
-  const a = Math.abs(x);
-  if (a === Infinity) return sign | 0x7f80;
-  if (a < 2 ** -126) return sign | roundHalfEven(a * 2 ** 133); // subnormal quantum 2^-133
-  let e = Math.floor(Math.log2(a));
-  if (2 ** e > a) e--;
-  if (2 ** (e + 1) <= a) e++;
-  let r = roundHalfEven(a * 2 ** (7 - e)); // in [128, 256]
-  if (r === 256) {
-    r = 128;
-    e++;
-  }
-  if (e > 127) return sign | 0x7f80;
-  return sign | ((e + 127) << 7) | (r - 128);
+  return narrowFromNumber(x, 7, 127, 0x7fc0);
 }

@@ -11,6 +11,7 @@
  */
 
 import { f32ToBits } from "./f32bits.ts";
+import { narrowFromNumber } from "./narrow.ts";
 
 /** f16 bits → value, all 65536 patterns precomputed (NaN payloads are not preserved). */
 const F16_TABLE: Float32Array = (() => {
@@ -33,37 +34,11 @@ export function f16ToNumber(h: number): number {
   return F16_TABLE[h & 0xffff]!;
 }
 
-/** Round-half-to-even of a non-negative double whose fractional part is exactly representable. */
-function roundHalfEven(q: number): number {
-  const f = Math.floor(q);
-  const d = q - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return f % 2 === 0 ? f : f + 1;
-}
-
 /** f16 bits (0..65535) nearest to the double `x` (ties to even), rounding the exact double value
  * once (no intermediate f32 rounding). Overflow (|x| ≥ 65520) gives ±inf; NaN gives 0x7e00 (a JS
  * NaN carries no reliable sign or payload). */
 export function f16FromNumber(x: number): number {
-  if (Number.isNaN(x)) return 0x7e00;
-  const sign = x < 0 || Object.is(x, -0) ? 0x8000 : 0;
-  const a = Math.abs(x);
-  if (a === Infinity) return sign | 0x7c00;
-  if (a < 2 ** -14) {
-    // Subnormal range: quantum 2^-24. A result of 1024 is the smallest normal, encoded the same way.
-    return sign | roundHalfEven(a * 2 ** 24);
-  }
-  let e = Math.floor(Math.log2(a));
-  if (2 ** e > a) e--;
-  if (2 ** (e + 1) <= a) e++;
-  let r = roundHalfEven(a * 2 ** (10 - e)); // in [1024, 2048]
-  if (r === 2048) {
-    r = 1024;
-    e++;
-  }
-  if (e > 15) return sign | 0x7c00;
-  return sign | ((e + 15) << 10) | (r - 1024);
+  return narrowFromNumber(x, 10, 15, 0x7e00);
 }
 
 /** f16 bits nearest to the f32 whose bits are `bits` (u32), ties to even, by integer operations on
