@@ -37,6 +37,7 @@ import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
 import { planMatmulFastLaunches } from "../wgsl/matmul_fast_launch.ts";
+import type { MatmulLimits } from "../wgsl/matmul_fast_tiles.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
 import { reduceLaunches, reduceScratch } from "../wgsl/reduce.ts";
@@ -78,6 +79,8 @@ export class WebGpuBackend implements Backend {
   private readonly pipelines: PipelineCache;
   private readonly batcher: CommandBatcher;
   private readonly maxPerDim: number;
+  /** The device limits that bound the matmul tile choice (read once). */
+  private readonly matmulLimits: MatmulLimits;
   private readonly errors: string[] = [];
   private readonly pendingChecks: Promise<void>[] = [];
   private readonly scratch = new Map<string, GpuBuf>();
@@ -103,6 +106,7 @@ export class WebGpuBackend implements Backend {
     this.pipelines = new PipelineCache(device);
     this.batcher = new CommandBatcher(device, maxBatch);
     this.maxPerDim = lim.maxComputeWorkgroupsPerDimension ?? MAX_WORKGROUPS_PER_DIM;
+    this.matmulLimits = { maxComputeWorkgroupStorageSize: lim.maxComputeWorkgroupStorageSize, maxComputeInvocationsPerWorkgroup: lim.maxComputeInvocationsPerWorkgroup };
     const onError = (ev: Event): void => {
       const e = (ev as GPUUncapturedErrorEvent).error;
       this.errors.push(e?.message ?? String(ev));
@@ -504,13 +508,7 @@ export class WebGpuBackend implements Backend {
     const ob = this.v(out, ext.out, "matmul", "out", F32);
     // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
     // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
-    const lim = this.device.limits;
-    this.runAll(
-      planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, {
-        maxComputeWorkgroupStorageSize: lim.maxComputeWorkgroupStorageSize,
-        maxComputeInvocationsPerWorkgroup: lim.maxComputeInvocationsPerWorkgroup,
-      }),
-    );
+    this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits));
   }
 
   // ---- embeddings, losses --------------------------------------------------------------------
