@@ -145,4 +145,3 @@ export function deviceLostReason(v: number): GPUDeviceLostReason {
 /** Sentinels of webgpu.h. */
 export const WGPU_WHOLE_SIZE = 0xffffffffffffffffn;
 export const WGPU_QUERY_SET_INDEX_UNDEFINED = 0xffffffff;
-export const WGPU_LIMIT_U64_UNDEFINED = 0xffffffffffffffffn;

@@ -188,9 +188,6 @@ export function loadNative(libraryPath?: string): Native {
   return native;
 }
 
-/** A pointer value as bun:ffi hands it out (null for NULL). */
-export type Ptr = Pointer | null;
-
 const encoder = new TextEncoder();
 
 /** UTF-8 bytes of `s` plus its byte length, for (const char*, size_t) arguments. The returned

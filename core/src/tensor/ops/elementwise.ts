@@ -5,7 +5,7 @@
 import type { UnaryOp, View } from "../../../../kernels/src/backend.ts";
 import { broadcastShape, reduceToShape } from "../broadcast.ts";
 import { accumulateGrad, passGrad, record, scratch } from "../tape.ts";
-import { Tensor, empty, fmtShape } from "../tensor.ts";
+import { Tensor, empty } from "../tensor.ts";
 
 function checkF32(op: string, ...ts: Tensor[]): void {
   for (const t of ts) if (t.dtype !== "f32") throw new Error(`${op}: expected an f32 tensor, got ${t}`);
@@ -158,13 +158,6 @@ export function affine(x: Tensor, alpha: number, beta = 0): Tensor {
 /** y = alpha·x. */
 export function scale(x: Tensor, alpha: number): Tensor {
   return affine(x, alpha, 0);
-}
-
-/** Assert two tensors have the same shape (for ops that do not broadcast). */
-export function assertSameShape(op: string, a: Tensor, b: Tensor): void {
-  if (a.shape.length !== b.shape.length || a.shape.some((d, i) => d !== b.shape[i])) {
-    throw new Error(`${op}: shapes ${fmtShape(a.shape)} and ${fmtShape(b.shape)} must be equal`);
-  }
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {
