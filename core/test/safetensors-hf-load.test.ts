@@ -1,23 +1,11 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadStateDict } from "../src/checkpoint/hf-load.ts";
 import { writeSafetensors } from "../src/checkpoint/safetensors.ts";
+import { rng, testDir } from "./safetensors-setup.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "zeromoe-hfload-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const dir = testDir("hfload");
 
 /** Reference f16 decoder written from the IEEE-754 binary16 definition. */
 function f16Ref(h: number): number {

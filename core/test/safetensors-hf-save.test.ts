@@ -1,24 +1,11 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { loadStateDict } from "../src/checkpoint/hf-load.ts";
 import { castTo16, saveStateDict } from "../src/checkpoint/hf-save.ts";
 import { SafetensorsReader } from "../src/checkpoint/safetensors.ts";
+import { rng, testDir } from "./safetensors-setup.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "zeromoe-hfsave-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const dir = testDir("hfsave");
 
 /** Independent bf16 reference: pick the nearer of the two bf16 neighbours of x by value (ties to even). */
 function bf16Ref(x: number): number {

@@ -1,6 +1,5 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   SAFETENSORS_DTYPE_BYTES,
@@ -13,21 +12,9 @@ import {
   type SafetensorsTensor,
 } from "../src/checkpoint/safetensors.ts";
 import { decodeTensor } from "../src/checkpoint/hf-load.ts";
+import { rng, testDir } from "./safetensors-setup.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "zeromoe-st-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const dir = testDir("st");
 
 function randomBytes(n: number, r: () => number): Uint8Array {
   const b = new Uint8Array(n);
