@@ -306,8 +306,7 @@ export class WebGpuBackend implements Backend {
     padded.set(data as Uint16Array);
     this.device.queue.writeBuffer(tmp.gpu!, 0, padded.buffer, 0, padded.byteLength);
     this.run(copyCastLaunch(tmp, 0, b, dst.off, n));
-    this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(tmp));
-    this.batcher.bindGroups.forget(tmp.id);
+    this.free(tmp);
   }
 
   async read(src: View, n: number): Promise<HostArray> {
