@@ -149,20 +149,29 @@ export class Engine {
     let lossSum = 0;
     env.phase.training = true;
     env.phase.step = this.globalSteps;
-    for (let i = 0; i < micros.length; i++) {
-      env.micro.index = i;
-      const mb = micros[i]!;
-      const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
-      const loss = out.loss!;
-      lossSum += (await be.read(loss.view, 1))[0]!;
-      const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
-      env.phase.backward = true;
-      try {
-        await backward(loss, seed ? { grad: seed } : {});
-      } finally {
-        env.phase.backward = false;
+    // each micro-batch's loss is copied on the device and all are read once after the last
+    // backward: no device→host sync between a forward and its backward
+    const microLosses = be.alloc("f32", micros.length, "other");
+    try {
+      for (let i = 0; i < micros.length; i++) {
+        env.micro.index = i;
+        const mb = micros[i]!;
+        const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
+        const loss = out.loss!;
+        be.copy(loss.view, { buf: microLosses, off: i }, 1);
+        const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
+        env.phase.backward = true;
+        try {
+          await backward(loss, seed ? { grad: seed } : {});
+        } finally {
+          env.phase.backward = false;
+        }
+        seed?.dispose();
       }
-      seed?.dispose();
+      const losses = await be.read({ buf: microLosses, off: 0 }, micros.length);
+      for (let i = 0; i < micros.length; i++) lossSum += losses[i]!;
+    } finally {
+      be.free(microLosses);
     }
     env.micro.index = accum - 1;
     await this.hooks.reduce.finish(env);
