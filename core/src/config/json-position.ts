@@ -38,13 +38,7 @@ class Scan {
     this.fail(c === undefined ? "unexpected end of input, expected a value" : `unexpected ${JSON.stringify(c)}, expected a value`);
   }
   object(depth: number): void {
-    this.i++;
-    this.ws();
-    if (this.s[this.i] === "}") {
-      this.i++;
-      return;
-    }
-    for (;;) {
+    this.members("}", "an object", () => {
       this.ws();
       if (this.s[this.i] !== '"') this.fail(`expected a string key, got ${this.got()}`);
       this.string();
@@ -52,39 +46,30 @@ class Scan {
       if (this.s[this.i] !== ":") this.fail(`expected ':' after a key, got ${this.got()}`);
       this.i++;
       this.value(depth + 1);
-      this.ws();
-      const c = this.s[this.i];
-      if (c === ",") {
-        this.i++;
-        continue;
-      }
-      if (c === "}") {
-        this.i++;
-        return;
-      }
-      this.fail(`expected ',' or '}' in an object, got ${this.got()}`);
-    }
+    });
   }
   array(depth: number): void {
+    this.members("]", "an array", () => this.value(depth + 1));
+  }
+  /** The body of an object or array, the opening bracket at `i`: `member` scans one member;
+   * members are separated by ',' and the list ends at `close`. */
+  members(close: "}" | "]", what: string, member: () => void): void {
     this.i++;
     this.ws();
-    if (this.s[this.i] === "]") {
+    if (this.s[this.i] === close) {
       this.i++;
       return;
     }
     for (;;) {
-      this.value(depth + 1);
+      member();
       this.ws();
       const c = this.s[this.i];
-      if (c === ",") {
-        this.i++;
-        continue;
-      }
-      if (c === "]") {
+      if (c === close) {
         this.i++;
         return;
       }
-      this.fail(`expected ',' or ']' in an array, got ${this.got()}`);
+      if (c !== ",") this.fail(`expected ',' or '${close}' in ${what}, got ${this.got()}`);
+      this.i++;
     }
   }
   string(): void {
