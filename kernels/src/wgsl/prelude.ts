@@ -68,8 +68,6 @@ fn f32_to_f16(f: f32) -> u32 {
   if (r > half || (r == half && (h & 1u) == 1u)) { h = h + 1u; }
   return s | h;
 }
-
-fn is_nonfinite_f32(v: f32) -> bool { return (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u; }
 `;
 
 /** WGSL expression converting an f32 expression to 16-bit bits of `dtype` (f16 or bf16). */
