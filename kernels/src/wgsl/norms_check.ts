@@ -73,7 +73,7 @@ export function nonFiniteLaunch(x: Buf, xoff: number, out: Buf, ooff: number, n:
   if (n === 0) return null;
   const d: DType = x.dtype;
   let test: string;
-  if (d === "f32") test = "(bitcast<u32>(b_x[P.xoff + i]) & 0x7f800000u) == 0x7f800000u";
+  if (d === "f32") test = "(b_x[P.xoff + i] & 0x7f800000u) == 0x7f800000u"; // bound as u32: the raw bits
   else if (d === "f16") test = "(half_bits(b_x[(P.xoff + i) >> 1u], P.xoff + i) & 0x7c00u) == 0x7c00u";
   else if (d === "bf16") test = "(half_bits(b_x[(P.xoff + i) >> 1u], P.xoff + i) & 0x7f80u) == 0x7f80u";
   else throw new Error(`webgpu nonFinite: x must be f32, f16 or bf16, got ${d}`);
@@ -87,7 +87,7 @@ export function nonFiniteLaunch(x: Buf, xoff: number, out: Buf, ooff: number, n:
     code: `${entry(EW_WG)} {
   let i = wg_lin(wg, nwg) * ${EW_WG}u + li;
   if (i >= P.n) { return; }
-  if (${d === "f32" ? test.replace("bitcast<u32>(b_x[P.xoff + i])", "b_x[P.xoff + i]") : test}) { atomicOr(&b_out[P.ooff], 1u); }
+  if (${test}) { atomicOr(&b_out[P.ooff], 1u); }
 }`,
   }));
   return { kernel, bufs: [x, out], params: [xoff, ooff, n], workgroups: groups(n) };
