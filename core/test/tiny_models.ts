@@ -1,6 +1,6 @@
 /** Test helper: tiny Llama/Mixtral configs at awkward sizes and a plain SGD step over units. */
 import type { Backend } from "../../kernels/src/backend.ts";
-import type { Unit, UnitHooks } from "../src/nn/unit.ts";
+import type { Unit, UnitHooks, UnitSet } from "../src/nn/unit.ts";
 import { llamaConfig, mixtralConfig, type LlamaConfig, type MixtralConfig } from "../src/models/config.ts";
 import type { CausalDecoder } from "../src/models/llama.ts";
 import { randint, streamKey } from "../src/tensor/index.ts";
@@ -43,9 +43,11 @@ export function sgdStep(be: Backend, model: CausalDecoder, lr: number): void {
   model.zeroGrad();
 }
 
-/** Hooks that behave like ZeRO-3: a unit's data exists only between gather and release (restored
- * from a host copy, as an all_gather would), gradients are moved out at gradReady. */
-export async function zero3Like(be: Backend, units: Unit[]): Promise<{ hooks: UnitHooks; grads: Map<string, Float32Array | Float64Array> }> {
+/** Installs hooks that behave like ZeRO-3 on `set`: a unit's data exists only between gather and
+ * release (restored from a host copy, as an all_gather would; every unit's data is freed here),
+ * gradients are moved out at gradReady into the returned map (unit name → gradient). */
+export async function zero3Like(be: Backend, set: UnitSet): Promise<Map<string, Float32Array | Float64Array>> {
+  const units = set.units;
   const host = new Map<Unit, Float32Array | Float64Array>();
   const grads = new Map<string, Float32Array | Float64Array>();
   for (const u of units) host.set(u, (await be.read({ buf: u.data!, off: 0 }, u.numel)) as Float32Array);
@@ -66,6 +68,11 @@ export async function zero3Like(be: Backend, units: Unit[]): Promise<{ hooks: Un
       u.grad = null;
     },
   };
-  return { hooks, grads };
+  for (const u of units) {
+    be.free(u.data!);
+    u.data = null;
+  }
+  set.hooks = hooks;
+  return grads;
 }
 
