@@ -6,7 +6,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { entry, memoKernel } from "./launch.ts";
+import { entry, f32s, memoKernel, u32s } from "./launch.ts";
 import { NEG_BIG, rowWorkgroup, treeReduceMaxSum } from "./workgroup_reduce.ts";
 
 /** Launch of the fused cross-entropy. */
@@ -20,16 +20,7 @@ export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff
       { name: "b_loss", type: "f32", write: true },
       { name: "b_dx", type: "f32", write: true },
     ],
-    params: [
-      { name: "loff", type: "u32" },
-      { name: "toff", type: "u32" },
-      { name: "lsoff", type: "u32" },
-      { name: "doff", type: "u32" },
-      { name: "rows", type: "u32" },
-      { name: "vocab", type: "u32" },
-      { name: "ignore", type: "i32" },
-      { name: "scale", type: "f32" },
-    ],
+    params: [...u32s("loff", "toff", "lsoff", "doff", "rows", "vocab"), { name: "ignore", type: "i32" }, ...f32s("scale")],
     code: `${treeReduceMaxSum(W)}${entry(W)} {
   let r = wg_lin(wg, nwg);
   if (r >= P.rows) { return; }
