@@ -18,6 +18,7 @@
 import type { Buf } from "../../../kernels/src/backend.ts";
 import type { DataState } from "../data/loader.ts";
 import type { Engine } from "../engine/engine.ts";
+import { initMaster } from "../engine/optimizer.ts";
 import { CheckpointError } from "./errors.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
 import { ShardSource } from "./shard-source.ts";
@@ -111,8 +112,7 @@ export async function loadCheckpoint(engine: Engine, path: string, tag?: string,
         fill(engine, src, u.name, "v", st.optimStart, n, st.v!, 0);
       } else if (mixed) {
         // parameters only: the master copy starts from the loaded 16-bit values
-        const from = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: u.data!, off: st.optimStart };
-        env.be.cast(from, { buf: st.master!, off: 0 }, n);
+        initMaster(env, st);
         env.be.fill({ buf: st.m!, off: 0 }, 0, n);
         env.be.fill({ buf: st.v!, off: 0 }, 0, n);
       }
