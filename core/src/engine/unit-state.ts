@@ -16,7 +16,7 @@
 import type { Backend, Buf } from "../../../kernels/src/backend.ts";
 import { DTYPE_BYTES } from "../../../kernels/src/backend.ts";
 import type { Unit } from "../nn/unit.ts";
-import type { UnitPlan } from "./plan.ts";
+import { paddingElements, type UnitPlan } from "./plan.ts";
 
 export class UnitState {
   readonly unit: Unit;
@@ -27,9 +27,6 @@ export class UnitState {
   master: Buf | null = null;
   m: Buf | null = null;
   v: Buf | null = null;
-  /** Parameters below `stage3_param_persistence_threshold` stay whole on every rank (ZeRO-3). */
-  persistent = false;
-
   constructor(unit: Unit, plan: UnitPlan) {
     this.unit = unit;
     this.plan = plan;
@@ -52,7 +49,7 @@ export class UnitState {
 
   /** Padding bytes this rank holds for this unit (sharded states only). */
   paddingBytes(mixed: boolean): number {
-    const pad = this.plan.shardSize - this.plan.owned;
+    const pad = paddingElements(this.plan);
     const pb = DTYPE_BYTES[this.unit.dtype];
     let b = 0;
     if (this.plan.params === "sharded") b += pad * pb;
