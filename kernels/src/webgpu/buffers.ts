@@ -78,16 +78,8 @@ export class BufferLedger {
     return b;
   }
 
-  /** Destroy the buffer (deferred by WebGPU until submitted work using it completes). */
-  free(buf: Buf): void {
-    const b = this.own(buf, "free");
-    this.add(b.tag, -b.length * DTYPE_BYTES[b.dtype]);
-    b.gpu!.destroy();
-    b.gpu = null;
-  }
-
-  /** Like {@link free} but returns the GPUBuffer instead of destroying it, for a caller that must
-   * destroy it later (after the batch using it is submitted). */
+  /** Release the buffer from the accounts and return its GPUBuffer, which the caller destroys once
+   * the batch using it is submitted (commands.ts `destroyWhenSubmitted`). */
   freeDeferred(buf: Buf): GPUBuffer {
     const b = this.own(buf, "free");
     this.add(b.tag, -b.length * DTYPE_BYTES[b.dtype]);
