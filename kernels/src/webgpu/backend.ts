@@ -29,7 +29,7 @@ import {
 import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
 import { adamwLaunch } from "../wgsl/adamw.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
-import { attentionBackwardLaunches, attentionDeltaLaunch, attentionLaunch } from "../wgsl/attention.ts";
+import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention_tiled.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
@@ -581,12 +581,8 @@ export class WebGpuBackend implements Backend {
     if (nq === 0) return;
     const delta = this.scratchBuf("attn_delta", "f32", B * H * S);
     const blk = this.attentionBlock(D).bwd;
-    if (blk > 0) {
-      this.run(attentionDeltaLaunch(ob, out.off, dob, dout.off, delta, B, S, H, D));
-      this.runAll(attentionTiledBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, blk));
-      return;
-    }
-    this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
+    if (blk > 0) this.runAll(attentionTiledBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, blk));
+    else this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
   }
 
   /** Tiled-attention block sizes for head dim D (0: use the per-row kernels). */

@@ -8,7 +8,7 @@
  *
  * Forward, per key block: S = (scale·Q)Kᵀ masked causally; per row, online softmax (running max m,
  * sum l, rescale α = exp(m_old − m_new)); O = α·O + P·V. Output O/l, lse = m + log l.
- * Backward (Δ_i = dO_i·O_i precomputed by attention.ts's delta kernel):
+ * Backward (Δ_i = dO_i·O_i first, by attention.ts's delta kernel):
  *   dQ block:  dS = P ⊙ (dO·Vᵀ − Δ), P = exp(scale·QKᵀ − lse);  dQ = scale · dS·K
  *   dK/dV block, over the query heads of its kv group and the query blocks at or after it:
  *              dV += Pᵀ·dO;  dK += scale · dSᵀ·Q
@@ -19,7 +19,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, f32s, memoKernel, u32s } from "./launch.ts";
-import { ATTENTION_INDEX, attentionBackwardBuffers } from "./attention.ts";
+import { ATTENTION_INDEX, attentionBackwardBuffers, attentionDeltaLaunch } from "./attention.ts";
 
 /** Invocations per workgroup of the tiled kernels. */
 const TW = 128;
@@ -212,13 +212,13 @@ ${entry(TW)} {
   return { kernel, bufs: [q, k, v, out, lse], params: [Bt, S, H, Hkv, qoff, koff, voff, ooff, loff, nqb, scale], workgroups: Bt * H * nqb };
 }
 
-/** Launches of the tiled dQ and dK/dV kernels (block size `B` ∈ {16, 32}); `delta` holds
- * Δ [B, H, S] from element 0 (computed by the delta kernel of attention.ts, which the caller
- * launches first). Register blocking as in the forward: for the score tile an invocation holds
+/** Launches of the tiled backward (block size `B` ∈ {16, 32}): the delta kernel of attention.ts
+ * (Δ [B, H, S] into the scratch `delta` from element 0, as the per-row backward), then the tiled
+ * dQ and dK/dV kernels. Register blocking as in the forward: for the score tile an invocation holds
  * B/16 rows × B/8 columns of S and dO·Vᵀ; for the products an invocation holds B/16 rows (query
  * rows for dQ, key rows for dK/dV) × ⌈D/8⌉ head dims. */
 export function attentionTiledBackwardLaunches(
-  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, lse: Buf, loff: number,
+  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number,
   dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
   Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, B: number,
 ): Launch[] {
@@ -386,6 +386,7 @@ ${entry(TW)} {
 }`,
   }));
   return [
+    attentionDeltaLaunch(out, ooff, dout, dooff, delta, Bt, S, H, D),
     { kernel: dqK, bufs: [q, k, v, lse, dout, delta, dq], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dqoff, nb, scale], workgroups: Bt * H * nb },
     { kernel: dkvK, bufs: [q, k, v, lse, dout, delta, dk, dv], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dkoff, dvoff, nb, scale], workgroups: Bt * Hkv * nb },
   ];
