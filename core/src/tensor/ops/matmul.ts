@@ -6,7 +6,7 @@
  */
 import type { Backend, MatmulSpec, View } from "../../../../kernels/src/backend.ts";
 import { accumulateGrad, record } from "../tape.ts";
-import { Tensor, empty, fmtShape } from "../tensor.ts";
+import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 
 /** Options of {@link matmul}. */
 export interface MatmulOptions {
@@ -45,7 +45,7 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
     }
     batchShape = aBatch;
   }
-  const batch = batchShape.reduce((p, d) => p * d, 1);
+  const batch = numelOf(batchShape);
   const sA = aBatch.length === 0 ? 0 : M * K;
   const sB = bBatch.length === 0 ? 0 : K * N;
   const be = a.be;

@@ -4,7 +4,7 @@
  */
 import type { Backend, View } from "../../../../kernels/src/backend.ts";
 import { accumulateGrad, record, scratch } from "../tape.ts";
-import { Tensor, empty, fmtShape } from "../tensor.ts";
+import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 
 function resolveAxis(x: Tensor, axis: number): number {
   const a = axis < 0 ? axis + x.ndim : axis;
@@ -30,9 +30,9 @@ function reduceOp(kind: "sum" | "mean", x: Tensor, axis: number | undefined, kee
     shape = keepdim ? x.shape.map(() => 1) : [1];
   } else {
     const a = resolveAxis(x, axis);
-    outer = x.shape.slice(0, a).reduce((p, d) => p * d, 1);
+    outer = numelOf(x.shape.slice(0, a));
     n = x.shape[a]!;
-    inner = x.shape.slice(a + 1).reduce((p, d) => p * d, 1);
+    inner = numelOf(x.shape.slice(a + 1));
     shape = keepdim ? x.shape.map((d, i) => (i === a ? 1 : d)) : x.shape.filter((_, i) => i !== a);
   }
   if (n === 0) throw new Error(`${kind}: reducing an empty axis of ${x} (shape ${fmtShape(x.shape)})`);
