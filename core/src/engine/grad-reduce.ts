@@ -10,7 +10,7 @@
  */
 import type { EngineEnv } from "./hooks.ts";
 import type { Unit } from "../nn/unit.ts";
-import { accumulateDevice, accumulateHost, halfKind, readPadded } from "./host-transfer.ts";
+import { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded } from "./host-transfer.ts";
 import type { UnitState } from "./unit-state.ts";
 
 /** The engine state of `unit`. @throws if the engine has not partitioned it. */
@@ -52,18 +52,26 @@ export async function reduceScatterAccumulated(env: EngineEnv, unit: Unit): Prom
 }
 
 /** One reduce_scatter input: a unit's fresh micro-batch gradient read to the host, padded to
- * `shardSize · groupSize`. */
+ * `shardSize · groupSize`; null when the unit's group has one rank (nothing to exchange: the
+ * gradient was added into `gradShard` on the device already). */
 export interface PendingGrad {
   unit: Unit;
-  host: Float32Array | Uint16Array;
+  host: Float32Array | Uint16Array | null;
 }
 
-/** Read `unit.grad` to the host (padded for reduce_scatter) and free the unit's gradient buffers. */
+/** Read `unit.grad` to the host (padded for reduce_scatter) and free the unit's gradient buffers.
+ * In a group of one rank the shard is the whole unit: the gradient is added into `gradShard` on the
+ * device instead, with no host round trip (e.g. expert units when ep_size = world size). */
 export async function takeMicroGrad(env: EngineEnv, unit: Unit): Promise<PendingGrad> {
   const st = stateOf(env, unit);
   const p = st.plan;
+  if (p.group.size === 1) {
+    if (unit.grad && unit.numel > 0) accumulateDevice(env.be, st.gradShard!, 0, unit.grad, 0, unit.numel);
+    unit.zeroGrad(true);
+    return { unit, host: null };
+  }
   const len = p.shardSize * p.group.size;
-  const host = unit.grad && unit.numel > 0 ? await readPadded(env.be, unit.grad, 0, unit.numel, len) : await readPadded(env.be, st.gradShard!, 0, 0, len);
+  const host = unit.grad && unit.numel > 0 ? await readPadded(env.be, unit.grad, 0, unit.numel, len) : hostArrayFor(unit.dtype, len);
   unit.zeroGrad(true);
   return { unit, host };
 }
@@ -80,17 +88,18 @@ export async function reduceScatterBucket(env: EngineEnv, bucket: PendingGrad[])
   const first = stateOf(env, bucket[0]!.unit).plan;
   const g = first.group;
   const n = g.size;
+  if (n === 1) return; // takeMicroGrad accumulated these on the device
   const dtype = bucket[0]!.unit.dtype;
   const per = bucket.reduce((s, b) => s + stateOf(env, b.unit).plan.shardSize, 0);
   const send = dtype === "f32" ? new Float32Array(per * n) : new Uint16Array(per * n);
   for (let r = 0, o = 0; r < n; r++) {
     for (const b of bucket) {
       const s = stateOf(env, b.unit).plan.shardSize;
-      (send as Float32Array).set((b.host as Float32Array).subarray(r * s, (r + 1) * s), o);
+      (send as Float32Array).set((b.host! as Float32Array).subarray(r * s, (r + 1) * s), o);
       o += s;
     }
   }
-  const recv = n === 1 ? send : await env.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
+  const recv = await env.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
   let o = 0;
   for (const b of bucket) {
     const st = stateOf(env, b.unit);
