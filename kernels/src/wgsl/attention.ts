@@ -33,6 +33,22 @@ fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * 
 fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
 `;
 
+/** Buffer declarations of the forward kernels (q, k, v read; out, lse written). Shared with
+ * attention_tiled.ts. */
+export const ATTENTION_FWD_BUFFERS: readonly BufferDecl[] = [
+  ...["b_q", "b_k", "b_v"].map((name) => ({ name, type: F, write: false })),
+  ...["b_out", "b_lse"].map((name) => ({ name, type: F, write: true })),
+];
+
+/** Per-row kernels: workgroup → query row i of head h in batch b (and its kv head kh); workgroups
+ * past the B·H·S rows return. */
+const QUERY_ROW = `  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.H * P.S) { return; }
+  let i = id % P.S;
+  let h = (id / P.S) % P.H;
+  let b = id / (P.S * P.H);
+  let kh = (h * P.Hkv) / P.H;`;
+
 /** Buffer declarations of a backward kernel: the read-only inputs q, k, v, lse, dout, Δ, then the
  * written `outputs` (e.g. "b_dq"). Shared with attention_tiled.ts. */
 export function attentionBackwardBuffers(...outputs: string[]): BufferDecl[] {
@@ -45,24 +61,13 @@ export function attentionLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: B
   if (B * S * H === 0 || D === 0) return null;
   const kernel: Kernel = memoKernel(`attention_fwd_d${D}`, () => ({
     label: `attention_fwd_d${D}`,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_out", type: F, write: true },
-      { name: "b_lse", type: F, write: true },
-    ],
+    buffers: ATTENTION_FWD_BUFFERS,
     params: [...DIMS, ...f32s("scale")],
     code: `${consts(D)}${ATTENTION_INDEX}
 var<workgroup> qs: array<f32, DH>;
 var<workgroup> sc: array<f32, ${AW}>;
 ${entry(AW)} {
-  let id = wg_lin(wg, nwg);
-  if (id >= P.B * P.H * P.S) { return; }
-  let i = id % P.S;
-  let h = (id / P.S) % P.H;
-  let b = id / (P.S * P.H);
-  let kh = (h * P.Hkv) / P.H;
+${QUERY_ROW}
   let qb = P.qoff + qidx(b, i, h);
   for (var d = li; d < DH; d = d + ${AW}u) { qs[d] = b_q[qb + d] * P.scale; }
   workgroupBarrier();
@@ -157,12 +162,7 @@ var<workgroup> qs: array<f32, DH>;
 var<workgroup> dos: array<f32, DH>;
 var<workgroup> dss: array<f32, ${AW}>;
 ${entry(AW)} {
-  let id = wg_lin(wg, nwg);
-  if (id >= P.B * P.H * P.S) { return; }
-  let i = id % P.S;
-  let h = (id / P.S) % P.H;
-  let b = id / (P.S * P.H);
-  let kh = (h * P.Hkv) / P.H;
+${QUERY_ROW}
   let qb = qidx(b, i, h);
   for (var d = li; d < DH; d = d + ${AW}u) { qs[d] = b_q[P.qoff + qb + d]; dos[d] = b_do[P.dooff + qb + d]; }
   workgroupBarrier();

@@ -19,7 +19,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, f32s, memoKernel, u32s } from "./launch.ts";
-import { ATTENTION_INDEX, attentionBackwardBuffers, attentionDeltaLaunch } from "./attention.ts";
+import { ATTENTION_FWD_BUFFERS, ATTENTION_INDEX, attentionBackwardBuffers, attentionDeltaLaunch } from "./attention.ts";
 
 /** Invocations per workgroup of the tiled kernels. */
 const TW = 128;
@@ -103,13 +103,7 @@ export function attentionTiledLaunch(q: Buf, qoff: number, k: Buf, koff: number,
   const label = `attention_tiled_fwd_d${D}_b${B}`;
   const kernel: Kernel = memoKernel(label, () => ({
     label,
-    buffers: [
-      { name: "b_q", type: F, write: false },
-      { name: "b_k", type: F, write: false },
-      { name: "b_v", type: F, write: false },
-      { name: "b_out", type: F, write: true },
-      { name: "b_lse", type: F, write: true },
-    ],
+    buffers: ATTENTION_FWD_BUFFERS,
     params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff", "nqb"), ...f32s("scale")],
     code: `${header(D, B)}
 const RPT: u32 = ${RPT}u;
