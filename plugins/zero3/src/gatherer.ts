@@ -71,6 +71,15 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
     const st = stateOf(env, u);
     const p = st.plan;
     fetches++;
+    if (p.group.size === 1) {
+      // a one-rank group (world 1, or expert units when ep_size = world size): the shard is the
+      // whole unit, so a device copy replaces the read, all_gather and write back
+      const buf = env.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");
+      if (u.numel > 0) env.be.copy({ buf: st.paramShard!, off: 0 }, { buf, off: 0 }, u.numel);
+      resident.set(u, buf);
+      peakLive = Math.max(peakLive, liveElements());
+      return Promise.resolve();
+    }
     // the device read starts now; the all_gather waits for the previous fetch's (same order on all ranks)
     const shard = readPadded(env.be, st.paramShard!, 0, p.shardSize, p.shardSize);
     const pr = issued.then(async () => {
