@@ -88,22 +88,12 @@ export class ShardSource {
     if (!u.states.includes(state)) throw new CheckpointError(join(this.tagDir, "manifest.json"), `unit "${unit}" has no "${state}" state (saved states: ${u.states.join(", ")})`);
     const end = start + count;
     let covered = 0;
-    for (const piece of u.pieces) {
-      const lo = Math.max(start, piece.start);
-      const hi = Math.min(end, piece.start + piece.count);
-      if (lo >= hi) continue;
-      const { r, map } = this.reader(piece.rank);
-      const list = map.get(`${unit}/${state}`) ?? [];
-      for (const e of list) {
-        const a = Math.max(lo, e.start);
-        const b = Math.min(hi, e.start + e.count);
-        if (a >= b) continue;
-        const payload = r.readPayload(e);
-        this.bytesRead += payload.byteLength;
-        const sz = RECORD_DTYPE_BYTES[e.dtype];
-        sink({ at: a - start, n: b - a, dtype: e.dtype, bytes: payload.subarray((a - e.start) * sz, (b - e.start) * sz) });
-        covered += b - a;
-      }
+    for (const { r, e, a, b } of this.overlaps(u, state, start, count)) {
+      const payload = r.readPayload(e);
+      this.bytesRead += payload.byteLength;
+      const sz = RECORD_DTYPE_BYTES[e.dtype];
+      sink({ at: a - start, n: b - a, dtype: e.dtype, bytes: payload.subarray((a - e.start) * sz, (b - e.start) * sz) });
+      covered += b - a;
     }
     if (covered !== count) throw new CheckpointError(this.tagDir, `records cover ${covered} of the ${count} elements [${start}, ${end}) of unit "${unit}" state "${state}": rank files incomplete`);
   }
@@ -111,16 +101,26 @@ export class ShardSource {
   /** Elements of [start, start + count) of a state that the rank files' indexes hold (no payload
    * is read). Used to check a range before allocating for it. */
   coverage(unit: string, state: UnitStateName, start: number, count: number): number {
-    const u = this.unit(unit);
-    const end = start + count;
     let covered = 0;
+    for (const { a, b } of this.overlaps(this.unit(unit), state, start, count)) covered += b - a;
+    return covered;
+  }
+
+  /** The records of `state` of `u` that overlap [start, start + count), within the manifest's
+   * pieces, in ascending order: each with its reader and the overlap [a, b) in unit elements. */
+  private *overlaps(u: ManifestUnit, state: UnitStateName, start: number, count: number): Generator<{ r: RecordFileReader; e: RecordEntry; a: number; b: number }> {
+    const end = start + count;
     for (const piece of u.pieces) {
       const lo = Math.max(start, piece.start);
       const hi = Math.min(end, piece.start + piece.count);
       if (lo >= hi) continue;
-      for (const e of this.reader(piece.rank).map.get(`${unit}/${state}`) ?? []) covered += Math.max(0, Math.min(hi, e.start + e.count) - Math.max(lo, e.start));
+      const { r, map } = this.reader(piece.rank);
+      for (const e of map.get(`${u.name}/${state}`) ?? []) {
+        const a = Math.max(lo, e.start);
+        const b = Math.min(hi, e.start + e.count);
+        if (a < b) yield { r, e, a, b };
+      }
     }
-    return covered;
   }
 
   /** Elements [start, start + count) of a state as one f32 array (16-bit states widened exactly).
