@@ -133,7 +133,7 @@ export async function loadCheckpoint(engine: Engine, path: string, tag?: string,
   // them differently from the saved run (same ep_size, another placement record).
   const now = (engine.hooks.checkpoint.manifest?.(env) ?? {}) as { moe?: { placement?: unknown } };
   if (manifest.ep_size === epSize && manifest.expert_placement && now.moe?.placement && JSON.stringify(now.moe.placement) !== JSON.stringify(manifest.expert_placement)) {
-    if (env.comm.rank === 0) env.log(`warning: loadCheckpoint: the expert placement differs from the checkpoint's (${file} expert_placement); parameters are loaded by expert, so training is unaffected, but experts now live on other ranks (pass the record to the moe plugin's resumeFrom to keep it)`);
+    if (env.comm.rank === 0) env.log(`warning: loadCheckpoint: the expert placement differs from the checkpoint's (${file} expert_placement); parameters are loaded by expert, so training is unaffected, but experts now live on other ranks (create the moe plugin with createMoEPlugin({ manifest: <that record> }) to keep it)`);
   }
   return {
     tag: loc.tag,
