@@ -22,7 +22,7 @@ import { join } from "node:path";
 import type { RecordCodec } from "../src/checkpoint/record-file.ts";
 import { DEFAULT_JOB } from "../src/config/default-job.ts";
 import { launch } from "../src/launch/index.ts";
-import type { CkptBenchArgs, CkptBenchOut } from "./_checkpoint_rank.ts";
+import type { CkptBenchArgs, CkptBenchOut } from "./checkpoint-rank.ts";
 
 const MODELS: Record<string, Record<string, unknown>> = {
   default: DEFAULT_JOB.model as Record<string, unknown>,
@@ -69,7 +69,7 @@ export async function main(args: string[]): Promise<void> {
       for (const codec of codecs) {
         const job = { ...DEFAULT_JOB, model, backend: "cpu", zero_optimization: { stage }, train_micro_batch_size_per_gpu: 1, data: { ...(DEFAULT_JOB.data as object), seq_len: 8 } };
         const dir = join(root, `${m}-${codec}`);
-        const res = await launch<CkptBenchOut, CkptBenchArgs>({ worldSize: W, entry: new URL("./_checkpoint_rank.ts", import.meta.url), args: { job, dir, codec }, timeoutS: 1200 });
+        const res = await launch<CkptBenchOut, CkptBenchArgs>({ worldSize: W, entry: new URL("./checkpoint-rank.ts", import.meta.url), args: { job, dir, codec }, timeoutS: 1200 });
         for (const [r, o] of res.entries()) {
           const mb = o.rawBytes / 1e6;
           console.log(

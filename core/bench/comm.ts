@@ -20,7 +20,7 @@ import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { slotBytesFromEnv } from "../src/comm/local/memory.ts";
 import { launch } from "../src/launch/launch.ts";
-import type { CommBenchArgs, CommBenchTimes } from "./_comm_rank.ts";
+import type { CommBenchArgs, CommBenchTimes } from "./comm-rank.ts";
 
 /** One measured row. Bandwidths in GB/s (10⁹ bytes per second). */
 export interface CommBenchRow {
@@ -62,7 +62,7 @@ export interface CommBenchResult {
 export async function runCommBench(worldSize: number, sizesMB: number[], iters: number): Promise<CommBenchResult> {
   const sizes = sizesMB.map((mb) => Math.round(mb * 1e6));
   const args: CommBenchArgs = { sizes, iters };
-  const times = await launch<CommBenchTimes>({ worldSize, entry: new URL("./_comm_rank.ts", import.meta.url), args, timeoutS: 600 });
+  const times = await launch<CommBenchTimes>({ worldSize, entry: new URL("./comm-rank.ts", import.meta.url), args, timeoutS: 600 });
   const rows: CommBenchRow[] = [];
   for (const bytes of sizes) {
     const mem = memcpyGBs(bytes, Math.max(3, iters));

@@ -6,7 +6,7 @@
  *    each rank sends per step (nominal: the bytes addressed to other ranks, docs/comm.md; the
  *    dispatch and combine of every layer in forward and backward plus the small count exchange).
  * 2. The cost of placement under a skewed router (choices drawn from Zipf(s) over the experts,
- *    core/bench/_moe_rank.ts): `contiguous` puts the hottest experts on one rank; `balanced`
+ *    core/bench/moe-rank.ts): `contiguous` puts the hottest experts on one rank; `balanced`
  *    bin-packs experts by the loads a calibration run measured. Reported: the busiest rank's
  *    expert rows per step relative to the mean (1 = even), CPU seconds per step of the busiest and
  *    the mean rank (thread CPU time, independent of other jobs sharing the cores), and tokens/s.
@@ -20,7 +20,7 @@
 import { cpus, loadavg } from "node:os";
 import { resolve } from "node:path";
 import { launch } from "../src/launch/launch.ts";
-import type { MoeBenchRankOut, MoeBenchRun } from "./_moe_rank.ts";
+import type { MoeBenchRankOut, MoeBenchRun } from "./moe-rank.ts";
 import { writeMarkdownSection } from "./zero.ts";
 
 const WORLD = 4;
@@ -86,7 +86,7 @@ function row(label: string, ep: number, outs: MoeBenchRankOut[]): MoeBenchRow {
  */
 export async function runMoeBench(steps: number, skew: number, repeat: number): Promise<{ rows: MoeBenchRow[]; loads: number[][] }> {
   const warmup = 2;
-  const entry = new URL("./_moe_rank.ts", import.meta.url);
+  const entry = new URL("./moe-rank.ts", import.meta.url);
   const cal = await launch<MoeBenchRankOut[]>({ worldSize: WORLD, entry, args: { runs: [{ label: "calibration", job: moeBenchJob(4), warmup: 0, steps: 3, skew }] }, timeoutS: 600 });
   const loads = cal[0]![0]!.counts.map((l, li) => l.map((_, e) => cal.reduce((acc, o) => acc + o[0]!.counts[li]![e]!, 0)));
   const configs: MoeBenchRun[] = [1, 2, 4].map((ep) => ({ label: `ep_size ${ep}`, job: moeBenchJob(ep), warmup, steps, skew: null }));

@@ -5,7 +5,7 @@ import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import type { UnitHooks } from "../src/nn/unit.ts";
 import * as T from "../src/tensor/index.ts";
 import { randn } from "./gradcheck.ts";
-import { tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny_models.ts";
+import { tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny-models.ts";
 
 describe("activation checkpointing", () => {
   test("a checkpointed region with two outputs gives the same gradients as the plain one", async () => {

@@ -4,7 +4,7 @@ import { generate, pickToken } from "../src/models/generate.ts";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import { noGrad } from "../src/tensor/index.ts";
-import { tinyLlama, tinyMixtral } from "./tiny_models.ts";
+import { tinyLlama, tinyMixtral } from "./tiny-models.ts";
 
 describe("generate", () => {
   test("greedy decoding = arg-max of the full forward at every step; window of max_position_embeddings", async () => {

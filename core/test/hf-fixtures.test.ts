@@ -10,7 +10,7 @@ import { loadStateDict as readSafetensors } from "../src/checkpoint/hf-load.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import { readGrad, type StateDict } from "../src/nn/state_dict.ts";
+import { readGrad, type StateDict } from "../src/nn/state-dict.ts";
 import { backward } from "../src/tensor/index.ts";
 
 const dir = "core/test/fixtures";

@@ -6,9 +6,9 @@ import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../kernels/src/cpu/index.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import { readGrad } from "../src/nn/state_dict.ts";
+import { readGrad } from "../src/nn/state-dict.ts";
 import { backward, noGrad } from "../src/tensor/index.ts";
-import { tinyLlama, tinyMixtral, tokens } from "./tiny_models.ts";
+import { tinyLlama, tinyMixtral, tokens } from "./tiny-models.ts";
 
 async function checkModel(model: CausalDecoder, be: CpuBackend, ids: Int32Array, labels: Int32Array, B: number, S: number, perParam: number): Promise<number> {
   const input = { inputIds: ids, labels, batch: B, seq: S };

@@ -2,12 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../kernels/src/cpu/index.ts";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import { LocalRoute, type RouteRequest } from "../src/nn/moe_route.ts";
-import { readGrad } from "../src/nn/state_dict.ts";
+import { LocalRoute, type RouteRequest } from "../src/nn/moe-route.ts";
+import { readGrad } from "../src/nn/state-dict.ts";
 import type { UnitHooks } from "../src/nn/unit.ts";
 import { backward, fromArray, noGrad } from "../src/tensor/index.ts";
 import { rootArena } from "../src/tensor/arena.ts";
-import { sgdStep, tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny_models.ts";
+import { sgdStep, tinyLlama, tinyMixtral, tokens, zero3Like } from "./tiny-models.ts";
 
 const B = 2;
 const S = 7;

@@ -3,10 +3,10 @@ import { CpuBackend } from "../../kernels/src/cpu/index.ts";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import { initValues } from "../src/nn/init.ts";
-import { readGrad, readParam } from "../src/nn/state_dict.ts";
+import { readGrad, readParam } from "../src/nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit } from "../src/nn/unit.ts";
 import { backward, linear, sum } from "../src/tensor/index.ts";
-import { tinyLlama, tinyMixtral, tokens } from "./tiny_models.ts";
+import { tinyLlama, tinyMixtral, tokens } from "./tiny-models.ts";
 
 describe("units", () => {
   test("flat layout: parameters are contiguous views in declaration order", () => {

@@ -23,13 +23,13 @@ import { existsSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { matmulF, matmulGeometry } from "../src/cpu/matmul.ts";
 import { f16FromNumber, f16ToNumber } from "../src/numerics/index.ts";
-import { planMatmulFast, type MatmulFastOptions } from "../src/wgsl/matmul_fast.ts";
-import { MatmulFastPipelines } from "../src/wgsl/matmul_fast_pipeline.ts";
-import { MATMUL_TILES, tileFits, type MatmulLimits } from "../src/wgsl/matmul_fast_tiles.ts";
-import { type MatmulStorage, type MatmulTile, tileKey } from "../src/wgsl/matmul_fast_wgsl.ts";
-import { AFFINE_VEC4_WGSL, AFFINE_WORKGROUP, affineParams } from "./support/elementwise_wgsl.ts";
-import { timeGpu } from "./support/gpu_timing.ts";
-import { openBenchDevice } from "./support/open_gpu.ts";
+import { planMatmulFast, type MatmulFastOptions } from "../src/wgsl/matmul-fast.ts";
+import { MatmulFastPipelines } from "../src/wgsl/matmul-fast-pipeline.ts";
+import { MATMUL_TILES, tileFits, type MatmulLimits } from "../src/wgsl/matmul-fast-tiles.ts";
+import { type MatmulStorage, type MatmulTile, tileKey } from "../src/wgsl/matmul-fast-wgsl.ts";
+import { AFFINE_VEC4_WGSL, AFFINE_WORKGROUP, affineParams } from "./support/elementwise-wgsl.ts";
+import { timeGpu } from "./support/gpu-timing.ts";
+import { openBenchDevice } from "./support/open-gpu.ts";
 
 /** Tiles timed with --tune: "small" for sizes below 2048, "big" from 2048 up. Every tile is timed
  * with vec4 and scalar global loads, each with and without the K loop unrolled by two. */

@@ -5,7 +5,7 @@
  */
 
 import type { Communicator } from "./communicator.ts";
-import { LocalCommunicator, type LocalCommOptions } from "./local/local_communicator.ts";
+import { LocalCommunicator, type LocalCommOptions } from "./local/local-communicator.ts";
 import { createLocalWorldMemory } from "./local/memory.ts";
 
 /** Create a world_size-1 communicator (rank 0) on the calling thread. `slotBytes` defaults to 1 MiB. */

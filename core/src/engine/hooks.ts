@@ -19,7 +19,7 @@ import type { ParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { Plugin } from "../hooks/plugin.ts";
 import type { CausalDecoder } from "../models/llama.ts";
-import type { MoEGate, MoERoute } from "../nn/moe_route.ts";
+import type { MoEGate, MoERoute } from "../nn/moe-route.ts";
 import type { Phase, Unit } from "../nn/unit.ts";
 import type { UnitPlan } from "./plan.ts";
 import type { UnitState } from "./unit-state.ts";

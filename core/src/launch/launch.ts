@@ -17,7 +17,7 @@ import { resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { Communicator } from "../comm/communicator.ts";
-import { timeoutMsFromEnv } from "../comm/local/local_communicator.ts";
+import { timeoutMsFromEnv } from "../comm/local/local-communicator.ts";
 import { ABORT, abortWorld, createLocalWorldMemory, slotBytesFromEnv } from "../comm/local/memory.ts";
 import type { RankMessage, RankWorkerData } from "./protocol.ts";
 
@@ -89,7 +89,7 @@ export function launch<R = unknown, A = unknown>(opts: LaunchOptions<A>): Promis
   if (entry.startsWith("file:") && !existsSync(fileURLToPath(entry))) {
     throw new Error(`launch: entry module not found: ${fileURLToPath(entry)} (from entry "${String(opts.entry)}")`);
   }
-  const workerUrl = new URL("./rank_worker.ts", import.meta.url);
+  const workerUrl = new URL("./rank-worker.ts", import.meta.url);
 
   return new Promise<R[]>((resolve, reject) => {
     const results: unknown[] = new Array(W);

@@ -20,7 +20,7 @@
  */
 import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
-import { readParam, writeParam, type StateDict } from "../nn/state_dict.ts";
+import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";

@@ -7,7 +7,7 @@
  *   top-k experts per token by p; weights = their p renormalised to sum 1
  *   out = Σ_i w_i · expert_i(x),  expert = w2(silu(w1 x) ⊙ w3 x)   (no capacity, no dropping)
  *
- * Dispatch/combine go through `model.route` (the route hook, nn/moe_route.ts; default all experts
+ * Dispatch/combine go through `model.route` (the route hook, nn/moe-route.ts; default all experts
  * local). Each block returns DeepSpeed-style (output, aux-loss inputs, expert counts). When
  * `model.gate` is set (the MoE plugin's DeepSpeed-style router: capacity, drops, Switch/GShard aux,
  * z-loss, noise, clamping), it replaces the routing decision above; its per-layer weighted losses are
@@ -33,8 +33,8 @@
  */
 import type { Backend, DType } from "../../../kernels/src/backend.ts";
 import { initUnit } from "../nn/init.ts";
-import { LocalRoute, type MoEGate, type MoERoute } from "../nn/moe_route.ts";
-import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state_dict.ts";
+import { LocalRoute, type MoEGate, type MoERoute } from "../nn/moe-route.ts";
+import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
 import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";

@@ -8,10 +8,10 @@
 
 import { expect, test } from "bun:test";
 import { launch } from "../../src/launch/launch.ts";
-import type { CheckResult, CollectivesArgs } from "./fixtures/collectives_entry.ts";
+import type { CheckResult, CollectivesArgs } from "./fixtures/collectives-entry.ts";
 import { KINDS } from "./reference.ts";
 
-const ENTRY = new URL("./fixtures/collectives_entry.ts", import.meta.url);
+const ENTRY = new URL("./fixtures/collectives-entry.ts", import.meta.url);
 
 function expectAllPass(results: CheckResult[][], worldSize: number): void {
   const flat = results.flat();

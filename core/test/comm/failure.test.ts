@@ -9,7 +9,7 @@ import { expect, test } from "bun:test";
 import { launch, LaunchError } from "../../src/launch/launch.ts";
 
 const CLI = new URL("../../src/launch/cli.ts", import.meta.url).pathname;
-const ENTRY = new URL("./fixtures/failing_entry.ts", import.meta.url).pathname;
+const ENTRY = new URL("./fixtures/failing-entry.ts", import.meta.url).pathname;
 
 async function runJob(mode: string, timeoutS = 60): Promise<{ code: number; stderr: string; seconds: number }> {
   const t0 = performance.now();

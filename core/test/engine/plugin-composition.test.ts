@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
-import { LocalCommunicator } from "../../src/comm/local/local_communicator.ts";
+import { LocalCommunicator } from "../../src/comm/local/local-communicator.ts";
 import { createLocalWorldMemory } from "../../src/comm/local/memory.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine } from "../../src/engine/engine.ts";

@@ -1,3 +1,3 @@
 /** The pure TypeScript cpu backend. */
-export { CpuBackend, type CpuBackendOptions } from "./cpu_backend.ts";
+export { CpuBackend, type CpuBackendOptions } from "./cpu-backend.ts";
 export type { CpuPrecision } from "./store.ts";

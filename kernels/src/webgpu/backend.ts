@@ -30,16 +30,16 @@ import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
 import { adamwLaunch } from "../wgsl/adamw.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
-import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention_tiled.ts";
+import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
-import { crossEntropyLaunch } from "../wgsl/cross_entropy.ts";
-import { copyCastLaunch, fillLaunch } from "../wgsl/fill_copy_cast.ts";
+import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
+import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
-import { planMatmulFastLaunches } from "../wgsl/matmul_fast_launch.ts";
-import type { MatmulLimits } from "../wgsl/matmul_fast_tiles.ts";
+import { planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
+import type { MatmulLimits } from "../wgsl/matmul-fast-tiles.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
-import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms_check.ts";
+import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms-check.ts";
 import { reduceLaunches, reduceScratch } from "../wgsl/reduce.ts";
 import { ropeInvFreq, ropeLaunch } from "../wgsl/rope.ts";
 import { gatherRowsLaunch, scatterAddRowsLaunches, scatterScratchWords } from "../wgsl/rows.ts";
@@ -59,7 +59,7 @@ import { GpuProfiler, type KernelTime } from "./profiler.ts";
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Dispatches recorded per command batch before an automatic submit (default 512). */
   maxBatch?: number;
-  /** Attention kernels: "tiled" (FlashAttention-style blocks, wgsl/attention_tiled.ts) where a
+  /** Attention kernels: "tiled" (FlashAttention-style blocks, wgsl/attention-tiled.ts) where a
    * block size fits the device's workgroup memory, else one workgroup per query row
    * (wgsl/attention.ts) — the default "auto"; "rows" always uses the latter. */
   attention?: "auto" | "rows";

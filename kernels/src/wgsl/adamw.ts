@@ -7,13 +7,13 @@
  *   p = p − (lr / (1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
  * Bias corrections are computed on the host in float64. Grads may be f32, f16 or bf16. With a
  * 16-bit `param16` copy, invocations own one param16 word (two elements) so no two invocations
- * write the same word (the word writer of fill_copy_cast.ts).
+ * write the same word (the word writer of fill-copy-cast.ts).
  */
 import type { AdamWParams, Buf, DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { bindTypeOf, entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader, toHalfBits } from "./prelude.ts";
-import { wordsTouched, wordWriter } from "./fill_copy_cast.ts";
+import { wordsTouched, wordWriter } from "./fill-copy-cast.ts";
 
 /** Launch of one AdamW step over n elements. */
 export function adamwLaunch(param: Buf, poff: number, grad: Buf, goff: number, m: Buf, moff: number, v: Buf, voff: number, param16: Buf | null, p16off: number, n: number, p: AdamWParams): Launch | null {

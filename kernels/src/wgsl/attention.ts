@@ -27,14 +27,14 @@ function consts(D: number): string {
 const DIMS = u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff");
 
 /** WGSL index helpers of the layouts (q/dout rows, k/v rows, lse/Δ entries); need `DH` and
- * `P.S`, `P.H`, `P.Hkv`. Shared with attention_tiled.ts. */
+ * `P.S`, `P.H`, `P.Hkv`. Shared with attention-tiled.ts. */
 export const ATTENTION_INDEX = `fn qidx(b: u32, i: u32, h: u32) -> u32 { return ((b * P.S + i) * P.H + h) * DH; }
 fn kidx(b: u32, j: u32, kh: u32) -> u32 { return ((b * P.S + j) * P.Hkv + kh) * DH; }
 fn ridx(b: u32, h: u32, i: u32) -> u32 { return (b * P.H + h) * P.S + i; }
 `;
 
 /** Buffer declarations of the forward kernels (q, k, v read; out, lse written). Shared with
- * attention_tiled.ts. */
+ * attention-tiled.ts. */
 export const ATTENTION_FWD_BUFFERS: readonly BufferDecl[] = [
   ...["b_q", "b_k", "b_v"].map((name) => ({ name, type: F, write: false })),
   ...["b_out", "b_lse"].map((name) => ({ name, type: F, write: true })),
@@ -50,7 +50,7 @@ const QUERY_ROW = `  let id = wg_lin(wg, nwg);
   let kh = (h * P.Hkv) / P.H;`;
 
 /** Buffer declarations of a backward kernel: the read-only inputs q, k, v, lse, dout, Δ, then the
- * written `outputs` (e.g. "b_dq"). Shared with attention_tiled.ts. */
+ * written `outputs` (e.g. "b_dq"). Shared with attention-tiled.ts. */
 export function attentionBackwardBuffers(...outputs: string[]): BufferDecl[] {
   const inputs = ["b_q", "b_k", "b_v", "b_lse", "b_do", "b_delta"].map((name) => ({ name, type: F, write: false }));
   return [...inputs, ...outputs.map((name) => ({ name, type: F, write: true }))];

@@ -1,7 +1,7 @@
 /**
  * RMSNorm (Zhang & Sennrich 2019) and LayerNorm (Ba et al. 2016) forward and backward (f32).
  *
- * Forward and dx: one workgroup per row with tree reductions (workgroup_reduce.ts). Weight/bias
+ * Forward and dx: one workgroup per row with tree reductions (workgroup-reduce.ts). Weight/bias
  * gradients, deterministic in two stages: invocation (chunk k, column c) sums rows
  * [32k, 32k + 32) in order into a scratch of partials; then one invocation per column adds the
  * partials in ascending k to the existing dw/db (they accumulate, backend.ts).
@@ -12,7 +12,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, EW_WG, f32s, groups, u32s, memoKernel } from "./launch.ts";
-import { rowWorkgroup, treeReduce } from "./workgroup_reduce.ts";
+import { rowWorkgroup, treeReduce } from "./workgroup-reduce.ts";
 
 const F = "f32" as const;
 

@@ -7,12 +7,12 @@
  *   (o, chunk, i) folds rows [32·chunk, 32·chunk + 32) into a scratch of partials (coalesced across
  *   i), then one invocation per output folds its partials in chunk order;
  * - otherwise one workgroup per output, invocation t accumulating j = t, t+64, … in order, then a
- *   fixed tree (workgroup_reduce.ts).
+ *   fixed tree (workgroup-reduce.ts).
  */
 import type { Buf, ReduceOp } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, EW_WG, groups, ROW_WG, u32s, memoKernel } from "./launch.ts";
-import { NEG_BIG, treeReduce } from "./workgroup_reduce.ts";
+import { NEG_BIG, treeReduce } from "./workgroup-reduce.ts";
 
 /** Rows folded per partial in the two-stage (column) form. */
 export const REDUCE_CHUNK = 32;

@@ -9,7 +9,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, u32s, memoKernel } from "./launch.ts";
-import { NEG_BIG, rowWorkgroup, treeReduce, treeReduceMaxSum } from "./workgroup_reduce.ts";
+import { NEG_BIG, rowWorkgroup, treeReduce, treeReduceMaxSum } from "./workgroup-reduce.ts";
 
 /** Launch of (log-)softmax over `rows` rows of `cols` (one pass for max and sum with the online
  * normaliser, one pass writing). */

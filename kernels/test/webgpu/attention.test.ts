@@ -1,5 +1,5 @@
 /**
- * The tiled attention kernels (wgsl/attention_tiled.ts) against the one-row-per-workgroup kernels
+ * The tiled attention kernels (wgsl/attention-tiled.ts) against the one-row-per-workgroup kernels
  * (wgsl/attention.ts) and the cpu backend, at sequence lengths that cross several blocks and end
  * mid-block, grouped-query heads, and head dims that pick different block sizes; plus the block
  * choice itself.
@@ -9,7 +9,7 @@ import type { Backend, View } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
-import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention_tiled.ts";
+import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;

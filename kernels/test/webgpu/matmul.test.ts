@@ -8,11 +8,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { MatmulSpec } from "../../src/backend.ts";
 import { f16FromNumber, f16ToNumber } from "../../src/numerics/index.ts";
-import { planMatmulFast, type MatmulFastOptions } from "../../src/wgsl/matmul_fast.ts";
-import { MatmulFastPipelines } from "../../src/wgsl/matmul_fast_pipeline.ts";
-import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TILES } from "../../src/wgsl/matmul_fast_tiles.ts";
-import { type MatmulTile, matmulFastWGSL, tileWorkgroupBytes, validateTile } from "../../src/wgsl/matmul_fast_wgsl.ts";
-import { planMatmulFastLaunches } from "../../src/wgsl/matmul_fast_launch.ts";
+import { planMatmulFast, type MatmulFastOptions } from "../../src/wgsl/matmul-fast.ts";
+import { MatmulFastPipelines } from "../../src/wgsl/matmul-fast-pipeline.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TILES } from "../../src/wgsl/matmul-fast-tiles.ts";
+import { type MatmulTile, matmulFastWGSL, tileWorkgroupBytes, validateTile } from "../../src/wgsl/matmul-fast-wgsl.ts";
+import { planMatmulFastLaunches } from "../../src/wgsl/matmul-fast-launch.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
 import type { Buf, DType } from "../../src/backend.ts";
 

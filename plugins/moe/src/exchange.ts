@@ -23,7 +23,7 @@ import type { Backend, HostArray, View } from "@zeromoe/kernels/src/backend.ts";
 import type { Communicator, Group } from "@zeromoe/core";
 import { accumulateGrad, adoptGrad, recordNode, scratch } from "../../../core/src/tensor/tape.ts";
 import { Tensor, empty, fromArray } from "../../../core/src/tensor/tensor.ts";
-import type { PermutePlan } from "../../../core/src/nn/moe_route.ts";
+import type { PermutePlan } from "../../../core/src/nn/moe-route.ts";
 import type { LayerPlacement } from "./placement.ts";
 
 type Rows = Float32Array;

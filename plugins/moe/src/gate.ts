@@ -1,6 +1,6 @@
 /**
  * The MoE router with DeepSpeed's MoE-layer options (`deepspeed.moe.layer.MoE` / `TopKGate` in
- * `sharded_moe.py`), installed as the model's gate (core/src/nn/moe_route.ts `MoEGate`):
+ * `sharded_moe.py`), installed as the model's gate (core/src/nn/moe-route.ts `MoEGate`):
  *
  *   x' = x · U(1−ε, 1+ε)              noisy_gate_policy "Jitter", training only, ε = 1e-2
  *                                     (DeepSpeed `multiplicative_jitter`)
@@ -35,7 +35,7 @@
  */
 import type { EngineEnv } from "@zeromoe/core";
 import type { MoeConfig } from "../../../core/src/config/types.ts";
-import type { GateDecision, GateRequest, MoEGate } from "../../../core/src/nn/moe_route.ts";
+import type { GateDecision, GateRequest, MoEGate } from "../../../core/src/nn/moe-route.ts";
 import { add, div, fromArray, gatherRows, linear, logSoftmax, mean, mul, reshape, scale, softmax, square, sub, sum, topk } from "../../../core/src/tensor/index.ts";
 import { accumulateGrad, record } from "../../../core/src/tensor/tape.ts";
 import { streamKey, uniformFill } from "../../../core/src/tensor/random.ts";

@@ -11,7 +11,7 @@
  *   separate groups: expert gradients are summed over edp, dense over dp, and the optimizer divides
  *   both by accumulation × world_size (an expert's summed gradient holds the contributions of the
  *   tokens of all world_size ranks: ep_size sources per edp member).
- * - `route` (claimed): with ep_size > 1 the all_to_all_v route (ep_route.ts); the gate (gate.ts)
+ * - `route` (claimed): with ep_size > 1 the all_to_all_v route (ep-route.ts); the gate (gate.ts)
  *   for every sparse model — it reproduces Hugging Face's router exactly with default options.
  * - `checkpoint` (wrapped when ep_size > 1): expert states are written by the ranks of the expert's
  *   edp group (its first rank when replicated, every rank its shard when sharded), and the manifest
@@ -26,7 +26,7 @@
  * Statistics: {@link moeStateOf}(engine.env).stats — see stats.ts.
  */
 import { definePlugin, type EngineEnv, type EngineHooks, type Unit } from "@zeromoe/core";
-import { ExpertParallelRoute } from "./ep_route.ts";
+import { ExpertParallelRoute } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
 import { MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
@@ -36,7 +36,7 @@ export * from "./capacity.ts";
 export * from "./gate.ts";
 export * from "./stats.ts";
 export * from "./memory.ts";
-export { ExpertParallelRoute } from "./ep_route.ts";
+export { ExpertParallelRoute } from "./ep-route.ts";
 
 type Hooks = EngineHooks & Record<string, unknown>;
 

@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
-import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 
 describe("EP route and gate on the auto-selected backend", async () => {
   const steps = 2;

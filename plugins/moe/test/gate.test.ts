@@ -16,7 +16,7 @@ import type { Backend } from "../../../kernels/src/backend.ts";
 import { loadStateDict as readSafetensors } from "../../../core/src/checkpoint/hf-load.ts";
 import { mixtralConfig } from "../../../core/src/models/config.ts";
 import { MixtralForCausalLM } from "../../../core/src/models/mixtral.ts";
-import { readGrad, readParam, type StateDict } from "../../../core/src/nn/state_dict.ts";
+import { readGrad, readParam, type StateDict } from "../../../core/src/nn/state-dict.ts";
 import { Variable, add, backward, fromArray, mul, noGrad, normalFill, streamKey, sum } from "../../../core/src/tensor/index.ts";
 import { TopKGate, clampTensor, expertCapacity, rsampleChoice, type GateContext, type GateOptions } from "../src/index.ts";
 

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
 import { moeModelStateBytes } from "../src/index.ts";
-import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 describe("per-rank model-state memory with dense and expert parts", async () => {
   test("without experts it is domain.md §1 (Ψ = 7.5e9, N = 64, mixed precision)", () => {

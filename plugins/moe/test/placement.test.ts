@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
 import { balancedPlacement, contiguousPlacement, loadImbalance, placeExperts, placementForResume, placementFromRecord, placementRecord, roundRobinPlacement, type MoEManifestEntry } from "../src/index.ts";
-import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 
 describe("placement strategies", () => {
   test("contiguous and round_robin layouts", () => {

@@ -9,7 +9,7 @@ import { createSoloCommunicator } from "../../../core/src/comm/solo.ts";
 import { resolveJobConfig } from "../../../core/src/config/index.ts";
 import { launch } from "../../../core/src/launch/launch.ts";
 import { MoEStatsRecorder, formatLoadLine, loadSummary, mixtralAux, summarySection, type GateRecord } from "../src/index.ts";
-import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 
 function rec(layer: number, counts: number[], over: Partial<GateRecord> = {}): GateRecord {
   return { layer, tokens: counts.reduce((a, b) => a + b, 0) / 2, counts: Int32Array.from(counts), dropped: 0, probMean: Float64Array.from(counts.map(() => 1 / counts.length)), aux: null, zLoss: null, ...over };

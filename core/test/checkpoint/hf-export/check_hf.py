@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check that ZeroMoE's exported models load in Hugging Face Transformers with the same logits.
 
-Usage: python3 core/test/checkpoint/hf-export/check_hf.py <dir made by make_export.ts> [--out result.json]
+Usage: python3 core/test/checkpoint/hf-export/check_hf.py <dir made by make-export.ts> [--out result.json]
 
 For each of <dir>/save16 (engine.save16bitModel) and <dir>/fp32 (bun run zero-to-fp32): load with
 AutoModelForCausalLM.from_pretrained (fp32, eager attention, CPU and, when present, CUDA), run the

@@ -14,7 +14,7 @@ import type { Buf, DType } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { bindTypeOf, entry, EW_WG, groups, u32s, memoKernel } from "./launch.ts";
 import { floatLoader } from "./prelude.ts";
-import { treeReduce } from "./workgroup_reduce.ts";
+import { treeReduce } from "./workgroup-reduce.ts";
 
 /** Elements per pass-1 workgroup of sumSquares. */
 export const SUMSQ_CHUNK = EW_WG * 16;

@@ -1,6 +1,6 @@
 /**
  * The matmul as backend {@link Launch}es (the webgpu backend's matmul op calls this). The kernel is the register-blocked one of
- * matmul_fast_wgsl.ts in "kernel" binding mode (the backend assembles `P`, `b_a`, `b_b`, `b_out`);
+ * matmul-fast-wgsl.ts in "kernel" binding mode (the backend assembles `P`, `b_a`, `b_b`, `b_out`);
  * those bindings are scalar arrays, so the kernel runs its scalar-load path (4 guarded scalar loads
  * per staged vec4), with all the blocking of the fast kernel.
  *
@@ -9,9 +9,9 @@
 import type { Buf, MatmulSpec } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
-import { planMatmulFast } from "./matmul_fast.ts";
-import { DEFAULT_MATMUL_LIMITS, type MatmulLimits } from "./matmul_fast_tiles.ts";
-import { MATMUL_PARAM_NAMES, type MatmulVariant, matmulFastWGSL } from "./matmul_fast_wgsl.ts";
+import { planMatmulFast } from "./matmul-fast.ts";
+import { DEFAULT_MATMUL_LIMITS, type MatmulLimits } from "./matmul-fast-tiles.ts";
+import { MATMUL_PARAM_NAMES, type MatmulVariant, matmulFastWGSL } from "./matmul-fast-wgsl.ts";
 
 function fastKernel(key: string, v: MatmulVariant): Kernel {
   const label = `${key}_k`;

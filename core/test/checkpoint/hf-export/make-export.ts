@@ -1,7 +1,7 @@
 /**
  * Builds the inputs of the Hugging Face export check (check_hf.py, run on the GPU machine):
  *
- *   bun core/test/checkpoint/hf-export/make_export.ts <out-dir>
+ *   bun core/test/checkpoint/hf-export/make-export.ts <out-dir>
  *
  * 1. trains a tiny mixtral (4 experts, top-2) 3 steps at world size 2 with ZeRO-3, ep_size 2, fp32,
  *    `stage3_gather_16bit_weights_on_model_save: true`, saves a sharded checkpoint and exports

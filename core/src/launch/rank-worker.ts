@@ -8,13 +8,13 @@
 
 import { parentPort, workerData } from "node:worker_threads";
 import { CommAbortedError } from "../comm/errors.ts";
-import { LocalCommunicator } from "../comm/local/local_communicator.ts";
+import { LocalCommunicator } from "../comm/local/local-communicator.ts";
 import { abortWorld, markFinished, type LocalWorldMemory } from "../comm/local/memory.ts";
 import type { RankMessage, RankWorkerData } from "./protocol.ts";
 
 const data = workerData as RankWorkerData;
 const port = parentPort;
-if (!port) throw new Error("rank_worker.ts must run as a worker started by launch()");
+if (!port) throw new Error("rank-worker.ts must run as a worker started by launch()");
 
 function post(msg: RankMessage): void {
   port!.postMessage(msg);

@@ -2,8 +2,8 @@
  * Pipeline cache and dispatch recording for the fast matmul over a plain WebGPU `GPUDevice`
  * (works on wgpu-native through our FFI layer and on Deno's built-in `navigator.gpu`).
  */
-import { type MatmulFastPlan, planWGSL } from "./matmul_fast.ts";
-import { MATMUL_PARAM_WORDS } from "./matmul_fast_wgsl.ts";
+import { type MatmulFastPlan, planWGSL } from "./matmul-fast.ts";
+import { MATMUL_PARAM_WORDS } from "./matmul-fast-wgsl.ts";
 
 /** Compiles fast-matmul pipelines on first use (one per variant key) and records dispatches. */
 export class MatmulFastPipelines {

@@ -1,12 +1,12 @@
 /**
- * Tile catalogue and per-shape tile choice for the fast matmul (matmul_fast_wgsl.ts).
+ * Tile catalogue and per-shape tile choice for the fast matmul (matmul-fast-wgsl.ts).
  *
  * Big tiles (128×128, 8×8 per thread) give the most FMAs per byte of workgroup memory read and are
  * what large GEMMs need; but a shape with few output tiles would leave most of the GPU idle, so
  * smaller shapes take smaller tiles (the usual "wave quantisation" trade-off, see NVIDIA's
  * "Matrix Multiplication Background User's Guide", §"Wave quantization").
  */
-import { type MatmulTile, type MatmulVariant, tileThreads, tileWorkgroupBytes, validateTile } from "./matmul_fast_wgsl.ts";
+import { type MatmulTile, type MatmulVariant, tileThreads, tileWorkgroupBytes, validateTile } from "./matmul-fast-wgsl.ts";
 
 /** One planner choice: a tile, the fewest workgroups it must yield to be chosen, and whether its
  * global loads should be vec4 (where the layout allows) or scalar. */

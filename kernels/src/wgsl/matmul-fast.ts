@@ -2,12 +2,12 @@
  * Dispatch planning for the fast matmul: from a {@link MatmulSpec} and the element offsets of the
  * three views to the shader variant, the params uniform and the workgroup grid.
  *
- * The WGSL itself comes from {@link matmulFastWGSL} (matmul_fast_wgsl.ts); the tile choice from
- * {@link chooseMatmulTile} (matmul_fast_tiles.ts).
+ * The WGSL itself comes from {@link matmulFastWGSL} (matmul-fast-wgsl.ts); the tile choice from
+ * {@link chooseMatmulTile} (matmul-fast-tiles.ts).
  */
 import type { MatmulSpec } from "../backend.ts";
-import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, type MatmulLimits, tileFits } from "./matmul_fast_tiles.ts";
-import { type MatmulStorage, type MatmulTile, type MatmulVariant, matmulFastWGSL, matmulParamWords, validateTile, variantKey } from "./matmul_fast_wgsl.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, type MatmulLimits, tileFits } from "./matmul-fast-tiles.ts";
+import { type MatmulStorage, type MatmulTile, type MatmulVariant, matmulFastWGSL, matmulParamWords, validateTile, variantKey } from "./matmul-fast-wgsl.ts";
 
 /** The most workgroups a dispatch may have along one dimension (WebGPU default limit). */
 const MAX_WORKGROUPS_PER_DIM = 65535;

@@ -13,7 +13,7 @@ import { Engine, type TrainMicroBatch } from "../src/engine/engine.ts";
 import type { EngineEnv } from "../src/engine/hooks.ts";
 import { pluginsForJob } from "../src/engine/plugins.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import type { GateDecision, GateRequest, MoEGate } from "../src/nn/moe_route.ts";
+import type { GateDecision, GateRequest, MoEGate } from "../src/nn/moe-route.ts";
 import { streamKey, uniformFill } from "../src/tensor/random.ts";
 import { createMoEPlugin, moeStateOf } from "../../plugins/moe/src/index.ts";
 

@@ -18,7 +18,7 @@
 import type { EngineEnv } from "@zeromoe/core";
 import { gatherRows, reshape, sliceRows, concatRows } from "../../../core/src/tensor/index.ts";
 import { fromArray, type Tensor } from "../../../core/src/tensor/tensor.ts";
-import { permutePlan, type MoERoute, type RouteRequest } from "../../../core/src/nn/moe_route.ts";
+import { permutePlan, type MoERoute, type RouteRequest } from "../../../core/src/nn/moe-route.ts";
 import { combineRows, dispatchRows, exchangeLayout } from "./exchange.ts";
 import type { LayerPlacement } from "./placement.ts";
 

@@ -28,7 +28,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
-import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunArgs, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 const STEPS = 3;
 const TOKENS_PER_STEP = 4 * 2 * 7; // 4 micro-batches of batch 2 × seq 7

@@ -3,7 +3,7 @@
  * peak activation memory (with and without activation checkpointing). Parameters are not updated
  * (gradients accumulate), so every step routes the same way.
  *
- *   bun core/bench/step_bench.ts [--model llama|mixtral] [--backend auto|cpu|webgpu]
+ *   bun core/bench/step-bench.ts [--model llama|mixtral] [--backend auto|cpu|webgpu]
  *       [--hidden 128] [--layers 2] [--heads 4] [--kv-heads 2] [--inter 344] [--vocab 512]
  *       [--experts 4] [--topk 2] [--batch 2] [--seq 64] [--steps 3] [--ckpt]
  *

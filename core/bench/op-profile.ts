@@ -2,7 +2,7 @@
  * Time each backend op a Llama/Mixtral training step issues, at the step's real shapes, to see
  * which ops dominate (each op timed alone: warm-up, then `reps` calls, one flush).
  *
- *   bun core/bench/op_profile.ts [--backend auto|cpu|webgpu] [--hidden 768] [--inter 2048]
+ *   bun core/bench/op-profile.ts [--backend auto|cpu|webgpu] [--hidden 768] [--inter 2048]
  *       [--heads 12] [--kv-heads 4] [--vocab 32000] [--batch 8] [--seq 512] [--experts 8] [--topk 2] [--reps 5]
  *
  * Prints one JSON line per op: milliseconds per call and, for matmuls, TFLOP/s.

@@ -27,8 +27,8 @@ import type {
 import { CommMismatchError } from "../errors.ts";
 import { reduceInto } from "../reduce.ts";
 import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
-import { GroupSync, registerGroup } from "./group_sync.ts";
-import { OP_CODES, describeCallHeader, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call_header.ts";
+import { GroupSync, registerGroup } from "./group-sync.ts";
+import { OP_CODES, describeCallHeader, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call-header.ts";
 import { controlLayout, type LocalWorldMemory } from "./memory.ts";
 
 /** Options of a local communicator. */

@@ -3,13 +3,13 @@
  * every step; in some steps experts (and whole EP ranks) receive no tokens at all. At every ZeRO
  * stage and ep_size 2 and 4 (world 4) this must run without hangs or stale ZeRO-3 prefetches, an
  * expert without tokens must contribute a zero gradient to its reduction, and the parameters must
- * match the single-rank run under the same routing (tolerance as in ep_equivalence.test.ts).
+ * match the single-rank run under the same routing (tolerance as in ep-equivalence.test.ts).
  * Also: capacity drops under expert parallelism equal the single-rank run's drops, and noisy gating
  * (RSample, Jitter; noise keyed by the global micro-batch slot) routes exactly as the single rank.
  */
 import { describe, expect, test } from "bun:test";
 import { launch } from "../../../core/src/launch/launch.ts";
-import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train_entry.ts";
+import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 const STEPS = 4;
 

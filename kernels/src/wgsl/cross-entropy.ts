@@ -7,7 +7,7 @@
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, f32s, memoKernel, u32s } from "./launch.ts";
-import { NEG_BIG, rowWorkgroup, treeReduceMaxSum } from "./workgroup_reduce.ts";
+import { NEG_BIG, rowWorkgroup, treeReduceMaxSum } from "./workgroup-reduce.ts";
 
 /** Launch of the fused cross-entropy. */
 export function crossEntropyLaunch(logits: Buf, loff: number, targets: Buf, toff: number, losses: Buf, lsoff: number, dlogits: Buf, doff: number, rows: number, vocab: number, ignoreIndex: number, gradScale: number): Launch {

@@ -13,7 +13,7 @@
 
 import type { AdamWParams, Backend, BackendInfo, BinaryOp, Buf, DType, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
-import { crossEntropyF } from "./cross_entropy.ts";
+import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
 import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
