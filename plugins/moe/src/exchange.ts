@@ -19,7 +19,7 @@
  * combine node's output is the layer's [T, hidden] output (it always receives a gradient) and its
  * backward seeds a zero gradient for the dispatch node's output (so that node always runs).
  */
-import type { Backend, HostArray, View } from "@zeromoe/kernels/src/backend.ts";
+import type { Backend, HostArray, View } from "@zeromoe/kernels";
 import type { Communicator, Group } from "@zeromoe/core";
 import { accumulateGrad, adoptGrad, recordNode, scratch } from "../../../core/src/tensor/tape.ts";
 import { Tensor, empty, fromArray } from "../../../core/src/tensor/tensor.ts";

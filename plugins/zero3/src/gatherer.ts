@@ -34,7 +34,7 @@
  * issued at a timing-dependent point after the hook has returned. Eviction, which may only pick
  * resident units, first waits for fetches in flight, so what is resident does not depend on timing.
  */
-import type { Buf } from "@zeromoe/kernels/src/backend.ts";
+import type { Buf } from "@zeromoe/kernels";
 import { readPadded, stateOf, type EngineEnv, type GatherHook, type Phase, type Unit } from "@zeromoe/core";
 
 interface Use {
