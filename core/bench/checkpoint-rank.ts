@@ -8,7 +8,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { RecordCodec } from "../src/checkpoint/record-file.ts";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
 import { Engine } from "../src/engine/engine.ts";

@@ -6,7 +6,7 @@
  * much hotter than others. Not a benchmark of its own (the leading `_` hides it).
  */
 import { readFileSync } from "node:fs";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../src/engine/engine.ts";

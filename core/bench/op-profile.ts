@@ -7,8 +7,8 @@
  *
  * Prints one JSON line per op: milliseconds per call and, for matmuls, TFLOP/s.
  */
-import type { Backend, View } from "../../kernels/src/backend.ts";
-import { createBackend, type BackendKind } from "../../kernels/src/select.ts";
+import type { Backend, View } from "@zeromoe/kernels";
+import { createBackend, type BackendKind } from "@zeromoe/kernels";
 
 function arg(name: string, def: string): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -9,7 +9,7 @@
  *
  * Prints one JSON line per configuration.
  */
-import { createBackend, type BackendKind } from "../../kernels/src/select.ts";
+import { createBackend, type BackendKind } from "@zeromoe/kernels";
 import { backward, randint, streamKey } from "../src/tensor/index.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import type { UnitHooks } from "../src/nn/unit.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { generate, pickToken } from "../src/models/generate.ts";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";

@@ -3,8 +3,8 @@
  * `new CpuBackend({ precision: "f64" })`. The scalar checked is L = Σ out ⊙ R with a fixed random R,
  * so every output element contributes with a different weight.
  */
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
-import type { Backend } from "../../kernels/src/backend.ts";
+import { CpuBackend } from "@zeromoe/kernels";
+import type { Backend } from "@zeromoe/kernels";
 import { Tensor, Variable, backward, fromArray, mul, noGrad, sum, normalFill, streamKey } from "../src/tensor/index.ts";
 
 /** A float64 cpu backend. */

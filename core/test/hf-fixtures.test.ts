@@ -4,8 +4,8 @@
  * cpu backend; and Transformers 5's fused Mixtral state dict loads to the same model.
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
-import { createBackend } from "../../kernels/src/select.ts";
+import { CpuBackend } from "@zeromoe/kernels";
+import { createBackend } from "@zeromoe/kernels";
 import { loadStateDict as readSafetensors } from "../src/checkpoint/hf-load.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";

@@ -3,7 +3,7 @@
  * f64): Llama with tied embeddings and Mixtral (router, experts, aux loss), at awkward sizes.
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import { readGrad } from "../src/nn/state-dict.ts";

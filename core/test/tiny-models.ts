@@ -1,5 +1,5 @@
 /** Test helper: tiny Llama/Mixtral configs at awkward sizes and a plain SGD step over units. */
-import type { Backend } from "../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import type { Unit, UnitHooks, UnitSet } from "../src/nn/unit.ts";
 import { llamaConfig, mixtralConfig, type LlamaConfig, type MixtralConfig } from "../src/models/config.ts";
 import type { CausalDecoder } from "../src/models/llama.ts";

@@ -13,7 +13,7 @@
  * (temporary file + rename, see {@link SafetensorsWriter}).
  */
 
-import { bf16FromF32Bits, f16FromF32Bits } from "../../../kernels/src/numerics/index.ts";
+import { bf16FromF32Bits, f16FromF32Bits } from "@zeromoe/kernels";
 import { SafetensorsError, SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
 
 /** A tensor to save: row-major `shape`, `data.length` = product of `shape`. */

@@ -15,7 +15,7 @@
  * position the manifest records (`dataPosition` of the result): every other random stream is
  * counter-based and keyed by seed and step, which the engine's step counters restore.
  */
-import type { Buf } from "../../../kernels/src/backend.ts";
+import type { Buf } from "@zeromoe/kernels";
 import type { DataState } from "../data/loader.ts";
 import type { Engine } from "../engine/engine.ts";
 import { initMaster } from "../engine/optimizer.ts";

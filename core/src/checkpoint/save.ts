@@ -23,7 +23,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { HostArray } from "../../../kernels/src/backend.ts";
+import type { HostArray } from "@zeromoe/kernels";
 import type { DataState } from "../data/loader.ts";
 import type { Engine } from "../engine/engine.ts";
 import { lockConflict } from "./dir-lock.ts";

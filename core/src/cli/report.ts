@@ -8,7 +8,7 @@
  *   bun run report --no-probe   skip the per-adapter compute check
  */
 import { parseArgs } from "node:util";
-import { collectReport, formatReport } from "../../../kernels/src/report.ts";
+import { collectReport, formatReport } from "@zeromoe/kernels";
 
 /** Usage of `bun run report`. */
 export const REPORT_USAGE = `usage: bun run report [--json] [--no-probe]

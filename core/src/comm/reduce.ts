@@ -8,7 +8,7 @@
  * the division of `average`. So the results are those of IEEE f32 arithmetic.
  */
 
-import { bf16FromF32Bits } from "../../../kernels/src/numerics/index.ts";
+import { bf16FromF32Bits } from "@zeromoe/kernels";
 import type { CommArray, CommReduceOp } from "./communicator.ts";
 
 /** Elements processed per block: all sources are combined for one block before the next, so the

@@ -8,7 +8,7 @@
  * it holds (construction-time partitioning under ZeRO-3) → unit hooks wired to gather/reduce →
  * route hook installed into MoE blocks.
  */
-import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import { save16bitModel, type Save16Options } from "../checkpoint/export16.ts";
 import { loadCheckpoint, type LoadCheckpointOptions, type LoadCheckpointResult } from "../checkpoint/load.ts";
 import { saveCheckpoint, type SaveCheckpointOptions, type SaveCheckpointResult } from "../checkpoint/save.ts";

@@ -13,7 +13,7 @@
  * | offload    | where optimizer state lives                                     | device             |
  * | checkpoint | what each rank writes and reads                                 | (see checkpoint/)  |
  */
-import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import type { Communicator } from "../comm/communicator.ts";
 import type { ParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";

@@ -5,7 +5,7 @@
  * back. They are the only place where engine state crosses between device and host for
  * communication.
  */
-import type { Backend, Buf, DType, HostArray } from "../../../kernels/src/backend.ts";
+import type { Backend, Buf, DType, HostArray } from "@zeromoe/kernels";
 import type { CommArray } from "../comm/communicator.ts";
 
 /** Communicator array for `n` elements of `dtype` (f32 → Float32Array, 16-bit → Uint16Array). */

@@ -4,7 +4,7 @@
  * the counter-based initialisation stream (core/src/nn/init.ts), which gives the same values as a
  * whole-model initialisation, one parameter slice at a time.
  */
-import type { Backend, Buf } from "../../../kernels/src/backend.ts";
+import type { Backend, Buf } from "@zeromoe/kernels";
 import { initValues } from "../nn/init.ts";
 import type { Unit } from "../nn/unit.ts";
 

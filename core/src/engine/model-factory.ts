@@ -1,7 +1,7 @@
 /**
  * Build the model a job names (`model.model_type`: "llama" | "mixtral", Hugging Face config keys).
  */
-import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import type { ModelConfig } from "../config/types.ts";
 import { LlamaForCausalLM, type CausalDecoder, type ModelOptions } from "../models/llama.ts";
 import { MixtralForCausalLM } from "../models/mixtral.ts";

@@ -8,7 +8,7 @@
  * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
  * same arithmetic to the same values (domain.md §5).
  */
-import type { Buf, View } from "../../../kernels/src/backend.ts";
+import type { Buf, View } from "@zeromoe/kernels";
 import { unscaleAndClip } from "../optim/clip.ts";
 import type { EngineEnv } from "./hooks.ts";
 import { readPadded } from "./host-transfer.ts";

@@ -13,8 +13,8 @@
  * "optim length" is `shardSize` when optimizer states are sharded, else `numel`. With f32 training
  * the parameters themselves are the master copy (domain.md §1: 4 + 4 + 8 bytes per parameter).
  */
-import type { Backend, Buf } from "../../../kernels/src/backend.ts";
-import { DTYPE_BYTES } from "../../../kernels/src/backend.ts";
+import type { Backend, Buf } from "@zeromoe/kernels";
+import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { Unit } from "../nn/unit.ts";
 import { paddingElements, type UnitPlan } from "./plan.ts";
 

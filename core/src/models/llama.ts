@@ -18,7 +18,7 @@
  * {@link CausalDecoder} holds everything but the feed-forward block, so Mixtral (mixtral.ts) only
  * adds its sparse MoE block and the load-balancing loss.
  */
-import type { Backend, DType } from "../../../kernels/src/backend.ts";
+import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";

@@ -31,7 +31,7 @@
  * `mlp.experts.gate_up_proj` [E, 2·I, hidden] (rows 0..I−1 = w1, I..2I−1 = w3) and
  * `mlp.experts.down_proj` [E, hidden, I] (= w2).
  */
-import type { Backend, DType } from "../../../kernels/src/backend.ts";
+import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { LocalRoute, type MoEGate, type MoERoute } from "../nn/moe-route.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";

@@ -4,7 +4,7 @@
  * (f32: Float32Array or Float64Array; f16/bf16: Uint16Array bits). Conversions between f32, f16 and
  * bf16 are done on the device with the backend's `cast` (round to nearest even).
  */
-import type { DType, HostArray } from "../../../kernels/src/backend.ts";
+import type { DType, HostArray } from "@zeromoe/kernels";
 import { fmtShape, numelOf } from "../tensor/tensor.ts";
 import type { Parameter } from "./unit.ts";
 

@@ -35,7 +35,7 @@
  * embed, layers.0 (and its experts 0..E−1, nested inside the layer), layers.1, …, head. A model with
  * `tie_word_embeddings` re-enters `embed` inside the head region (lm_head reads its weight).
  */
-import type { Backend, Buf, DType, View } from "../../../kernels/src/backend.ts";
+import type { Backend, Buf, DType, View } from "@zeromoe/kernels";
 import type { TapeUnit } from "../tensor/tape.ts";
 import { markUnit } from "../tensor/tape.ts";
 import { Tensor, fmtShape, numelOf, type ParamSource } from "../tensor/tensor.ts";

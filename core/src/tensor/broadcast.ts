@@ -3,7 +3,7 @@
  * of the broadcast shape back to an operand's shape (summing over broadcast axes), done with the
  * backend's `reduce` op over merged runs of axes.
  */
-import type { Backend, View } from "../../../kernels/src/backend.ts";
+import type { Backend, View } from "@zeromoe/kernels";
 import { fmtShape, numelOf } from "./tensor.ts";
 
 /** Broadcast shape of `a` and `b` (right-aligned, numpy rules).

@@ -34,7 +34,7 @@
  * must read parameters through their tensors (`w.view` at backward time), never views captured in
  * forward, because a unit's buffer may be replaced in between.
  */
-import type { Backend, View } from "../../../kernels/src/backend.ts";
+import type { Backend, View } from "@zeromoe/kernels";
 import { Arena, popArena, pushArena, rootArena, withArena } from "./arena.ts";
 import { Tensor, fmtShape } from "./tensor.ts";
 

@@ -14,8 +14,8 @@
  * created; `backward(loss)` frees all of the tape's tensors (except those `retain()`ed), and a
  * `noGrad`/`scope` frees the tensors created inside it except the ones it returns.
  */
-import type { Backend, Buf, DType, HostArray, View } from "../../../kernels/src/backend.ts";
-import { DTYPE_BYTES } from "../../../kernels/src/backend.ts";
+import type { Backend, Buf, DType, HostArray, View } from "@zeromoe/kernels";
+import { DTYPE_BYTES } from "@zeromoe/kernels";
 import { trackTensor } from "./arena.ts";
 
 /** What a parameter tensor resolves its storage through (implemented by `nn/unit.ts` `Parameter`). */

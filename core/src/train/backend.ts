@@ -5,8 +5,8 @@
  * backend, saying why, when none does. (Measured 2026-11-29 on 2 shared cores, default job: webgpu
  * on lavapipe 1634 tokens/s vs cpu about 2200–2800; both give the same losses.)
  */
-import type { Backend } from "../../../kernels/src/backend.ts";
-import { createBackend, type BackendKind } from "../../../kernels/src/select.ts";
+import type { Backend } from "@zeromoe/kernels";
+import { createBackend, type BackendKind } from "@zeromoe/kernels";
 
 /** The backend a rank trains on and the one-line reason for it (printed by rank 0). */
 export interface TrainBackend {

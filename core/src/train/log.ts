@@ -2,7 +2,7 @@
  * The trainer's log lines (printed by rank 0): one per `steps_per_print` steps, one per
  * evaluation. Pure formatting; figures arrive in SI units (bytes, seconds).
  */
-import { MEM_TAGS, type MemTag } from "../../../kernels/src/backend.ts";
+import { MEM_TAGS, type MemTag } from "@zeromoe/kernels";
 
 /** Bytes → MiB with 2 decimals ("0.25"). */
 export function mib(bytes: number): string {

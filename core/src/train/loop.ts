@@ -8,7 +8,7 @@
  * sequence of collectives (trainBatch, the MoE statistics' reduction, evalLoss), so the loop must
  * not branch on rank except for output.
  */
-import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { DataLoader, MicroBatch } from "../data/loader.ts";

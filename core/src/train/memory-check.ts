@@ -17,7 +17,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { freemem } from "node:os";
-import type { Backend } from "../../../kernels/src/backend.ts";
+import type { Backend } from "@zeromoe/kernels";
 import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import { estimateModelState, type ModelStateEstimate } from "./memory-estimate.ts";

@@ -11,7 +11,7 @@
  * is drawn when the launcher says stdout is a terminal.
  */
 import { writeSync } from "node:fs";
-import type { MemTag } from "../../../kernels/src/backend.ts";
+import type { MemTag } from "@zeromoe/kernels";
 import { initFromSafetensors } from "../checkpoint/init-from.ts";
 import { Progress } from "../cli/progress.ts";
 import type { Communicator } from "../comm/communicator.ts";

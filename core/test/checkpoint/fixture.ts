@@ -10,8 +10,8 @@
  * of each unit (its parameter shard, or the whole unit), read straight from the device buffers;
  * the test assembles full parameters from all ranks' pieces.
  */
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
-import { createBackend } from "../../../kernels/src/select.ts";
+import { CpuBackend } from "@zeromoe/kernels";
+import { createBackend } from "@zeromoe/kernels";
 import type { Communicator } from "../../src/comm/communicator.ts";
 import { initFromSafetensors } from "../../src/checkpoint/init-from.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";

@@ -7,7 +7,7 @@
  * trains each job in turn, each on a fresh backend and engine, and returns a `TrainOut[]` — one
  * launch of the workers for several jobs keeps the tests fast).
  */
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import type { Communicator } from "../../src/comm/communicator.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../../src/engine/engine.ts";

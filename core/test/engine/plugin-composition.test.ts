@@ -5,7 +5,7 @@
  * instead composes and is recorded as the hook's second owner.
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { LocalCommunicator } from "../../src/comm/local/local-communicator.ts";
 import { createLocalWorldMemory } from "../../src/comm/local/memory.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";

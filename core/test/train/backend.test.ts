@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createBackend } from "../../../kernels/src/select.ts";
+import { createBackend } from "@zeromoe/kernels";
 import { destroyBackend, selectTrainBackend } from "../../src/train/backend.ts";
 
 test("auto: the adapter createBackend finds (a software Vulkan adapter such as lavapipe counts, and is named as CPU-type); explicit kinds kept", async () => {

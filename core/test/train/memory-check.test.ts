@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { moeModelStateBytes } from "../../../plugins/moe/src/memory.ts";
 import { ConfigError } from "../../src/config/errors.ts";
 import { countParameters } from "../../src/config/param-count.ts";

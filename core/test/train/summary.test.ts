@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { MEM_TAGS, type MemTag } from "../../../kernels/src/backend.ts";
+import { MEM_TAGS, type MemTag } from "@zeromoe/kernels";
 import { formatEvalLine, formatMemory, formatStepLine } from "../../src/train/log.ts";
 import { evalBatchCount } from "../../src/train/loop.ts";
 import { buildSummary, checkSummary, type RankReport } from "../../src/train/summary.ts";

@@ -5,7 +5,7 @@
  * - causal scaled-dot-product attention with grouped-query heads (Ainslie et al. 2023), computed by
  *   the backend with a saved row logsumexp (FlashAttention-style backward, Dao et al. 2022).
  */
-import type { View } from "../../../../kernels/src/backend.ts";
+import type { View } from "@zeromoe/kernels";
 import { accumulateGrad, gradTarget, record, scratch } from "../tape.ts";
 import { Tensor, empty } from "../tensor.ts";
 

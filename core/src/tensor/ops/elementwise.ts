@@ -2,7 +2,7 @@
  * Elementwise differentiable ops (f32): broadcasting add/sub/mul/div, unary activations, scale and
  * affine. Backward of a broadcast operand sums the gradient over its broadcast axes.
  */
-import type { UnaryOp, View } from "../../../../kernels/src/backend.ts";
+import type { UnaryOp, View } from "@zeromoe/kernels";
 import { broadcastShape, reduceToShape } from "../broadcast.ts";
 import { accumulateGrad, passGrad, record, scratch } from "../tape.ts";
 import { Tensor, empty } from "../tensor.ts";

@@ -4,7 +4,7 @@
  * dB = op(A)ᵀ·dC, expressed through the backend's transpose flags so nothing is materialised;
  * parameter gradients are accumulated in place (`accumulate: true`).
  */
-import type { Backend, MatmulSpec, View } from "../../../../kernels/src/backend.ts";
+import type { Backend, MatmulSpec, View } from "@zeromoe/kernels";
 import { accumulateGrad, record } from "../tape.ts";
 import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 

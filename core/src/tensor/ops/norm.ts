@@ -4,7 +4,7 @@
  * - LayerNorm (Ba et al. 2016): y = (x − mean) / sqrt(var + eps) · w + b (biased variance).
  * Per-row statistics are saved for backward; weight/bias gradients are accumulated over rows.
  */
-import type { View } from "../../../../kernels/src/backend.ts";
+import type { View } from "@zeromoe/kernels";
 import { gradTarget, record, scratch } from "../tape.ts";
 import { Tensor, empty } from "../tensor.ts";
 

@@ -2,7 +2,7 @@
  * Reductions: `sum` and `mean` over all elements or one axis (accumulated in f32 by the backend).
  * Backward broadcasts the incoming gradient back over the reduced axis.
  */
-import type { Backend, View } from "../../../../kernels/src/backend.ts";
+import type { Backend, View } from "@zeromoe/kernels";
 import { accumulateGrad, record, scratch } from "../tape.ts";
 import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 

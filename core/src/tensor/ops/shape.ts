@@ -3,7 +3,7 @@
  * copy). "Rows" means the tensor seen as [shape[0], rest…]: rows are contiguous, so a row slice is
  * an element offset into the same buffer.
  */
-import type { View } from "../../../../kernels/src/backend.ts";
+import type { View } from "@zeromoe/kernels";
 import { accumulateGrad, gradTarget, passGrad, record } from "../tape.ts";
 import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
 

@@ -15,7 +15,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { CpuBackend } from "../../../../kernels/src/cpu/index.ts";
+import { CpuBackend } from "@zeromoe/kernels";
 import { zeroToFp32 } from "../../../src/checkpoint/consolidate.ts";
 import { writeHfConfig } from "../../../src/checkpoint/hf-config.ts";
 import { initFromSafetensors } from "../../../src/checkpoint/init-from.ts";
