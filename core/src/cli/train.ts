@@ -1,3 +1,4 @@
+#!/usr/bin/env bun
 /**
  * `bun run train [--config job.json] [--deepspeed ds.json] [--steps N] [--world-size N] [--seed S]
  * [--summary out.json] [--backend auto|webgpu|cpu]`: train a job end to end (the built-in default
