@@ -1,6 +1,8 @@
 /**
  * `@zeromoe/core/plugin` — everything a plugin author needs: `definePlugin`, the six hook
- * contracts, the plugin context and the helpers the built-in plugins use. See docs/plugins.md.
+ * contracts, the plugin context (setup verbs, per-call hook context, unit handles, metrics, manifest
+ * contributions, memory-estimate contributions) and the helpers the built-in plugins use. See
+ * docs/plugins.md and core/src/engine/plugin-context.ts.
  */
 export { definePlugin, composePlugins, PluginConflictError, HOOK_NAMES, type HookName, type Plugin, type PluginContext } from "./hooks/plugin.ts";
 export * from "./engine/index.ts";

@@ -9,3 +9,5 @@ export { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded, t
 export { createModel } from "./model-factory.ts";
 export { initUnitRange } from "./init-shard.ts";
 export { BUILTIN_PLUGINS, builtinPluginNames, importPlugin, pluginsForJob } from "./plugins.ts";
+export { BUILTIN_ALIASES, builtinPluginPackages, MOE_PLUGIN_PACKAGE, STAGE_PLUGIN_PACKAGES } from "./registry.ts";
+export type { HookContext, JobView, ManifestContribution, MemoryEstimateInput, MemoryPart, MetricsRegistry, MicroPosition, PluginMemory, SetupContext, StepMetrics, StepPhase, UnitHandle, UnitInfo } from "./plugin-context.ts";

@@ -1,0 +1,207 @@
+/**
+ * The plugin contract (issue 10): what a plugin sees, in the manner of Rollup's `PluginContext` —
+ * verbs over the engine instead of its raw state.
+ *
+ * - {@link SetupContext}: what `setup(ctx)` receives — claim/wrap/get of the six hooks plus the job
+ *   (`config`, `rank`, `worldSize`, `groups`, `comm`, `be`), logging, per-step metrics and summary
+ *   sections, checkpoint-manifest contributions with a restore callback, and model transforms.
+ * - {@link HookContext}: the second argument of every hook call — the same job facts plus the live
+ *   step position (`micro`, `isLastMicro`, `phase`) and unit accessors ({@link UnitHandle}).
+ * - {@link UnitHandle}: one unit as a hook sees it — identity (name, kind, numel, dtype), its plan
+ *   and group, and verbs over its buffers (gathered parameters, this micro-batch's gradient, the
+ *   owned gradient accumulator, optimizer state) and "which rank counts this gradient".
+ * - {@link PluginMemory}: a plugin's contribution to the up-front memory estimate, usable before
+ *   any engine exists (core/src/train/memory-estimate.ts).
+ *
+ * Nothing here hands out a mutable engine map or the model object.
+ */
+import type { Backend, Buf, DType, View } from "@zeromoe/kernels";
+import type { Communicator, Group } from "../comm/communicator.ts";
+import type { ParallelGroups } from "../comm/groups.ts";
+import type { JobConfig } from "../config/types.ts";
+import type { CausalDecoder } from "../models/llama.ts";
+import type { UnitKind } from "../nn/unit.ts";
+import type { UnitPlan } from "./plan.ts";
+
+/** Read-only identity of a unit (core/src/nn/unit.ts): what `partition.plan` and setup see. */
+export interface UnitInfo {
+  /** `embed`, `layers.<i>`, `layers.<i>.experts.<e>`, `head`. */
+  readonly name: string;
+  readonly kind: UnitKind;
+  /** Layer index (layer and expert units), else undefined. */
+  readonly layer?: number;
+  /** Expert index within its layer (expert units), else undefined. */
+  readonly expert?: number;
+  /** Elements of the unit's flat buffer. */
+  readonly numel: number;
+  /** Storage dtype of parameters and gradients. */
+  readonly dtype: DType;
+}
+
+/** The live step position, read by hooks (the engine updates it; hooks only read it). */
+export interface StepPhase {
+  /** `training` (trainBatch) or evaluation (evalLoss). */
+  readonly training: boolean;
+  /** True while the backward sweep runs (activation checkpointing recomputes forwards then). */
+  readonly backward: boolean;
+  /** Optimizer steps attempted before the current one (0-based step index). */
+  readonly step: number;
+}
+
+/** Current micro-batch: `index` 0-based, `count` = gradient_accumulation_steps. */
+export interface MicroPosition {
+  readonly index: number;
+  readonly count: number;
+}
+
+/** Facts of the job and this rank, shared by {@link SetupContext} and {@link HookContext}. */
+export interface JobView {
+  /** The resolved job (do not mutate). */
+  readonly config: Readonly<JobConfig>;
+  /** World rank and size. */
+  readonly rank: number;
+  readonly worldSize: number;
+  /** dp (all ranks), ep and edp groups of this rank (core/src/comm/groups.ts). */
+  readonly groups: ParallelGroups;
+  /** Process-group collectives (all_reduce, all_gather, reduce_scatter, all_to_all_v, broadcast,
+   * barrier); pass `{ group }` for a sub-group. */
+  readonly comm: Communicator;
+  /** The device backend (allocate scratch buffers tagged appropriately, run kernels). */
+  readonly be: Backend;
+  /** Storage dtype of parameters and gradients (f32, or bf16/f16 with `bf16`/`fp16` enabled). */
+  readonly paramDtype: "f32" | "bf16" | "f16";
+  /** Live step position (see {@link StepPhase}). */
+  readonly phase: StepPhase;
+  /** Live micro-batch position. */
+  readonly micro: MicroPosition;
+  /** Print a line (the engine's log sink: rank 0 only by default). */
+  log(message: string): void;
+  /** Print `warning: <message>` through the same sink. */
+  warn(message: string): void;
+}
+
+/** One unit of this rank as a hook sees it: identity, plan, and verbs over its buffers. Handles are
+ * stable (the same object for the same unit for the engine's life). */
+export interface UnitHandle extends UnitInfo {
+  /** This rank's partition of the unit (placements, group, shard geometry). */
+  readonly plan: UnitPlan;
+  /** The group the unit's state is split and reduced over (`plan.group`). */
+  readonly group: Group;
+  /** First element (unit coordinates) and count of the range this rank's optimizer updates. */
+  readonly optimStart: number;
+  readonly optimCount: number;
+  /** Whether this rank counts this unit's reduced gradient in global sums (gradient norm, noise
+   * statistics): its optimizer range when optimizer states are sharded, group rank 0 when they are
+   * replicated — so over all ranks every element counts exactly once. The optimizer's rule. */
+  readonly countsGradient: boolean;
+
+  /** The unit's full parameters when resident (replicated, or gathered under ZeRO-3), else null. */
+  params(): Buf | null;
+  /** Make `buf` (numel elements, the unit's dtype) the unit's resident full parameters, or null to
+   * mark them not resident. The caller keeps ownership of `buf` (frees it when done). */
+  setParams(buf: Buf | null): void;
+  /** This rank's parameter shard (`plan.params === "sharded"`), else null. */
+  paramShard(): Buf | null;
+  /** Where this rank's stored parameters live: the shard (elements [shardStart, shardStart+owned))
+   * or the whole resident buffer (elements [0, numel)). `buf[0]` holds unit element `start`. */
+  paramStorage(): { buf: Buf; start: number; count: number };
+
+  /** This micro-batch's local gradient (numel elements, fresh per micro-batch), or null when the
+   * unit received none. Valid inside `reduce.gradReady` until {@link releaseMicroGrad}. */
+  microGrad(): Buf | null;
+  /** Free this micro-batch's gradient buffers (after consuming them). */
+  releaseMicroGrad(): void;
+  /** The summed gradient buffer this rank keeps: the whole-unit accumulator (`grads` replicated)
+   * or its shard (`grads` sharded, shardSize elements). */
+  gradAccumulator(): Buf;
+  /** The owned, summed gradient region the optimizer reads (after `reduce.finish`). */
+  ownedGrad(): { view: View; n: number };
+  /** Optimizer-state buffers (optimLength elements each; `master` only with mixed precision). */
+  optimizerState(): { master: Buf | null; m: Buf; v: Buf };
+}
+
+/** The second argument of every hook call. */
+export interface HookContext extends JobView {
+  /** True during the last micro-batch of the step. */
+  readonly isLastMicro: boolean;
+  /** The handle of a unit this rank holds. @throws if this rank does not hold it. */
+  unit(u: UnitInfo | string): UnitHandle;
+  /** Whether this rank holds the unit (its plan was not null). */
+  holds(u: UnitInfo | string): boolean;
+  /** Handles of every unit this rank holds, in model order. */
+  units(): readonly UnitHandle[];
+}
+
+/** What a per-step metrics callback returns: a line for the step log and warnings (printed at once). */
+export interface StepMetrics {
+  /** Shown under the step line every `steps_per_print` steps (the latest one), e.g. MoE load. */
+  line?: string | null;
+  /** Printed as `warning: …` right after the step. */
+  warnings?: readonly string[];
+}
+
+/** Named per-step metrics and summary sections (`ctx.metrics`). */
+export interface MetricsRegistry {
+  /** Run `fn` on EVERY rank after every trainBatch (a collective is allowed: all ranks call it in
+   * the same order). */
+  afterStep(fn: () => StepMetrics | void | Promise<StepMetrics | void>): void;
+  /** Contribute the run summary's `section` (`--summary` JSON; rank 0's value is used). Called once
+   * at the end of the run. @throws if another plugin already owns the section. */
+  summary(section: string, fn: () => unknown): void;
+}
+
+/** A checkpoint-manifest contribution (`ctx.checkpoint.contribute(key, …)`). */
+export interface ManifestContribution {
+  /** JSON value written under `plugins[key]` of manifest.json at every save (rank 0's). */
+  save(): unknown;
+  /** Given the saved value on resume, BEFORE partitioning (so e.g. expert placement can be
+   * restored). Not called when the checkpoint has no entry under `key`. */
+  restore?(saved: unknown): void;
+}
+
+/** What `setup(ctx)` receives besides claim/wrap/get. */
+export interface SetupContext extends JobView {
+  /** This plugin's name. */
+  readonly pluginName: string;
+  /** Every unit of the model in model order (including units this rank will not hold). */
+  readonly modelUnits: readonly UnitInfo[];
+  /** Per-step metrics and summary sections. */
+  readonly metrics: MetricsRegistry;
+  /** Checkpoint-manifest contributions and their restore. */
+  readonly checkpoint: { contribute(key: string, c: ManifestContribution): void };
+  /** Register a transform applied to the model after all plugins are set up and before it is
+   * partitioned (e.g. replacing layers; AutoEP). */
+  transformModel(fn: (model: CausalDecoder) => void): void;
+}
+
+/** One part of the model-state memory of a rank (memory-estimate.ts). */
+export interface MemoryPart {
+  /** "dense", "expert", or a plugin's own name. */
+  name: string;
+  /** Parameter elements this rank keeps state for (before partitioning). */
+  elements: number;
+  /** Ranks the part's states may be partitioned over. */
+  groupSize: number;
+  /** Bytes per rank of parameters, gradients, optimizer states. */
+  params: number;
+  grads: number;
+  optim: number;
+}
+
+/** What memory contributions see: the job, and the bytes per parameter of its precision. */
+export interface MemoryEstimateInput {
+  readonly config: Readonly<JobConfig>;
+  readonly mixed: boolean;
+  readonly perParameter: { readonly param: number; readonly grad: number; readonly optim: number };
+}
+
+/** A plugin's contribution to the memory estimate (a field of the plugin, usable before any engine
+ * exists). Core starts from every state replicated on every rank, one part per kind of parameter;
+ * all `layout`s run (plugin order), then all `partition`s. */
+export interface PluginMemory {
+  /** Change which parts a rank holds (e.g. MoE: a rank keeps Ψ_e/ep_size expert elements over its
+   * edp group of world_size/ep_size ranks). */
+  layout?(parts: MemoryPart[], input: MemoryEstimateInput): MemoryPart[];
+  /** Bytes per rank of one part's states (e.g. a ZeRO stage's formula). */
+  partition?(part: MemoryPart, input: MemoryEstimateInput): MemoryPart;
+}

@@ -1,0 +1,43 @@
+/**
+ * The built-in plugin registry: which plugin *packages* a job's config selects (design.md
+ * "Composition is by the job's config"). This is the only file of core that names a plugin; the
+ * engine, the trainer, the memory check and the checkpoint code know plugins only through the
+ * contract (core/src/engine/plugin-context.ts). The packages are loaded by name like third-party
+ * ones (engine/plugin-loader.ts).
+ *
+ * | config                                   | package                  |
+ * |------------------------------------------|--------------------------|
+ * | `zero_optimization.stage` 1 / 2 / 3      | `@zeromoe/plugin-zero1/2/3` |
+ * | a `moe` section (every sparse model)     | `@zeromoe/plugin-moe`    |
+ *
+ * (DeepSpeed's `offload_optimizer` / `offload_param` keys have no built-in plugin yet; the config
+ * validation refuses a device other than "none" for them.)
+ */
+import type { JobConfig } from "../config/types.ts";
+
+/** Package of the plugin implementing each ZeRO stage > 0. */
+export const STAGE_PLUGIN_PACKAGES: Readonly<Record<1 | 2 | 3, string>> = {
+  1: "@zeromoe/plugin-zero1",
+  2: "@zeromoe/plugin-zero2",
+  3: "@zeromoe/plugin-zero3",
+};
+
+/** Package of the plugin every sparse (MoE) model gets: router options, statistics, expert parallelism. */
+export const MOE_PLUGIN_PACKAGE = "@zeromoe/plugin-moe";
+
+/** Short built-in names a job's `plugins` list may use instead of the package name. */
+export const BUILTIN_ALIASES: Readonly<Record<string, string>> = {
+  zero1: STAGE_PLUGIN_PACKAGES[1],
+  zero2: STAGE_PLUGIN_PACKAGES[2],
+  zero3: STAGE_PLUGIN_PACKAGES[3],
+  moe: MOE_PLUGIN_PACKAGE,
+};
+
+/** Packages of the built-in plugins `cfg` selects, in set-up order (stage first, then MoE). */
+export function builtinPluginPackages(cfg: Pick<JobConfig, "zero_optimization" | "moe">): string[] {
+  const out: string[] = [];
+  const stage = cfg.zero_optimization.stage;
+  if (stage === 1 || stage === 2 || stage === 3) out.push(STAGE_PLUGIN_PACKAGES[stage]);
+  if (cfg.moe) out.push(MOE_PLUGIN_PACKAGE);
+  return out;
+}
