@@ -14,7 +14,8 @@
 
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { SafetensorsError, SafetensorsReader, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.ts";
+import { describeValue, scanJsonBounds } from "../config/json-bounds.ts";
+import { SAFETENSORS_JSON_LIMITS, SAFETENSORS_MAX_HEADER_BYTES, SafetensorsError, SafetensorsReader, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.ts";
 
 /** One loaded tensor: f32 data for floating types, i32 for integer ones. Shape is row-major. */
 export interface LoadedTensor {
@@ -99,9 +100,14 @@ function checkpointFiles(path: string): string[] {
   if (!statSync(path).isDirectory()) return [path];
   const index = join(path, "model.safetensors.index.json");
   if (existsSync(index)) {
+    if (statSync(index).size > SAFETENSORS_MAX_HEADER_BYTES) throw new SafetensorsError(index, `index is over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit`);
+    const text = readFileSync(index, "utf8");
+    // {metadata: {...}, weight_map: {name: file}}: bounded before parsing (a few levels suffice)
+    const over = scanJsonBounds(text, { ...SAFETENSORS_JSON_LIMITS, maxDepth: 8 });
+    if (over !== null) throw new SafetensorsError(index, `index ${over.path === "" ? "" : `at ${over.path} `}is out of bounds: ${over.message}`);
     let parsed: unknown;
     try {
-      parsed = JSON.parse(readFileSync(index, "utf8"));
+      parsed = JSON.parse(text);
     } catch (e) {
       throw new SafetensorsError(index, `index is not valid JSON (${(e as Error).message})`);
     }
@@ -110,7 +116,7 @@ function checkpointFiles(path: string): string[] {
     const files = new Set<string>();
     for (const [name, f] of Object.entries(map as Record<string, unknown>)) {
       if (typeof f !== "string" || f.includes("/") || f.includes("\\") || f === ".." || f === ".") {
-        throw new SafetensorsError(index, `weight_map entry must be a plain file name in the same directory, got ${JSON.stringify(f)}`, name);
+        throw new SafetensorsError(index, `weight_map entry must be a plain file name in the same directory, got ${describeValue(f)}`, name);
       }
       files.add(f);
     }

@@ -12,8 +12,17 @@
  * size, ZeRO stage, ep_size, parameter dtype, the shard plan (every unit's numel, dtype, group
  * size, shard size, parameters, and which rank file holds which element range), the expert
  * placement, the job config, the data position, RNG state, scheduler and loss-scaler state, and
- * the step counters. It is read as untrusted input: size-limited, and every field used is checked
- * (errors name the file and the field).
+ * the step counters. It is read as untrusted input: size-limited, bounded before parsing (nesting
+ * depth, string/key length, members: config/json-bounds.ts), and every field used is checked
+ * (errors name the file and the field), restored scalars included (loss scale finite and
+ * positive, counters consistent, scheduler and data position in range).
+ *
+ * Integrity (issue 18): the manifest ends with `manifest_sha256`, the SHA-256 of the file's own
+ * text with those 64 hex digits replaced by zeros, so any edit is refused; and `files[r]` records
+ * rank r's file size, record count and `index_sha256` (record-file.ts: the SHA-256 of the file's
+ * index, which lists every frame's CRC-32, and the tag, rank and world size). {@link verifyRankFile}
+ * checks a rank file against its entry, so a rank file copied in from another save is refused
+ * before anything is loaded, naming the file and what disagrees.
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
@@ -21,15 +30,20 @@ import type { JobConfig } from "../config/types.ts";
 import type { DataState } from "../data/loader.ts";
 import type { LossScalerState } from "../optim/loss-scaler.ts";
 import type { SchedulerState } from "../optim/schedulers.ts";
+import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
 import { CheckpointError } from "./errors.ts";
-import type { RecordDType } from "./record-file.ts";
+import type { RecordDType, RecordFileReader } from "./record-file.ts";
 
 /** `format` field of every manifest. */
 export const MANIFEST_FORMAT = "zeromoe-checkpoint";
-/** Manifest format version this code writes and reads. */
-export const MANIFEST_VERSION = 1;
+/** Manifest format version this code writes and reads (2: self-checksum and rank file digests). */
+export const MANIFEST_VERSION = 2;
 /** Largest manifest accepted (bytes). */
 export const MAX_MANIFEST_BYTES = 256 << 20;
+/** Bounds on the manifest's JSON before it is parsed. */
+export const MANIFEST_JSON_LIMITS: Readonly<JsonLimits> = { maxDepth: 48, maxString: 1 << 20, maxKey: 1024, maxMembers: 1 << 24, maxText: MAX_MANIFEST_BYTES };
+/** Largest loss scale accepted on restore (f32's range ends near 2^128). */
+export const MAX_LOSS_SCALE = 2 ** 127;
 /** States a unit's records may hold. */
 export type UnitStateName = "params" | "master" | "m" | "v";
 export const UNIT_STATE_NAMES: readonly UnitStateName[] = ["params", "master", "m", "v"];
@@ -96,10 +110,67 @@ export interface CheckpointManifest {
   rng: { kind: "counter"; seed: number; step: number };
   scheduler: SchedulerState | null;
   loss_scaler: LossScalerState;
-  /** One entry per rank file. */
-  files: { rank: number; file: string; bytes: number; records: number }[];
+  /** One entry per rank file: its size in bytes, record count and index digest (module comment). */
+  files: ManifestFile[];
   /** Anything the caller passed as client state (JSON). */
   client_state: unknown;
+}
+
+/** A rank file as the manifest records it. */
+export interface ManifestFile {
+  rank: number;
+  file: string;
+  /** File size in bytes. */
+  bytes: number;
+  records: number;
+  /** SHA-256 (hex) of the file's index (RecordFileReader.indexDigest). */
+  index_sha256: string;
+}
+
+/** The manifest entry of an open rank file (save.ts, rank 0). */
+export function manifestFileEntry(rank: number, r: RecordFileReader): ManifestFile {
+  return { rank, file: rankFileName(rank), bytes: r.fileBytes, records: r.records.length, index_sha256: r.indexDigest };
+}
+
+/**
+ * Check an open rank file against the manifest: its rank, tag and world size (from its index),
+ * size, record count and index digest.
+ * @throws CheckpointError naming the rank file and the first field that disagrees.
+ */
+export function verifyRankFile(m: CheckpointManifest, rank: number, r: RecordFileReader): void {
+  const f = m.files[rank]!;
+  const other = " (a rank file from another save, or a damaged one)";
+  if (r.rank !== rank) throw new CheckpointError(r.path, `header says rank ${r.rank}, the manifest lists it as rank ${rank}${other}`);
+  if (r.tag !== m.tag) throw new CheckpointError(r.path, `belongs to checkpoint tag ${describeValue(r.tag)}, the manifest's tag is "${m.tag}"${other}`);
+  if (r.worldSize !== m.world_size) throw new CheckpointError(r.path, `was written by a job of world size ${describeValue(r.worldSize)}, the manifest's world_size is ${m.world_size}${other}`);
+  if (r.fileBytes !== f.bytes) throw new CheckpointError(r.path, `is ${r.fileBytes} bytes, the manifest records ${f.bytes}${other}`);
+  if (r.records.length !== f.records) throw new CheckpointError(r.path, `holds ${r.records.length} records, the manifest records ${f.records}${other}`);
+  if (r.indexDigest !== f.index_sha256) throw new CheckpointError(r.path, `index digest ${r.indexDigest.slice(0, 16)}… differs from the manifest's ${f.index_sha256.slice(0, 16)}…${other}`);
+}
+
+const ZERO_DIGEST = "0".repeat(64);
+const CHECKSUM_AT_END = /"manifest_sha256": ?"([0-9a-f]{64})"\s*\}\s*$/;
+
+function sha256Hex(text: string): string {
+  return new Bun.CryptoHasher("sha256").update(text).digest("hex");
+}
+
+/** The text of `manifest.json` for `m`: indented JSON ending with `manifest_sha256` (the module
+ * comment says what it covers). */
+export function manifestText(m: CheckpointManifest): string {
+  const { manifest_sha256: _, ...body } = m as CheckpointManifest & { manifest_sha256?: string };
+  const text = JSON.stringify({ ...body, manifest_sha256: ZERO_DIGEST }, null, 1) + "\n";
+  const at = text.lastIndexOf(ZERO_DIGEST);
+  return text.slice(0, at) + sha256Hex(text) + text.slice(at + ZERO_DIGEST.length);
+}
+
+/** @throws CheckpointError when `text` (of `file`) lacks its checksum or does not match it. */
+function verifyManifestChecksum(text: string, file: string): void {
+  const m = CHECKSUM_AT_END.exec(text);
+  if (!m) throw new CheckpointError(file, `has no manifest_sha256 at its end: written by another version, or edited (a manifest may not be edited by hand)`);
+  const at = m.index + m[0].indexOf(m[1]!);
+  const zeroed = text.slice(0, at) + ZERO_DIGEST + text.slice(at + 64);
+  if (sha256Hex(zeroed) !== m[1]) throw new CheckpointError(file, `checksum mismatch (manifest_sha256): the file was edited or damaged after the save`);
 }
 
 /** File name of rank `r`'s records. */
@@ -110,7 +181,7 @@ export function rankFileName(rank: number): string {
 /** Tags are single path components of letters, digits, `.`, `_`, `-` (not starting with a dot). */
 export function checkTag(tag: string, where: string): void {
   if (typeof tag !== "string" || !/^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/.test(tag) || tag.endsWith(".tmp")) {
-    throw new CheckpointError(where, `invalid tag ${JSON.stringify(tag)}: expected letters, digits, ".", "_" or "-" (not starting with "." nor ending with ".tmp")`);
+    throw new CheckpointError(where, `invalid tag ${describeValue(tag)}: expected letters, digits, ".", "_" or "-" (not starting with "." nor ending with ".tmp")`);
   }
 }
 
@@ -176,8 +247,39 @@ export function locateCheckpoint(path: string, tag?: string): CheckpointLocation
 }
 
 function fail(file: string, field: string, expected: string, got: unknown): never {
-  const s = JSON.stringify(got);
-  throw new CheckpointError(file, `field ${field}: expected ${expected}, got ${s === undefined ? "nothing" : s.length > 80 ? s.slice(0, 80) + "…" : s}`);
+  throw new CheckpointError(file, `field ${field}: expected ${expected}, got ${describeValue(got)}`);
+}
+
+function int(file: string, field: string, v: unknown, min: number, max: number): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) fail(file, field, `an integer in [${min}, ${max}]`, v);
+  return v;
+}
+
+/** Range checks of the state restored as scalars (issue 18: a scale of 1e999 was accepted). */
+function checkRestoredScalars(file: string, m: Record<string, unknown>): void {
+  const steps = m.global_steps as number;
+  if ((m.applied_steps as number) > steps) fail(file, "applied_steps", `at most global_steps (${steps})`, m.applied_steps);
+  const rng = m.rng as Record<string, unknown>;
+  int(file, "rng.seed", rng.seed, 0, 2 ** 32 - 1);
+  if (rng.step !== steps) fail(file, "rng.step", `global_steps (${steps})`, rng.step);
+  const ls = m.loss_scaler as Record<string, unknown>;
+  if (typeof ls.cur_scale !== "number" || !Number.isFinite(ls.cur_scale) || !(ls.cur_scale > 0) || ls.cur_scale > MAX_LOSS_SCALE) fail(file, "loss_scaler.cur_scale", `a finite number in (0, 2^127]`, ls.cur_scale);
+  int(file, "loss_scaler.cur_iter", ls.cur_iter, 0, steps);
+  int(file, "loss_scaler.last_overflow_iter", ls.last_overflow_iter, -1, steps);
+  int(file, "loss_scaler.cur_hysteresis", ls.cur_hysteresis, 0, 1 << 20);
+  int(file, "loss_scaler.overflow_count", ls.overflow_count, 0, steps);
+  if (m.scheduler !== null) {
+    const sc = m.scheduler as Record<string, unknown> | undefined;
+    if (!sc || typeof sc !== "object") fail(file, "scheduler", "null or {last_batch_iteration}", sc);
+    int(file, "scheduler.last_batch_iteration", sc.last_batch_iteration, -1, steps);
+  }
+  if (m.data_position !== null) {
+    const d = m.data_position as Record<string, unknown> | undefined;
+    if (!d || typeof d !== "object") fail(file, "data_position", "null or {epoch, index, micro}", d);
+    int(file, "data_position.epoch", d.epoch, 0, Number.MAX_SAFE_INTEGER);
+    int(file, "data_position.index", d.index, 0, Number.MAX_SAFE_INTEGER);
+    int(file, "data_position.micro", d.micro, 0, Number.MAX_SAFE_INTEGER);
+  }
 }
 
 function uint(file: string, field: string, v: unknown, min = 0): number {
@@ -195,20 +297,26 @@ export function readManifest(tagDir: string): CheckpointManifest {
   if (!existsSync(file)) throw new CheckpointError(file, "not found");
   const size = statSync(file).size;
   if (size > MAX_MANIFEST_BYTES) throw new CheckpointError(file, `is ${size} bytes, over the ${MAX_MANIFEST_BYTES}-byte limit`);
+  const text = readFileSync(file, "utf8");
+  const over = scanJsonBounds(text, MANIFEST_JSON_LIMITS);
+  if (over !== null) throw new CheckpointError(file, `${over.path === "" ? "" : `at ${over.path}: `}${over.message}`);
   let m: Record<string, unknown>;
   try {
-    m = JSON.parse(readFileSync(file, "utf8"));
+    m = JSON.parse(text);
   } catch (e) {
     throw new CheckpointError(file, `is not valid JSON: ${(e as Error).message}`);
   }
   if (!m || typeof m !== "object" || Array.isArray(m)) throw new CheckpointError(file, "is not a JSON object");
+  if (m.format_version === 1) throw new CheckpointError(file, `format_version 1 (a checkpoint without integrity fields, written before this version); resume it with the version that wrote it, or export it with zero-to-fp32 and use --init-from`);
+  verifyManifestChecksum(text, file);
   if (m.format !== MANIFEST_FORMAT) fail(file, "format", JSON.stringify(MANIFEST_FORMAT), m.format);
   if (m.format_version !== MANIFEST_VERSION) fail(file, "format_version", String(MANIFEST_VERSION), m.format_version);
   const W = uint(file, "world_size", m.world_size, 1);
   uint(file, "zero_stage", m.zero_stage);
   uint(file, "ep_size", m.ep_size, 1);
-  uint(file, "global_steps", m.global_steps);
-  uint(file, "applied_steps", m.applied_steps);
+  if (typeof m.tag !== "string" || !/^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/.test(m.tag)) fail(file, "tag", "a tag name", m.tag);
+  int(file, "global_steps", m.global_steps, 0, 2 ** 40);
+  int(file, "applied_steps", m.applied_steps, 0, 2 ** 40);
   if (!["f32", "bf16", "f16"].includes(m.param_dtype as string)) fail(file, "param_dtype", "f32, bf16 or f16", m.param_dtype);
   if (!m.config || typeof m.config !== "object") fail(file, "config", "an object", m.config);
   if (!m.loss_scaler || typeof m.loss_scaler !== "object") fail(file, "loss_scaler", "an object", m.loss_scaler);
@@ -219,7 +327,10 @@ export function readManifest(tagDir: string): CheckpointManifest {
   const files = m.files as CheckpointManifest["files"];
   if (files.length !== W) fail(file, "files", `${W} entries (world_size)`, files.length);
   files.forEach((f, i) => {
-    if (!f || f.rank !== i || f.file !== rankFileName(i)) fail(file, `files[${i}]`, `{rank: ${i}, file: "${rankFileName(i)}"}`, f);
+    if (!f || typeof f !== "object" || f.rank !== i || f.file !== rankFileName(i)) fail(file, `files[${i}]`, `{rank: ${i}, file: "${rankFileName(i)}", …}`, f);
+    uint(file, `files[${i}].bytes`, f.bytes);
+    uint(file, `files[${i}].records`, f.records);
+    if (typeof f.index_sha256 !== "string" || !/^[0-9a-f]{64}$/.test(f.index_sha256)) fail(file, `files[${i}].index_sha256`, "64 hex digits", f.index_sha256);
   });
   if (!Array.isArray(m.units)) fail(file, "units", "an array", m.units);
   const names = new Set<string>();
@@ -248,6 +359,7 @@ export function readManifest(tagDir: string): CheckpointManifest {
     }
     if (next !== numel) fail(file, `${at}.pieces`, `ranges covering [0, ${numel})`, `[0, ${next})`);
   });
+  checkRestoredScalars(file, m);
   return m as unknown as CheckpointManifest;
 }
 
@@ -261,7 +373,11 @@ export function listTags(dir: string, entries: readonly string[]): { tag: string
     if (!existsSync(mf)) continue;
     try {
       const st = statSync(mf);
-      const steps = (JSON.parse(readFileSync(mf, "utf8")) as { global_steps?: number }).global_steps ?? 0;
+      if (st.size > MAX_MANIFEST_BYTES) continue;
+      const text = readFileSync(mf, "utf8");
+      if (scanJsonBounds(text, MANIFEST_JSON_LIMITS) !== null) continue;
+      const gs = (JSON.parse(text) as { global_steps?: unknown }).global_steps;
+      const steps = typeof gs === "number" && Number.isFinite(gs) ? gs : 0;
       out.push({ tag: e, steps, mtime: st.mtimeMs });
     } catch {
       // a damaged tag is not counted (and not deleted) by keep_last

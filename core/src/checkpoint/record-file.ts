@@ -5,8 +5,9 @@
  * ```
  * [16 bytes]  magic "ZMCKPT\0\0", u32 LE format version, u32 LE rank
  * [frames]    frame i = CBOR map {name, dtype, start, count, codec, raw_bytes, data}
- * [index]     CBOR map {version, rank, records: [{name, offset, bytes, crc, dtype, start, count,
- *             codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32 of the frame bytes)
+ * [index]     CBOR map {version, rank, world_size, tag, records: [{name, offset, bytes, crc, dtype,
+ *             start, count, codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32 of the
+ *             frame bytes; world_size and tag identify the save the file belongs to)
  * [24 bytes]  u64 LE index offset, u32 LE index bytes, u32 LE CRC-32 of the index, "ZMCKEND\0"
  * ```
  *
@@ -30,20 +31,38 @@
  * (types, ranges inside the frame area, ascending and non-overlapping, `raw_bytes = count × dtype
  * size` ≤ {@link MAX_RECORD_RAW_BYTES}) before any record is read, checks a frame's CRC before
  * decoding it, compares the frame's fields with its index entry, and decompresses into a buffer of
- * exactly the announced size (a longer or shorter stream is an error). Every error is a
- * {@link CheckpointError} naming the file and the record.
+ * exactly the announced size (a longer or shorter stream is an error). Work is bounded before it is
+ * done: the number of records against the frame area's size, every announced decompressed size
+ * against {@link MAX_RECORD_RAW_BYTES} and against {@link MAX_DEFLATE_RATIO} × the compressed
+ * bytes that must produce it (checked before any output buffer is allocated), and error messages
+ * render decoded values through a bounded describer (no `JSON.stringify` of untrusted values: a
+ * decoded CBOR value may hold BigInts or cycles). Every error is a {@link CheckpointError} naming
+ * the file and the record.
+ *
+ * {@link RecordFileReader.indexDigest} (SHA-256 of the index bytes) identifies a file's whole
+ * content: the index lists every frame's CRC-32, offset and size, and the tag, rank and world size.
+ * The manifest records it per rank file (manifest.ts), so a rank file from another save is refused.
  *
  * CRC-32 is the IEEE polynomial (zlib's `crc32`), computed with Bun's built-in `Bun.hash.crc32`.
  */
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
 import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as cborEncode } from "cbor-x";
 import { deflateSync, inflateSync } from "fflate";
+import { describeValue } from "../config/json-bounds.ts";
 import { CheckpointError } from "./errors.ts";
 
-/** Format version written in the header and the index. */
-export const RECORD_FILE_VERSION = 1;
-/** Largest decompressed payload of one record (bytes). Writers cut states into chunks below it. */
-export const MAX_RECORD_RAW_BYTES = 1 << 28;
+/** Format version written in the header and the index (2: the index records tag and world size). */
+export const RECORD_FILE_VERSION = 2;
+/** Largest decompressed payload of one record (bytes): 16 × the 4 MiB chunks save.ts writes. */
+export const MAX_RECORD_RAW_BYTES = 1 << 26;
+/** Largest output/input ratio of DEFLATE (RFC 1951: a 258-byte match costs at least 2 bits, so
+ * ≈ 1032:1); a record announcing more output than its compressed bytes can produce is refused
+ * before anything is allocated or inflated. */
+export const MAX_DEFLATE_RATIO = 1032;
+/** Smallest possible frame (a CBOR map with the seven required fields is far larger). */
+const MIN_FRAME_BYTES = 16;
+/** Longest tag accepted in an index. */
+const MAX_TAG_CHARS = 256;
 /** Largest accepted index (bytes). */
 export const MAX_INDEX_BYTES = 1 << 26;
 
@@ -95,6 +114,10 @@ export interface RecordWriterOptions {
   codec?: RecordCodec;
   /** DEFLATE level 0–9 (default 1: fastest; float data compresses little). */
   level?: 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;
+  /** Checkpoint tag the file belongs to (recorded in the index; default null). */
+  tag?: string | null;
+  /** World size of the saving job (recorded in the index; default null). */
+  worldSize?: number | null;
 }
 
 /** Streaming writer of one rank file (see the module comment). Records are appended one at a
@@ -110,7 +133,7 @@ export class RecordFileWriter {
   private constructor(
     readonly path: string,
     private readonly fd: number,
-    private readonly opts: Required<RecordWriterOptions>,
+    private readonly opts: { codec: RecordCodec; level: NonNullable<RecordWriterOptions["level"]>; tag: string | null; worldSize: number | null },
   ) {}
 
   /** Create (truncate) `path` and write the header. @throws fs errors. */
@@ -122,7 +145,7 @@ export class RecordFileWriter {
     dv.setUint32(8, RECORD_FILE_VERSION, true);
     dv.setUint32(12, rank, true);
     writeAll(fd, head);
-    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1 });
+    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1, tag: opts.tag ?? null, worldSize: opts.worldSize ?? null });
   }
 
   /**
@@ -160,7 +183,7 @@ export class RecordFileWriter {
   /** Write the index and trailer, fsync and close. Returns the file size in bytes. */
   finish(rank: number): number {
     if (this.closed) throw new CheckpointError(this.path, "writer already finished");
-    const index = cborEncode({ version: RECORD_FILE_VERSION, rank, records: this.entries }) as Uint8Array;
+    const index = cborEncode({ version: RECORD_FILE_VERSION, rank, world_size: this.opts.worldSize, tag: this.opts.tag, records: this.entries }) as Uint8Array;
     if (index.byteLength > MAX_INDEX_BYTES) throw new CheckpointError(this.path, `index of ${index.byteLength} bytes is over the ${MAX_INDEX_BYTES}-byte limit`);
     const trailer = new Uint8Array(TRAILER_BYTES);
     const dv = new DataView(trailer.buffer);
@@ -194,13 +217,24 @@ export class RecordFileReader {
   readonly records: readonly RecordEntry[];
   /** Rank that wrote the file. */
   readonly rank: number;
+  /** Tag and world size of the save, as the index records them (null when the writer gave none). */
+  readonly tag: string | null;
+  readonly worldSize: number | null;
+  /** File size in bytes. */
+  readonly fileBytes: number;
+  /** SHA-256 (hex) of the index bytes: commits to every frame through their CRCs (module comment). */
+  readonly indexDigest: string;
   private readonly byName = new Map<string, RecordEntry>();
   private fd: number | null;
 
-  private constructor(readonly path: string, fd: number, rank: number, records: RecordEntry[]) {
+  private constructor(readonly path: string, fd: number, rank: number, records: RecordEntry[], meta: { tag: string | null; worldSize: number | null; fileBytes: number; indexDigest: string }) {
     this.fd = fd;
     this.rank = rank;
     this.records = records;
+    this.tag = meta.tag;
+    this.worldSize = meta.worldSize;
+    this.fileBytes = meta.fileBytes;
+    this.indexDigest = meta.indexDigest;
     for (const r of records) this.byName.set(r.name, r);
   }
 
@@ -243,8 +277,9 @@ export class RecordFileReader {
       } catch (e) {
         throw new CheckpointError(path, `index is not valid CBOR: ${(e as Error).message}`);
       }
-      const records = validateIndex(parsed, path, rank, indexOffset);
-      return new RecordFileReader(path, fd, rank, records);
+      const { records, tag, worldSize } = validateIndex(parsed, path, rank, indexOffset);
+      const indexDigest = new Bun.CryptoHasher("sha256").update(index).digest("hex");
+      return new RecordFileReader(path, fd, rank, records, { tag, worldSize, fileBytes: size, indexDigest });
     } catch (e) {
       closeSync(fd);
       throw e;
@@ -273,7 +308,7 @@ export class RecordFileReader {
     }
     if (!f || typeof f !== "object") throw new CheckpointError(this.path, "frame is not a CBOR map", e.name);
     for (const k of ["name", "dtype", "start", "count", "codec", "raw_bytes"] as const) {
-      if (f[k] !== e[k]) throw new CheckpointError(this.path, `frame field ${k} = ${JSON.stringify(f[k])} differs from the index (${JSON.stringify(e[k])})`, e.name);
+      if (f[k] !== e[k]) throw new CheckpointError(this.path, `frame field ${k} = ${describeValue(f[k])} differs from the index (${describeValue(e[k])})`, e.name);
     }
     const data = f.data;
     if (e.codec === "shuffle") return shuffleDecode(f, e, this.path);
@@ -282,6 +317,7 @@ export class RecordFileReader {
       if (data.byteLength !== e.raw_bytes) throw new CheckpointError(this.path, `stored payload has ${data.byteLength} bytes, expected ${e.raw_bytes}`, e.name);
       return data.slice();
     }
+    if (e.raw_bytes > MAX_DEFLATE_RATIO * data.byteLength + 64) throw new CheckpointError(this.path, `${data.byteLength} compressed bytes cannot inflate to the announced ${e.raw_bytes} bytes (DEFLATE's ratio is at most ${MAX_DEFLATE_RATIO}:1)`, e.name);
     // decompress into raw_bytes + 1 so that a longer stream is detected (fflate truncates silently)
     const probe = new Uint8Array(e.raw_bytes + 1);
     let got: Uint8Array;
@@ -343,6 +379,12 @@ function shuffleDecode(f: Record<string, unknown>, e: RecordEntry, path: string)
   const letters = f.planes;
   if (!Array.isArray(planes) || planes.length !== k || typeof letters !== "string" || letters.length !== k || !/^[dr]*$/.test(letters)) {
     throw new CheckpointError(path, `shuffle frame needs ${k} planes and a matching "planes" code string`, e.name);
+  }
+  // every plane's size is bounded by its bytes before anything is allocated
+  for (let b = 0; b < k; b++) {
+    const p = planes[b] as unknown;
+    if (!(p instanceof Uint8Array)) throw new CheckpointError(path, `shuffle plane ${b} is not a byte string`, e.name);
+    if (letters[b] === "d" && n > MAX_DEFLATE_RATIO * p.byteLength + 64) throw new CheckpointError(path, `plane ${b}: ${p.byteLength} compressed bytes cannot inflate to the announced ${n} bytes (DEFLATE's ratio is at most ${MAX_DEFLATE_RATIO}:1)`, e.name);
   }
   const out = new Uint8Array(e.raw_bytes);
   const probe = new Uint8Array(n + 1);
@@ -413,12 +455,15 @@ function readAt(fd: number, path: string, pos: number, len: number, record?: str
   return buf;
 }
 
-function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: number): RecordEntry[] {
-  const idx = parsed as { version?: unknown; rank?: unknown; records?: unknown };
+function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: number): { records: RecordEntry[]; tag: string | null; worldSize: number | null } {
+  const idx = parsed as { version?: unknown; rank?: unknown; records?: unknown; tag?: unknown; world_size?: unknown };
   if (!idx || typeof idx !== "object") throw new CheckpointError(path, "index is not a CBOR map");
-  if (idx.version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `index version ${JSON.stringify(idx.version)}, expected ${RECORD_FILE_VERSION}`);
-  if (idx.rank !== rank) throw new CheckpointError(path, `index rank ${JSON.stringify(idx.rank)} differs from the header's rank ${rank}`);
+  if (idx.version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `index version ${describeValue(idx.version)}, expected ${RECORD_FILE_VERSION}`);
+  if (idx.rank !== rank) throw new CheckpointError(path, `index rank ${describeValue(idx.rank)} differs from the header's rank ${rank}`);
+  if (idx.tag != null && (typeof idx.tag !== "string" || idx.tag.length > MAX_TAG_CHARS)) throw new CheckpointError(path, `index tag ${describeValue(idx.tag)} is not a tag name`);
+  if (idx.world_size != null && !(isUint(idx.world_size, 1 << 20) && idx.world_size > rank)) throw new CheckpointError(path, `index world_size ${describeValue(idx.world_size)} is not an integer above rank ${rank}`);
   if (!Array.isArray(idx.records)) throw new CheckpointError(path, "index has no records list");
+  if (idx.records.length > (frameEnd - HEADER_BYTES) / MIN_FRAME_BYTES) throw new CheckpointError(path, `index lists ${idx.records.length} records, more than the ${frameEnd - HEADER_BYTES}-byte frame area can hold`);
   const out: RecordEntry[] = [];
   const names = new Set<string>();
   let prevEnd = HEADER_BYTES;
@@ -428,15 +473,17 @@ function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: nu
     const bad = (m: string) => new CheckpointError(path, `index entry ${m}`, label);
     if (!r || typeof r !== "object" || typeof r.name !== "string" || r.name.length === 0 || r.name.length > 1024) throw bad("has no valid name");
     if (names.has(r.name)) throw bad("is duplicated");
-    if (typeof r.dtype !== "string" || !(r.dtype in RECORD_DTYPE_BYTES)) throw bad(`has unknown dtype ${JSON.stringify(r.dtype)}`);
-    if (r.codec !== "shuffle" && r.codec !== "deflate" && r.codec !== "raw") throw bad(`has unknown codec ${JSON.stringify(r.codec)}`);
+    if (typeof r.dtype !== "string" || !Object.hasOwn(RECORD_DTYPE_BYTES, r.dtype)) throw bad(`has unknown dtype ${describeValue(r.dtype)}`);
+    if (r.codec !== "shuffle" && r.codec !== "deflate" && r.codec !== "raw") throw bad(`has unknown codec ${describeValue(r.codec)}`);
     if (!isUint(r.offset) || !isUint(r.bytes) || !isUint(r.crc, 0xffffffff) || !isUint(r.start) || !isUint(r.count) || !isUint(r.raw_bytes, MAX_RECORD_RAW_BYTES)) throw bad("has a field that is not a non-negative integer in range");
     const dt = r.dtype as RecordDType;
     if (r.raw_bytes !== r.count * RECORD_DTYPE_BYTES[dt]) throw bad(`raw_bytes ${r.raw_bytes} ≠ count ${r.count} × ${RECORD_DTYPE_BYTES[dt]}`);
+    if (r.codec !== "raw" && r.raw_bytes > MAX_DEFLATE_RATIO * r.bytes + 64) throw bad(`announces ${r.raw_bytes} decompressed bytes from a ${r.bytes}-byte frame (DEFLATE's ratio is at most ${MAX_DEFLATE_RATIO}:1)`);
+    if (r.codec === "raw" && r.raw_bytes > r.bytes) throw bad(`announces ${r.raw_bytes} stored bytes in a ${r.bytes}-byte frame`);
     if (r.offset < prevEnd || r.offset + r.bytes > frameEnd) throw bad(`frame [${r.offset}, ${r.offset + r.bytes}) overlaps another or lies outside the frame area [${HEADER_BYTES}, ${frameEnd})`);
     prevEnd = r.offset + r.bytes;
     names.add(r.name);
     out.push({ name: r.name, offset: r.offset, bytes: r.bytes, crc: r.crc, dtype: dt, start: r.start, count: r.count, codec: r.codec, raw_bytes: r.raw_bytes });
   }
-  return out;
+  return { records: out, tag: (idx.tag as string | null | undefined) ?? null, worldSize: (idx.world_size as number | null | undefined) ?? null };
 }

@@ -30,6 +30,7 @@
 
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
 
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) {
   throw new Error("core/src/checkpoint/safetensors.ts: host is big-endian; safetensors data is little-endian and no byte swapping is implemented");
@@ -78,6 +79,11 @@ export const SAFETENSORS_DTYPE_BYTES: Readonly<Record<SafetensorsDType, number>>
 
 /** Largest accepted JSON header, in bytes (100 MB, as the reference implementation). */
 export const SAFETENSORS_MAX_HEADER_BYTES = 100_000_000;
+/** Most dimensions of a tensor's shape. */
+export const SAFETENSORS_MAX_RANK = 64;
+/** Bounds on the header JSON, checked before it is parsed (config/json-bounds.ts): the format
+ * nests three levels (header → entry → shape/data_offsets). */
+export const SAFETENSORS_JSON_LIMITS: Readonly<JsonLimits> = { maxDepth: 3, maxString: 16 << 20, maxKey: 4096, maxMembers: 1 << 24, maxText: SAFETENSORS_MAX_HEADER_BYTES };
 
 /** Thrown for every malformed file or misuse; the message names the file and the tensor. */
 export class SafetensorsError extends Error {
@@ -191,7 +197,9 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number, file
   } catch {
     throw new SafetensorsError(file, "header is not valid UTF-8");
   }
-  if (!text.startsWith("{")) throw new SafetensorsError(file, `header must start with '{', found ${JSON.stringify(text.slice(0, 8))}`);
+  if (!text.startsWith("{")) throw new SafetensorsError(file, `header must start with '{', found ${describeValue(text.slice(0, 8))}`);
+  const over = scanJsonBounds(text, SAFETENSORS_JSON_LIMITS);
+  if (over !== null) throw new SafetensorsError(file, `header ${over.path === "" ? "" : `at ${over.path} `}is out of bounds: ${over.message}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -245,20 +253,21 @@ function parseTensorEntry(name: string, raw: unknown, dataBytes: number, file: s
   const r = raw as Record<string, unknown>;
   const dtype = r.dtype;
   if (!isSafetensorsDType(dtype)) {
-    throw new SafetensorsError(file, `unknown dtype ${JSON.stringify(dtype)}; expected one of ${[...DTYPES].join(", ")}`, name);
+    throw new SafetensorsError(file, `unknown dtype ${describeValue(dtype)}; expected one of ${[...DTYPES].join(", ")}`, name);
   }
   const shape = r.shape;
   if (!Array.isArray(shape)) throw new SafetensorsError(file, "shape must be an array of non-negative integers", name);
+  if (shape.length > SAFETENSORS_MAX_RANK) throw new SafetensorsError(file, `shape has ${shape.length} dimensions, more than ${SAFETENSORS_MAX_RANK}`, name);
   for (const d of shape) {
     if (typeof d !== "number" || !Number.isSafeInteger(d) || d < 0) {
-      throw new SafetensorsError(file, `shape ${JSON.stringify(shape)} must hold non-negative integers`, name);
+      throw new SafetensorsError(file, `shape ${describeValue(shape)} must hold non-negative integers`, name);
     }
   }
   const offs = r.data_offsets;
   if (!Array.isArray(offs) || offs.length !== 2) throw new SafetensorsError(file, "data_offsets must be [begin, end]", name);
   const [begin, end] = offs as unknown[];
   if (typeof begin !== "number" || typeof end !== "number" || !Number.isSafeInteger(begin) || !Number.isSafeInteger(end) || begin < 0 || end < begin) {
-    throw new SafetensorsError(file, `data_offsets ${JSON.stringify(offs)} must be integers with 0 ≤ begin ≤ end`, name);
+    throw new SafetensorsError(file, `data_offsets ${describeValue(offs)} must be integers with 0 ≤ begin ≤ end`, name);
   }
   if (end > dataBytes) {
     throw new SafetensorsError(file, `data_offsets [${begin}, ${end}] run past the ${dataBytes}-byte data section`, name);
@@ -266,10 +275,10 @@ function parseTensorEntry(name: string, raw: unknown, dataBytes: number, file: s
   const numel = shapeNumel(shape as number[]);
   const elemBytes = SAFETENSORS_DTYPE_BYTES[dtype];
   if (numel < 0 || numel * elemBytes > dataBytes) {
-    throw new SafetensorsError(file, `shape ${JSON.stringify(shape)} of ${dtype} needs more bytes than the ${dataBytes}-byte data section holds`, name);
+    throw new SafetensorsError(file, `shape ${describeValue(shape)} of ${dtype} needs more bytes than the ${dataBytes}-byte data section holds`, name);
   }
   if (end - begin !== numel * elemBytes) {
-    throw new SafetensorsError(file, `data_offsets [${begin}, ${end}] span ${end - begin} bytes; shape ${JSON.stringify(shape)} of ${dtype} needs ${numel * elemBytes}`, name);
+    throw new SafetensorsError(file, `data_offsets [${begin}, ${end}] span ${end - begin} bytes; shape ${describeValue(shape)} of ${dtype} needs ${numel * elemBytes}`, name);
   }
   return { name, dtype, shape: Object.freeze((shape as number[]).slice()), numel, begin, end };
 }

@@ -29,7 +29,7 @@ import type { Engine } from "../engine/engine.ts";
 import { lockConflict } from "./dir-lock.ts";
 import { CheckpointError } from "./errors.ts";
 import {
-  checkTag, fsyncDir, listTags, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, writeFileAtomic,
+  checkTag, fsyncDir, listTags, manifestFileEntry, manifestText, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, writeFileAtomic,
   type CheckpointManifest, type ManifestPiece, type ManifestUnit, type UnitStateName,
 } from "./manifest.ts";
 import { RecordFileReader, RecordFileWriter, type RecordCodec, type RecordDType } from "./record-file.ts";
@@ -134,7 +134,7 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
 
   // 3. this rank's file
   const tw = performance.now();
-  const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level });
+  const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level, tag, worldSize: comm.worldSize });
   let fileBytes: number;
   try {
     const owned = new Set(engine.hooks.checkpoint.ownedUnits(env));
@@ -173,7 +173,7 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
   if (rank === 0) {
     try {
       const manifest = buildManifest(engine, tag, tmpDir, opts, pluginEntries(engine));
-      writeFileAtomic(join(tmpDir, "manifest.json"), JSON.stringify(manifest, null, 1) + "\n");
+      writeFileAtomic(join(tmpDir, "manifest.json"), manifestText(manifest));
       fsyncDir(tmpDir);
       const old = `${tagDir}.old.tmp`;
       if (existsSync(tagDir)) {
@@ -222,7 +222,7 @@ function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCh
         if (last && last.rank === r && last.start + last.count === e.start) last.count += e.count;
         else list.push({ rank: r, start: e.start, count: e.count });
       }
-      files.push({ rank: r, file: rankFileName(r), bytes: rd.records.reduce((s, e) => s + e.bytes, 0), records: rd.records.length });
+      files.push(manifestFileEntry(r, rd));
     } finally {
       rd.close();
     }

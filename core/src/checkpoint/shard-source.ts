@@ -7,10 +7,14 @@
  * elements each holds. Reading streams chunk by chunk: only the chunks that overlap the request are
  * decompressed, and each overlap is handed to the caller before the next is read — this is how
  * resharding (save at world N, load at world M) happens on load, without a conversion step.
+ *
+ * Construction opens every rank file and checks it against the manifest (manifest.ts
+ * `verifyRankFile`: rank, tag, world size, size, record count, index digest) before anything is
+ * read, so a resume from mixed saves fails up front naming the file and what disagrees.
  */
 import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
-import { rankFileName, type CheckpointManifest, type ManifestUnit, type UnitStateName } from "./manifest.ts";
+import { rankFileName, verifyRankFile, type CheckpointManifest, type ManifestUnit, type UnitStateName } from "./manifest.ts";
 import { RECORD_DTYPE_BYTES, RecordFileReader, type RecordDType, type RecordEntry } from "./record-file.ts";
 
 /** Name of the record holding elements from `start` of a unit state. */
@@ -42,11 +46,19 @@ export class ShardSource {
   /** Payload bytes decompressed so far (for throughput figures). */
   bytesRead = 0;
 
+  /** Opens and verifies every rank file (see the module comment).
+   * @throws CheckpointError naming the rank file that is missing, damaged or from another save. */
   constructor(
     readonly tagDir: string,
     readonly manifest: CheckpointManifest,
   ) {
     for (const u of manifest.units) this.units.set(u.name, u);
+    try {
+      for (let r = 0; r < manifest.world_size; r++) this.reader(r);
+    } catch (e) {
+      this.close();
+      throw e;
+    }
   }
 
   /** The manifest entry of unit `name`. @throws CheckpointError when the checkpoint lacks it. */
@@ -59,8 +71,14 @@ export class ShardSource {
   private reader(rank: number): { r: RecordFileReader; map: Map<string, RecordEntry[]> } {
     let r = this.readers.get(rank);
     if (!r) {
-      r = RecordFileReader.open(join(this.tagDir, rankFileName(rank)));
-      if (r.rank !== rank) throw new CheckpointError(r.path, `header says rank ${r.rank}, the manifest lists it as rank ${rank}`);
+      const opened = RecordFileReader.open(join(this.tagDir, rankFileName(rank)));
+      try {
+        verifyRankFile(this.manifest, rank, opened);
+      } catch (e) {
+        opened.close();
+        throw e;
+      }
+      r = opened;
       const map = new Map<string, RecordEntry[]>();
       for (const e of r.records) {
         const p = parseRecordName(e.name);

@@ -5,6 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import { suggest } from "../config/errors.ts";
+import { truncateForMessage } from "../config/json-bounds.ts";
 import type { JobOverrides } from "../config/resolve.ts";
 import { loadJobConfig } from "../config/load.ts";
 import type { ResolvedJob } from "../config/types.ts";
@@ -62,11 +63,16 @@ const OPTIONS = {
 /** Parses an integer option in [min, max]; throws UsageError naming the option. */
 function intOption(name: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
-  if (!/^[+-]?\d+$/.test(raw.trim())) throw new UsageError(`--${name}: expected an integer, got ${JSON.stringify(raw)}`);
+  if (!/^[+-]?\d+$/.test(raw.trim())) throw new UsageError(`--${name}: expected an integer, got "${truncateForMessage(raw)}"`);
   const v = Number(raw);
   if (!Number.isSafeInteger(v) || v < min || v > max) throw new UsageError(`--${name}: expected an integer in [${min}, ${max}], got ${raw}`);
   return v;
 }
+
+/** Most arguments accepted (every option given twice is far below it). */
+export const MAX_ARGS = 64;
+/** Longest argument accepted, characters (Linux PATH_MAX). */
+export const MAX_ARG_CHARS = 4096;
 
 /** Options whose value is a number: a negative value after a space is a value, not an option. */
 const NUMERIC_OPTIONS = new Set(["--steps", "--world-size", "--seed"]);
@@ -101,6 +107,11 @@ function pathOption(name: string, raw: string | undefined): string | undefined {
  * argument, a malformed number or an unknown backend.
  */
 export function parseTrainArgs(argv: readonly string[]): TrainArgs {
+  // bounded before any parsing, suggestion or echo (issue 18): a path is at most PATH_MAX
+  if (argv.length > MAX_ARGS) throw new UsageError(`${argv.length} arguments; at most ${MAX_ARGS} are accepted`);
+  for (const a of argv) {
+    if (a.length > MAX_ARG_CHARS) throw new UsageError(`argument "${truncateForMessage(a)}" is longer than the ${MAX_ARG_CHARS}-character limit`);
+  }
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({ args: joinNegativeNumbers(argv), options: OPTIONS, strict: true, allowPositionals: false }));
@@ -110,7 +121,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     if (unknown) {
       const name = unknown[1].replace(/^-+/, "").split("=")[0];
       const near = suggest(name, Object.keys(OPTIONS));
-      throw new UsageError(`unknown option ${unknown[1]}${near ? `; did you mean --${near}?` : ""}`);
+      throw new UsageError(`unknown option ${truncateForMessage(unknown[1])}${near ? `; did you mean --${near}?` : ""}`);
     }
     if (/Unexpected argument/.test(msg)) throw new UsageError(`unexpected argument: ${msg.replace(/^.*Unexpected argument '([^']*)'.*$/s, "$1")} (options take the form --name value)`);
     throw new UsageError(msg);
@@ -118,7 +129,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   const backend = values.backend as string | undefined;
   if (backend !== undefined && backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
     const near = suggest(backend, ["auto", "webgpu", "cpu"]);
-    throw new UsageError(`--backend: expected auto, webgpu or cpu, got ${JSON.stringify(backend)}${near ? `; did you mean ${near}?` : ""}`);
+    throw new UsageError(`--backend: expected auto, webgpu or cpu, got "${truncateForMessage(backend)}"${near ? `; did you mean ${near}?` : ""}`);
   }
   const str = (k: keyof typeof OPTIONS) => values[k] as string | undefined;
   return {

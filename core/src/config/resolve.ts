@@ -12,6 +12,7 @@ import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
+import { CONFIG_JSON_LIMITS, scanJsonBounds } from "./json-bounds.ts";
 import { isAbsolute, resolve } from "node:path";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
 
@@ -260,8 +261,13 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
   return m as MoeConfig;
 }
 
-/** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column. */
+/** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column.
+ * The text is first checked against {@link CONFIG_JSON_LIMITS} (depth, string/key length, members),
+ * so nothing downstream (deepMerge, messages, suggestions) works on an unbounded value.
+ * @throws ConfigError naming the file and the JSON path of the first value over a limit. */
 export function parseJsonConfig(text: string, source: string): unknown {
+  const over = scanJsonBounds(text, CONFIG_JSON_LIMITS);
+  if (over !== null) throw new ConfigError([{ path: over.path, message: over.message, source }], `cannot read ${source}`);
   try {
     return JSON.parse(text);
   } catch (e) {
@@ -278,6 +284,9 @@ export async function readJsonFile(path: string): Promise<unknown> {
     // a relative path names where it was looked for: `bun run` runs scripts in the repository root
     const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
     throw new ConfigError([{ path: "", message: `file not found: ${path}${where}`, source: path }], `cannot read ${path}`);
+  }
+  if (file.size > CONFIG_JSON_LIMITS.maxText) {
+    throw new ConfigError([{ path: "", message: `file is ${file.size} bytes, over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: path }], `cannot read ${path}`);
   }
   return parseJsonConfig(await file.text(), path);
 }
