@@ -12,7 +12,7 @@ import { CpuBackend } from "@zeromoe/kernels";
 import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
 import { Engine } from "../src/engine/engine.ts";
-import { pluginsForJob } from "../src/engine/plugins.ts";
+import { pluginsForJob } from "../src/engine/plugin-loader.ts";
 
 /** Arguments of one rank. */
 export interface CkptBenchArgs {

@@ -11,11 +11,11 @@ import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../src/engine/engine.ts";
 import type { EngineEnv } from "../src/engine/hooks.ts";
-import { pluginsForJob } from "../src/engine/plugins.ts";
+import { pluginsForJob } from "../src/engine/plugin-loader.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
 import type { GateDecision, GateRequest, MoEGate } from "../src/nn/moe-route.ts";
 import { streamKey, uniformFill } from "../src/tensor/random.ts";
-import { createMoEPlugin, moeStateOf } from "../../plugins/moe/src/index.ts";
+import { createMoEPlugin, moeStateOf } from "@zeromoe/plugin-moe";
 
 /** One benchmark run. */
 export interface MoeBenchRun {

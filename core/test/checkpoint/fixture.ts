@@ -16,7 +16,7 @@ import type { Communicator } from "../../src/comm/communicator.ts";
 import { initFromSafetensors } from "../../src/checkpoint/init-from.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine, type TrainMicroBatch } from "../../src/engine/engine.ts";
-import { pluginsForJob } from "../../src/engine/plugins.ts";
+import { pluginsForJob } from "../../src/engine/plugin-loader.ts";
 import { destroyBackend } from "../../src/train/backend.ts";
 import { microBatch } from "../engine/fixtures.ts";
 

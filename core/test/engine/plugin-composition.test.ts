@@ -1,5 +1,5 @@
 /**
- * Plugin composition through a job's config (core/src/engine/plugins.ts, core/src/hooks/plugin.ts):
+ * Plugin composition through a job's config (core/src/engine/plugin-loader.ts, core/src/hooks/plugin.ts):
  * a third-party plugin listed in `plugins` that claims a hook a ZeRO stage already claims is a
  * config error naming both; declared conflicts between built-ins are errors; a plugin that wraps
  * instead composes and is recorded as the hook's second owner.
@@ -10,7 +10,7 @@ import { LocalCommunicator } from "../../src/comm/local/local-communicator.ts";
 import { createLocalWorldMemory } from "../../src/comm/local/memory.ts";
 import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine } from "../../src/engine/engine.ts";
-import { importPlugin, pluginsForJob } from "../../src/engine/plugins.ts";
+import { importPlugin, pluginsForJob } from "../../src/engine/plugin-loader.ts";
 import { PluginConflictError } from "../../src/hooks/plugin.ts";
 import { tinyJob } from "./fixtures.ts";
 

@@ -1,6 +1,6 @@
 /**
  * A `plugins` entry that cannot be loaded is the user's to fix: a ConfigError naming the key and the
- * specifier, so `bun run train` exits 2 without a stack trace (core/src/engine/plugins.ts).
+ * specifier, so `bun run train` exits 2 without a stack trace (core/src/engine/plugin-loader.ts).
  *
  * Regression: `"plugins": ["./no/such/plugin.ts"]` ended the run with a plain Error: exit 1 and a
  * four-line stack trace from the rank worker.
@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError } from "../../src/config/errors.ts";
-import { importPlugin } from "../../src/engine/plugins.ts";
+import { importPlugin } from "../../src/engine/plugin-loader.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "zeromoe-plugin-load-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

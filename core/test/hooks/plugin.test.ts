@@ -7,7 +7,7 @@ const defaults: H = { partition: id("dp"), gather: id("noop"), reduce: id("allre
 
 describe("plugin composition", () => {
   test("claims replace defaults and record owners", async () => {
-    const z = definePlugin<H, null>({ name: "zero2", setup: (ctx) => { ctx.claim("reduce", id("rs")); ctx.claim("partition", id("shard")); } });
+    const z = definePlugin<H, object>({ name: "zero2", claims: ["reduce", "partition"], setup: (ctx) => { ctx.claim("reduce", id("rs")); ctx.claim("partition", id("shard")); } });
     const c = await composePlugins(defaults, [z], null);
     expect(c.hooks.reduce("g")).toBe("g>rs");
     expect(c.hooks.gather("g")).toBe("g>noop");
@@ -16,8 +16,8 @@ describe("plugin composition", () => {
   });
 
   test("two claims of one hook is an error naming both plugins", async () => {
-    const a = definePlugin<H, null>({ name: "zero2", setup: (ctx) => ctx.claim("reduce", id("a")) });
-    const b = definePlugin<H, null>({ name: "myreduce", setup: (ctx) => ctx.claim("reduce", id("b")) });
+    const a = definePlugin<H, object>({ name: "zero2", claims: ["reduce"], setup: (ctx) => ctx.claim("reduce", id("a")) });
+    const b = definePlugin<H, object>({ name: "myreduce", claims: ["reduce"], setup: (ctx) => ctx.claim("reduce", id("b")) });
     const err = await composePlugins(defaults, [a, b], null).catch((e) => e);
     expect(err).toBeInstanceOf(PluginConflictError);
     expect(String(err.message)).toContain("zero2");
@@ -27,9 +27,9 @@ describe("plugin composition", () => {
 
   test("overrides and wraps compose; requires orders set-up", async () => {
     const seen: string[] = [];
-    const zero3 = definePlugin<H, null>({ name: "zero3", requires: ["zero2"], overrides: ["zero2"], setup: (ctx) => { seen.push("zero3"); ctx.claim("gather", id("ag")); ctx.claim("reduce", id("rs3")); } });
-    const zero2 = definePlugin<H, null>({ name: "zero2", setup: (ctx) => { seen.push("zero2"); ctx.claim("reduce", id("rs")); } });
-    const off = definePlugin<H, null>({ name: "offload", setup: (ctx) => ctx.wrap("reduce", (prev) => (x) => prev(x) + ">host") });
+    const zero3 = definePlugin<H, object>({ name: "zero3", requires: ["zero2"], overrides: ["zero2"], claims: ["gather", "reduce"], setup: (ctx) => { seen.push("zero3"); ctx.claim("gather", id("ag")); ctx.claim("reduce", id("rs3")); } });
+    const zero2 = definePlugin<H, object>({ name: "zero2", claims: ["reduce"], setup: (ctx) => { seen.push("zero2"); ctx.claim("reduce", id("rs")); } });
+    const off = definePlugin<H, object>({ name: "offload", setup: (ctx) => ctx.wrap("reduce", (prev) => (x) => prev(x) + ">host") });
     const c = await composePlugins(defaults, [zero3, zero2, off], null);
     expect(seen).toEqual(["zero2", "zero3"]);
     expect(c.hooks.reduce("g")).toBe("g>rs3>host");
@@ -38,7 +38,7 @@ describe("plugin composition", () => {
   });
 
   test("missing requirement, declared conflict, cycles and duplicates are errors", async () => {
-    const mk = (name: string, extra: object = {}) => definePlugin<H, null>({ name, setup: () => {}, ...extra });
+    const mk = (name: string, extra: object = {}) => definePlugin<H, object>({ name, setup: () => {}, ...extra });
     await expect(composePlugins(defaults, [mk("zero3", { requires: ["zero2"] })], null)).rejects.toThrow(/requires plugin "zero2"/);
     await expect(composePlugins(defaults, [mk("moe", { conflicts: ["autoep"] }), mk("autoep")], null)).rejects.toThrow(/"moe" and "autoep" cannot be combined/);
     await expect(composePlugins(defaults, [mk("a", { requires: ["b"] }), mk("b", { requires: ["a"] })], null)).rejects.toThrow(/cycle/);

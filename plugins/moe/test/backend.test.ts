@@ -7,7 +7,7 @@
  * without rows (empty exchange buffers on the device) works too.
  */
 import { describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 
 describe("EP route and gate on the auto-selected backend", async () => {

@@ -8,7 +8,7 @@
  * (RSample, Jitter; noise keyed by the global micro-batch slot) routes exactly as the single rank.
  */
 import { describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 const STEPS = 4;

@@ -27,7 +27,7 @@
  * AdamW normalises; observed 1.0e-5).
  */
 import { describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 const STEPS = 3;

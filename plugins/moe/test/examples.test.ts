@@ -5,8 +5,8 @@
  * tokens, no evaluation, cpu backend (the files themselves run 200 steps).
  */
 import { describe, expect, test } from "bun:test";
-import { resolveJobConfig } from "../../../core/src/config/index.ts";
-import { runTraining } from "../../../core/src/train/run.ts";
+import { runTraining } from "@zeromoe/core";
+import { resolveJobConfig } from "@zeromoe/core/config";
 
 async function shortRun(file: string) {
   const raw = JSON.parse(await Bun.file(file).text()) as Record<string, unknown> & { data: Record<string, unknown>; scheduler: { params: Record<string, unknown> } };

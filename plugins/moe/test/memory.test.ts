@@ -5,7 +5,7 @@
  * shard padding, summed over ranks; exact per rank at stage 0) at world 4 for ZeRO stages 0–3 × ep_size 1, 2, 4, in fp32 and bf16.
  */
 import { describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { launch } from "@zeromoe/core/launch";
 import { moeModelStateBytes } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 

@@ -6,7 +6,7 @@
  * change: forward bit-identical, parameters within 1e-6 of the single-rank run after 3 steps).
  */
 import { describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { launch } from "@zeromoe/core/launch";
 import { balancedPlacement, contiguousPlacement, loadImbalance, placeExperts, placementForResume, placementFromRecord, placementRecord, roundRobinPlacement, type MoEManifestEntry } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 

@@ -5,9 +5,9 @@
  * the config errors for ep_size constraints, which name the numbers.
  */
 import { describe, expect, test } from "bun:test";
-import { createSoloCommunicator } from "../../../core/src/comm/solo.ts";
-import { resolveJobConfig } from "../../../core/src/config/index.ts";
-import { launch } from "../../../core/src/launch/launch.ts";
+import { createSoloCommunicator } from "@zeromoe/core/comm";
+import { resolveJobConfig } from "@zeromoe/core/config";
+import { launch } from "@zeromoe/core/launch";
 import { MoEStatsRecorder, formatLoadLine, loadSummary, mixtralAux, summarySection, type GateRecord } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 

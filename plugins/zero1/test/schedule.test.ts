@@ -6,8 +6,7 @@
  * accumulation, then one collective summing ranks in fixed order).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/index.ts";
-import { awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainArgs, type TrainOut } from "../../../core/test/engine/fixtures.ts";
+import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const UNITS = 10;
 const STEPS = 2;

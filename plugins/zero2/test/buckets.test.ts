@@ -5,8 +5,7 @@
  * `overlap_comm`; the bytes moved are the same (plus padding, identical per unit).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/index.ts";
-import { awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainArgs, type TrainOut } from "../../../core/test/engine/fixtures.ts";
+import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const UNITS = 10; // embed, 2 layers, 6 experts, head
 const STEPS = 2;

@@ -11,13 +11,9 @@
  * its own unit's parameters.
  */
 import { describe, expect, test } from "bun:test";
-import type { Backend, Buf, HostArray, View } from "../../../kernels/src/backend.ts";
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
-import type { CollectiveOptions, CommArray, Group } from "../../../core/src/comm/communicator.ts";
-import type { EngineEnv } from "../../../core/src/engine/hooks.ts";
-import { makePlan } from "../../../core/src/engine/plan.ts";
-import { UnitState } from "../../../core/src/engine/unit-state.ts";
-import type { Unit } from "../../../core/src/nn/unit.ts";
+import { CpuBackend, type Backend, type Buf, type HostArray, type View } from "@zeromoe/kernels";
+import type { CollectiveOptions, CommArray, Group } from "@zeromoe/core/comm";
+import { makePlan, UnitState, type EngineEnv, type Unit } from "@zeromoe/core";
 import { createGatherer } from "../src/gatherer.ts";
 
 const SIZES = [1, 37, 211, 13, 97, 5, 149]; // awkward unit sizes (elements)

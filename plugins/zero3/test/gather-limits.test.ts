@@ -11,8 +11,7 @@
  * tagged `activation`, not a gathered parameter.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/index.ts";
-import { AWKWARD_NUMEL, awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainArgs, type TrainOut } from "../../../core/test/engine/fixtures.ts";
+import { AWKWARD_NUMEL, awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const HEAD_NUMEL = 6450; // the largest unit: max_live equal to it still lets every unit be gathered
 const UNITS = 10; // embed, 2 layers, 6 experts, head

@@ -6,8 +6,7 @@
  * docs/comm.md). Persistent units are gathered by nobody (fewer all_gathers).
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { launch } from "../../../core/src/launch/index.ts";
-import { awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainOut } from "../../../core/test/engine/fixtures.ts";
+import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainOut } from "@zeromoe/core/testing";
 
 const STEPS = 3;
 const PERSISTENT = 2 * (1325 + 3 * 525); // layers and experts of the awkward model (< 1400 elements each)

@@ -22,7 +22,7 @@ import { initFromSafetensors } from "../../../src/checkpoint/init-from.ts";
 import { createSoloCommunicator } from "../../../src/comm/solo.ts";
 import { resolveJobConfig } from "../../../src/config/index.ts";
 import { Engine } from "../../../src/engine/engine.ts";
-import { pluginsForJob } from "../../../src/engine/plugins.ts";
+import { pluginsForJob } from "../../../src/engine/plugin-loader.ts";
 import { launch } from "../../../src/launch/index.ts";
 import { noGrad } from "../../../src/tensor/index.ts";
 import { tinyJob } from "../../engine/fixtures.ts";

@@ -7,6 +7,7 @@ import { definePlugin, defaultHooks, type EngineEnv, type EngineHooks } from "..
 
 export default definePlugin<EngineHooks & Record<string, unknown>, EngineEnv>({
   name: "acme-allreduce",
+  claims: ["reduce"],
   setup(ctx) {
     ctx.claim("reduce", defaultHooks().reduce);
   },

@@ -5,8 +5,7 @@
  * single micro-batch in total the micro-batch and averaged gradients coincide.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { launch } from "../../../../core/src/launch/index.ts";
-import { awkwardModel, FIXTURE_ENTRY, tinyJob, type TrainArgs, type TrainOut } from "../../../../core/test/engine/fixtures.ts";
+import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 import { noiseScale } from "../src/index.ts";
 
 const PLUGIN = new URL("../src/index.ts", import.meta.url).pathname;
