@@ -1,0 +1,627 @@
+/**
+ * The `mpi` transport: one process per rank, collectives through Open MPI's C API (ffi.ts),
+ * launched by `mpirun` (docs/comm.md "The mpi transport").
+ *
+ * Every collective has two phases:
+ * 1. Arrival and argument check. Each member posts non-blocking sends of its call header (op,
+ *    array type, length, root, reduction flags) to every other member of the group and receives
+ *    theirs (MPI_Isend/MPI_Irecv), polling MPI_Testall until all have arrived. A member that has
+ *    not arrived within the timeout is named by the recv that is still pending
+ *    (CommTimeoutError: op, group, missing ranks); disagreeing headers raise the same
+ *    CommMismatchError table on every member as the `local` transport. When every header is in,
+ *    every member has entered the call (the exchange is also the barrier).
+ * 2. Data movement with Open MPI's blocking collectives on raw bytes (MPI_BYTE). Reductions are
+ *    NOT MPI_Allreduce: Open MPI's algorithms (recursive doubling, rings with segments) combine
+ *    members in an order that depends on the algorithm and the size, which would break the
+ *    determinism rule. Instead all_reduce = MPI_Alltoallv (member k receives part k of everyone's
+ *    array) + the same `reduceInto` in ascending group order as `local` + MPI_Allgatherv;
+ *    reduce_scatter = MPI_Alltoallv + reduceInto. Each rank sends 2(n−1)/n·B (resp. (n−1)/n·B),
+ *    the ring volumes, and results are bit-identical to `local` for every dtype.
+ *
+ * Groups: `newGroup` is not a collective (as on `local`), so the MPI communicator of a sub-group
+ * is created lazily, by MPI_Comm_create_group (MPI-3: collective over the group's members only),
+ * at the group's first collective, when all its members are in that call by the contract. One MPI
+ * communicator per rank set, shared by every Group object with those ranks. All communicators
+ * derive from a duplicate of MPI_COMM_WORLD with the MPI_ERRORS_RETURN error handler, so MPI
+ * errors come back as codes and are thrown with MPI_Error_string's text.
+ *
+ * Limits: one buffer of one call is at most 2³¹−1 bytes for reduce_scatter, all_gather,
+ * all_to_all_v, gather and scatter (MPI's int counts); all_reduce and broadcast are cut into
+ * chunks of 1 GiB. All MPI calls are made from the thread that created the communicator
+ * (MPI_THREAD_FUNNELED).
+ */
+
+import { ptr, type Pointer } from "bun:ffi";
+import type {
+  CollectiveName,
+  CollectiveOptions,
+  CommArray,
+  Communicator,
+  Group,
+  OpStats,
+  ReduceOptions,
+} from "../communicator.ts";
+import { CommMismatchError, CommTimeoutError } from "../errors.ts";
+import { OP_CODES, describeCallHeader, dtypeCode, type CallHeader } from "../local/call-header.ts";
+import { timeoutMsFromEnv } from "../local/local-communicator.ts";
+import { reduceInto } from "../reduce.ts";
+import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
+import { handleOut, handleValue, loadMpi, MPI_SUCCESS, MPI_THREAD_FUNNELED, mpiErrorString, type MpiLib } from "./ffi.ts";
+
+/** Options of an MPI communicator. */
+export interface MpiCommOptions {
+  /** Longest wait for the members of a collective to arrive, ms. Default: env
+   * ZEROMOE_COMM_TIMEOUT_S (seconds) or 300 s. */
+  timeoutMs?: number;
+  /** Print every collective call to stderr as it starts. Default: env ZEROMOE_COMM_TRACE=1. */
+  trace?: boolean;
+}
+
+type ArrayCtor = {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
+  new (length: number): CommArray;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly name: string;
+};
+
+/** Doubles per call header: op, dtype, length, root, flags. */
+const HEADER_LEN = 5;
+/** Tag of header messages (on the group's own communicator; collectives use another context). */
+const HEADER_TAG = 7401;
+/** Largest byte count of one MPI call in the chunked collectives (all_reduce, broadcast). */
+const CHUNK_BYTES = 1 << 30;
+/** Largest byte count MPI's `int` counts and displacements can express. */
+const INT_MAX = 2 ** 31 - 1;
+/** Tight MPI_Testall polls before yielding the CPU between polls. */
+const SPIN_POLLS = 2000;
+/** After this long waiting, sleep 1 ms between polls (a late peer, not a fast one). */
+const SLEEP_AFTER_MS = 50;
+
+/** A zero-length buffer cannot give a pointer; MPI ignores the address of a 0-byte transfer. */
+const DUMMY = new Uint8Array(8);
+
+/** The address of `a`'s first element (a dummy one for empty arrays). */
+function addr(a: CommArray | Uint8Array): Pointer {
+  return a.byteLength === 0 ? ptr(DUMMY) : ptr(a);
+}
+
+/** True when the two views share any byte. */
+function overlaps(a: ArrayBufferView, b: ArrayBufferView): boolean {
+  if (a.buffer !== b.buffer || a.byteLength === 0 || b.byteLength === 0) return false;
+  return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
+}
+
+/** Balanced split of `len` elements in n parts: part k is [floor(k·len/n), floor((k+1)·len/n)). */
+function partStart(len: number, n: number, k: number): number {
+  return Math.floor((len * k) / n);
+}
+
+class MpiGroup implements Group {
+  readonly size: number;
+  constructor(
+    readonly owner: MpiCommunicator,
+    readonly ranks: readonly number[],
+    readonly rank: number,
+    readonly name: string,
+    readonly key: string,
+  ) {
+    this.size = ranks.length;
+  }
+}
+
+/** A rank's communicator on the `mpi` transport (see the file comment). */
+export class MpiCommunicator implements Communicator {
+  readonly transport = "mpi";
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly world: Group;
+  private readonly lib: MpiLib;
+  /** MPI communicator per rank set (key: ranks joined by ","); the world's is a dup of COMM_WORLD. */
+  private readonly comms = new Map<string, Pointer>();
+  private readonly counters = new CommStats();
+  private readonly timeoutMs: number;
+  private readonly trace: boolean;
+  private calls = 0;
+  private readonly hdrSend = new Float64Array(HEADER_LEN);
+
+  /**
+   * Initialise MPI (MPI_Init_thread with MPI_THREAD_FUNNELED, unless already initialised) and
+   * attach to MPI_COMM_WORLD. Every process of the job must construct one (MPI_Comm_dup is a
+   * collective of the world). Throws when Open MPI cannot be loaded or initialised.
+   */
+  constructor(opts: MpiCommOptions = {}) {
+    const lib = (this.lib = loadMpi());
+    const flag = new Int32Array(1);
+    this.check(lib.fn.MPI_Initialized(flag), "MPI_Initialized");
+    if (flag[0] === 0) {
+      const provided = new Int32Array(1);
+      this.check(lib.fn.MPI_Init_thread(null, null, MPI_THREAD_FUNNELED, provided), "MPI_Init_thread");
+    }
+    this.check(lib.fn.MPI_Comm_set_errhandler(lib.COMM_WORLD, lib.ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    const out = new Int32Array(1);
+    this.check(lib.fn.MPI_Comm_rank(lib.COMM_WORLD, out), "MPI_Comm_rank");
+    this.rank = out[0]!;
+    this.check(lib.fn.MPI_Comm_size(lib.COMM_WORLD, out), "MPI_Comm_size");
+    this.worldSize = out[0]!;
+    const h = handleOut();
+    this.check(lib.fn.MPI_Comm_dup(lib.COMM_WORLD, h), "MPI_Comm_dup");
+    const world = handleValue(h);
+    this.check(lib.fn.MPI_Comm_set_errhandler(world, lib.ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    const all = Array.from({ length: this.worldSize }, (_, i) => i);
+    this.comms.set(all.join(","), world);
+    this.timeoutMs = opts.timeoutMs ?? timeoutMsFromEnv();
+    this.trace = opts.trace ?? process.env.ZEROMOE_COMM_TRACE === "1";
+    this.world = this.newGroup(all, "world");
+  }
+
+  /** Throw with MPI's error text when `code` is not MPI_SUCCESS. */
+  private check(code: number, what: string): void {
+    if (code !== MPI_SUCCESS) throw new Error(`mpi transport (rank ${this.rank ?? "?"}): ${what} failed: ${mpiErrorString(this.lib, code)} (error ${code})`);
+  }
+
+  newGroup(ranks: readonly number[], name?: string): Group {
+    const sorted = [...ranks].sort((a, b) => a - b);
+    for (let i = 0; i < sorted.length; i++) {
+      const r = sorted[i]!;
+      if (!Number.isInteger(r) || r < 0 || r >= this.worldSize) {
+        throw new Error(`newGroup: rank ${r} out of range [0, ${this.worldSize}) in [${ranks.join(",")}]`);
+      }
+      if (i > 0 && sorted[i - 1] === r) throw new Error(`newGroup: rank ${r} listed twice in [${ranks.join(",")}]`);
+    }
+    const me = sorted.indexOf(this.rank);
+    if (me < 0) throw new Error(`newGroup: rank ${this.rank} is not a member of [${ranks.join(",")}]; only members create a group`);
+    return new MpiGroup(this, sorted, me, name ?? `[${sorted.join(",")}]`, sorted.join(","));
+  }
+
+  stats(): Record<CollectiveName, OpStats> {
+    return this.counters.snapshot();
+  }
+
+  resetStats(): void {
+    this.counters.reset();
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private group(opts: CollectiveOptions | undefined, op: CollectiveName): MpiGroup {
+    const g = opts?.group ?? this.world;
+    if (!(g instanceof MpiGroup) || g.owner !== this) {
+      throw new Error(`${op}: group ${g?.name ?? String(g)} was not created by this rank's communicator`);
+    }
+    return g;
+  }
+
+  /** The MPI communicator of `g`, created at its first collective (MPI_Comm_create_group over the
+   * members only; every member is in the same first collective on the group by the contract). */
+  private commOf(g: MpiGroup): Pointer {
+    const c = this.comms.get(g.key);
+    if (c !== undefined) return c;
+    const lib = this.lib;
+    const world = this.comms.get(this.world.ranks.join(","))!;
+    const wg = handleOut();
+    this.check(lib.fn.MPI_Comm_group(world, wg), "MPI_Comm_group");
+    const gg = handleOut();
+    this.check(lib.fn.MPI_Group_incl(handleValue(wg), g.size, Int32Array.from(g.ranks), gg), "MPI_Group_incl");
+    const nc = handleOut();
+    // the tag only separates concurrent creations; any value ≤ MPI_TAG_UB (≥ 32767) that all members agree on
+    let tag = 0;
+    for (const r of g.ranks) tag = (tag * 31 + r + 1) % 32749;
+    this.check(lib.fn.MPI_Comm_create_group(world, handleValue(gg), tag, nc), `MPI_Comm_create_group for group ${g.name}`);
+    lib.fn.MPI_Group_free(gg);
+    lib.fn.MPI_Group_free(wg);
+    const comm = handleValue(nc);
+    this.check(lib.fn.MPI_Comm_set_errhandler(comm, lib.ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    this.comms.set(g.key, comm);
+    return comm;
+  }
+
+  /**
+   * Phase 1 of every collective (file comment): exchange call headers with every member, waiting
+   * at most the timeout. Returns the group's MPI communicator. Throws CommTimeoutError naming the
+   * members whose header did not arrive, CommMismatchError when headers disagree.
+   */
+  private arrive(g: MpiGroup, op: CollectiveName, h: CallHeader): Pointer {
+    if (this.trace) {
+      this.calls++;
+      console.error(`[comm] rank ${this.rank} call ${this.calls}: ${describeCallHeader(h)} on group ${g.name}`);
+    }
+    const comm = this.commOf(g);
+    const n = g.size;
+    if (n === 1) return comm;
+    const lib = this.lib;
+    const mine = this.hdrSend;
+    mine[0] = h.op;
+    mine[1] = h.dtype;
+    mine[2] = h.length;
+    mine[3] = h.root;
+    mine[4] = h.flags;
+    const all = new Float64Array(n * HEADER_LEN);
+    all.set(mine, g.rank * HEADER_LEN);
+    // requests: [0, n) receives from member j (j ≠ me), [n, 2n) sends to member j
+    const reqs = new BigUint64Array(2 * n);
+    const reqBase = ptr(reqs);
+    const bytes = HEADER_LEN * 8;
+    for (let j = 0; j < n; j++) {
+      if (j === g.rank) continue;
+      this.check(lib.fn.MPI_Irecv(ptr(all, j * bytes), bytes, lib.BYTE, j, HEADER_TAG, comm, (reqBase + 8 * j) as Pointer), `${op}: MPI_Irecv`);
+      this.check(lib.fn.MPI_Isend(ptr(mine), bytes, lib.BYTE, j, HEADER_TAG, comm, (reqBase + 8 * (n + j)) as Pointer), `${op}: MPI_Isend`);
+    }
+    // null requests (own slot) count as complete: fill them with MPI_REQUEST_NULL by testing
+    // only the posted ones
+    const posted = new BigUint64Array(2 * (n - 1));
+    let k = 0;
+    for (let j = 0; j < n; j++) if (j !== g.rank) posted[k++] = reqs[j]!;
+    for (let j = 0; j < n; j++) if (j !== g.rank) posted[k++] = reqs[n + j]!;
+    this.waitAll(posted, op, g, () => {
+      // which receives are still pending: test each one alone
+      const missing: number[] = [];
+      const flag = new Int32Array(1);
+      let i = 0;
+      for (let j = 0; j < n; j++) {
+        if (j === g.rank) continue;
+        const one = new BigUint64Array([posted[i++]!]);
+        if (one[0] !== 0n) {
+          lib.fn.MPI_Testall(1, one, flag, null);
+          if (flag[0] === 0) missing.push(g.ranks[j]!);
+          posted[i - 1] = one[0]!;
+        }
+      }
+      return missing;
+    });
+    const same = (j: number) => {
+      for (let f = 0; f < HEADER_LEN; f++) if (all[j * HEADER_LEN + f] !== all[f]) return false;
+      return true;
+    };
+    let ok = true;
+    for (let j = 1; j < n; j++) if (!same(j)) ok = false;
+    if (!ok) {
+      const rows = g.ranks.map((r, j) => {
+        const b = j * HEADER_LEN;
+        return `rank ${r}: ${describeCallHeader({ op: all[b]!, dtype: all[b + 1]!, length: all[b + 2]!, root: all[b + 3]!, flags: all[b + 4]! })}`;
+      });
+      throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${rows.join("; ")}`);
+    }
+    return comm;
+  }
+
+  /** Poll MPI_Testall on `reqs` until all complete or the timeout passes (then throw naming
+   * `missing()`). Spins, then yields the CPU, then sleeps 1 ms between polls. */
+  private waitAll(reqs: BigUint64Array, op: CollectiveName, g: MpiGroup, missing: () => number[]): void {
+    const lib = this.lib;
+    const flag = new Int32Array(1);
+    const t0 = performance.now();
+    for (let polls = 0; ; polls++) {
+      this.check(lib.fn.MPI_Testall(reqs.length, reqs, flag, null), `${op}: MPI_Testall`);
+      if (flag[0] !== 0) return;
+      if (polls < SPIN_POLLS) continue;
+      const waited = performance.now() - t0;
+      if (waited > this.timeoutMs) {
+        const m = missing();
+        throw new CommTimeoutError(op, g.name, m.length > 0 ? m : g.ranks.filter((r) => r !== this.rank), this.timeoutMs / 1000, this.rank);
+      }
+      if (waited > SLEEP_AFTER_MS) Bun.sleepSync(1);
+      else lib.yieldCpu();
+    }
+  }
+
+  private checkRoot(g: MpiGroup, root: number, op: CollectiveName): number {
+    const idx = g.ranks.indexOf(root);
+    if (idx < 0) throw new Error(`${op}: root ${root} is not a member of group ${g.name} [${g.ranks.join(",")}]`);
+    return idx;
+  }
+
+  private reduceFlags(opts: ReduceOptions | undefined): number {
+    return (opts?.op === "max" ? 1 : 0) | (opts?.average ? 2 : 0) | (opts?.half === "f16" ? 4 : 0);
+  }
+
+  private validateReduce(data: CommArray, opts: ReduceOptions | undefined, op: CollectiveName): void {
+    if (opts?.op !== undefined && opts.op !== "sum" && opts.op !== "max") throw new Error(`${op}: op must be "sum" or "max", got "${opts.op}"`);
+    if (opts?.average && opts.op === "max") throw new Error(`${op}: average is only defined with op "sum"`);
+    if (opts?.average && (data instanceof Int32Array || data instanceof Uint32Array)) {
+      throw new Error(`${op}: average is not defined for ${data.constructor.name} (integer) data`);
+    }
+  }
+
+  private fitsInt(bytes: number, op: CollectiveName, g: MpiGroup): void {
+    if (bytes > INT_MAX) throw new Error(`${op} on group ${g.name} (rank ${this.rank}): ${bytes} bytes exceed the mpi transport's limit of 2^31−1 bytes per buffer (MPI int counts); split the call`);
+  }
+
+  /**
+   * Exchange part j of `send` (elements [sOff[j], sOff[j]+sCnt[j])) with member j; receive member
+   * j's part for me at `recv[rOff[j]…]`. Counts in elements; MPI_Alltoallv on bytes.
+   */
+  private alltoallv(comm: Pointer, send: CommArray, sCnt: ArrayLike<number>, sOff: ArrayLike<number>, recv: CommArray, rCnt: ArrayLike<number>, rOff: ArrayLike<number>, op: CollectiveName): void {
+    const n = sCnt.length;
+    const bpe = send.BYTES_PER_ELEMENT;
+    const sc = new Int32Array(n), sd = new Int32Array(n), rc = new Int32Array(n), rd = new Int32Array(n);
+    for (let j = 0; j < n; j++) {
+      sc[j] = sCnt[j]! * bpe;
+      sd[j] = sOff[j]! * bpe;
+      rc[j] = rCnt[j]! * bpe;
+      rd[j] = rOff[j]! * bpe;
+    }
+    const lib = this.lib;
+    this.check(lib.fn.MPI_Alltoallv(addr(send), sc, sd, lib.BYTE, addr(recv), rc, rd, lib.BYTE, comm), `${op}: MPI_Alltoallv`);
+  }
+
+  /** all_reduce of `data[o, o+c)` over `g` (one chunk; see the file comment). */
+  private allReduceChunk(comm: Pointer, g: MpiGroup, data: CommArray, o: number, c: number, opts: ReduceOptions | undefined): void {
+    const n = g.size;
+    const me = g.rank;
+    const ctor = data.constructor as ArrayCtor;
+    const s0 = partStart(c, n, me);
+    const mySize = partStart(c, n, me + 1) - s0;
+    const sCnt = new Array<number>(n), sOff = new Array<number>(n), rCnt = new Array<number>(n), rOff = new Array<number>(n);
+    for (let j = 0; j < n; j++) {
+      sOff[j] = partStart(c, n, j);
+      sCnt[j] = partStart(c, n, j + 1) - sOff[j]!;
+      rCnt[j] = mySize;
+      rOff[j] = j * mySize;
+    }
+    const chunk = data.subarray(o, o + c) as CommArray;
+    const parts = new ctor(n * mySize);
+    this.alltoallv(comm, chunk, sCnt, sOff, parts, rCnt, rOff, "all_reduce");
+    const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * mySize, (j + 1) * mySize) as CommArray);
+    reduceInto(parts, 0, srcs, mySize, opts?.op ?? "sum", opts?.average ?? false, n, opts?.half ?? "bf16");
+    const bpe = ctor.BYTES_PER_ELEMENT;
+    const rc = new Int32Array(n), rd = new Int32Array(n);
+    for (let j = 0; j < n; j++) {
+      rc[j] = sCnt[j]! * bpe;
+      rd[j] = sOff[j]! * bpe;
+    }
+    const lib = this.lib;
+    this.check(
+      lib.fn.MPI_Allgatherv(addr(parts), mySize * bpe, lib.BYTE, addr(chunk), rc, rd, lib.BYTE, comm),
+      "all_reduce: MPI_Allgatherv",
+    );
+  }
+
+  // ---- collectives --------------------------------------------------------------------------
+
+  async allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_reduce");
+    const dt = dtypeCode(data);
+    this.validateReduce(data, opts, "all_reduce");
+    const n = g.size;
+    const comm = this.arrive(g, "all_reduce", { op: OP_CODES.all_reduce, dtype: dt, length: data.length, root: 0, flags: this.reduceFlags(opts) });
+    if (n === 1) {
+      if (opts?.average || data instanceof Uint16Array) reduceInto(data, 0, [data], data.length, opts?.op ?? "sum", opts?.average ?? false, 1, opts?.half ?? "bf16");
+    } else {
+      const cap = Math.floor(CHUNK_BYTES / data.BYTES_PER_ELEMENT);
+      for (let o = 0; o < data.length; o += cap) this.allReduceChunk(comm, g, data, o, Math.min(cap, data.length - o), opts);
+    }
+    this.counters.record("all_reduce", ringAllReduceBytes(data.byteLength, n), performance.now() - t0);
+    return data;
+  }
+
+  async reduceScatter<T extends CommArray>(input: T, output?: T, opts?: ReduceOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "reduce_scatter");
+    const dt = dtypeCode(input);
+    this.validateReduce(input, opts, "reduce_scatter");
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    if (input.length % n !== 0) throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not a multiple of the group size ${n}`);
+    const s = input.length / n;
+    const out = output ?? (new ctor(s) as T);
+    if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out.length !== s) throw new Error(`reduce_scatter on group ${g.name}: output length ${out.length}, expected input length / group size = ${s}`);
+    this.fitsInt(input.byteLength, "reduce_scatter", g);
+    const comm = this.arrive(g, "reduce_scatter", { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
+    const parts = new ctor(n * s);
+    if (n === 1) parts.set(input);
+    else {
+      const cnt = new Array<number>(n).fill(s);
+      const off = Array.from({ length: n }, (_, j) => j * s);
+      this.alltoallv(comm, input, cnt, off, parts, cnt, off, "reduce_scatter");
+    }
+    const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * s, (j + 1) * s) as CommArray);
+    reduceInto(out, 0, srcs, s, opts?.op ?? "sum", opts?.average ?? false, n, opts?.half ?? "bf16");
+    this.counters.record("reduce_scatter", ringShardBytes(input.byteLength, n), performance.now() - t0);
+    return out;
+  }
+
+  async allGather<T extends CommArray>(input: T, output?: T, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_gather");
+    const dt = dtypeCode(input);
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    const s = input.length;
+    const out = output ?? (new ctor(n * s) as T);
+    if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out.length !== n * s) throw new Error(`all_gather on group ${g.name}: output length ${out.length}, expected group size × input length = ${n * s}`);
+    this.fitsInt(out.byteLength, "all_gather", g);
+    const comm = this.arrive(g, "all_gather", { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
+    const src = overlaps(input, out) ? input.slice() : input;
+    if (n === 1) out.set(src as T);
+    else {
+      const lib = this.lib;
+      const bytes = src.byteLength;
+      this.check(lib.fn.MPI_Allgather(addr(src), bytes, lib.BYTE, addr(out), bytes, lib.BYTE, comm), "all_gather: MPI_Allgather");
+    }
+    this.counters.record("all_gather", ringShardBytes(out.byteLength, n), performance.now() - t0);
+    return out;
+  }
+
+  async allToAllV<T extends CommArray>(
+    send: T,
+    sendCounts: readonly number[],
+    recvCounts: readonly number[],
+    recv?: T,
+    opts?: CollectiveOptions,
+  ): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "all_to_all_v");
+    const dt = dtypeCode(send);
+    const n = g.size;
+    const ctor = send.constructor as ArrayCtor;
+    const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
+    for (const [name, counts] of [["sendCounts", sendCounts], ["recvCounts", recvCounts]] as const) {
+      if (counts.length !== n) throw new Error(`${where}: ${name} has ${counts.length} entries, expected the group size ${n}`);
+      for (const c of counts) if (!Number.isInteger(c) || c < 0) throw new Error(`${where}: ${name} must hold non-negative integers, got ${c}`);
+    }
+    const sdispl = prefix(sendCounts);
+    const rdispl = prefix(recvCounts);
+    if (sdispl[n]! > send.length) throw new Error(`${where}: sendCounts sum to ${sdispl[n]} but send has ${send.length} elements`);
+    const out = recv ?? (new ctor(rdispl[n]!) as T);
+    if (out.constructor !== ctor) throw new Error(`${where}: recv is ${out.constructor.name}, send is ${ctor.name}; they must match`);
+    if (out.length < rdispl[n]!) throw new Error(`${where}: recvCounts sum to ${rdispl[n]} but recv has ${out.length} elements`);
+    this.fitsInt(sdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
+    this.fitsInt(rdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
+    const comm = this.arrive(g, "all_to_all_v", { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    const me = g.rank;
+    const lib = this.lib;
+    if (n > 1) {
+      // the n×n count matrix on every member (as local does), validated before any data moves
+      const mine = new Float64Array(2 * n);
+      for (let j = 0; j < n; j++) {
+        mine[j] = sendCounts[j]!;
+        mine[n + j] = recvCounts[j]!;
+      }
+      const mats = new Float64Array(2 * n * n);
+      this.check(lib.fn.MPI_Allgather(ptr(mine), 16 * n, lib.BYTE, ptr(mats), 16 * n, lib.BYTE, comm), "all_to_all_v: MPI_Allgather of the counts");
+      const problems: string[] = [];
+      for (let i = 0; i < n; i++) {
+        for (let j = 0; j < n; j++) {
+          const sent = mats[2 * n * i + j];
+          const expected = mats[2 * n * j + n + i];
+          if (sent !== expected) problems.push(`rank ${g.ranks[i]} sends ${sent} to rank ${g.ranks[j]}, which expects ${expected}`);
+        }
+      }
+      if (problems.length > 0) throw new CommMismatchError(`${where}: send/recv counts disagree: ${problems.join("; ")}`);
+      const src = overlaps(send, out) ? send.slice() : send;
+      this.alltoallv(comm, src, sendCounts, sdispl, out, recvCounts, rdispl, "all_to_all_v");
+    } else {
+      out.set(send.subarray(sdispl[me]!, sdispl[me]! + sendCounts[me]!) as T, rdispl[me]!);
+    }
+    const bpe = ctor.BYTES_PER_ELEMENT;
+    this.counters.record("all_to_all_v", (sdispl[n]! - sendCounts[me]!) * bpe, performance.now() - t0);
+    return out;
+  }
+
+  async broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "broadcast");
+    const dt = dtypeCode(data);
+    const rootIdx = this.checkRoot(g, root, "broadcast");
+    const comm = this.arrive(g, "broadcast", { op: OP_CODES.broadcast, dtype: dt, length: data.length, root, flags: 0 });
+    if (g.size > 1) {
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      for (let o = 0; o < bytes.length; o += CHUNK_BYTES) {
+        const c = bytes.subarray(o, Math.min(bytes.length, o + CHUNK_BYTES));
+        this.check(this.lib.fn.MPI_Bcast(addr(c), c.length, this.lib.BYTE, rootIdx, comm), "broadcast: MPI_Bcast");
+      }
+    }
+    this.counters.record("broadcast", g.rank === rootIdx && g.size > 1 ? data.byteLength : 0, performance.now() - t0);
+    return data;
+  }
+
+  async gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Promise<T | null> {
+    const t0 = performance.now();
+    const g = this.group(opts, "gather");
+    const dt = dtypeCode(input);
+    const rootIdx = this.checkRoot(g, root, "gather");
+    const n = g.size;
+    const ctor = input.constructor as ArrayCtor;
+    const s = input.length;
+    const isRoot = g.rank === rootIdx;
+    const out = isRoot ? (output ?? (new ctor(n * s) as T)) : null;
+    if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+    if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
+    this.fitsInt(n * input.byteLength, "gather", g);
+    const comm = this.arrive(g, "gather", { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
+    const src = out && overlaps(input, out) ? input.slice() : input;
+    if (n === 1) out!.set(src as T);
+    else {
+      const lib = this.lib;
+      const b = src.byteLength;
+      const counts = new Int32Array(n).fill(b);
+      const displs = Int32Array.from({ length: n }, (_, j) => j * b);
+      this.check(lib.fn.MPI_Gatherv(addr(src), b, lib.BYTE, out ? addr(out) : null, counts, displs, lib.BYTE, rootIdx, comm), "gather: MPI_Gatherv");
+    }
+    this.counters.record("gather", isRoot ? 0 : input.byteLength, performance.now() - t0);
+    return out;
+  }
+
+  async scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Promise<T> {
+    const t0 = performance.now();
+    const g = this.group(opts, "scatter");
+    const dt = dtypeCode(output);
+    const rootIdx = this.checkRoot(g, root, "scatter");
+    const n = g.size;
+    const ctor = output.constructor as ArrayCtor;
+    const s = output.length;
+    const isRoot = g.rank === rootIdx;
+    if (isRoot) {
+      if (!input) throw new Error(`scatter on group ${g.name}: the root (rank ${root}) must pass an input array`);
+      if (input.constructor !== ctor) throw new Error(`scatter: input is ${input.constructor.name}, output is ${ctor.name}; they must match`);
+      if (input.length !== n * s) throw new Error(`scatter on group ${g.name}: root input length ${input.length}, expected group size × output length = ${n * s}`);
+    }
+    this.fitsInt(n * output.byteLength, "scatter", g);
+    const comm = this.arrive(g, "scatter", { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
+    const src = isRoot && overlaps(input!, output) ? input!.slice() : input;
+    if (n === 1) output.set(src!.subarray(0, s) as T);
+    else {
+      const lib = this.lib;
+      const b = output.byteLength;
+      const counts = new Int32Array(n).fill(b);
+      const displs = Int32Array.from({ length: n }, (_, j) => j * b);
+      this.check(lib.fn.MPI_Scatterv(isRoot ? addr(src!) : null, counts, displs, lib.BYTE, addr(output), b, lib.BYTE, rootIdx, comm), "scatter: MPI_Scatterv");
+    }
+    this.counters.record("scatter", isRoot ? ringShardBytes(n * s * ctor.BYTES_PER_ELEMENT, n) : 0, performance.now() - t0);
+    return output;
+  }
+
+  async barrier(opts?: CollectiveOptions): Promise<void> {
+    const t0 = performance.now();
+    const g = this.group(opts, "barrier");
+    // the header exchange returns only once every member has entered: it is the barrier
+    this.arrive(g, "barrier", { op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
+    this.counters.record("barrier", 0, performance.now() - t0);
+  }
+
+  /**
+   * Gather one byte string per rank to world rank `root` (not a counted collective; for the
+   * launcher's results). Returns the strings in rank order at the root, null elsewhere.
+   */
+  async gatherBytes(bytes: Uint8Array, root = 0): Promise<Uint8Array[] | null> {
+    const lib = this.lib;
+    const W = this.worldSize;
+    const comm = this.commOf(this.world as MpiGroup);
+    const isRoot = this.rank === root;
+    const counts = new Int32Array(W);
+    const one = new Int32Array([bytes.length]);
+    this.check(lib.fn.MPI_Gatherv(ptr(one), 4, lib.BYTE, ptr(counts), new Int32Array(W).fill(4), Int32Array.from({ length: W }, (_, j) => 4 * j), lib.BYTE, root, comm), "gatherBytes: MPI_Gatherv of the lengths");
+    const displs = new Int32Array(W);
+    let total = 0;
+    for (let j = 0; j < W; j++) {
+      displs[j] = total;
+      total += counts[j]!;
+    }
+    if (total > INT_MAX) throw new Error(`gatherBytes: ${total} bytes exceed 2^31−1`);
+    const out = isRoot ? new Uint8Array(Math.max(1, total)) : null;
+    this.check(lib.fn.MPI_Gatherv(addr(bytes), bytes.length, lib.BYTE, out ? ptr(out) : null, counts, displs, lib.BYTE, root, comm), "gatherBytes: MPI_Gatherv");
+    if (!out) return null;
+    return Array.from({ length: W }, (_, j) => out.slice(displs[j]!, displs[j]! + counts[j]!));
+  }
+
+  /** End the whole job now: MPI_Abort(MPI_COMM_WORLD, code). Open MPI's mpirun kills every rank
+   * and exits with `code`. Does not return. */
+  abort(code: number): never {
+    this.lib.fn.MPI_Abort(this.lib.COMM_WORLD, code);
+    process.exit(code);
+  }
+
+  /** Leave MPI (MPI_Finalize). Collectives must not be called afterwards. */
+  finalize(): void {
+    this.lib.fn.MPI_Finalize();
+  }
+}
+
+function prefix(counts: readonly number[]): number[] {
+  const p = [0];
+  for (const c of counts) p.push(p[p.length - 1]! + c);
+  return p;
+}
