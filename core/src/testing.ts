@@ -5,7 +5,7 @@
  * parameters for comparison, and reading a safetensors reference. See docs/plugins.md §8.
  */
 export { launch, LaunchError, type LaunchOptions, type RankEntry, type RankFailure } from "./launch/index.ts";
-export { tinyModel, awkwardModel, AWKWARD_NUMEL, tinyJob } from "./testing/tiny-jobs.ts";
+export { tinyModel, tinyLlamaModel, awkwardModel, AWKWARD_NUMEL, tinyJob } from "./testing/tiny-jobs.ts";
 export { microBatch } from "./testing/micro-batch.ts";
 export { gatherFullParams } from "./testing/gather-full-params.ts";
 export { FIXTURE_ENTRY, trainRank, type PadByTag, type TrainArgs, type TrainManyArgs, type TrainOut } from "./testing/train-rank.ts";

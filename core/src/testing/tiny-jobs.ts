@@ -27,6 +27,18 @@ export function awkwardModel(): Record<string, unknown> {
   };
 }
 
+/**
+ * A tiny dense llama with awkward sizes (vocab 256, hidden 12, intermediate 23 (prime), 1 layer,
+ * 3 heads of dim 4): needs no built-in plugin at ZeRO stage 0, so a job around it trains with only
+ * @zeromoe/core and @zeromoe/kernels installed (an out-of-tree plugin's tests).
+ */
+export function tinyLlamaModel(): Record<string, unknown> {
+  return {
+    model_type: "llama", vocab_size: 256, hidden_size: 12, intermediate_size: 23, num_hidden_layers: 1,
+    num_attention_heads: 3, max_position_embeddings: 16,
+  };
+}
+
 /** Element count of {@link awkwardModel} (sum over its units). */
 export const AWKWARD_NUMEL = 18675;
 
