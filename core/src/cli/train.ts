@@ -82,7 +82,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     for (const l of summarizeJob(config)) out(l);
     for (const w of warnings) out(`warning: ${w}`);
     const t0 = performance.now();
-    const { summary } = await runTraining(config, { resume: a.resume, initFrom: a.initFrom });
+    const { summary } = await runTraining(config, { resume: a.resume, initFrom: a.initFrom, baseDir: a.config === undefined ? undefined : dirname(resolve(a.config)) });
     const secs = (performance.now() - t0) / 1000;
     const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
