@@ -13,7 +13,7 @@ import { Engine, type TrainMicroBatch } from "../src/engine/engine.ts";
 import type { EngineEnv } from "../src/engine/hooks.ts";
 import { pluginsForJob } from "../src/engine/plugin-loader.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import type { GateDecision, GateRequest, MoEGate } from "../src/nn/moe-route.ts";
+import type { GatingRequest, MoERouter, RoutingDecision, RoutingRequest } from "../src/nn/moe/index.ts";
 import { streamKey, uniformFill } from "../src/tensor/random.ts";
 import { createMoEPlugin, moeStateOf } from "@zeromoe/plugin-moe";
 
@@ -46,17 +46,20 @@ export interface MoeBenchRankOut {
   tokensPerStep: number;
 }
 
-class SkewGate implements MoEGate {
+class SkewGate implements MoERouter {
   readonly name = "zipf";
   /** counts[layer][expert] of the choices made while `counting`. */
   readonly counts: number[][] = [];
   counting = false;
-  constructor(private readonly inner: MoEGate, private readonly env: EngineEnv, private readonly s: number) {}
+  constructor(private readonly inner: MoERouter, private readonly env: EngineEnv, private readonly s: number) {}
   get mixtralAuxCoef(): number | null {
     return this.inner.mixtralAuxCoef;
   }
-  async run(req: GateRequest): Promise<GateDecision> {
-    const d = await this.inner.run(req);
+  gating(req: GatingRequest) {
+    return this.inner.gating(req);
+  }
+  async routing(req: RoutingRequest): Promise<RoutingDecision> {
+    const d = await this.inner.routing(req);
     const { numExperts: E, topK: k } = req;
     const T = d.topkIndices.length / k;
     const w = Array.from({ length: E }, (_, e) => 1 / (e + 1) ** this.s);
@@ -118,8 +121,8 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
   const plugins = (await pluginsForJob(config)).map((p) => (p.name === "moe" && r.loads ? createMoEPlugin({ loads: r.loads }) : p));
   const engine = await Engine.create({ config, comm, backend: be, plugins, log: () => {} });
   const model = engine.model as MixtralForCausalLM;
-  const skew = r.skew !== null ? new SkewGate(model.gate!, engine.env, r.skew) : null;
-  if (skew) model.gate = skew;
+  const skew = r.skew !== null ? new SkewGate(model.moe.router, engine.env, r.skew) : null;
+  if (skew) model.moe.router = skew;
   const st = moeStateOf(engine.env)!;
   const micro = config.train_micro_batch_size_per_gpu;
   const accum = config.gradient_accumulation_steps;
@@ -139,12 +142,12 @@ async function one(comm: Communicator, r: MoeBenchRun): Promise<MoeBenchRankOut>
     const t0 = performance.now();
     const c0 = threadCpuSeconds();
     let stepRows = 0;
-    if (st.route) {
+    if (st.dispatcher) {
       // rows this rank's experts receive: read the exchange of every layer after each forward
       const orig = model.forward.bind(model);
       model.forward = async (inp) => {
         const out = await orig(inp);
-        for (const x of st.route!.lastExchange) stepRows += x.receivedRows.reduce((a, b) => a + b, 0);
+        for (const x of st.dispatcher!.lastExchange) stepRows += x.receivedRows.reduce((a, b) => a + b, 0);
         return out;
       };
       await engine.trainBatch(mbs);

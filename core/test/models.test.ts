@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "@zeromoe/kernels";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { MixtralForCausalLM } from "../src/models/mixtral.ts";
-import { LocalRoute, type RouteRequest } from "../src/nn/moe-route.ts";
+import { LocalDispatcher, type DispatchRequest } from "../src/nn/moe/dispatcher.ts";
 import { readGrad } from "../src/nn/state-dict.ts";
 import type { UnitHooks } from "../src/nn/unit.ts";
 import { backward, fromArray, noGrad } from "../src/tensor/index.ts";
@@ -146,13 +146,13 @@ describe("mixtral", () => {
     await backward(out.loss!);
   });
 
-  test("SGD lowers the loss; memory stable; custom route is used", async () => {
+  test("SGD lowers the loss; memory stable; custom dispatcher is used", async () => {
     const be = new CpuBackend();
     const cfg = tinyMixtral();
     const m = new MixtralForCausalLM(be, cfg, { seed: 4 });
     let calls = 0;
-    const inner = new LocalRoute();
-    m.route = { name: "counting", run: (r: RouteRequest) => (calls++, inner.run(r)) };
+    const inner = new LocalDispatcher();
+    m.moe.dispatcher = { name: "counting", dispatch: (r: DispatchRequest) => (calls++, inner.dispatch(r)), combine: (d, y) => inner.combine(d, y) };
     const ids = tokens(B * S, cfg.vocab_size, "mix-sgd");
     const losses: number[] = [];
     const peaks: number[] = [];

@@ -23,3 +23,4 @@ export { LocalCommunicator, timeoutMsFromEnv, type LocalCommOptions } from "./lo
 export { abortWorld, createLocalWorldMemory, DEFAULT_SLOT_BYTES, type LocalWorldMemory } from "./local/memory.ts";
 export { ringAllReduceBytes, ringShardBytes } from "./stats.ts";
 export { createSoloCommunicator } from "./solo.ts";
+export { allToAllVRows, type RowExchange } from "./all-to-all-v-rows.ts";

@@ -25,6 +25,7 @@ import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type Pa
 import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, silu } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
+import type { MoEParts } from "../nn/moe/layer.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
@@ -130,6 +131,9 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   /** Recompute each decoder layer during backward instead of keeping its activations (HF
    * `gradient_checkpointing`, DeepSpeed `activation_checkpointing`); see tensor/checkpoint.ts. */
   gradientCheckpointing = false;
+  /** The router and token dispatcher of the model's MoE layers (nn/moe/layer.ts), which the route
+   * hook replaces; null for a dense model. */
+  readonly moe: MoEParts | null = null;
 
   constructor(be: Backend, config: C, opts: ModelOptions = {}) {
     this.be = be;

@@ -7,12 +7,15 @@
  *   top-k experts per token by p; weights = their p renormalised to sum 1
  *   out = Σ_i w_i · expert_i(x),  expert = w2(silu(w1 x) ⊙ w3 x)   (no capacity, no dropping)
  *
- * Dispatch/combine go through `model.route` (the route hook, nn/moe-route.ts; default all experts
- * local). Each block returns DeepSpeed-style (output, aux-loss inputs, expert counts). When
- * `model.gate` is set (the MoE plugin's DeepSpeed-style router: capacity, drops, Switch/GShard aux,
- * z-loss, noise, clamping), it replaces the routing decision above; its per-layer weighted losses are
- * added to the training loss, and the HF load-balancing loss below is added with
- * `gate.mixtralAuxCoef` instead of `router_aux_loss_coef` (null: not added).
+ * Each layer's block is an `MoELayer` (nn/moe/layer.ts), one straight line: router.gating →
+ * router.routing → dispatcher.dispatch → experts(rows, tokens_per_expert) → dispatcher.combine.
+ * The router and the dispatcher are `model.moe` (shared by all layers): by default Hugging Face's
+ * router (nn/moe/router.ts `TopKRouter`, the formulas above) and the local dispatcher (every expert
+ * on this rank); the route hook replaces them (the MoE plugin: all_to_all_v expert parallelism,
+ * DeepSpeed's router options — capacity, drops, Switch/GShard aux, z-loss, noise, clamping). Each
+ * block returns DeepSpeed-style (output, aux-loss inputs, expert counts); a router's per-layer
+ * weighted losses are added to the training loss, and the HF load-balancing loss below is added with
+ * `router.mixtralAuxCoef` (the default router: `router_aux_loss_coef` when `output_router_logits`).
  *
  * Load-balancing loss (HF `load_balancing_loss_func`, Switch Transformer eq. 4–6 as HF computes it):
  * router probabilities of ALL layers are treated as one [L·T, E] matrix;
@@ -33,13 +36,16 @@
  */
 import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
-import { LocalRoute, type MoEGate, type MoERoute } from "../nn/moe-route.ts";
+import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
+import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
+import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
+import { TopKRouter } from "../nn/moe/router.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
-import { enterUnit, leaveUnit, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
-import { add, div, fromArray, gatherRows, linear, mean, mul, reshape, scale, softmax, sum, topk } from "../tensor/index.ts";
+import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
+import { add, fromArray, mean, mul, scale, sum } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { MixtralConfig } from "../config/types.ts";
-import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
+import { CausalDecoder, type ModelOptions } from "./llama.ts";
 
 /** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)). */
 export interface MoEBlockOutput {
@@ -53,36 +59,29 @@ export interface MoEBlockOutput {
   gateLoss: Tensor | null;
 }
 
-interface ExpertParams {
-  unit: Unit;
-  w1: Parameter;
-  w2: Parameter;
-  w3: Parameter;
-}
-
 /** `MixtralForCausalLM`. */
 export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
-  /** The route hook (replace with an expert-parallel route). Default: {@link LocalRoute}. */
-  route: MoERoute = new LocalRoute();
-  /** The router (null: Hugging Face's, in {@link sparseMoeBlock}). */
-  gate: MoEGate | null = null;
+  /** The router and token dispatcher of every MoE layer (the route hook replaces them). Default:
+   * Hugging Face's router and the local dispatcher. */
+  override readonly moe: MoEParts;
   /** Per-layer block outputs' statistics from the last forward. */
   lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array; gateLoss: Tensor | null }[] = [];
   /** The load-balancing loss of the last forward (before the coefficient), or null. */
   lastAuxLoss: Tensor | null = null;
-  private experts: ExpertParams[][] = [];
-  private gates: Parameter[] = [];
+  /** The MoE layer of each decoder layer. */
+  readonly moeLayers: MoELayer[] = [];
 
   constructor(be: Backend, config: MixtralConfig, opts: ModelOptions = {}) {
     super(be, config, opts);
+    this.moe = { router: new TopKRouter(config.output_router_logits ? config.router_aux_loss_coef : null), dispatcher: new LocalDispatcher() };
     for (let l = 0; l < config.num_hidden_layers; l++) {
-      this.gates.push(this.units.param(`model.layers.${l}.block_sparse_moe.gate.weight`));
       const row: ExpertParams[] = [];
       for (let e = 0; e < config.num_local_experts; e++) {
         const P = (n: string) => this.units.param(`model.layers.${l}.block_sparse_moe.experts.${e}.${n}.weight`);
         row.push({ unit: this.units.unit(`layers.${l}.experts.${e}`), w1: P("w1"), w2: P("w2"), w3: P("w3") });
       }
-      this.experts.push(row);
+      const gate = this.units.param(`model.layers.${l}.block_sparse_moe.gate.weight`);
+      this.moeLayers.push(new MoELayer(l, gate, new GroupedExperts(l, row), config.num_experts_per_tok, this.moe));
     }
   }
 
@@ -113,7 +112,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   /** The expert units of layer `layer`, in expert order. */
   expertUnits(layer: number): Unit[] {
-    return this.experts[layer]!.map((x) => x.unit);
+    return this.moeLayers[layer]!.experts.units();
   }
 
   protected override layerOutputsToKeep(layer: number): Tensor[] {
@@ -141,53 +140,8 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
-    const c = this.config;
-    const E = c.num_local_experts;
-    const k = c.num_experts_per_tok;
-    const T = x.shape[0]!;
-    const be = this.be;
-    if (this.gate) {
-      const d = await this.gate.run({ layer, x, weight: this.gates[layer]!.tensor, numExperts: E, topK: k });
-      const output = await this.route.run({ layer, x, topkIndices: d.topkIndices, topkWeights: d.topkWeights, numExperts: E, topK: k, runExpert: this.expertRunner(layer) });
-      return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, gateLoss: d.loss };
-    }
-    const probs = softmax(linear(x, this.gates[layer]!.tensor)); // [T, E]
-    // Expert choice (not differentiable); read to the host to plan the dispatch.
-    const { values, indices } = topk(probs, k);
-    const chosen = Int32Array.from(await indices.toArray());
-    values.dispose();
-    indices.dispose();
-    // Differentiable top-k probabilities: gather them from p by flat index t·E + e, renormalise.
-    const flat = new Int32Array(T * k);
-    for (let i = 0; i < T * k; i++) flat[i] = Math.floor(i / k) * E + chosen[i]!;
-    const picked = reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(be, flat, [T * k], "i32")), [T, k]);
-    const weights = div(picked, sum(picked, -1, true)); // [T, k]
-    const output = await this.route.run({
-      layer,
-      x,
-      topkIndices: chosen,
-      topkWeights: reshape(weights, [T * k]),
-      numExperts: E,
-      topK: k,
-      runExpert: this.expertRunner(layer),
-    });
-    const expertCounts = new Int32Array(E);
-    for (const e of chosen) expertCounts[e]!++;
-    return { output, routerProbMean: mean(probs, 0), expertCounts, gateLoss: null };
-  }
-
-  /** The route's `runExpert` for layer `layer`: enter the expert's unit, SwiGLU, leave. */
-  private expertRunner(layer: number): (e: number, xs: Tensor | null) => Promise<Tensor | null> {
-    const experts = this.experts[layer]!;
-    const E = this.config.num_local_experts;
-    return async (e, xs) => {
-      const ex = experts[e];
-      if (!ex) throw new Error(`route ${this.route.name}: expert ${e} does not exist in layer ${layer} (E = ${E})`);
-      await enterUnit(ex.unit);
-      const y = xs ? swiglu(xs, ex.w1, ex.w3, ex.w2) : null;
-      await leaveUnit(ex.unit);
-      return y;
-    };
+    const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
+    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, gateLoss: d.loss };
   }
 
   protected override auxLossOfLastForward(): Tensor | null {
@@ -208,7 +162,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts[e]! / (L * tokens);
     const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
     this.lastAuxLoss = aux;
-    const coef = this.gate ? this.gate.mixtralAuxCoef : c.output_router_logits ? c.router_aux_loss_coef : null;
+    const coef = this.moe.router.mixtralAuxCoef;
     let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;
     for (const b of this.lastBlocks) if (b.gateLoss) extra = extra ? add(extra, b.gateLoss) : b.gateLoss;
     return extra;
@@ -263,15 +217,13 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     const skip = /\.block_sparse_moe\./;
     for (const p of this.parameters()) if (!skip.test(p.name)) sd.set(p.name, await readParam(p));
     for (let l = 0; l < c.num_hidden_layers; l++) {
-      sd.set(`model.layers.${l}.mlp.gate.weight`, await readParam(this.gates[l]!));
+      sd.set(`model.layers.${l}.mlp.gate.weight`, await readParam(this.moeLayers[l]!.gate));
+      const P = (e: number, w: string) => this.units.param(`model.layers.${l}.block_sparse_moe.experts.${e}.${w}.weight`);
       const parts: StateTensor[] = [];
-      for (let e = 0; e < E; e++) {
-        const ex = this.experts[l]![e]!;
-        parts.push(await readParam(ex.w1), await readParam(ex.w3));
-      }
+      for (let e = 0; e < E; e++) parts.push(await readParam(P(e, "w1")), await readParam(P(e, "w3")));
       sd.set(`model.layers.${l}.mlp.experts.gate_up_proj`, stack(parts, [E, 2 * I, H]));
       const downs: StateTensor[] = [];
-      for (let e = 0; e < E; e++) downs.push(await readParam(this.experts[l]![e]!.w2));
+      for (let e = 0; e < E; e++) downs.push(await readParam(P(e, "w2")));
       sd.set(`model.layers.${l}.mlp.experts.down_proj`, stack(downs, [E, H, I]));
     }
     return sd;

@@ -57,6 +57,10 @@ export interface OpNode {
   inputs: Tensor[];
   out: Tensor;
   extraOuts?: Tensor[];
+  /** A collective (e.g. the differentiable all_to_all_v, comm/all-to-all-v-rows.ts): its backward
+   * runs in every sweep that meets it, with a zero `gOut` when `out` received no gradient on this
+   * rank, because the other members of its group run their half of the backward collective. */
+  collective?: boolean;
   backward: (gOut: Tensor) => void | Promise<void>;
 }
 
@@ -340,8 +344,8 @@ async function sweepTape(list: Entry[], seeds: Map<Tensor, Tensor>, capture: Ten
       }
       const node = e as OpNode;
       let g = s.grads.get(node.out);
-      if (!g && node.extraOuts?.some((t) => s.grads.has(t))) {
-        g = gradBuffer(node.out.be, node.out);
+      if (!g && (node.collective || node.extraOuts?.some((t) => s.grads.has(t)))) {
+        g = gradBuffer(node.out.be, node.out); // zeros (fresh allocations are zeroed)
         s.grads.set(node.out, g);
       }
       if (g) {

@@ -1,10 +1,15 @@
 /**
  * The MoE router with DeepSpeed's MoE-layer options (`deepspeed.moe.layer.MoE` / `TopKGate` in
- * `sharded_moe.py`), installed as the model's gate (core/src/nn/moe-route.ts `MoEGate`):
+ * `sharded_moe.py`), installed as the model's router through the route hook (`MoERouter` of
+ * `@zeromoe/core/nn`, gating then routing). The Hugging Face steps (logits, softmax, top-k,
+ * renormalised weights) are core's router blocks (core/src/nn/moe/router.ts); this file adds the
+ * DeepSpeed options around them:
  *
+ *   gating:
  *   x' = x · U(1−ε, 1+ε)              noisy_gate_policy "Jitter", training only, ε = 1e-2
  *                                     (DeepSpeed `multiplicative_jitter`)
  *   logits = x' · Wᵀ                  [T, E]; clamped to [−v, v] when router_logits_clamp = v
+ *   routing:
  *   p = softmax(logits) in f32
  *   choice: top-k of p (ties to the lower expert) — with "RSample" in training, DeepSpeed's Gumbel
  *           trick: k = 1 takes argmax(logits + G); k ≥ 2 takes slot 0 = argmax(p), later slots =
@@ -27,19 +32,15 @@
  *   P_e = mean_t p[t, e] before drops, f_e before drops (DeepSpeed computes both before capacity).
  *
  * With the defaults of a mixtral model (no noise, no clamp, no drops, aux "mixtral") the ops are
- * exactly Hugging Face's (and mixtral.ts's built-in router): bit-identical results.
+ * exactly Hugging Face's (core's `TopKRouter`, the same blocks): bit-identical results.
  * Noise is drawn from a Philox stream keyed by (seed, step, global micro-batch slot
  * micro·world_size + rank, layer): an activation-checkpointing recomputation sees the same noise,
  * and a micro-batch gets the same noise at any world size (a single rank accumulating the slots
  * routes like the ranks of a larger world).
  */
-import type { EngineEnv } from "@zeromoe/core";
-import type { MoeConfig } from "../../../core/src/config/types.ts";
-import type { GateDecision, GateRequest, MoEGate } from "../../../core/src/nn/moe-route.ts";
-import { add, div, fromArray, gatherRows, linear, logSoftmax, mean, mul, reshape, scale, softmax, square, sub, sum, topk } from "../../../core/src/tensor/index.ts";
-import { accumulateGrad, record } from "../../../core/src/tensor/tape.ts";
-import { streamKey, uniformFill } from "../../../core/src/tensor/random.ts";
-import type { Tensor } from "../../../core/src/tensor/tensor.ts";
+import type { MoeConfig } from "@zeromoe/core/config";
+import { chosenProbs, expertHistogram, renormalize, routerLogits, topkExperts, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
+import { accumulateGrad, add, div, fromArray, gatherRows, logSoftmax, mean, mul, record, reshape, scale, softmax, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
 /** Router options (the resolved `moe` section plus the model's HF switch). */
@@ -91,10 +92,14 @@ export interface GateRecord {
   zLoss: number | null;
 }
 
-/** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed. */
+/** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed.
+ * `phase` and `micro` are read at every call (the engine's live objects). */
 export interface GateContext {
-  phase: EngineEnv["phase"];
-  micro: EngineEnv["micro"];
+  /** `training` (trainBatch) or evaluation; `backward` while a recomputation runs; `step` = 0-based
+   * optimizer step. */
+  phase: { readonly training: boolean; readonly backward: boolean; readonly step: number };
+  /** Micro-batch index within the step and the count. */
+  micro: { readonly index: number; readonly count: number };
   rank: number;
   /** world_size (the noise key uses the global micro-batch slot micro·world_size + rank). */
   worldSize: number;
@@ -107,7 +112,7 @@ export interface GateContext {
 export const JITTER_EPS = 1e-2;
 
 /** The DeepSpeed-option router (see the module comment). */
-export class TopKGate implements MoEGate {
+export class TopKGate implements MoERouter {
   readonly name = "topk";
   readonly opts: GateOptions;
   private readonly ctx: GateContext;
@@ -127,22 +132,30 @@ export class TopKGate implements MoEGate {
     return streamKey(c.seed, `moe.${what}/step${c.phase.step}/slot${slot}/layer${layer}`);
   }
 
-  async run(req: GateRequest): Promise<GateDecision> {
+  /** Gating: jitter (training, "Jitter"), logits = x'·Wᵀ, clamp (router_logits_clamp). */
+  async gating(req: GatingRequest): Promise<Tensor> {
     const o = this.opts;
-    const { x, weight, numExperts: E, topK: k, layer } = req;
-    if (k !== o.k) throw new Error(`moe gate: the model routes top-${k}, moe.k is ${o.k}`);
+    const { x, weight, layer } = req;
     const T = x.shape[0]!;
     const H = x.shape[1]!;
-    const be = x.be;
-    const training = this.ctx.phase.training;
     let xin = x;
-    if (training && o.noisyGatePolicy === "Jitter") {
+    if (this.ctx.phase.training && o.noisyGatePolicy === "Jitter") {
       const u = new Float32Array(T * H);
       uniformFill(u, this.noiseKey("jitter", layer), 0, 1 - JITTER_EPS, 1 + JITTER_EPS);
-      xin = mul(x, fromArray(be, u, [T, H]));
+      xin = mul(x, fromArray(x.be, u, [T, H]));
     }
-    let logits = linear(xin, weight); // [T, E]
-    if (o.logitsClamp !== null) logits = await clampTensor(logits, o.logitsClamp);
+    const logits = routerLogits(xin, weight); // [T, E]
+    return o.logitsClamp !== null ? clampTensor(logits, o.logitsClamp) : logits;
+  }
+
+  /** Routing: softmax, choice, capacity drops, combine weights, losses (module comment). */
+  async routing(req: RoutingRequest): Promise<RoutingDecision> {
+    const o = this.opts;
+    const { logits, numExperts: E, topK: k, layer } = req;
+    if (k !== o.k) throw new Error(`moe gate: the model routes top-${k}, moe.k is ${o.k}`);
+    const T = logits.shape[0]!;
+    const be = logits.be;
+    const training = this.ctx.phase.training;
     const probs = softmax(logits);
     // enqueued before the choice is read, so that read's flush also completes it
     const pMean = mean(probs, 0); // [E]
@@ -155,13 +168,9 @@ export class TopKGate implements MoEGate {
       uniformFill(u, this.noiseKey("gumbel", layer), 0);
       chosen = rsampleChoice(p, lg, u, T, E, k);
     } else {
-      const { values, indices } = topk(probs, k);
-      chosen = Int32Array.from(await indices.toArray());
-      values.dispose();
-      indices.dispose();
+      chosen = await topkExperts(probs, k);
     }
-    const counts = new Int32Array(E);
-    for (const e of chosen) counts[e]!++;
+    const counts = expertHistogram(chosen, E);
     // ---- capacity ----
     let routed = chosen;
     let dropped = 0;
@@ -172,13 +181,11 @@ export class TopKGate implements MoEGate {
       dropped = r.dropped;
     }
     // ---- combine weights ----
-    const flat = new Int32Array(T * k);
-    for (let i = 0; i < T * k; i++) flat[i] = Math.floor(i / k) * E + chosen[i]!;
-    const picked = reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(be, flat, [T * k], "i32")), [T, k]);
+    const picked = chosenProbs(probs, chosen, k);
     let weights: Tensor;
-    if (o.auxLoss === "mixtral") weights = div(picked, sum(picked, -1, true));
+    if (o.auxLoss === "mixtral") weights = renormalize(picked);
     else if (k === 1) weights = picked;
-    else if (dropped === 0) weights = div(picked, sum(picked, -1, true));
+    else if (dropped === 0) weights = renormalize(picked);
     else {
       const keep = new Float32Array(T * k);
       const fix = new Float32Array(T);

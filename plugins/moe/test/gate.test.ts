@@ -11,13 +11,11 @@
  * - logit clamping: values and gradient mask.
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend } from "../../../kernels/src/cpu/index.ts";
-import type { Backend } from "../../../kernels/src/backend.ts";
-import { loadStateDict as readSafetensors } from "../../../core/src/checkpoint/hf-load.ts";
-import { mixtralConfig } from "../../../core/src/models/config.ts";
-import { MixtralForCausalLM } from "../../../core/src/models/mixtral.ts";
-import { readGrad, readParam, type StateDict } from "../../../core/src/nn/state-dict.ts";
-import { Variable, add, backward, fromArray, mul, noGrad, normalFill, streamKey, sum } from "../../../core/src/tensor/index.ts";
+import { CpuBackend, type Backend } from "@zeromoe/kernels";
+import { MixtralForCausalLM, mixtralConfig } from "@zeromoe/core/models";
+import { readGrad, readParam, type MoERouter, type RoutingDecision, type StateDict } from "@zeromoe/core/nn";
+import { Variable, add, backward, fromArray, mul, noGrad, normalFill, streamKey, sum, type Tensor } from "@zeromoe/core/tensor";
+import { readSafetensors } from "@zeromoe/core/testing";
 import { TopKGate, clampTensor, expertCapacity, rsampleChoice, type GateContext, type GateOptions } from "../src/index.ts";
 
 const FIX = "core/test/fixtures/mixtral";
@@ -34,6 +32,12 @@ function opts(over: Partial<GateOptions> = {}): GateOptions {
 
 function ctx(training = true, step = 0, micro = 0): GateContext {
   return { phase: { training, backward: false, step }, micro: { index: micro, count: 1 }, rank: 0, worldSize: 1, seed: 3 };
+}
+
+/** One layer through a router: gating, then routing. */
+async function routeOnce(r: MoERouter, req: { layer: number; x: Tensor; weight: Tensor; numExperts: number; topK: number }): Promise<RoutingDecision> {
+  const logits = await r.gating(req);
+  return r.routing({ layer: req.layer, logits, numExperts: req.numExperts, topK: req.topK });
 }
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -57,7 +61,7 @@ describe("defaults reproduce Hugging Face Mixtral", () => {
       const be = new CpuBackend();
       const model = new MixtralForCausalLM(be, config);
       model.loadStateDict(weights);
-      if (withGate) model.gate = new TopKGate(opts({ k: config.num_experts_per_tok, auxLossCoef: config.router_aux_loss_coef }), ctx());
+      if (withGate) model.moe.router = new TopKGate(opts({ k: config.num_experts_per_tok, auxLossCoef: config.router_aux_loss_coef }), ctx());
       const out = await model.forward({ inputIds: inputs.input_ids.flat(), labels: inputs.labels.flat(), batch: 2, seq: 7 });
       const logits = await out.logits.toArray();
       const loss = await out.loss!.item();
@@ -189,13 +193,13 @@ describe("capacity and drops equal a float64 reference of the documented rule", 
       const be = new CpuBackend();
       const model = tinyModel(be, c.E, c.k);
       const o = opts({ k: c.k, ...c.o });
-      model.gate = new TopKGate(o, ctx());
+      model.moe.router = new TopKGate(o, ctx());
       const T = 13;
       const xh = randn(T * 9, `x-${c.name}`);
       const ref = await reference(model, xh, T, c.E, c.k, o);
       const { out, idx } = await noGrad(async () => {
         const x = fromArray(be, xh, [T, 9]);
-        const d = await model.gate!.run({ layer: 0, x, weight: model.param("model.layers.0.block_sparse_moe.gate.weight").tensor, numExperts: c.E, topK: c.k });
+        const d = await routeOnce(model.moe.router, { layer: 0, x, weight: model.param("model.layers.0.block_sparse_moe.gate.weight").tensor, numExperts: c.E, topK: c.k });
         const r = await model.sparseMoeBlock(0, x);
         return { out: await r.output.toArray(), idx: d.topkIndices, counts: r.expertCounts };
       });
@@ -213,7 +217,7 @@ describe("capacity and drops equal a float64 reference of the documented rule", 
     const model = tinyModel(be, 5, 2);
     const x = fromArray(be, randn(13 * 9, "x-eval"), [13, 9]);
     const w = model.param("model.layers.0.block_sparse_moe.gate.weight").tensor;
-    const run = (o: GateOptions, training: boolean) => noGrad(() => new TopKGate(o, ctx(training)).run({ layer: 0, x, weight: w, numExperts: 5, topK: 2 }));
+    const run = (o: GateOptions, training: boolean) => noGrad(() => routeOnce(new TopKGate(o, ctx(training)), { layer: 0, x, weight: w, numExperts: 5, topK: 2 }));
     expect(Array.from((await run(opts({ capacityFactor: 0.1, minCapacity: 0 }), true)).topkIndices).includes(-1)).toBe(false);
     const o = opts({ dropTokens: true, capacityFactor: 0.3, evalCapacityFactor: 10, minCapacity: 1 });
     expect(Array.from((await run(o, true)).topkIndices).includes(-1)).toBe(true);
@@ -228,11 +232,11 @@ describe("aux and z losses", () => {
       const model = tinyModel(be, 5, 2);
       const o = opts({ auxLoss: aux, auxLossCoef: 0.3, zLossCoef: 0.07 });
       const recs: { aux: number | null; zLoss: number | null }[] = [];
-      model.gate = new TopKGate(o, { ...ctx(), observe: (r) => recs.push(r) });
+      model.moe.router = new TopKGate(o, { ...ctx(), observe: (r) => recs.push(r) });
       const xh = randn(13 * 9, `x-aux-${aux}`);
       const ref = await reference(model, xh, 13, 5, 2, o);
       const loss = await noGrad(async () => {
-        const d = await model.gate!.run({ layer: 0, x: fromArray(be, xh, [13, 9]), weight: model.param("model.layers.0.block_sparse_moe.gate.weight").tensor, numExperts: 5, topK: 2 });
+        const d = await routeOnce(model.moe.router, { layer: 0, x: fromArray(be, xh, [13, 9]), weight: model.param("model.layers.0.block_sparse_moe.gate.weight").tensor, numExperts: 5, topK: 2 });
         return d.loss!.item();
       });
       expect(Math.abs(recs[0]!.aux! - ref.aux) / ref.aux).toBeLessThan(1e-5);
@@ -252,7 +256,7 @@ describe("aux and z losses", () => {
     const o = opts({ auxLoss: "gshard", auxLossCoef: 0.5, zLossCoef: 0.2, dropTokens: true, capacityFactor: 0.8, minCapacity: 1 });
     const scalar = async (wv: Variable, grad: boolean): Promise<number> => {
       const f = async () => {
-        const d = await new TopKGate(o, ctx()).run({ layer: 0, x: fromArray(be, xh, [T, H]), weight: wv.tensor, numExperts: E, topK: 2 });
+        const d = await routeOnce(new TopKGate(o, ctx()), { layer: 0, x: fromArray(be, xh, [T, H]), weight: wv.tensor, numExperts: E, topK: 2 });
         const l = sum(mul(d.topkWeights, fromArray(be, r, [T * 2])));
         return d.loss ? add(l, d.loss) : l;
       };
@@ -287,7 +291,7 @@ describe("noisy gating and clamping", () => {
     const model = tinyModel(be, 6, 2);
     const x = fromArray(be, randn(40 * 9, "x-noise"), [40, 9]);
     const w = model.param("model.layers.0.block_sparse_moe.gate.weight").tensor;
-    const idx = (o: GateOptions, c: GateContext) => noGrad(async () => Array.from((await new TopKGate(o, c).run({ layer: 0, x, weight: w, numExperts: 6, topK: 2 })).topkIndices));
+    const idx = (o: GateOptions, c: GateContext) => noGrad(async () => Array.from((await routeOnce(new TopKGate(o, c), { layer: 0, x, weight: w, numExperts: 6, topK: 2 })).topkIndices));
     for (const policy of ["Jitter", "RSample"] as const) {
       const o = opts({ noisyGatePolicy: policy });
       const clean = await idx(opts(), ctx());

@@ -1,0 +1,174 @@
+/**
+ * The token dispatcher of an MoE layer (Megatron-Core's `MoETokenDispatcher`; torchtitan's token
+ * reorderer + expert-parallel dispatch): `dispatch` moves each kept (token, slot) pair's row to
+ * the expert that computes it and says how many rows each expert got (tokens_per_expert);
+ * `combine` brings the expert outputs back and adds them, weighted, to their tokens.
+ *
+ * Every dispatcher here shares one permutation skeleton ({@link PermutationDispatcher}):
+ *
+ *   permute    plan = stable counting sort of the T·k pairs by expert ({@link permutePlan}; dropped
+ *              pairs, expert −1, are left out); xs = gatherRows(x, token_of_row)      [n, hidden]
+ *   exchange   (subclass) xs → the rows this rank's experts compute, grouped by expert [R, hidden]
+ *              — the identity for {@link LocalDispatcher}; all_to_all_v across the ep group for
+ *              the MoE plugin's expert-parallel dispatcher
+ *   … experts(rows, tokens_per_expert) run between dispatch and combine (experts.ts) …
+ *   exchange back (subclass) expert outputs → [n, hidden] in plan order
+ *   unpermute  out = scatterAddRows(ys, token_of_row, weight_of_row, T)                [T, hidden]
+ *
+ * which is Hugging Face's `MixtralExperts` loop (`hidden_states[token_idx]`, expert,
+ * `* top_k_weights`, `index_add_`) in the same summation order (experts ascending per token).
+ * A dropped pair contributes nothing (the token keeps its residual path).
+ */
+import { gatherRows, reshape, scatterAddRows } from "../../tensor/index.ts";
+import { fromArray, type Tensor } from "../../tensor/tensor.ts";
+
+/** What the MoE layer hands to {@link TokenDispatcher.dispatch}. */
+export interface DispatchRequest {
+  /** Decoder layer index. */
+  layer: number;
+  /** Token hidden states [T, hidden] (f32). */
+  x: Tensor;
+  /** Chosen expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped pair. */
+  topkIndices: Int32Array;
+  /** Differentiable combine weight of each pair, [T·k] f32. */
+  topkWeights: Tensor;
+  /** Experts in the layer (global count E). */
+  numExperts: number;
+  /** Slots per token (k). */
+  topK: number;
+}
+
+/** Host-side plan of the permutation of (token, slot) pairs by expert. */
+export interface PermutePlan {
+  /** counts[e] = number of kept pairs routed to expert e. */
+  counts: Int32Array;
+  /** starts[e] = first row of expert e in the permuted order. */
+  starts: Int32Array;
+  /** pairOf[r] = pair index (t·k + slot) at permuted row r (dropped pairs have no row). */
+  pairOf: Int32Array;
+  /** tokenOf[r] = token of permuted row r. */
+  tokenOf: Int32Array;
+}
+
+/** What a dispatch hands to the experts, and back to {@link TokenDispatcher.combine}. */
+export interface Dispatched {
+  /** Rows this rank's experts compute, grouped by expert in {@link experts} order, [R, hidden]. */
+  readonly rows: Tensor;
+  /** The experts (global indices, ascending) this rank computes — every one of them, also those
+   * that got no rows (their units are still entered, so ZeRO hooks fire alike on every rank). */
+  readonly experts: readonly number[];
+  /** tokensPerExpert[i] = rows of experts[i]; Σ = R. */
+  readonly tokensPerExpert: Int32Array;
+  /** This rank's permutation plan (its own tokens' pairs). */
+  readonly plan: PermutePlan;
+  /** Layer index, tokens T, and the request's weights, for combine. */
+  readonly layer: number;
+  readonly tokens: number;
+  readonly topkWeights: Tensor;
+  /** tokenOf / pairOf of {@link plan} on the device (i32). */
+  readonly tokenIdx: Tensor;
+  readonly pairIdx: Tensor;
+  /** The subclass's exchange state (e.g. the all_to_all_v layout). */
+  readonly exchange: unknown;
+}
+
+/** A token dispatcher (the route hook supplies one; see the module comment). */
+export interface TokenDispatcher {
+  readonly name: string;
+  /** Permute this rank's pairs by expert and move them to the ranks computing their experts. */
+  dispatch(req: DispatchRequest): Promise<Dispatched>;
+  /** Bring the expert outputs `expertOutput` [R, hidden] (rows as in `d.rows`) back and add them,
+   * weighted, per token: returns the layer's output [T, hidden]. */
+  combine(d: Dispatched, expertOutput: Tensor): Promise<Tensor>;
+}
+
+/** Stable counting sort of the pairs by expert; pairs with expert −1 (dropped) are left out.
+ * @throws on an expert index outside [−1, E). */
+export function permutePlan(topkIndices: Int32Array, numExperts: number, topK: number): PermutePlan {
+  const n = topkIndices.length;
+  const counts = new Int32Array(numExperts);
+  let kept = 0;
+  for (let p = 0; p < n; p++) {
+    const e = topkIndices[p]!;
+    if (e === -1) continue;
+    if (e < 0 || e >= numExperts) throw new Error(`dispatcher: expert index ${e} at pair ${p} is outside [0, ${numExperts}) (−1 marks a dropped pair)`);
+    counts[e]!++;
+    kept++;
+  }
+  const starts = new Int32Array(numExperts);
+  for (let e = 1; e < numExperts; e++) starts[e] = starts[e - 1]! + counts[e - 1]!;
+  const cursor = Int32Array.from(starts);
+  const pairOf = new Int32Array(kept);
+  const tokenOf = new Int32Array(kept);
+  for (let p = 0; p < n; p++) {
+    if (topkIndices[p] === -1) continue;
+    const r = cursor[topkIndices[p]!]!++;
+    pairOf[r] = p;
+    tokenOf[r] = Math.floor(p / topK);
+  }
+  return { counts, starts, pairOf, tokenOf };
+}
+
+/** What a subclass's exchange returns. */
+export interface ExchangeResult<S> {
+  rows: Tensor;
+  experts: readonly number[];
+  tokensPerExpert: Int32Array;
+  state: S;
+}
+
+/**
+ * The permutation skeleton every dispatcher shares (module comment). A subclass supplies the
+ * exchange: `exchange` (plan-order rows → its experts' rows) and `exchangeBack` (its experts'
+ * outputs → plan-order rows of this rank's pairs).
+ */
+export abstract class PermutationDispatcher<S = unknown> implements TokenDispatcher {
+  abstract readonly name: string;
+
+  /** xs [n, hidden]: this rank's kept pairs' rows in plan order → the rows its experts compute. */
+  protected abstract exchange(xs: Tensor, plan: PermutePlan, req: DispatchRequest): Promise<ExchangeResult<S>>;
+
+  /** expertOutput [R, hidden] (as the exchange's rows) → [n, hidden] in plan order. */
+  protected abstract exchangeBack(expertOutput: Tensor, state: S, d: Dispatched): Promise<Tensor>;
+
+  async dispatch(req: DispatchRequest): Promise<Dispatched> {
+    const { x, topkIndices, topkWeights, numExperts, topK } = req;
+    const T = x.shape[0]!;
+    if (topkIndices.length !== T * topK) throw new Error(`dispatcher ${this.name}: ${topkIndices.length} pairs for ${T} tokens × k = ${topK}`);
+    if (topkWeights.numel !== T * topK) throw new Error(`dispatcher ${this.name}: ${topkWeights.numel} weights for ${T} tokens × k = ${topK}`);
+    const be = x.be;
+    const plan = permutePlan(topkIndices, numExperts, topK);
+    const tokenIdx = fromArray(be, plan.tokenOf, [plan.tokenOf.length], "i32");
+    const pairIdx = fromArray(be, plan.pairOf, [plan.pairOf.length], "i32");
+    const xs = gatherRows(x, tokenIdx);
+    const ex = await this.exchange(xs, plan, req);
+    const R = ex.rows.shape[0]!;
+    const sum = ex.tokensPerExpert.reduce((a, b) => a + b, 0);
+    if (ex.experts.length !== ex.tokensPerExpert.length || sum !== R) {
+      throw new Error(`dispatcher ${this.name}: ${ex.experts.length} experts with ${sum} rows in all, ${R} rows dispatched`);
+    }
+    return { rows: ex.rows, experts: ex.experts, tokensPerExpert: ex.tokensPerExpert, plan, layer: req.layer, tokens: T, topkWeights, tokenIdx, pairIdx, exchange: ex.state };
+  }
+
+  async combine(d: Dispatched, expertOutput: Tensor): Promise<Tensor> {
+    const R = d.rows.shape[0]!;
+    if (expertOutput.shape[0] !== R) throw new Error(`dispatcher ${this.name}: expert output has ${expertOutput.shape[0]} rows, ${R} were dispatched`);
+    const ys = await this.exchangeBack(expertOutput, d.exchange as S, d);
+    const w = gatherRows(reshape(d.topkWeights, [d.topkWeights.numel, 1]), d.pairIdx);
+    return scatterAddRows(ys, d.tokenIdx, w, d.tokens);
+  }
+}
+
+/** The default dispatcher: every expert on this rank; the exchange is the identity. */
+export class LocalDispatcher extends PermutationDispatcher<null> {
+  readonly name = "local";
+
+  protected async exchange(xs: Tensor, plan: PermutePlan, req: DispatchRequest): Promise<ExchangeResult<null>> {
+    const experts = Array.from({ length: req.numExperts }, (_, e) => e);
+    return { rows: xs, experts, tokensPerExpert: plan.counts, state: null };
+  }
+
+  protected async exchangeBack(expertOutput: Tensor): Promise<Tensor> {
+    return expertOutput;
+  }
+}

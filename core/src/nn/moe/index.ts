@@ -1,0 +1,9 @@
+/** The MoE layer's pieces (layer.ts): router (gating, routing), token dispatcher, grouped experts. */
+export { MoELayer } from "./layer.ts";
+export type { MoEParts, MoELayerOutput } from "./layer.ts";
+export { TopKRouter, routerLogits, topkExperts, expertHistogram, chosenProbs, renormalize } from "./router.ts";
+export type { MoERouter, GatingRequest, RoutingRequest, RoutingDecision } from "./router.ts";
+export { PermutationDispatcher, LocalDispatcher, permutePlan } from "./dispatcher.ts";
+export type { TokenDispatcher, DispatchRequest, Dispatched, PermutePlan, ExchangeResult } from "./dispatcher.ts";
+export { GroupedExperts } from "./experts.ts";
+export type { ExpertParams } from "./experts.ts";
