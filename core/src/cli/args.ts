@@ -22,6 +22,9 @@ export const TRAIN_USAGE = `usage: bun run train [options]
   --summary <out.json>         write a JSON summary of the run here
   --resume <dir|tag>           resume from a checkpoint directory (its "latest" tag) or a tag path
   --init-from <model.safetensors>  initialise weights from a Hugging Face safetensors file
+  --launcher <local|mpi>       local: ranks are threads of this process (default); mpi: run
+                               \`mpirun -np <world size>\` for you, one process per rank (Open MPI)
+  --hostfile <file>            with --launcher mpi: Open MPI hostfile (ranks on several hosts)
   -h, --help                   show this help`;
 
 /** A command-line mistake; `message` includes the usage text unless constructed with `usage` "". */
@@ -45,6 +48,10 @@ export interface TrainArgs {
   summary?: string;
   resume?: string;
   initFrom?: string;
+  /** `--launcher`: "local" (default) or "mpi" (run under mpirun; docs/comm.md). */
+  launcher?: "local" | "mpi";
+  /** `--hostfile` for `--launcher mpi`. */
+  hostfile?: string;
 }
 
 const OPTIONS = {
@@ -57,6 +64,8 @@ const OPTIONS = {
   summary: { type: "string" },
   resume: { type: "string" },
   "init-from": { type: "string" },
+  launcher: { type: "string" },
+  hostfile: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -101,6 +110,13 @@ function pathOption(name: string, raw: string | undefined): string | undefined {
   return raw;
 }
 
+/** `--launcher`: "local" or "mpi"; anything else is a UsageError. */
+function launcherOption(raw: string | undefined): "local" | "mpi" | undefined {
+  if (raw === undefined || raw === "local" || raw === "mpi") return raw;
+  const near = suggest(raw, ["local", "mpi"]);
+  throw new UsageError(`--launcher: expected local or mpi, got ${JSON.stringify(raw)}${near ? `; did you mean ${near}?` : ""}`);
+}
+
 /**
  * Parses `argv` (without the `bun` and script entries, i.e. `process.argv.slice(2)`).
  * @throws UsageError for an unknown option (with a did-you-mean), a missing value, a positional
@@ -143,6 +159,8 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     summary: pathOption("summary", str("summary")),
     resume: pathOption("resume", str("resume")),
     initFrom: pathOption("init-from", str("init-from")),
+    launcher: launcherOption(str("launcher")),
+    hostfile: pathOption("hostfile", str("hostfile")),
   };
 }
 

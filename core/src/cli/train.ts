@@ -20,6 +20,9 @@ import { summarizeJob } from "../config/summary.ts";
 import { DataError } from "../data/sources.ts";
 import { LaunchError } from "../launch/launch.ts";
 import { runTraining } from "../train/run.ts";
+import { mpiEnvironment } from "../comm/mpi/environment.ts";
+import { runTrainingMpiRank } from "../train/run-mpi.ts";
+import { reportMpiRankError, trainUnderMpirun } from "./mpi-launcher.ts";
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
@@ -59,11 +62,19 @@ function writeJson(path: string, value: unknown): void {
 
 /** Run `train` with `argv` (without the runtime and script); returns the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
+  // under mpirun this process is one rank (docs/comm.md "The mpi transport"); only rank 0 prints
+  const mpi = mpiEnvironment();
   try {
     const a = parseTrainArgs(argv);
     if (a.help) {
       console.log(TRAIN_USAGE);
       return 0;
+    }
+    if (a.hostfile !== undefined && a.launcher !== "mpi") throw new UsageError(`--hostfile is only used with --launcher mpi`);
+    if (a.launcher === "mpi" && mpi === null) return await trainUnderMpirun(a, argv);
+    if (mpi !== null) {
+      if (a.worldSize !== undefined && a.worldSize !== mpi.worldSize) throw new UsageError(`--world-size ${a.worldSize} but mpirun started ${mpi.worldSize} processes (under mpirun the world size is mpirun's -np)`, "");
+      a.worldSize = mpi.worldSize;
     }
     if (a.initFrom !== undefined && a.resume !== undefined) throw new UsageError(`--init-from and --resume: give one (a checkpoint already holds the parameters)`);
     if (a.initFrom !== undefined && !existsSync(a.initFrom)) throw new UsageError(`--init-from: file not found: ${resolve(a.initFrom)}`);
@@ -77,12 +88,17 @@ export async function main(argv: readonly string[]): Promise<number> {
       const problem = resumeStepsProblem(a.resume, config.steps, config.checkpoint.dir, a.steps !== undefined ? "--steps" : "steps");
       if (problem !== null) throw new UsageError(problem, "");
     }
-    const out = (s: string) => void process.stdout.write(s + "\n");
+    const out = mpi !== null && mpi.rank !== 0 ? (_: string) => {} : (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
     for (const l of summarizeJob(config)) out(l);
     for (const w of warnings) out(`warning: ${w}`);
     const t0 = performance.now();
-    const { summary } = await runTraining(config, { resume: a.resume, initFrom: a.initFrom, baseDir: a.config === undefined ? undefined : dirname(resolve(a.config)) });
+    const runOpts = { resume: a.resume, initFrom: a.initFrom, baseDir: a.config === undefined ? undefined : dirname(resolve(a.config)) };
+    const run = mpi === null
+      ? await runTraining(config, runOpts)
+      : await runTrainingMpiRank(config, mpi.rank, { ...runOpts, onError: (e, r) => reportMpiRankError(e, r, describeTrainError) });
+    if (run === null) return 0; // a rank other than 0 under mpirun: rank 0 reports
+    const { summary } = run;
     const secs = (performance.now() - t0) / 1000;
     const val = summary.val_loss === null ? "" : `, val_loss ${summary.val_loss.toFixed(4)}`;
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
@@ -95,6 +111,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   } catch (e) {
     const { message, status } = describeTrainError(e);
+    if (mpi !== null && mpi.rank !== 0) {
+      // every rank parsed the same job and fails the same way before training: rank 0 says it
+      // (after a moment, so mpirun does not end rank 0 before it has)
+      await Bun.sleep(1000);
+      return status;
+    }
     console.error(message);
     return status;
   }

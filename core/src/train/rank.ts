@@ -20,6 +20,7 @@ import { DataLoader } from "../data/loader.ts";
 import { Engine } from "../engine/engine.ts";
 import { pluginsForJob } from "../engine/plugins.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
+import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
 import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
@@ -47,6 +48,12 @@ export interface TrainRankArgs {
   stop?: Int32Array;
   /** Host memory available before the ranks started (memory-check.ts; default: read now). */
   hostMemory?: HostMemory;
+}
+
+/** This rank's index among the job's ranks on this host (picks its GPU): the rank itself on the
+ * `local` transport (one host), Open MPI's OMPI_COMM_WORLD_LOCAL_RANK on the `mpi` transport. */
+function localRankOf(comm: Communicator): number {
+  return comm.transport === "mpi" ? (mpiEnvironment()?.localRank ?? 0) : comm.rank;
 }
 
 const SILENT: LoopOutput = { line: () => {}, progress: () => {} };
@@ -83,7 +90,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
-  const { backend: be, reason } = await selectTrainBackend(config.backend, comm.rank);
+  const { backend: be, reason } = await selectTrainBackend(config.backend, localRankOf(comm));
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
     // before anything is allocated: can this backend hold the model states at all?
