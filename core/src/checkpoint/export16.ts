@@ -16,7 +16,7 @@
  */
 import { join } from "node:path";
 import { mkdirSync } from "node:fs";
-import type { Engine } from "../engine/engine.ts";
+import type { CheckpointTarget } from "../engine/stateful.ts";
 import { readPadded } from "../engine/host-transfer.ts";
 import { writeHfConfig } from "./hf-config.ts";
 import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
@@ -35,8 +35,8 @@ const ST_DTYPE: Record<string, SafetensorsDType> = { f32: "F32", bf16: "BF16", f
  *   without `stage3_gather_16bit_weights_on_model_save`.
  * @throws SafetensorsError / fs errors while writing (rank 0), communicator errors.
  */
-export async function save16bitModel(engine: Engine, dir: string, opts: Save16Options = {}): Promise<boolean> {
-  const env = engine.env;
+export async function save16bitModel(engine: CheckpointTarget, dir: string, opts: Save16Options = {}): Promise<boolean> {
+  const env = engine.job;
   const { comm, be, config } = env;
   const z = config.zero_optimization;
   if (z.stage === 3 && !z.stage3_gather_16bit_weights_on_model_save) {
@@ -44,10 +44,10 @@ export async function save16bitModel(engine: Engine, dir: string, opts: Save16Op
     if (comm.rank === 0) env.log(msg);
     return false;
   }
-  const units = engine.model.units.units;
+  const units = engine.modelUnits;
   // which world ranks hold which unit (experts live on some ranks only)
   const held = new Int32Array(units.length);
-  units.forEach((u, i) => (held[i] = env.states.has(u) ? 1 : 0));
+  units.forEach((u, i) => (held[i] = engine.handleOf(u) ? 1 : 0));
   const all = comm.worldSize > 1 ? await comm.allGather(held) : held;
   const path = join(dir, opts.filename ?? "model.safetensors");
   let writer: SafetensorsWriter | null = null;
@@ -62,15 +62,16 @@ export async function save16bitModel(engine: Engine, dir: string, opts: Save16Op
       let root = -1;
       for (let r = 0; r < comm.worldSize; r++) if (all[r * units.length + i] === 1) { root = r; break; }
       if (root < 0) throw new Error(`save16bitModel: no rank holds unit ${u.name}`);
-      const st = env.states.get(u);
+      const h = engine.handleOf(u);
       let full: Float32Array | Uint16Array | null = null;
-      if (st) {
-        const p = st.plan;
-        if (st.paramShard) {
-          const shard = await readPadded(be, st.paramShard, 0, p.shardSize, p.shardSize);
+      if (h) {
+        const p = h.plan;
+        const stored = h.paramStorage();
+        if (p.params === "sharded") {
+          const shard = await readPadded(be, stored.buf, 0, p.shardSize, p.shardSize);
           full = (await comm.allGather(shard, undefined, { group: p.group })).subarray(0, u.numel);
         } else {
-          full = await readPadded(be, u.data!, 0, u.numel, u.numel);
+          full = await readPadded(be, stored.buf, 0, u.numel, u.numel);
         }
       }
       if (root !== 0 && comm.worldSize > 1) {

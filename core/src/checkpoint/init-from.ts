@@ -14,8 +14,7 @@
 import { castTo16 } from "./hf-save.ts";
 import { decodeTensor } from "./hf-load.ts";
 import { SafetensorsError, SafetensorsReader } from "./safetensors.ts";
-import type { Engine } from "../engine/engine.ts";
-import { initMaster } from "../engine/optimizer.ts";
+import type { CheckpointTarget } from "../engine/stateful.ts";
 
 /** What {@link initFromSafetensors} loaded on this rank. */
 export interface InitFromResult {
@@ -29,19 +28,19 @@ export interface InitFromResult {
  * @throws SafetensorsError naming the file and tensor for a malformed file, a missing tensor, a
  *   shape mismatch or an unsupported dtype.
  */
-export function initFromSafetensors(engine: Engine, file: string): InitFromResult {
-  const env = engine.env;
-  const be = env.be;
+export function initFromSafetensors(engine: CheckpointTarget, file: string): InitFromResult {
+  const be = engine.job.be;
   const rd = SafetensorsReader.open(file);
   let reads = 0;
   let elements = 0;
   try {
-    for (const st of engine.states) {
-      const u = st.unit;
-      const sharded = st.paramShard !== null;
-      const lo = sharded ? st.plan.shardStart : 0;
-      const hi = sharded ? st.plan.shardStart + st.plan.owned : u.numel;
-      const dst = st.paramShard ?? u.data!;
+    for (const u of engine.modelUnits) {
+      const h = engine.handleOf(u);
+      if (!h) continue; // held by another rank (expert parallelism)
+      const stored = h.paramStorage();
+      const lo = stored.start;
+      const hi = stored.start + stored.count;
+      const dst = stored.buf;
       for (const p of u.params) {
         const a = Math.max(lo, p.offset);
         const b = Math.min(hi, p.offset + p.numel);
@@ -62,6 +61,6 @@ export function initFromSafetensors(engine: Engine, file: string): InitFromResul
   } finally {
     rd.close();
   }
-  for (const st of engine.states) initMaster(env, st);
+  for (const h of engine.units()) engine.initMaster(h);
   return { reads, elements };
 }

@@ -17,8 +17,7 @@
  */
 import type { Buf } from "@zeromoe/kernels";
 import type { DataState } from "../data/loader.ts";
-import type { Engine } from "../engine/engine.ts";
-import { initMaster } from "../engine/optimizer.ts";
+import type { CheckpointTarget } from "../engine/stateful.ts";
 import { CheckpointError } from "./errors.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
 import { ShardSource } from "./shard-source.ts";
@@ -47,8 +46,8 @@ export interface LoadCheckpointOptions {
 }
 
 /** Check that the engine's model matches the manifest, unit by unit. @throws CheckpointError naming the unit. */
-export function checkModelMatches(engine: Engine, m: CheckpointManifest, file: string): void {
-  const units = engine.model.units.units;
+export function checkModelMatches(engine: Pick<CheckpointTarget, "modelUnits">, m: CheckpointManifest, file: string): void {
+  const units = engine.modelUnits;
   const byName = new Map(m.units.map((u) => [u.name, u]));
   if (m.units.length !== units.length) throw new CheckpointError(file, `has ${m.units.length} units, the model has ${units.length} (another model?)`);
   for (const u of units) {
@@ -67,13 +66,26 @@ export function checkModelMatches(engine: Engine, m: CheckpointManifest, file: s
 }
 
 /** Stream a saved range into `buf` at element `off`. */
-function fill(engine: Engine, src: ShardSource, unit: string, state: UnitStateName, start: number, count: number, buf: Buf, off: number): void {
-  const be = engine.env.be;
+function fill(engine: CheckpointTarget, src: ShardSource, unit: string, state: UnitStateName, start: number, count: number, buf: Buf, off: number): void {
+  const be = engine.job.be;
   src.readRange(unit, state, start, count, (c) => {
     if (c.dtype !== buf.dtype) throw new CheckpointError(src.tagDir, `unit "${unit}" state "${state}" holds ${c.dtype}, the buffer is ${buf.dtype}`);
     const data = c.dtype === "f32" ? new Float32Array(c.bytes.buffer, c.bytes.byteOffset, c.n) : new Uint16Array(c.bytes.buffer, c.bytes.byteOffset, c.n);
     be.write({ buf, off: off + c.at }, data);
   });
+}
+
+/**
+ * Find and read the manifest of the checkpoint `path` names, without loading anything (a resumed job
+ * gives its `plugins` entries to Engine.create before partitioning).
+ * @param path a checkpoint root (its `latest` tag, or `tag`), a tag directory, or a bare tag name
+ *   under `checkpointDir` (`--resume <tag>`)
+ * @throws CheckpointError naming the file for a missing or malformed checkpoint
+ */
+export function readCheckpointManifest(path: string, checkpointDir: string | null, tag?: string): { loc: { tag: string; tagDir: string }; manifest: CheckpointManifest } {
+  const bare = tag === undefined && !existsSync(path) && checkpointDir !== null && /^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(path) && existsSync(join(checkpointDir, path, "manifest.json"));
+  const loc = bare ? locateCheckpoint(checkpointDir!, path) : locateCheckpoint(path, tag);
+  return { loc, manifest: readManifest(loc.tagDir) };
 }
 
 /**
@@ -84,37 +96,33 @@ function fill(engine: Engine, src: ShardSource, unit: string, state: UnitStateNa
  * @throws CheckpointError naming the file/record/field for a missing, damaged or incompatible
  *   checkpoint.
  */
-export async function loadCheckpoint(engine: Engine, path: string, tag?: string, opts: LoadCheckpointOptions = {}): Promise<LoadCheckpointResult> {
+export async function loadCheckpoint(engine: CheckpointTarget, path: string, tag?: string, opts: LoadCheckpointOptions = {}): Promise<LoadCheckpointResult> {
   const t0 = performance.now();
-  // `--resume <tag>`: a bare tag name is looked up under the job's checkpoint.dir
-  const ckptDir = engine.env.config.checkpoint.dir;
-  const bare = tag === undefined && !existsSync(path) && ckptDir !== null && /^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(path) && existsSync(join(ckptDir, path, "manifest.json"));
-  const loc = bare ? locateCheckpoint(ckptDir!, path) : locateCheckpoint(path, tag);
-  const manifest = readManifest(loc.tagDir);
+  const { loc, manifest } = readCheckpointManifest(path, engine.job.config.checkpoint.dir, tag);
   const file = join(loc.tagDir, "manifest.json");
   checkModelMatches(engine, manifest, file);
-  const env = engine.env;
+  const env = engine.job;
   const mixed = env.paramDtype !== "f32";
   const withOptim = opts.optimizerStates ?? true;
   if (withOptim && (manifest.param_dtype !== "f32") !== mixed) throw new CheckpointError(file, `param_dtype ${manifest.param_dtype} was saved, the job trains with ${env.paramDtype}`);
   const src = new ShardSource(loc.tagDir, manifest);
   try {
-    for (const st of engine.states) {
-      const u = st.unit;
+    for (const u of engine.units()) {
       if (u.numel === 0) continue;
-      if (st.paramShard) fill(engine, src, u.name, "params", st.plan.shardStart, st.plan.owned, st.paramShard, 0);
-      else fill(engine, src, u.name, "params", 0, u.numel, u.data!, 0);
-      const n = st.optimCount;
+      const stored = u.paramStorage();
+      fill(engine, src, u.name, "params", stored.start, stored.count, stored.buf, 0);
+      const n = u.optimCount;
       if (n === 0) continue;
+      const opt = u.optimizerState();
       if (withOptim) {
-        if (mixed) fill(engine, src, u.name, "master", st.optimStart, n, st.master!, 0);
-        fill(engine, src, u.name, "m", st.optimStart, n, st.m!, 0);
-        fill(engine, src, u.name, "v", st.optimStart, n, st.v!, 0);
+        if (mixed) fill(engine, src, u.name, "master", u.optimStart, n, opt.master!, 0);
+        fill(engine, src, u.name, "m", u.optimStart, n, opt.m, 0);
+        fill(engine, src, u.name, "v", u.optimStart, n, opt.v, 0);
       } else if (mixed) {
         // parameters only: the master copy starts from the loaded 16-bit values
-        initMaster(env, st);
-        env.be.fill({ buf: st.m!, off: 0 }, 0, n);
-        env.be.fill({ buf: st.v!, off: 0 }, 0, n);
+        engine.initMaster(u);
+        env.be.fill({ buf: opt.m, off: 0 }, 0, n);
+        env.be.fill({ buf: opt.v, off: 0 }, 0, n);
       }
     }
   } finally {
@@ -122,18 +130,13 @@ export async function loadCheckpoint(engine: Engine, path: string, tag?: string,
   }
   await env.be.flush();
   if (withOptim) {
-    engine.globalSteps = manifest.global_steps;
-    engine.appliedSteps = manifest.applied_steps;
-    env.phase.step = manifest.global_steps;
-    if (manifest.scheduler) engine.scheduler.loadStateDict(manifest.scheduler);
-    engine.scaler.loadStateDict(manifest.loss_scaler);
+    engine.loadStateDict({ global_steps: manifest.global_steps, applied_steps: manifest.applied_steps, scheduler: manifest.scheduler ?? null, loss_scaler: manifest.loss_scaler });
   }
   const epSize = env.config.moe?.ep_size ?? 1;
-  // Experts are loaded by unit name, so any placement loads correctly; say so when the job placed
-  // them differently from the saved run (same ep_size, another placement record).
-  const now = (engine.hooks.checkpoint.manifest?.(env) ?? {}) as { moe?: { placement?: unknown } };
-  if (manifest.ep_size === epSize && manifest.expert_placement && now.moe?.placement && JSON.stringify(now.moe.placement) !== JSON.stringify(manifest.expert_placement)) {
-    if (env.comm.rank === 0) env.log(`warning: loadCheckpoint: the expert placement differs from the checkpoint's (${file} expert_placement); parameters are loaded by expert, so training is unaffected, but experts now live on other ranks (create the moe plugin with createMoEPlugin({ manifest: <that record> }) to keep it)`);
+  // plugins compare their saved manifest entries with their state now (e.g. a different expert
+  // placement: loaded by unit name, so training is unaffected, but worth saying)
+  for (const w of engine.checkManifestEntries(manifest.plugins ?? {})) {
+    if (env.rank === 0) env.warn(`loadCheckpoint: ${w} (${file})`);
   }
   return {
     tag: loc.tag,

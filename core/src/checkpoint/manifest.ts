@@ -31,7 +31,7 @@ import type { DataState } from "../data/loader.ts";
 import type { LossScalerState } from "../optim/loss-scaler.ts";
 import type { SchedulerState } from "../optim/schedulers.ts";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
-import { CheckpointError } from "./errors.ts";
+import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader } from "./record-file.ts";
 
 /** `format` field of every manifest. */
@@ -97,10 +97,11 @@ export interface CheckpointManifest {
   global_steps: number;
   applied_steps: number;
   units: ManifestUnit[];
-  /** The moe plugin's placement record (plugins/moe placement.ts: strategy, ep_size, owner per
-   * layer and expert), or null for a dense model or ep_size 1. */
-  expert_placement: unknown;
-  /** Every entry the plugins added through the checkpoint hook's `manifest` (e.g. `moe`). */
+  /** Written by format 1 manifests before issue 10 (the placement record of the MoE plugin); now
+   * absent: the plugin keeps its entries under `plugins`. Ignored when present. */
+  expert_placement?: unknown;
+  /** Every entry the plugins contributed (`ctx.checkpoint.contribute(key, …)` in setup), by key;
+   * given back to the same key's `restore` when a job resumes. */
   plugins: Record<string, unknown>;
   config: JobConfig;
   /** Training-stream position after the last saved step (core/src/data), or null. */
@@ -185,19 +186,22 @@ export function checkTag(tag: string, where: string): void {
   }
 }
 
-/** Write `text` to `path` through `path.tmp` + fsync + rename (atomic on POSIX). */
+/** Write `text` to `path` through `path.tmp` + fsync + rename (atomic on POSIX).
+ * @throws CheckpointWriteError naming the file for a system error (disk full, …). */
 export function writeFileAtomic(path: string, text: string): void {
   const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, "w");
+  const fd = writingFile(tmp, "create", () => openSync(tmp, "w"));
   try {
-    const b = Buffer.from(text);
-    let done = 0;
-    while (done < b.length) done += writeSync(fd, b, done, b.length - done);
-    fsyncSync(fd);
+    writingFile(tmp, "write", () => {
+      const b = Buffer.from(text);
+      let done = 0;
+      while (done < b.length) done += writeSync(fd, b, done, b.length - done);
+      fsyncSync(fd);
+    });
   } finally {
     closeSync(fd);
   }
-  renameSync(tmp, path);
+  writingFile(path, `rename ${tmp} to it`, () => renameSync(tmp, path));
 }
 
 /** fsync a directory (so a rename inside it is durable). */

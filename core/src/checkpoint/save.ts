@@ -25,7 +25,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path";
 import type { HostArray } from "@zeromoe/kernels";
 import type { DataState } from "../data/loader.ts";
-import type { Engine } from "../engine/engine.ts";
+import type { CheckpointTarget } from "../engine/stateful.ts";
 import { lockConflict } from "./dir-lock.ts";
 import { CheckpointError } from "./errors.ts";
 import {
@@ -88,20 +88,16 @@ async function step<T>(what: string, tag: string, rank: number, f: () => Promise
   }
 }
 
-/** Manifest entries the plugins add through the checkpoint hook (e.g. moe: {placement}). */
-function pluginEntries(engine: Engine): Record<string, unknown> {
-  return engine.hooks.checkpoint.manifest?.(engine.env) ?? {};
-}
-
 /**
  * Save `engine`'s state under `<dir>/<tag>` (see the module comment). Every rank must call it with
  * the same `dir` and `tag` between optimizer steps.
  * @throws Error naming the save step when the ranks do not all take part or disagree;
  *   CheckpointError for an invalid tag or a rank file that fails validation; fs errors.
  */
-export async function saveCheckpoint(engine: Engine, dir: string, tag: string, opts: SaveCheckpointOptions = {}): Promise<SaveCheckpointResult> {
+export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag: string, opts: SaveCheckpointOptions = {}): Promise<SaveCheckpointResult> {
   const t0 = performance.now();
-  const env = engine.env;
+  const env = engine.job;
+  const state = engine.stateDict();
   const { comm, be } = env;
   const rank = comm.rank;
   checkTag(tag, dir);
@@ -109,11 +105,11 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
   const tmpDir = `${tagDir}.tmp`;
 
   // 1. agreement
-  const token = new Float64Array([fnv1a(`${dir}\0${tag}`), engine.globalSteps]);
+  const token = new Float64Array([fnv1a(`${dir}\0${tag}`), state.global_steps]);
   const all = await step("the agreement all_gather", tag, rank, () => comm.allGather(token));
   const disagree: number[] = [];
   for (let r = 0; r < comm.worldSize; r++) if (all[2 * r] !== token[0] || all[2 * r + 1] !== token[1]) disagree.push(r);
-  if (disagree.length > 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank(s) [${disagree.join(", ")}] called it with another directory/tag or at another step (this rank: step ${engine.globalSteps})`);
+  if (disagree.length > 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank(s) [${disagree.join(", ")}] called it with another directory/tag or at another step (this rank: step ${state.global_steps})`);
 
   // 2. temporary directory
   let prepError: Error | null = null;
@@ -137,20 +133,21 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
   const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level, tag, worldSize: comm.worldSize });
   let fileBytes: number;
   try {
-    const owned = new Set(engine.hooks.checkpoint.ownedUnits(env));
+    const owned = new Set(engine.checkpointUnits());
     const mixed = env.paramDtype !== "f32";
-    for (const st of engine.states) {
-      if (!owned.has(st.unit)) continue;
-      const u = st.unit;
-      const start = st.optimStart;
-      const count = st.optimCount;
+    for (const u of engine.units()) {
+      if (!owned.has(u)) continue;
+      const start = u.optimStart;
+      const count = u.optimCount;
       if (count === 0 && u.numel > 0) continue;
-      const pBuf = st.paramShard ?? u.data;
-      if (!pBuf) throw new Error(`saveCheckpoint: unit ${u.name} has neither a parameter shard nor resident data on rank ${rank}`);
-      const pOff = st.paramShard ? 0 : start;
+      // the optimizer range [start, start + count) lies inside the stored parameters (shard or whole)
+      const stored = u.paramStorage();
+      const pBuf = stored.buf;
+      const pOff = start - stored.start;
+      const opt = u.optimizerState();
       const sources: [UnitStateName, typeof pBuf, number, RecordDType][] = [["params", pBuf, pOff, u.dtype as RecordDType]];
-      if (mixed) sources.push(["master", st.master!, 0, "f32"]);
-      sources.push(["m", st.m!, 0, "f32"], ["v", st.v!, 0, "f32"]);
+      if (mixed) sources.push(["master", opt.master!, 0, "f32"]);
+      sources.push(["m", opt.m, 0, "f32"], ["v", opt.v, 0, "f32"]);
       for (const [name, buf, off, dtype] of sources) {
         if (count === 0) writer.add(recordName(u.name, name, 0), dtype, 0, 0, new Uint8Array(0));
         for (let c = 0; c < count; c += CHUNK_ELEMENTS) {
@@ -172,7 +169,7 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
   let finError: Error | null = null;
   if (rank === 0) {
     try {
-      const manifest = buildManifest(engine, tag, tmpDir, opts, pluginEntries(engine));
+      const manifest = buildManifest(engine, tag, tmpDir, opts, engine.manifestEntries());
       writeFileAtomic(join(tmpDir, "manifest.json"), manifestText(manifest));
       fsyncDir(tmpDir);
       const old = `${tagDir}.old.tmp`;
@@ -202,8 +199,9 @@ export async function saveCheckpoint(engine: Engine, dir: string, tag: string, o
 }
 
 /** Rank 0: the manifest from the engine and the (validated) rank files in `tmpDir`. */
-function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCheckpointOptions, entries: Record<string, unknown>): CheckpointManifest {
-  const env = engine.env;
+function buildManifest(engine: CheckpointTarget, tag: string, tmpDir: string, opts: SaveCheckpointOptions, entries: Record<string, unknown>): CheckpointManifest {
+  const env = engine.job;
+  const state = engine.stateDict();
   const W = env.comm.worldSize;
   const files: CheckpointManifest["files"] = [];
   const pieces = new Map<string, Map<UnitStateName, ManifestPiece[]>>();
@@ -228,7 +226,7 @@ function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCh
     }
   }
   const units: ManifestUnit[] = [];
-  for (const u of engine.model.units.units) {
+  for (const u of engine.modelUnits) {
     const byState = pieces.get(u.name);
     const p = byState?.get("params");
     if (!byState || !p) throw new CheckpointError(tmpDir, `no rank wrote unit "${u.name}" (checkpoint hook ownedUnits must cover every unit once)`);
@@ -240,7 +238,7 @@ function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCh
       next += x.count;
     }
     if (next !== u.numel) throw new CheckpointError(tmpDir, `unit "${u.name}" params cover [0, ${next}), expected [0, ${u.numel})`);
-    const st = env.states.get(u);
+    const st = engine.handleOf(u);
     units.push({
       name: u.name,
       kind: u.kind,
@@ -265,16 +263,15 @@ function buildManifest(engine: Engine, tag: string, tmpDir: string, opts: SaveCh
     zero_stage: cfg.zero_optimization.stage,
     ep_size: cfg.moe?.ep_size ?? 1,
     param_dtype: env.paramDtype,
-    global_steps: engine.globalSteps,
-    applied_steps: engine.appliedSteps,
+    global_steps: state.global_steps,
+    applied_steps: state.applied_steps,
     units,
-    expert_placement: (entries.moe as { placement?: unknown } | undefined)?.placement ?? null,
     plugins: entries,
     config: cfg,
     data_position: opts.dataPosition ?? null,
-    rng: { kind: "counter", seed: cfg.seed, step: engine.globalSteps },
-    scheduler: engine.scheduler.stateDict(),
-    loss_scaler: engine.scaler.stateDict(),
+    rng: { kind: "counter", seed: cfg.seed, step: state.global_steps },
+    scheduler: state.scheduler,
+    loss_scaler: state.loss_scaler,
     files,
     client_state: opts.clientState ?? null,
   };

@@ -4,20 +4,15 @@
  * order) after the last micro-batch of the step.
  */
 import type { Group } from "../comm/communicator.ts";
-import type { Unit } from "../nn/unit.ts";
 import { accumulateLocal, allReduceAccumulated } from "./grad-reduce.ts";
-import type { EngineEnv, EngineHooks } from "./hooks.ts";
+import type { EngineHooks } from "./hooks.ts";
 import { makePlan } from "./plan.ts";
+import type { JobView, UnitInfo } from "./plugin-context.ts";
 
 /** The group a unit's state is partitioned and reduced over: edp for expert units, dp otherwise
  * (domain.md §4). */
-export function groupFor(unit: Unit, env: EngineEnv): Group {
-  return unit.kind === "expert" ? env.groups.edp : env.groups.dp;
-}
-
-/** Whether the current micro-batch is the last of the step. */
-export function isLastMicro(env: EngineEnv): boolean {
-  return env.micro.index === env.micro.count - 1;
+export function groupFor(unit: UnitInfo, ctx: Pick<JobView, "groups">): Group {
+  return unit.kind === "expert" ? ctx.groups.edp : ctx.groups.dp;
 }
 
 /** Plain data-parallel hooks. */
@@ -26,14 +21,15 @@ export function defaultHooks(): EngineHooks {
     partition: { plan: (unit, env) => makePlan(unit, groupFor(unit, env), "replicated", "replicated", "replicated") },
     gather: { gather: () => {}, release: () => {} },
     reduce: {
-      gradReady: async (unit, env) => {
-        accumulateLocal(env, unit);
-        if (isLastMicro(env)) await allReduceAccumulated(env, unit);
+      gradReady: async (unit, ctx) => {
+        accumulateLocal(ctx, unit);
+        if (ctx.isLastMicro) await allReduceAccumulated(ctx, unit);
       },
       finish: () => {},
     },
-    route: { create: () => null },
+    route: { dispatcher: () => null },
     offload: { optimizerDevice: () => "device" },
-    checkpoint: { ownedUnits: (env) => [...env.states.values()].filter((s) => s.plan.optim === "sharded" || env.comm.rank === 0).map((s) => s.unit) },
+    // a sharded state is written by each rank holding a shard, a replicated one by world rank 0
+    checkpoint: { ownedUnits: (ctx) => ctx.units().filter((u) => u.plan.optim === "sharded" || ctx.rank === 0) },
   };
 }

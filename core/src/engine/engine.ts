@@ -4,9 +4,14 @@
  * clip, AdamW on owned shards) exactly as design.md "One training step" describes.
  *
  * Set-up order: groups → model (born without parameter buffers) → plugins composed on the six hooks
- * → partition hook plans every unit → each rank allocates and initialises only what its plan says
- * it holds (construction-time partitioning under ZeRO-3) → unit hooks wired to gather/reduce →
- * route hook installed into MoE blocks.
+ * (each `setup` gets a SetupContext, plugin-context.ts) → plugins' manifest entries restored from
+ * the checkpoint being resumed (`restore`) → model transforms → partition hook plans every unit →
+ * each rank allocates and initialises only what its plan says it holds (construction-time
+ * partitioning under ZeRO-3) → unit hooks wired to gather/reduce → route hook's router and
+ * dispatcher installed into the model's MoE layers.
+ *
+ * The engine is Stateful (stateful.ts): `stateDict()` / `loadStateDict()` carry its scalars, unit
+ * handles its per-unit states, so the checkpoint code never touches its fields.
  */
 import type { Backend } from "@zeromoe/kernels";
 import { save16bitModel, type Save16Options } from "../checkpoint/export16.ts";
@@ -17,16 +22,18 @@ import { createParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";
 import { composePlugins } from "../hooks/plugin.ts";
 import type { CausalDecoder } from "../models/llama.ts";
-import { MixtralForCausalLM } from "../models/mixtral.ts";
 import { initUnit } from "../nn/init.ts";
+import type { Unit } from "../nn/unit.ts";
 import { createLossScaler, type LossScaler } from "../optim/loss-scaler.ts";
 import { createScheduler, type LRScheduler } from "../optim/schedulers.ts";
 import { backward, fromArray, noGrad } from "../tensor/index.ts";
 import { defaultHooks } from "./defaults.ts";
-import type { EngineEnv, EngineHooks, EnginePlugin } from "./hooks.ts";
+import type { EngineHooks, EnginePlugin } from "./hooks.ts";
 import { initUnitRange } from "./init-shard.ts";
 import { createModel } from "./model-factory.ts";
 import { initMaster, optimizerStep } from "./optimizer.ts";
+import type { HookContext, JobView, ManifestContribution, MetricsRegistry, SetupContext, StepMetrics, UnitHandle, UnitInfo } from "./plugin-context.ts";
+import type { CheckpointTarget, EngineStateDict } from "./stateful.ts";
 import { UnitState } from "./unit-state.ts";
 
 /** One micro-batch of token ids, [batch, seq] row-major. Labels follow Hugging Face: the model
@@ -57,35 +64,76 @@ export interface EngineOptions {
   config: JobConfig;
   comm: Communicator;
   backend: Backend;
-  /** Plugins to compose (see core/src/engine/plugins.ts for selection from the config). */
+  /** Plugins to compose (see core/src/engine/plugin-loader.ts for selection from the config). */
   plugins?: readonly EnginePlugin[];
   /** Log sink (default: console.log on rank 0 only). */
   log?: (message: string) => void;
+  /** The `plugins` entries of the manifest of a checkpoint being resumed: each plugin's
+   * `ctx.checkpoint.contribute(key, {restore})` gets its entry before partitioning. */
+  restore?: Readonly<Record<string, unknown>> | null;
 }
 
-export class Engine {
-  readonly env: EngineEnv;
+/** What plugins registered through their SetupContext. */
+interface PluginRegistrations {
+  afterStep: (() => StepMetrics | void | Promise<StepMetrics | void>)[];
+  summary: Map<string, { plugin: string; fn: () => unknown }>;
+  manifest: Map<string, { plugin: string; c: ManifestContribution }>;
+  transforms: ((model: CausalDecoder) => void)[];
+}
+
+export class Engine implements CheckpointTarget {
+  /** The hook context of this rank (job facts, live step position, unit handles): what every hook
+   * call receives. */
+  readonly env: HookContext;
   readonly hooks: EngineHooks;
   /** Owner of each hook ("core" or a plugin name). */
   readonly hookOwners: Record<string, string>;
   readonly model: CausalDecoder;
-  readonly states: UnitState[];
+  /** The states of the units this rank holds, in model order (engine-internal; plugins see them as
+   * UnitHandles). */
+  readonly states: readonly UnitState[];
   readonly scheduler: LRScheduler;
   readonly scaler: LossScaler;
   /** Applied (non-skipped) optimizer steps so far. */
   appliedSteps = 0;
   /** All optimizer steps attempted so far (skipped ones included). */
   globalSteps = 0;
+  private readonly phase: { training: boolean; backward: boolean; step: number };
+  private readonly micro: { index: number; count: number };
+  private readonly byUnit: ReadonlyMap<Unit, UnitState>;
+  private readonly reg: PluginRegistrations;
 
-  private constructor(env: EngineEnv, hooks: EngineHooks, owners: Record<string, string>, states: UnitState[]) {
-    this.env = env;
+  private constructor(
+    ctx: HookContext,
+    model: CausalDecoder,
+    hooks: EngineHooks,
+    owners: Record<string, string>,
+    states: UnitState[],
+    live: { phase: { training: boolean; backward: boolean; step: number }; micro: { index: number; count: number } },
+    reg: PluginRegistrations,
+  ) {
+    this.env = ctx;
     this.hooks = hooks;
     this.hookOwners = owners;
-    this.model = env.model;
+    this.model = model;
     this.states = states;
-    const cfg = env.config;
+    this.byUnit = new Map(states.map((s) => [s.unit, s]));
+    this.phase = live.phase;
+    this.micro = live.micro;
+    this.reg = reg;
+    const cfg = ctx.config;
     this.scheduler = createScheduler(cfg.scheduler, cfg.optimizer.params.lr);
     this.scaler = createLossScaler(cfg.fp16);
+  }
+
+  /** Job facts, collectives, backend and log of this rank (CheckpointTarget). */
+  get job(): JobView {
+    return this.env;
+  }
+
+  /** Every unit of the model in model order, held on this rank or not. */
+  get modelUnits(): readonly Unit[] {
+    return this.model.units.units;
   }
 
   /** Build the engine of this rank. Every rank must call it (plugins may run collectives).
@@ -96,17 +144,67 @@ export class Engine {
     const epSize = config.moe?.ep_size ?? 1;
     const groups = createParallelGroups(comm, epSize);
     const model = createModel(be, config.model, { dtype: paramDtype, seed: config.seed, allocate: false });
-    const states = new Map<import("../nn/unit.ts").Unit, UnitState>();
     const micro = { index: 0, count: config.gradient_accumulation_steps };
     const log = opts.log ?? ((m: string) => { if (comm.rank === 0) console.log(m); });
     const phase = { training: true, backward: false, step: 0 };
-    const env: EngineEnv = { be, comm, config, model, groups, states, micro, phase, paramDtype, log };
-    const composed = await composePlugins(defaultHooks() as EngineHooks & Record<string, unknown>, opts.plugins ?? [], env);
+    const byName = new Map<string, UnitState>();
+    const held: UnitState[] = [];
+    const lookup = (u: UnitInfo | string): UnitState | undefined => byName.get(typeof u === "string" ? u : u.name);
+    const ctx: HookContext = {
+      config, rank: comm.rank, worldSize: comm.worldSize, groups, comm, be, paramDtype, phase, micro,
+      log,
+      warn: (m) => log(`warning: ${m}`),
+      get isLastMicro() {
+        return micro.index === micro.count - 1;
+      },
+      unit(u) {
+        const h = lookup(u);
+        if (!h) throw new Error(`engine: rank ${comm.rank} holds no unit ${typeof u === "string" ? u : u.name}`);
+        return h;
+      },
+      holds: (u) => lookup(u) !== undefined,
+      units: () => held,
+    };
+    const reg: PluginRegistrations = { afterStep: [], summary: new Map(), manifest: new Map(), transforms: [] };
+    const modelUnits: readonly UnitInfo[] = model.units.units;
+    const setupContext = (p: EnginePlugin): SetupContext => {
+      const metrics: MetricsRegistry = {
+        afterStep: (fn) => void reg.afterStep.push(fn),
+        summary: (section, fn) => {
+          const prev = reg.summary.get(section);
+          if (prev) throw new Error(`plugins "${prev.plugin}" and "${p.name}" both contribute the summary section "${section}"`);
+          reg.summary.set(section, { plugin: p.name, fn });
+        },
+      };
+      const checkpoint = {
+        contribute: (key: string, c: ManifestContribution) => {
+          const prev = reg.manifest.get(key);
+          if (prev) throw new Error(`plugins "${prev.plugin}" and "${p.name}" both contribute the checkpoint manifest entry "${key}"`);
+          reg.manifest.set(key, { plugin: p.name, c });
+        },
+      };
+      // inherits the hook context's (live) job facts; adds this plugin's verbs
+      return Object.defineProperties(Object.create(ctx) as SetupContext, {
+        pluginName: { value: p.name },
+        modelUnits: { value: modelUnits },
+        metrics: { value: metrics },
+        checkpoint: { value: checkpoint },
+        transformModel: { value: (fn: (m: CausalDecoder) => void) => void reg.transforms.push(fn) },
+      });
+    };
+    const composed = await composePlugins<EngineHooks & Record<string, unknown>, SetupContext>(
+      defaultHooks() as EngineHooks & Record<string, unknown>,
+      (opts.plugins ?? []) as readonly EnginePlugin[],
+      setupContext,
+    );
     const hooks = composed.hooks as EngineHooks;
+    if (opts.restore) {
+      for (const [key, { c }] of reg.manifest) if (Object.hasOwn(opts.restore, key) && c.restore) c.restore(opts.restore[key]);
+    }
+    for (const t of reg.transforms) t(model);
     const mixed = paramDtype !== "f32";
-    const list: UnitState[] = [];
     for (const unit of model.units.units) {
-      const plan = hooks.partition.plan(unit, env);
+      const plan = hooks.partition.plan(unit, ctx);
       if (!plan) continue; // held by another rank (expert parallelism)
       const st = new UnitState(unit, plan);
       if (plan.params === "sharded") {
@@ -117,23 +215,29 @@ export class Engine {
         initUnit(unit, config.seed);
       }
       st.allocate(be, mixed);
-      states.set(unit, st);
-      list.push(st);
+      byName.set(unit.name, st);
+      held.push(st);
     }
-    for (const st of list) initMaster(env, st);
-    model.units.hooks = {
-      gather: (u, ph) => hooks.gather.gather(u, ph, env),
-      release: (u, ph) => hooks.gather.release(u, ph, env),
-      gradReady: (u) => hooks.reduce.gradReady(u, env),
+    for (const st of held) initMaster(be, st);
+    const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
+    const of = (u: Unit): UnitState => {
+      const s = byUnit.get(u);
+      if (!s) throw new Error(`engine: no state for unit ${u.name} (not partitioned on rank ${comm.rank})`);
+      return s;
     };
-    const route = hooks.route.create(env);
-    const gate = hooks.route.createGate?.(env) ?? null;
-    if (route || gate) {
-      if (!(model instanceof MixtralForCausalLM)) throw new Error(`the route hook (owner ${composed.owners.route}) needs a sparse model (model.model_type "mixtral")`);
-      if (route) model.route = route;
-      if (gate) model.gate = gate;
+    model.units.hooks = {
+      gather: (u, ph) => hooks.gather.gather(of(u), ph, ctx),
+      release: (u, ph) => hooks.gather.release(of(u), ph, ctx),
+      gradReady: (u) => hooks.reduce.gradReady(of(u), ctx),
+    };
+    const dispatcher = hooks.route.dispatcher(ctx);
+    const router = hooks.route.router?.(ctx) ?? null;
+    if (dispatcher || router) {
+      if (!model.moe) throw new Error(`the route hook (owner ${composed.owners.route}) needs a model with MoE layers (model.model_type "${config.model.model_type}" has none)`);
+      if (dispatcher) model.moe.dispatcher = dispatcher;
+      if (router) model.moe.router = router;
     }
-    return new Engine(env, hooks, composed.owners, list);
+    return new Engine(ctx, model, hooks, composed.owners, held, { phase, micro }, reg);
   }
 
   /**
@@ -143,28 +247,29 @@ export class Engine {
   async trainBatch(micros: readonly TrainMicroBatch[]): Promise<StepResult> {
     const env = this.env;
     const be = env.be;
+    const phase = this.phase;
     const accum = env.config.gradient_accumulation_steps;
     if (micros.length !== accum) throw new Error(`trainBatch: got ${micros.length} micro-batches, gradient_accumulation_steps is ${accum}`);
     const lossScale = this.scaler.lossScale;
     let lossSum = 0;
-    env.phase.training = true;
-    env.phase.step = this.globalSteps;
+    phase.training = true;
+    phase.step = this.globalSteps;
     // each micro-batch's loss is copied on the device and all are read once after the last
     // backward: no device→host sync between a forward and its backward
     const microLosses = be.alloc("f32", micros.length, "other");
     try {
       for (let i = 0; i < micros.length; i++) {
-        env.micro.index = i;
+        this.micro.index = i;
         const mb = micros[i]!;
         const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
         const loss = out.loss!;
         be.copy(loss.view, { buf: microLosses, off: i }, 1);
         const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
-        env.phase.backward = true;
+        phase.backward = true;
         try {
           await backward(loss, seed ? { grad: seed } : {});
         } finally {
-          env.phase.backward = false;
+          phase.backward = false;
         }
         seed?.dispose();
       }
@@ -173,7 +278,7 @@ export class Engine {
     } finally {
       be.free(microLosses);
     }
-    env.micro.index = accum - 1;
+    this.micro.index = accum - 1;
     await this.hooks.reduce.finish(env);
     const lr = this.scheduler.getLr();
     const out = await optimizerStep(env, this.states, {
@@ -200,7 +305,7 @@ export class Engine {
   async evalLoss(micros: readonly TrainMicroBatch[]): Promise<number> {
     const be = this.env.be;
     let sum = 0;
-    this.env.phase.training = false;
+    this.phase.training = false;
     try {
       for (const mb of micros) {
         sum += await noGrad(async () => {
@@ -213,11 +318,87 @@ export class Engine {
         });
       }
     } finally {
-      this.env.phase.training = true;
+      this.phase.training = true;
     }
     const tot = new Float64Array([sum, micros.length]);
     if (this.env.comm.worldSize > 1) await this.env.comm.allReduce(tot);
     return tot[0]! / tot[1]!;
+  }
+
+  /** The engine's scalar state (Stateful): step counters, scheduler, loss scaler. */
+  stateDict(): EngineStateDict {
+    return { global_steps: this.globalSteps, applied_steps: this.appliedSteps, scheduler: this.scheduler.stateDict(), loss_scaler: this.scaler.stateDict() };
+  }
+
+  /** Restore {@link stateDict}'s scalars (the random streams are keyed by the step, so they follow).
+   * @throws when the scheduler or loss-scaler state is malformed. */
+  loadStateDict(s: EngineStateDict): void {
+    if (!Number.isInteger(s.global_steps) || !Number.isInteger(s.applied_steps) || s.applied_steps > s.global_steps || s.applied_steps < 0) {
+      throw new Error(`engine.loadStateDict: malformed step counters global_steps ${s.global_steps}, applied_steps ${s.applied_steps}`);
+    }
+    if (s.scheduler) this.scheduler.loadStateDict(s.scheduler);
+    this.scaler.loadStateDict(s.loss_scaler);
+    this.globalSteps = s.global_steps;
+    this.appliedSteps = s.applied_steps;
+    this.phase.step = s.global_steps;
+  }
+
+  /** Handles of the units this rank holds, in model order. */
+  units(): readonly UnitHandle[] {
+    return this.states;
+  }
+
+  /** The handle of `unit` when this rank holds it, else null. */
+  handleOf(unit: Unit): UnitHandle | null {
+    return this.byUnit.get(unit) ?? null;
+  }
+
+  /** The units whose states this rank writes to a checkpoint (checkpoint hook `ownedUnits`). */
+  checkpointUnits(): readonly UnitHandle[] {
+    return this.hooks.checkpoint.ownedUnits(this.env);
+  }
+
+  /** Every plugin's manifest contribution (`ctx.checkpoint.contribute`), by key. */
+  manifestEntries(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [key, { c }] of this.reg.manifest) out[key] = c.save();
+    return out;
+  }
+
+  /** Warnings of the plugins' `check` of their saved manifest entries (CheckpointTarget). */
+  checkManifestEntries(saved: Readonly<Record<string, unknown>>): string[] {
+    const out: string[] = [];
+    for (const [key, { c }] of this.reg.manifest) {
+      if (!c.check || !Object.hasOwn(saved, key)) continue;
+      const w = c.check(saved[key]);
+      if (w) out.push(w);
+    }
+    return out;
+  }
+
+  /** Set `unit`'s fp32 master copy from its stored 16-bit parameters (mixed precision). */
+  initMaster(unit: UnitHandle): void {
+    const st = this.byUnit.get((unit as UnitState).unit);
+    if (!st) throw new Error(`engine.initMaster: rank ${this.env.rank} holds no unit ${unit.name}`);
+    initMaster(this.env.be, st);
+  }
+
+  /** Run every plugin's per-step metrics (`ctx.metrics.afterStep`), in set-up order. A collective
+   * when a plugin's is: EVERY rank calls it after every trainBatch. */
+  async afterStep(): Promise<StepMetrics[]> {
+    const out: StepMetrics[] = [];
+    for (const fn of this.reg.afterStep) {
+      const m = await fn();
+      if (m) out.push(m);
+    }
+    return out;
+  }
+
+  /** The summary sections plugins contribute (`ctx.metrics.summary`), by section name. */
+  summarySections(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [section, { fn }] of this.reg.summary) out[section] = fn();
+    return out;
   }
 
   /** Bytes of padding this rank holds in sharded states (domain.md §1: reported, never hidden). */

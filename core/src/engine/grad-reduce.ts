@@ -8,103 +8,93 @@
  * micro-batch) therefore produce bit-identical summed gradients, equal to a single rank that
  * accumulates the same micro-batches in rank order.
  */
-import type { EngineEnv } from "./hooks.ts";
-import type { Unit } from "../nn/unit.ts";
 import { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded } from "./host-transfer.ts";
-import type { UnitState } from "./unit-state.ts";
+import type { JobView, UnitHandle } from "./plugin-context.ts";
 
-/** The engine state of `unit`. @throws if the engine has not partitioned it. */
-export function stateOf(env: EngineEnv, unit: Unit): UnitState {
-  const s = env.states.get(unit);
-  if (!s) throw new Error(`engine: no state for unit ${unit.name} (not partitioned)`);
-  return s;
+/** Add this micro-batch's gradient (`unit.microGrad()`) into the unit's whole-unit accumulator
+ * (replicated gradients) and free the micro-batch gradient.
+ * @throws when the unit's gradients are sharded (use {@link takeMicroGrad}). */
+export function accumulateLocal(ctx: JobView, unit: UnitHandle): void {
+  if (unit.plan.grads === "sharded") throw new Error(`accumulateLocal(${unit.name}): gradients are sharded, use takeMicroGrad + reduceScatterBucket`);
+  const g = unit.microGrad();
+  if (g && unit.numel > 0) accumulateDevice(ctx.be, unit.gradAccumulator(), 0, g, 0, unit.numel);
+  unit.releaseMicroGrad();
 }
 
-/** Add this micro-batch's `unit.grad` into `state.gradAcc` (replicated gradients) and free the
- * unit's per-micro-batch gradient buffers. */
-export function accumulateLocal(env: EngineEnv, unit: Unit): void {
-  const st = stateOf(env, unit);
-  if (!st.gradAcc) throw new Error(`accumulateLocal(${unit.name}): gradients are sharded, use reduceScatterMicro`);
-  if (unit.grad && unit.numel > 0) accumulateDevice(env.be, st.gradAcc, 0, unit.grad, 0, unit.numel);
-  unit.zeroGrad(true);
-}
-
-/** all_reduce (sum, fixed rank order) of `state.gradAcc` over the unit's group, in place. */
-export async function allReduceAccumulated(env: EngineEnv, unit: Unit): Promise<void> {
-  const st = stateOf(env, unit);
-  const g = st.plan.group;
+/** all_reduce (sum, fixed rank order) of the unit's accumulated whole gradient over its group, in place. */
+export async function allReduceAccumulated(ctx: JobView, unit: UnitHandle): Promise<void> {
+  const g = unit.group;
   if (g.size === 1 || unit.numel === 0) return;
-  const host = await readPadded(env.be, st.gradAcc!, 0, unit.numel, unit.numel);
-  await env.comm.allReduce(host, { group: g, half: halfKind(unit.dtype) });
-  env.be.write({ buf: st.gradAcc!, off: 0 }, host);
+  const acc = unit.gradAccumulator();
+  const host = await readPadded(ctx.be, acc, 0, unit.numel, unit.numel);
+  await ctx.comm.allReduce(host, { group: g, half: halfKind(unit.dtype) });
+  ctx.be.write({ buf: acc, off: 0 }, host);
 }
 
-/** reduce_scatter (sum) of the accumulated full `state.gradAcc`; this rank's summed shard is
- * written back into its own region of `gradAcc` (ZeRO-1 keeps full-size gradient buffers; only the
+/** reduce_scatter (sum) of the accumulated whole gradient; this rank's summed shard is written
+ * back into its own region of the accumulator (ZeRO-1 keeps full-size gradient buffers; only the
  * owned region is meaningful afterwards). */
-export async function reduceScatterAccumulated(env: EngineEnv, unit: Unit): Promise<void> {
-  const st = stateOf(env, unit);
-  const p = st.plan;
+export async function reduceScatterAccumulated(ctx: JobView, unit: UnitHandle): Promise<void> {
+  const p = unit.plan;
   if (p.group.size === 1 || unit.numel === 0) return;
-  const host = await readPadded(env.be, st.gradAcc!, 0, unit.numel, p.shardSize * p.group.size);
-  const shard = await env.comm.reduceScatter(host, undefined, { group: p.group, half: halfKind(unit.dtype) });
-  if (p.owned > 0) env.be.write({ buf: st.gradAcc!, off: p.shardStart }, shard.subarray(0, p.owned));
+  const acc = unit.gradAccumulator();
+  const host = await readPadded(ctx.be, acc, 0, unit.numel, p.shardSize * p.group.size);
+  const shard = await ctx.comm.reduceScatter(host, undefined, { group: p.group, half: halfKind(unit.dtype) });
+  if (p.owned > 0) ctx.be.write({ buf: acc, off: p.shardStart }, shard.subarray(0, p.owned));
 }
 
 /** One reduce_scatter input: a unit's fresh micro-batch gradient read to the host, padded to
  * `shardSize · groupSize`; null when the unit's group has one rank (nothing to exchange: the
- * gradient was added into `gradShard` on the device already). */
+ * gradient was added into the gradient shard on the device already). */
 export interface PendingGrad {
-  unit: Unit;
+  unit: UnitHandle;
   host: Float32Array | Uint16Array | null;
 }
 
-/** Read `unit.grad` to the host (padded for reduce_scatter) and free the unit's gradient buffers.
- * In a group of one rank the shard is the whole unit: the gradient is added into `gradShard` on the
+/** Read the unit's micro-batch gradient to the host (padded for reduce_scatter) and free it.
+ * In a group of one rank the shard is the whole unit: the gradient is added into the shard on the
  * device instead, with no host round trip (e.g. expert units when ep_size = world size). */
-export async function takeMicroGrad(env: EngineEnv, unit: Unit): Promise<PendingGrad> {
-  const st = stateOf(env, unit);
-  const p = st.plan;
+export async function takeMicroGrad(ctx: JobView, unit: UnitHandle): Promise<PendingGrad> {
+  const p = unit.plan;
+  const g = unit.microGrad();
   if (p.group.size === 1) {
-    if (unit.grad && unit.numel > 0) accumulateDevice(env.be, st.gradShard!, 0, unit.grad, 0, unit.numel);
-    unit.zeroGrad(true);
+    if (g && unit.numel > 0) accumulateDevice(ctx.be, unit.gradAccumulator(), 0, g, 0, unit.numel);
+    unit.releaseMicroGrad();
     return { unit, host: null };
   }
   const len = p.shardSize * p.group.size;
-  const host = unit.grad && unit.numel > 0 ? await readPadded(env.be, unit.grad, 0, unit.numel, len) : hostArrayFor(unit.dtype, len);
-  unit.zeroGrad(true);
+  const host = g && unit.numel > 0 ? await readPadded(ctx.be, g, 0, unit.numel, len) : hostArrayFor(unit.dtype, len);
+  unit.releaseMicroGrad();
   return { unit, host };
 }
 
 /**
  * reduce_scatter a bucket of micro-batch gradients (all on the same group, same dtype) in ONE
- * collective and add each rank's summed shard into `state.gradShard`. The send buffer interleaves
- * the units by destination rank — `[u₁ part 0, u₂ part 0, … | u₁ part 1, u₂ part 1, … | …]` — so the
- * single reduce_scatter leaves this rank exactly its shard of every unit in the bucket
+ * collective and add each rank's summed shard into the unit's gradient shard. The send buffer
+ * interleaves the units by destination rank — `[u₁ part 0, u₂ part 0, … | u₁ part 1, u₂ part 1, … | …]`
+ * — so the single reduce_scatter leaves this rank exactly its shard of every unit in the bucket
  * (DeepSpeed's bucketed `reduce_scatter`, `reduce_bucket_size`).
  */
-export async function reduceScatterBucket(env: EngineEnv, bucket: PendingGrad[]): Promise<void> {
+export async function reduceScatterBucket(ctx: JobView, bucket: PendingGrad[]): Promise<void> {
   if (bucket.length === 0) return;
-  const first = stateOf(env, bucket[0]!.unit).plan;
-  const g = first.group;
+  const g = bucket[0]!.unit.group;
   const n = g.size;
   if (n === 1) return; // takeMicroGrad accumulated these on the device
   const dtype = bucket[0]!.unit.dtype;
-  const per = bucket.reduce((s, b) => s + stateOf(env, b.unit).plan.shardSize, 0);
+  const per = bucket.reduce((s, b) => s + b.unit.plan.shardSize, 0);
   const send = dtype === "f32" ? new Float32Array(per * n) : new Uint16Array(per * n);
   for (let r = 0, o = 0; r < n; r++) {
     for (const b of bucket) {
-      const s = stateOf(env, b.unit).plan.shardSize;
+      const s = b.unit.plan.shardSize;
       (send as Float32Array).set((b.host! as Float32Array).subarray(r * s, (r + 1) * s), o);
       o += s;
     }
   }
-  const recv = await env.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
+  const recv = await ctx.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
   let o = 0;
   for (const b of bucket) {
-    const st = stateOf(env, b.unit);
-    const s = st.plan.shardSize;
-    accumulateHost(env.be, st.gradShard!, 0, recv.subarray(o, o + s) as Float32Array | Uint16Array, s);
+    const s = b.unit.plan.shardSize;
+    accumulateHost(ctx.be, b.unit.gradAccumulator(), 0, recv.subarray(o, o + s) as Float32Array | Uint16Array, s);
     o += s;
   }
 }

@@ -8,11 +8,11 @@
  * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
  * same arithmetic to the same values (domain.md §5).
  */
-import type { Buf, View } from "@zeromoe/kernels";
+import type { Backend, Buf, View } from "@zeromoe/kernels";
 import { unscaleAndClip } from "../optim/clip.ts";
-import type { EngineEnv } from "./hooks.ts";
+import type { JobView } from "./plugin-context.ts";
 import { readPadded } from "./host-transfer.ts";
-import type { UnitState } from "./unit-state.ts";
+import { countsGradient, type UnitState } from "./unit-state.ts";
 
 /** Inputs of one optimizer step. */
 export interface StepInputs {
@@ -37,16 +37,15 @@ export interface StepOutcome {
 
 /** View of the summed gradient region the optimizer of `st` updates, and its length. */
 export function ownedGrad(st: UnitState): { view: View; n: number } {
-  const n = st.optimCount;
-  if (st.gradShard) return { view: { buf: st.gradShard, off: 0 }, n };
-  return { view: { buf: st.gradAcc!, off: st.optimStart }, n };
+  return st.ownedGrad();
 }
 
 /** Σ g² of the gradients this rank is responsible for, over all ranks (f64 all_reduce over the
- * world). A replicated state is counted by its group's rank 0 only, so every element counts once. */
-export async function globalSumSquares(env: EngineEnv, states: readonly UnitState[]): Promise<number> {
+ * world). A replicated state is counted by its group's rank 0 only, so every element counts once
+ * (unit-state.ts `countsGradient`, the rule plugins read as `UnitHandle.countsGradient`). */
+export async function globalSumSquares(env: JobView, states: readonly UnitState[]): Promise<number> {
   const be = env.be;
-  const counted = states.filter((st) => (st.plan.optim === "sharded" ? st.optimCount > 0 : st.plan.group.rank === 0 && st.plan.numel > 0));
+  const counted = states.filter((st) => countsGradient(st.plan, st.optimCount));
   let local = 0;
   if (counted.length > 0) {
     const out: Buf = be.alloc("f32", counted.length, "other");
@@ -65,7 +64,7 @@ export async function globalSumSquares(env: EngineEnv, states: readonly UnitStat
 
 /** Run one optimizer step over `states` (see the module comment). On overflow nothing is
  * updated. Gradient accumulators are zeroed either way. */
-export async function optimizerStep(env: EngineEnv, states: readonly UnitState[], inp: StepInputs): Promise<StepOutcome> {
+export async function optimizerStep(env: JobView, states: readonly UnitState[], inp: StepInputs): Promise<StepOutcome> {
   const be = env.be;
   const sumsq = await globalSumSquares(env, states);
   const overflow = !Number.isFinite(sumsq);
@@ -104,7 +103,7 @@ export async function optimizerStep(env: EngineEnv, states: readonly UnitState[]
 }
 
 /** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them. */
-export async function allGatherUpdatedParams(env: EngineEnv, states: readonly UnitState[]): Promise<void> {
+export async function allGatherUpdatedParams(env: JobView, states: readonly UnitState[]): Promise<void> {
   for (const st of states) {
     const p = st.plan;
     if (p.params !== "replicated" || p.optim !== "sharded" || p.group.size === 1 || p.numel === 0) continue;
@@ -116,8 +115,8 @@ export async function allGatherUpdatedParams(env: EngineEnv, states: readonly Un
 }
 
 /** Initialise the fp32 master copy (mixed precision) from the 16-bit parameters this rank owns. */
-export function initMaster(env: EngineEnv, st: UnitState): void {
+export function initMaster(be: Backend, st: UnitState): void {
   if (!st.master || st.optimCount === 0) return;
   const src = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: st.unit.data!, off: st.optimStart };
-  env.be.cast(src, { buf: st.master, off: 0 }, st.optimCount);
+  be.cast(src, { buf: st.master, off: 0 }, st.optimCount);
 }

@@ -7,7 +7,7 @@
  * `s`-element shard is padding, reported separately (domain.md §1), never hidden.
  */
 import type { Group } from "../comm/communicator.ts";
-import type { Unit } from "../nn/unit.ts";
+import type { UnitInfo } from "./plugin-context.ts";
 
 /** Whether a piece of state is whole on every rank of the group or split into shards. */
 export type Placement = "replicated" | "sharded";
@@ -34,7 +34,7 @@ export interface UnitPlan {
 
 /** Compute the shard geometry for `unit` over `group` with the given placements.
  * @throws if the group is empty. */
-export function makePlan(unit: Unit, group: Group, params: Placement, grads: Placement, optim: Placement): UnitPlan {
+export function makePlan(unit: UnitInfo, group: Group, params: Placement, grads: Placement, optim: Placement): UnitPlan {
   if (group.size < 1) throw new Error(`makePlan(${unit.name}): empty group ${group.name}`);
   const numel = unit.numel;
   const shardSize = Math.max(1, Math.ceil(numel / group.size));

@@ -100,10 +100,10 @@ export interface UnitHandle extends UnitInfo {
   /** Make `buf` (numel elements, the unit's dtype) the unit's resident full parameters, or null to
    * mark them not resident. The caller keeps ownership of `buf` (frees it when done). */
   setParams(buf: Buf | null): void;
-  /** This rank's parameter shard (`plan.params === "sharded"`), else null. */
-  paramShard(): Buf | null;
-  /** Where this rank's stored parameters live: the shard (elements [shardStart, shardStart+owned))
-   * or the whole resident buffer (elements [0, numel)). `buf[0]` holds unit element `start`. */
+  /** Where this rank's stored parameters live: its shard when `plan.params` is sharded (elements
+   * [shardStart, shardStart + owned); the buffer has shardSize elements, padding zero), else the
+   * whole resident buffer (elements [0, numel)). `buf[0]` holds unit element `start`.
+   * @throws when neither exists (a replicated unit released by a gather hook). */
   paramStorage(): { buf: Buf; start: number; count: number };
 
   /** This micro-batch's local gradient (numel elements, fresh per micro-batch), or null when the
@@ -157,6 +157,9 @@ export interface ManifestContribution {
   /** Given the saved value on resume, BEFORE partitioning (so e.g. expert placement can be
    * restored). Not called when the checkpoint has no entry under `key`. */
   restore?(saved: unknown): void;
+  /** After a checkpoint was loaded into an engine (resumed or not): compare the saved value with the
+   * state now; a returned string is logged as a warning (e.g. experts placed differently). */
+  check?(saved: unknown): string | null;
 }
 
 /** What `setup(ctx)` receives besides claim/wrap/get. */

@@ -12,13 +12,25 @@
  *
  * "optim length" is `shardSize` when optimizer states are sharded, else `numel`. With f32 training
  * the parameters themselves are the master copy (domain.md §1: 4 + 4 + 8 bytes per parameter).
+ *
+ * A UnitState is the {@link UnitHandle} hooks receive (plugin-context.ts): plugins reach the
+ * buffers only through the handle's verbs.
  */
-import type { Backend, Buf } from "@zeromoe/kernels";
+import type { Backend, Buf, DType, View } from "@zeromoe/kernels";
 import { DTYPE_BYTES } from "@zeromoe/kernels";
-import type { Unit } from "../nn/unit.ts";
+import type { Group } from "../comm/communicator.ts";
+import type { Unit, UnitKind } from "../nn/unit.ts";
 import { paddingElements, type UnitPlan } from "./plan.ts";
+import type { UnitHandle } from "./plugin-context.ts";
 
-export class UnitState {
+/** Whether a rank counts a unit's reduced gradient in global sums (gradient norm; statistics):
+ * its optimizer range when optimizer states are sharded, group rank 0 when they are replicated —
+ * every element counts exactly once over all ranks. */
+export function countsGradient(plan: UnitPlan, optimCount: number): boolean {
+  return plan.optim === "sharded" ? optimCount > 0 : plan.group.rank === 0 && plan.numel > 0;
+}
+
+export class UnitState implements UnitHandle {
   readonly unit: Unit;
   readonly plan: UnitPlan;
   paramShard: Buf | null = null;
@@ -30,6 +42,63 @@ export class UnitState {
   constructor(unit: Unit, plan: UnitPlan) {
     this.unit = unit;
     this.plan = plan;
+  }
+
+  get name(): string {
+    return this.unit.name;
+  }
+  get kind(): UnitKind {
+    return this.unit.kind;
+  }
+  get layer(): number | undefined {
+    return this.unit.layer;
+  }
+  get expert(): number | undefined {
+    return this.unit.expert;
+  }
+  get numel(): number {
+    return this.unit.numel;
+  }
+  get dtype(): DType {
+    return this.unit.dtype;
+  }
+  get group(): Group {
+    return this.plan.group;
+  }
+  get countsGradient(): boolean {
+    return countsGradient(this.plan, this.optimCount);
+  }
+
+  params(): Buf | null {
+    return this.unit.data;
+  }
+  setParams(buf: Buf | null): void {
+    this.unit.data = buf;
+  }
+  paramStorage(): { buf: Buf; start: number; count: number } {
+    if (this.paramShard) return { buf: this.paramShard, start: this.plan.shardStart, count: this.plan.owned };
+    if (!this.unit.data) throw new Error(`unit ${this.unit.name}: neither a parameter shard nor resident parameters on this rank`);
+    return { buf: this.unit.data, start: 0, count: this.unit.numel };
+  }
+  microGrad(): Buf | null {
+    return this.unit.grad;
+  }
+  releaseMicroGrad(): void {
+    this.unit.zeroGrad(true);
+  }
+  gradAccumulator(): Buf {
+    const g = this.gradShard ?? this.gradAcc;
+    if (!g) throw new Error(`unit ${this.unit.name}: no gradient buffer (not allocated)`);
+    return g;
+  }
+  ownedGrad(): { view: View; n: number } {
+    const n = this.optimCount;
+    if (this.gradShard) return { view: { buf: this.gradShard, off: 0 }, n };
+    return { view: { buf: this.gradAccumulator(), off: this.optimStart }, n };
+  }
+  optimizerState(): { master: Buf | null; m: Buf; v: Buf } {
+    if (!this.m || !this.v) throw new Error(`unit ${this.unit.name}: optimizer state not allocated`);
+    return { master: this.master, m: this.m, v: this.v };
   }
 
   /** First element (in unit coordinates) of the optimizer's range on this rank. */

@@ -14,6 +14,8 @@
  * freely.
  */
 
+import type { PluginMemory } from "../engine/plugin-context.ts";
+
 /** The six hook points. */
 export type HookName = "partition" | "gather" | "reduce" | "route" | "offload" | "checkpoint";
 
@@ -28,18 +30,20 @@ export class PluginConflictError extends Error {
   }
 }
 
-/** What a plugin's `setup` receives: the hook registry plus whatever context the engine provides
- * (`C`: config, backend, communicator, groups, model …). */
-export interface PluginContext<H extends Record<HookName, unknown>, C> {
+/** Claim/wrap/get of the hooks: the part of a plugin's `setup` context that composes hooks. */
+export interface HookRegistry<H extends Record<HookName, unknown>> {
   /** Replace hook `name` with `impl`, owned by this plugin. */
   claim<K extends HookName>(name: K, impl: H[K]): void;
   /** Wrap hook `name`: `f` receives the current implementation and returns the new one. */
   wrap<K extends HookName>(name: K, f: (prev: H[K]) => H[K]): void;
   /** The current implementation of hook `name`. */
   get<K extends HookName>(name: K): H[K];
-  /** Engine context (config, backend, comm, model…). */
-  readonly env: C;
 }
+
+/** What a plugin's `setup` receives: the hook registry plus the engine's verbs `C` (for the
+ * engine: {@link SetupContext} — config, rank, groups, collectives, log, metrics, manifest
+ * contributions, model transforms; core/src/engine/plugin-context.ts). */
+export type PluginContext<H extends Record<HookName, unknown>, C> = HookRegistry<H> & C;
 
 /** A plugin. `setup` may be async (e.g. to allocate buffers or exchange metadata across ranks). */
 export interface Plugin<H extends Record<HookName, unknown> = Record<HookName, unknown>, C = unknown> {
@@ -53,6 +57,14 @@ export interface Plugin<H extends Record<HookName, unknown> = Record<HookName, u
   conflicts?: string[];
   /** Plugins whose hook claims this one may knowingly take over. */
   overrides?: string[];
+  /** Hooks this plugin may `claim` (replace), declared statically so that {@link checkPluginSet}
+   * finds two plugins claiming one hook before any setup runs (the trainer: before data is
+   * loaded). Claiming a hook not listed here is a {@link PluginConflictError}. Wrapping needs no
+   * declaration. */
+  claims?: HookName[];
+  /** Contribution to the up-front memory estimate (core/src/train/memory-estimate.ts); read
+   * before any engine exists. */
+  memory?: PluginMemory;
   setup(ctx: PluginContext<H, C>): void | Promise<void>;
 }
 
@@ -60,6 +72,9 @@ export interface Plugin<H extends Record<HookName, unknown> = Record<HookName, u
 export function definePlugin<H extends Record<HookName, unknown>, C>(p: Plugin<H, C>): Plugin<H, C> {
   if (!p || typeof p.name !== "string" || p.name.length === 0) throw new TypeError("definePlugin: `name` must be a non-empty string");
   if (typeof p.setup !== "function") throw new TypeError(`definePlugin(${p.name}): \`setup\` must be a function`);
+  for (const h of p.claims ?? []) {
+    if (!HOOK_NAMES.includes(h)) throw new TypeError(`definePlugin(${p.name}): \`claims\` lists "${String(h)}", which is not a hook (expected one of ${HOOK_NAMES.join(", ")})`);
+  }
   return p;
 }
 
@@ -74,7 +89,7 @@ export interface ComposedHooks<H extends Record<HookName, unknown>> {
 
 /** Order plugins so that every plugin comes after those it `requires`; validates requirements and
  * conflicts. Throws {@link PluginConflictError}. */
-export function orderPlugins<P extends { name: string; requires?: string[]; conflicts?: string[] }>(plugins: readonly P[]): P[] {
+export function orderPlugins<P extends { name: string; requires?: readonly string[]; conflicts?: readonly string[] }>(plugins: readonly P[]): P[] {
   const byName = new Map<string, P>();
   for (const p of plugins) {
     if (byName.has(p.name)) throw new PluginConflictError(`plugin "${p.name}" is listed twice`);
@@ -104,23 +119,28 @@ export function orderPlugins<P extends { name: string; requires?: string[]; conf
 }
 
 /**
- * Set up `plugins` over `defaults` and return the composed hooks.
+ * Set up `plugins` over `defaults` and return the composed hooks. `context(plugin)` gives the verbs
+ * each plugin's `setup` context carries besides claim/wrap/get (the engine's SetupContext; its
+ * getters stay live: the context object inherits from it); null gives claim/wrap/get only.
  * @throws PluginConflictError as described in the module comment.
  */
 export async function composePlugins<H extends Record<HookName, unknown>, C>(
   defaults: H,
   plugins: readonly Plugin<H, C>[],
-  env: C,
+  context: ((plugin: Plugin<H, C>) => C) | null,
 ): Promise<ComposedHooks<H>> {
   const hooks = { ...defaults };
   const owners = Object.fromEntries(HOOK_NAMES.map((n) => [n, "core"])) as Record<HookName, string>;
   const claimedBy = new Map<HookName, string>();
+  checkPluginSet(plugins);
   const ordered = orderPlugins(plugins);
   for (const p of ordered) {
-    const ctx: PluginContext<H, C> = {
-      env,
+    const registry: HookRegistry<H> = {
       get: (name) => hooks[name],
       claim: (name, impl) => {
+        if (!(p.claims ?? []).includes(name)) {
+          throw new PluginConflictError(`plugin "${p.name}" claims the "${name}" hook without declaring it: add "${name}" to its \`claims\` (definePlugin({ claims: [...] }))`);
+        }
         const prev = claimedBy.get(name);
         if (prev !== undefined && !(p.overrides ?? []).includes(prev)) {
           throw new PluginConflictError(
@@ -136,7 +156,71 @@ export async function composePlugins<H extends Record<HookName, unknown>, C>(
         owners[name] = `${owners[name]}+${p.name}`;
       },
     };
+    const ctx = Object.assign(Object.create(context ? (context(p) as object) : null) as object, registry) as PluginContext<H, C>;
     await p.setup(ctx);
   }
   return { hooks, owners, order: ordered.map((p) => p.name) };
+}
+
+/** The static part of a plugin that {@link checkPluginSet} reads (no `setup` is run). */
+export interface PluginDeclaration {
+  name: string;
+  requires?: readonly string[];
+  conflicts?: readonly string[];
+  overrides?: readonly string[];
+  claims?: readonly HookName[];
+}
+
+/**
+ * Check a set of plugins from their declarations alone, WITHOUT running any `setup`: a name listed
+ * twice, a declared `conflicts` pair present together, a `requires` missing from the set, a
+ * `requires` cycle, a `claims` entry that is not a hook, and two plugins claiming one hook where
+ * the later one (in set-up order, {@link orderPlugins}) does not list the earlier one in
+ * `overrides`. Every problem is collected; each names both plugins (and the hook).
+ * The trainer calls it (through the plugin loader) before any data is loaded, so a conflict is a
+ * config error (exit 2); {@link composePlugins} calls it again.
+ * @throws PluginConflictError whose message lists every problem, one per line.
+ */
+export function checkPluginSet(plugins: readonly PluginDeclaration[]): void {
+  const problems: string[] = [];
+  const byName = new Map<string, PluginDeclaration>();
+  for (const p of plugins) {
+    if (byName.has(p.name)) problems.push(`plugin "${p.name}" is listed twice`);
+    byName.set(p.name, p);
+  }
+  const reported = new Set<string>();
+  for (const p of plugins) {
+    for (const c of p.conflicts ?? []) {
+      const pair = [p.name, c].sort().join("\u0000");
+      if (byName.has(c) && !reported.has(pair)) {
+        reported.add(pair);
+        problems.push(`plugins "${p.name}" and "${c}" cannot be combined ("${p.name}" declares a conflict with "${c}")`);
+      }
+    }
+    for (const r of p.requires ?? []) {
+      if (!byName.has(r)) problems.push(`plugin "${p.name}" requires plugin "${r}", which is not in this job`);
+    }
+    for (const h of p.claims ?? []) {
+      if (!HOOK_NAMES.includes(h)) problems.push(`plugin "${p.name}" declares a claim of "${String(h)}", which is not a hook (expected one of ${HOOK_NAMES.join(", ")})`);
+    }
+  }
+  if (problems.length === 0) {
+    let ordered: readonly PluginDeclaration[] = [];
+    try {
+      ordered = orderPlugins(plugins);
+    } catch (e) {
+      problems.push((e as Error).message);
+    }
+    for (const hook of HOOK_NAMES) {
+      let prev: PluginDeclaration | undefined;
+      for (const p of ordered) {
+        if (!(p.claims ?? []).includes(hook)) continue;
+        if (prev !== undefined && !(p.overrides ?? []).includes(prev.name)) {
+          problems.push(`plugins "${prev.name}" and "${p.name}" both claim the "${hook}" hook; one must wrap it or list the other in \`overrides\``);
+        }
+        prev = p;
+      }
+    }
+  }
+  if (problems.length > 0) throw new PluginConflictError(problems.join("\n"));
 }

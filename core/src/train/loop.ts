@@ -3,10 +3,12 @@
  * the DataLoader, run `engine.trainBatch`, print a line every `steps_per_print` steps (rank 0),
  * evaluate every `eval_interval` steps, save a checkpoint every `checkpoint.save_interval` steps and
  * at the end (when `checkpoint.dir` is set), stop cleanly after the step during which SIGINT/SIGTERM
- * arrived (saving a checkpoint there; stop-signal.ts), and keep what the summary needs. Steps are numbered
+ * arrived (saving a checkpoint there; stop-signal.ts), stop with a DivergenceError after
+ * `max_bad_steps` consecutive bad steps and write no checkpoint while the loss is non-finite
+ * (divergence.ts), and keep what the summary needs. Steps are numbered
  * from the start of training: a run resumed after step s runs steps s+1 … `steps`. Every rank runs the same
- * sequence of collectives (trainBatch, the MoE statistics' reduction, evalLoss), so the loop must
- * not branch on rank except for output.
+ * sequence of collectives (trainBatch, the plugins' per-step metrics `engine.afterStep()` — e.g.
+ * the MoE statistics' reduction —, evalLoss), so the loop must not branch on rank except for output.
  */
 import type { Backend } from "@zeromoe/kernels";
 import type { Communicator } from "../comm/communicator.ts";
@@ -14,7 +16,7 @@ import type { JobConfig } from "../config/types.ts";
 import type { DataLoader, MicroBatch } from "../data/loader.ts";
 import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
 import { formatEvalLine, formatStepLine, mib } from "./log.ts";
-import type { MoERunStats } from "./moe-stats.ts";
+import { DivergenceWatch } from "./divergence.ts";
 import { signalName, stopRequested, type StopFlag } from "./stop-signal.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
@@ -59,8 +61,6 @@ export interface LoopOptions {
   backend: Backend;
   engine: Engine;
   loader: DataLoader;
-  /** MoE statistics (the moe plugin's recorder) reduced after every step; null for dense models. */
-  moe: MoERunStats | null;
   out: LoopOutput;
   /** Steps already done (a resumed run: the checkpoint's global step); default 0. */
   startStep?: number;
@@ -71,9 +71,11 @@ export interface LoopOptions {
   stop?: StopFlag;
 }
 
-/** Runs `config.steps` optimizer steps (see the module comment). */
+/** Runs `config.steps` optimizer steps (see the module comment).
+ * @throws DivergenceError (divergence.ts) after `max_bad_steps` consecutive bad steps, or when the
+ *   run ends (or is stopped) while its loss is non-finite; no checkpoint is written then. */
 export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
-  const { config, comm, backend: be, engine, loader, moe, out } = o;
+  const { config, comm, backend: be, engine, loader, out } = o;
   const steps = config.steps;
   const startStep = o.startStep ?? 0;
   const ckptDir = o.checkpointDir ?? null;
@@ -90,6 +92,9 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   let last: StepResult | null = null;
   let windowSeconds = 0;
   let windowSteps = 0;
+  let metricLines: string[] = [];
+  const precision = config.bf16.enabled ? "bf16" : config.fp16.enabled ? (config.fp16.loss_scale > 0 ? `fp16 static loss_scale ${config.fp16.loss_scale}` : "fp16 dynamic loss scaling") : "fp32";
+  const watch = new DivergenceWatch(config.max_bad_steps, config.fp16.enabled && config.fp16.loss_scale === 0, `this run: lr ${config.optimizer.params.lr}, ${precision}, gradient_clipping ${config.gradient_clipping}`);
 
   const evaluate = async (step: number): Promise<void> => {
     if (nEval < 1) return;
@@ -100,6 +105,10 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   };
 
   const save = async (step: number): Promise<void> => {
+    if (watch.holdCheckpoints) {
+      out.line(`checkpoint not written at step ${step}: the loss is not finite (the last checkpoint stays the newest)`);
+      return;
+    }
     const r = await engine.saveCheckpoint(ckptDir!, `global_step${step}`, { dataPosition: loader.state() });
     checkpoints.push(r.tagDir);
     lastSaved = step;
@@ -111,8 +120,11 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     const t0 = performance.now();
     const r = await engine.trainBatch(micros);
     const dt = (performance.now() - t0) / 1000;
-    const moeStep = moe ? await moe.afterStep() : null;
-    for (const w of moeStep?.warnings ?? []) out.line(`warning: ${w}`);
+    // the plugins' per-step metrics (a collective on every rank); their lines show at print time
+    const metrics = await engine.afterStep();
+    for (const m of metrics) for (const w of m.warnings ?? []) out.line(`warning: ${w}`);
+    const lines = metrics.map((m) => m.line).filter((l): l is string => typeof l === "string" && l.length > 0);
+    if (lines.length > 0) metricLines = lines;
     last = r;
     losses.push(r.loss);
     stepSeconds.push(dt);
@@ -136,12 +148,13 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
           peakTotal: mem.peakTotal,
         }),
       );
-      const moeLine = moe?.lastLine();
-      if (moeLine) out.line(`           ${moeLine}`);
+      for (const l of metricLines) out.line(`           ${l}`);
       windowSeconds = 0;
       windowSteps = 0;
     }
-    if (config.eval_interval > 0 && step % config.eval_interval === 0) await evaluate(step);
+    const warning = watch.observe(step, r);
+    if (warning !== null) out.line(warning);
+    if (config.eval_interval > 0 && step % config.eval_interval === 0 && !watch.holdCheckpoints) await evaluate(step);
     if (ckptDir !== null && config.checkpoint.save_interval > 0 && step % config.checkpoint.save_interval === 0) await save(step);
     // SIGINT/SIGTERM: all ranks agree after the same step, save there and stop (stop-signal.ts)
     const sig = o.stop && step < steps ? await stopRequested(comm, o.stop) : 0;
@@ -152,6 +165,8 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     }
   }
   const end = stoppedAfter ?? steps;
+  // a run may not end "successfully" on a non-finite loss, nor save one
+  if (watch.holdCheckpoints) throw watch.error(end);
   if (ckptDir !== null && lastSaved < end) await save(end);
   // A run that evaluates at all ends with a validation loss of its final weights.
   if (stoppedAfter === null && config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);

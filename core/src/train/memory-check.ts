@@ -20,7 +20,15 @@ import { freemem } from "node:os";
 import type { Backend } from "@zeromoe/kernels";
 import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
-import { estimateModelState, type ModelStateEstimate } from "./memory-estimate.ts";
+import { estimateModelState, type MemoryContributor, type ModelStateEstimate } from "./memory-estimate.ts";
+
+/** The plugins whose memory contributions apply to a job (memory-estimate.ts): `plugins` for the job
+ * itself, `pluginsFor(variant)` for a variant of it (another ZeRO stage, precision or world_size)
+ * when looking for a remedy; without `pluginsFor` only precision and world_size are varied. */
+export interface MemoryPlugins {
+  plugins: readonly MemoryContributor[];
+  pluginsFor?: (variant: JobConfig) => readonly MemoryContributor[];
+}
 
 /** A job's model states do not fit the backend. A {@link ConfigError} (name "ConfigError") on the
  * key to change, so the train CLI treats it as the user error it is — message only, exit status 2 —
@@ -140,7 +148,7 @@ function fitsHost(e: ModelStateEstimate, host: HostMemory): boolean {
 
 /** Changes of ZeRO stage, bf16 and world_size that make the host check pass, least change first
  * (at most three). */
-function hostRemedies(config: JobConfig, host: HostMemory): string[] {
+function hostRemedies(config: JobConfig, host: HostMemory, mp: MemoryPlugins): string[] {
   const out: string[] = [];
   const stage0 = config.zero_optimization.stage;
   const mixed = config.bf16.enabled || config.fp16.enabled;
@@ -149,9 +157,10 @@ function hostRemedies(config: JobConfig, host: HostMemory): string[] {
   if (P < config.world_size) worlds.push(P);
   for (const n of worlds) {
     for (const bf of mixed ? [false] : [false, true]) {
-      for (let s = stage0; s <= 3; s++) {
+      for (let s = stage0; s <= (mp.pluginsFor ? 3 : stage0); s++) {
         if (n === config.world_size && !bf && s === stage0) continue;
-        const e = estimateModelState(variant(config, s as 0 | 1 | 2 | 3, bf, n));
+        const v = variant(config, s as 0 | 1 | 2 | 3, bf, n);
+        const e = estimateModelState(v, mp.pluginsFor ? mp.pluginsFor(v) : mp.plugins);
         if (!fitsHost(e, host)) continue;
         const what = [s !== stage0 ? `zero_optimization.stage ${s}` : "", bf ? `bf16.enabled true` : "", n !== config.world_size ? `world_size ${n}` : ""].filter((x) => x).join(" + ");
         out.push(`${what} (${gb(e.total)} per rank)`);
@@ -163,17 +172,18 @@ function hostRemedies(config: JobConfig, host: HostMemory): string[] {
 }
 
 /**
- * Check that `config`'s model states fit `limits` (see the module comment); returns the estimate.
+ * Check that `config`'s model states, as its plugins partition them (`mp`; memory-estimate.ts),
+ * fit `limits` (see the module comment); returns the estimate.
  * @throws MemoryBudgetError naming the estimate, the limit and what to change.
  */
-export function checkModelStateFits(config: JobConfig, limits: MemoryLimits): ModelStateEstimate {
-  const e = estimateModelState(config);
+export function checkModelStateFits(config: JobConfig, limits: MemoryLimits, mp: MemoryPlugins = { plugins: [] }): ModelStateEstimate {
+  const e = estimateModelState(config, mp.plugins);
   const N = e.worldSize;
   const b = e.perParameter;
   const what = `${config.model.model_type}, ${(e.parameters / 1e9).toFixed(2)}e9 parameters${e.expertParameters > 0 ? ` (${(e.expertParameters / 1e9).toFixed(2)}e9 in experts, ep_size ${e.epSize})` : ""}; ZeRO stage ${e.stage}, ${e.mixed ? "mixed precision" : "fp32"}: ${b.param} + ${b.grad} + ${b.optim} bytes per parameter; world_size ${N}`;
   if (limits.host !== null && !fitsHost(e, limits.host)) {
     const share = limits.host.bytes / N;
-    const fixes = hostRemedies(config, limits.host);
+    const fixes = hostRemedies(config, limits.host, mp);
     const fix = fixes.length > 0
       ? `To fit, change: ${fixes.join("; or ")}.`
       : `No ZeRO stage, bf16 or world_size fits: the ranks are Workers of this one process, so they need at least 16 bytes × ${(e.parameters / 1e9).toFixed(2)}e9 parameters = ${gb(16 * e.parameters)} of host memory together (ZeRO-3); use a smaller model or a host with more memory.`;

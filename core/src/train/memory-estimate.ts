@@ -1,16 +1,18 @@
 /**
- * Up-front estimate of a job's model-state memory per rank, from the config alone (nothing is
- * allocated): domain.md §1 (ZeRO paper, Rajbhandari et al. SC'20 §5) with Ψ split into a dense part
- * Ψ_d and an expert part Ψ_e, as plugins/moe/src/memory.ts states it (core may not import a
- * plugin, so the same formula is written here; core/test/train/memory-check.test.ts checks both
- * agree).
+ * Up-front estimate of a job's model-state memory per rank, from the config and the job's plugins
+ * (nothing is allocated, no engine exists): domain.md §1 (ZeRO paper, Rajbhandari et al. SC'20 §5).
  *
  * Bytes per parameter: mixed precision (bf16/fp16) a = 2 (params), g = 2 (grads), o = 12 (fp32
- * master, m, v); fp32 a = 4, g = 4, o = 8. Dense parameters are partitioned over all N =
- * world_size ranks; a rank holds Ψ_e/P expert parameters (P = ep_size), partitioned over its edp
- * group of N/P ranks. Per part with X elements over n ranks: stage 0 (a+g+o)·X, stage 1
- * (a+g)·X + o·X/n, stage 2 a·X + (g+o)·X/n, stage 3 (a+g+o)·X/n. Padding, activations, gathered
- * ZeRO-3 parameters and communication buffers come on top, so the estimate is a lower bound.
+ * master, m, v); fp32 a = 4, g = 4, o = 8. Core starts from what plain data parallelism holds:
+ * every rank keeps every state of every parameter, in one part per kind of parameter (`dense`
+ * Ψ_d and, for a sparse model, `expert` Ψ_e), each over a group of world_size ranks:
+ * (a + g + o)·X bytes. Then the plugins' memory contributions (plugin-context.ts `PluginMemory`)
+ * change it: every `layout` in plugin order (the MoE plugin: a rank keeps Ψ_e/P expert parameters
+ * over its edp group of N/P ranks), then every `partition` on each part (a ZeRO stage: with
+ * {@link partitionedBytes}, X over n ranks costs stage 1 (a+g)·X + o·X/n, stage 2 a·X + (g+o)·X/n,
+ * stage 3 (a+g+o)·X/n). A third-party plugin changes the estimate the same way. Padding,
+ * activations, gathered ZeRO-3 parameters and communication buffers come on top, so the estimate
+ * is a lower bound.
  *
  * The largest single buffer is a whole unit in f32 (core/src/nn/unit.ts: an f32 unit's `data`, or
  * a 16-bit unit's f32 working copy `work` and gradient accumulator `workGrad`), whatever the stage:
@@ -18,6 +20,8 @@
  */
 import { countParameters } from "../config/param-count.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
+import type { Placement } from "../engine/plan.ts";
+import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";
 
 /** Bytes per parameter of each kind of model state. */
 export interface StateBytesPerParameter {
@@ -46,6 +50,8 @@ export interface ModelStateEstimate {
   worldSize: number;
   epSize: number;
   perParameter: StateBytesPerParameter;
+  /** The parts after the plugins' contributions (bytes per rank each). */
+  parts: MemoryPart[];
   /** Bytes per rank of parameters, gradients, optimizer states, and their sum. */
   params: number;
   grads: number;
@@ -80,39 +86,61 @@ export function largestUnit(m: ModelConfig): UnitSize {
   return units.reduce((a, b) => (b.numel > a.numel ? b : a));
 }
 
+/** What a plugin that may change the estimate carries (a plugin object, or anything with `memory`). */
+export interface MemoryContributor {
+  readonly name?: string;
+  readonly memory?: PluginMemory;
+}
+
+/** `part` with its bytes for the given placements of params, gradients and optimizer states
+ * (sharded: X/n elements per rank over the part's group of n ranks; replicated: X) — the formula
+ * a ZeRO-like plugin's `memory.partition` returns. */
+export function partitionedBytes(part: MemoryPart, input: MemoryEstimateInput, params: Placement, grads: Placement, optim: Placement): MemoryPart {
+  const b = input.perParameter;
+  const x = part.elements;
+  const n = Math.max(1, part.groupSize);
+  const per = (bytes: number, p: Placement) => (p === "sharded" ? (bytes * x) / n : bytes * x);
+  return { ...part, params: per(b.param, params), grads: per(b.grad, grads), optim: per(b.optim, optim) };
+}
+
 /**
- * Estimate `config`'s model-state bytes per rank (see the module comment for the formula).
- * Precision: bf16.enabled or fp16.enabled → mixed; stage: zero_optimization.stage; N: world_size;
- * P: moe.ep_size (1 without a moe section).
- * @throws Error when world_size is not a multiple of ep_size (config validation refuses that first).
+ * Estimate `config`'s model-state bytes per rank with `plugins`' contributions (see the module
+ * comment). Precision: bf16.enabled or fp16.enabled → mixed; N: world_size.
+ * @throws Error naming the plugin when a contribution returns a part with a negative or non-finite
+ *   size.
  */
-export function estimateModelState(config: JobConfig): ModelStateEstimate {
+export function estimateModelState(config: JobConfig, plugins: readonly MemoryContributor[] = []): ModelStateEstimate {
   const count = countParameters(config.model);
-  const stage = config.zero_optimization.stage;
   const mixed = config.bf16.enabled || config.fp16.enabled;
   const N = config.world_size;
-  const P = config.moe?.ep_size ?? 1;
-  if (!(N >= 1 && P >= 1 && N % P === 0)) throw new Error(`memory estimate: world_size ${N} is not a multiple of moe.ep_size ${P}`);
   const b = stateBytesPerParameter(mixed);
-  const part = (x: number, n: number) => ({
-    params: stage >= 3 ? (b.param * x) / n : b.param * x,
-    grads: stage >= 2 ? (b.grad * x) / n : b.grad * x,
-    optim: stage >= 1 ? (b.optim * x) / n : b.optim * x,
-  });
-  const dense = part(count.total - count.expert, N);
-  const expert = part(count.expert / P, N / P);
-  const params = dense.params + expert.params;
-  const grads = dense.grads + expert.grads;
-  const optim = dense.optim + expert.optim;
+  const input: MemoryEstimateInput = { config, mixed, perParameter: b };
+  const replicated = (name: string, elements: number): MemoryPart => partitionedBytes({ name, elements, groupSize: N, params: 0, grads: 0, optim: 0 }, input, "replicated", "replicated", "replicated");
+  let parts: MemoryPart[] = [replicated("dense", count.total - count.expert)];
+  if (count.expert > 0) parts.push(replicated("expert", count.expert));
+  const check = (ps: MemoryPart[], who: string): MemoryPart[] => {
+    for (const q of ps) {
+      for (const k of ["elements", "groupSize", "params", "grads", "optim"] as const) {
+        if (!Number.isFinite(q[k]) || q[k] < 0) throw new Error(`memory estimate: plugin "${who}" gave part "${q.name}" ${k} = ${q[k]} (expected a finite number ≥ 0)`);
+      }
+    }
+    return ps;
+  };
+  for (const p of plugins) if (p.memory?.layout) parts = check(p.memory.layout(parts.map((q) => ({ ...q })), input), p.name ?? "?");
+  for (const p of plugins) if (p.memory?.partition) parts = check(parts.map((q) => p.memory!.partition!({ ...q }, input)), p.name ?? "?");
+  const params = parts.reduce((s, q) => s + q.params, 0);
+  const grads = parts.reduce((s, q) => s + q.grads, 0);
+  const optim = parts.reduce((s, q) => s + q.optim, 0);
   const unit = largestUnit(config.model);
   return {
     parameters: count.total,
     expertParameters: count.expert,
-    stage,
+    stage: config.zero_optimization.stage,
     mixed,
     worldSize: N,
-    epSize: P,
+    epSize: config.moe?.ep_size ?? 1,
     perParameter: b,
+    parts,
     params,
     grads,
     optim,

@@ -12,19 +12,21 @@
  */
 import { writeSync } from "node:fs";
 import type { MemTag } from "@zeromoe/kernels";
+import { join } from "node:path";
+import { CheckpointError } from "../checkpoint/errors.ts";
 import { initFromSafetensors } from "../checkpoint/init-from.ts";
 import { Progress } from "../cli/progress.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
 import { DataLoader } from "../data/loader.ts";
+import { readCheckpointManifest } from "../checkpoint/load.ts";
 import { Engine } from "../engine/engine.ts";
-import { pluginsForJob } from "../engine/plugins.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
 import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
-import { MoERunStats } from "./moe-stats.ts";
+import { loadJobPlugins } from "./job-plugins.ts";
 import { dataStreamChanges } from "./resume-config.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 
@@ -94,7 +96,10 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
     // before anything is allocated: can this backend hold the model states at all?
-    checkModelStateFits(config, backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory()));
+    // the job's plugins first: their memory contributions shape the estimate, and a plugin set
+    // that does not compose is a config error before any data is loaded
+    const jobPlugins = await loadJobPlugins(config, args.baseDir);
+    checkModelStateFits(config, backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory()), jobPlugins.memory);
     const loader = await DataLoader.fromConfig(config.data, {
       micro: config.train_micro_batch_size_per_gpu,
       accum: config.gradient_accumulation_steps,
@@ -104,10 +109,10 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     });
     const d = loader.info;
     out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);
-    const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config, args.baseDir), log: talk ? (m) => out.line(m) : () => {} });
+    // resuming: the plugins' manifest entries (e.g. expert placement) come back before partitioning
+    const restore = args.resume !== undefined ? readCheckpointManifest(args.resume, config.checkpoint.dir).manifest.plugins : null;
+    const engine = await Engine.create({ config, comm, backend: be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
-    const moeStats = await MoERunStats.attach(engine);
-    if (config.moe && !moeStats) throw new Error(`train: model_type "${config.model.model_type}" is sparse but the moe plugin's statistics are not available (plugins/moe not loaded?)`);
     if (args.initFrom !== undefined) {
       const t0 = performance.now();
       const r = initFromSafetensors(engine, args.initFrom);
@@ -116,7 +121,14 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     let startStep = 0;
     if (args.resume !== undefined) {
       const r = await engine.loadCheckpoint(args.resume);
-      if (r.dataPosition) loader.loadState(r.dataPosition);
+      if (r.dataPosition) {
+        try {
+          loader.loadState(r.dataPosition);
+        } catch (e) {
+          // a saved position outside this dataset: a checkpoint problem, named (issue 18)
+          throw new CheckpointError(join(r.tagDir, "manifest.json"), `field data_position: ${(e as Error).message.replace(/^\w+\.loadState: /, "")}`);
+        }
+      }
       startStep = engine.globalSteps;
       const m = r.manifest;
       const reshard = r.resharded ? `, resharded from world size ${m.world_size} (ep_size ${m.ep_size})` : "";
@@ -125,7 +137,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       if (changed.length > 0) out.line(`warning: resuming with another data stream than the checkpoint's: ${changed.join(", ")}; the saved data position counts windows of the checkpoint's stream, so training continues at that position in a different one`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
     }
-    const loop = await trainLoop({ config, comm, backend: be, engine, loader, moe: moeStats, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop });
+    const loop = await trainLoop({ config, comm, backend: be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop });
     done();
 
     // Figures of the run (all collectives are done).
@@ -164,7 +176,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       tokensPerStep: config.train_batch_size * config.data.seq_len,
       memory,
       comm: commBytes,
-      moe: moeStats ? moeStats.summary() : null,
+      sections: engine.summarySections(),
     };
     engine.destroy();
     return report;

@@ -5,6 +5,7 @@
 import type { JobConfig } from "../config/types.ts";
 import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import { launch } from "../launch/launch.ts";
+import { loadJobPlugins } from "./job-plugins.ts";
 import { checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import type { TrainRankArgs } from "./rank.ts";
 import { createStopFlag, installStopHandlers } from "./stop-signal.ts";
@@ -45,7 +46,10 @@ export interface TrainingRun {
 export async function runTraining(config: JobConfig, o: RunTrainingOptions = {}): Promise<TrainingRun> {
   // host memory is measured once, before any rank allocates (ranks share this process's memory)
   const hostMemory = readHostAvailableMemory();
-  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory));
+  // the plugins are loaded here too: a set that does not compose is a config error before launching,
+  // and their memory contributions (a ZeRO stage's, the MoE plugin's, a third party's) shape the estimate
+  const jobPlugins = await loadJobPlugins(config, o.baseDir);
+  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
   const verbose = o.verbose ?? true;
   // one run writes a checkpoint directory at a time; held until the ranks are done (and removed by
   // an exit handler when a second SIGINT/SIGTERM ends the process at once)

@@ -32,7 +32,8 @@ export interface RankComm {
   broadcast: number;
 }
 
-/** MoE load statistics of the run. */
+/** MoE load statistics of the run: the `moe` section the MoE plugin contributes
+ * (`ctx.metrics.summary("moe", …)`); null when no plugin does (dense models). */
 export interface MoeSummary {
   /** expert_counts[layer][expert]: routing choices (flattened tokens·k) over every training
    * micro-batch of the run, summed over the data-parallel group. */
@@ -62,7 +63,8 @@ export interface RankReport {
   tokensPerStep: number;
   memory: RankMemory;
   comm: RankComm;
-  moe: MoeSummary | null;
+  /** Summary sections the plugins contribute (`ctx.metrics.summary(section, …)`), by name. */
+  sections: Record<string, unknown>;
 }
 
 /** The summary file; see docs/summary.md. */
@@ -81,10 +83,12 @@ export interface TrainSummary {
   backend: { name: string; adapter: string };
   memory: { per_rank: RankMemory[] };
   comm: { per_rank: RankComm[] };
-  /** null for a dense (llama) model. */
+  /** The plugin-contributed `moe` section; null when no plugin contributes it (a dense model). */
   moe: MoeSummary | null;
   /** Tag directories of the checkpoints this run saved, oldest first (empty without checkpoint.dir). */
   checkpoints: string[];
+  /** Further plugin-contributed sections (rank 0's), by name. */
+  [section: string]: unknown;
 }
 
 /**
@@ -108,10 +112,15 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
     backend: { name: r0.backend.name, adapter: r0.backend.adapter },
     memory: { per_rank: reports.map((r) => r.memory) },
     comm: { per_rank: reports.map((r) => r.comm) },
-    moe: r0.moe,
+    moe: null,
     checkpoints: r0.checkpoints,
+    // plugin sections (rank 0's) fill `moe` in place or add their own keys; none replaces a core field
+    ...Object.fromEntries(Object.entries(r0.sections ?? {}).filter(([k]) => k === "moe" || !CORE_SUMMARY_KEYS.has(k))),
   };
 }
+
+/** Top-level keys of the summary that core fills (a plugin section cannot replace them). */
+const CORE_SUMMARY_KEYS = new Set(["world_size", "steps", "start_step", "num_parameters", "losses", "final_loss", "val_loss", "tokens_per_second", "backend", "memory", "comm", "checkpoints"]);
 
 const MEMORY_KEYS = ["params", "grads", "optim", "gathered", "activation", "comm", "padding", "peak_total"] as const;
 const COMM_KEYS = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"] as const;

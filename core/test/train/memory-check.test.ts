@@ -1,8 +1,12 @@
 /**
- * Up-front memory check (core/src/train/memory-check.ts, memory-estimate.ts). Independent
- * references: plugins/moe's own model-state formula (moeModelStateBytes), domain.md §1's per-stage
- * expressions written out, the unit sizes of the real model built without allocating, and a real
- * run of the train CLI on a model far too large for any host (exit 2 at once, nothing allocated).
+ * Up-front memory check (core/src/train/memory-check.ts, memory-estimate.ts). The estimate comes
+ * from core's replicated base plus the job's plugins' memory contributions (the built-in ZeRO and
+ * MoE plugins loaded through the registry, or a third-party plugin). Independent references:
+ * plugins/moe's own model-state formula (moeModelStateBytes), domain.md §1's per-stage expressions
+ * written out, the unit sizes of the real model built without allocating, a third-party stage-like
+ * plugin (core/test/engine/plugins/acme-shard-grads.ts) that must change the verdict and really
+ * partition what it claims to, and a real run of the train CLI on a model far too large for any
+ * host (exit 2 at once, nothing allocated).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -19,6 +23,18 @@ import {
   backendMemoryLimits, checkModelStateFits, CPU_MAX_BUFFER_BYTES, MemoryBudgetError, readHostAvailableMemory, type MemoryLimits,
 } from "../../src/train/memory-check.ts";
 import { estimateModelState, largestUnit } from "../../src/train/memory-estimate.ts";
+import { loadJobPlugins } from "../../src/train/job-plugins.ts";
+import { FIXTURE_ENTRY, launch, tinyJob, type TrainOut } from "../../src/testing.ts";
+
+/** The memory contributions of `c`'s plugins (built-ins from the registry + its `plugins` list). */
+async function memoryOf(c: JobConfig) {
+  return (await loadJobPlugins(c)).memory;
+}
+/** `c`'s estimate with its plugins. */
+async function estimate(c: JobConfig) {
+  return estimateModelState(c, (await loadJobPlugins(c)).plugins);
+}
+const ACME = resolve(import.meta.dir, "../engine/plugins/acme-shard-grads.ts");
 
 const dir = mkdtempSync(join(tmpdir(), "zeromoe-memcheck-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -59,7 +75,7 @@ const HUGE_LLAMA = {
 };
 
 describe("estimateModelState", () => {
-  test("dense llama: domain.md §1 per stage, fp32 and mixed, awkward world sizes", () => {
+  test("dense llama: domain.md §1 per stage, fp32 and mixed, awkward world sizes", async () => {
     const r = rng(7);
     for (let i = 0; i < 6; i++) {
       const N = [1, 3, 7, 64][i % 4]!;
@@ -70,7 +86,7 @@ describe("estimateModelState", () => {
           const want = bf16
             ? [16 * P, 4 * P + (12 * P) / N, 2 * P + (14 * P) / N, (16 * P) / N][stage]!
             : [16 * P, 8 * P + (8 * P) / N, 4 * P + (12 * P) / N, (16 * P) / N][stage]!;
-          const e = estimateModelState(c);
+          const e = await estimate(c);
           expect(e.parameters).toBe(P);
           expect(e.total).toBeCloseTo(want, 3);
           expect(e.params + e.grads + e.optim).toBeCloseTo(e.total, 3);
@@ -79,7 +95,7 @@ describe("estimateModelState", () => {
     }
   });
 
-  test("mixtral with ep_size: equals plugins/moe's moeModelStateBytes", () => {
+  test("mixtral with ep_size: equals plugins/moe's moeModelStateBytes", async () => {
     const r = rng(11);
     for (let i = 0; i < 8; i++) {
       const model = randomModel(r, "mixtral");
@@ -90,7 +106,7 @@ describe("estimateModelState", () => {
       const c = job({ model, world_size: N, train_micro_batch_size_per_gpu: 1, moe: { ep_size: P }, zero_optimization: { stage }, bf16: { enabled: mixed } });
       const cnt = countParameters(c.model);
       const ref = moeModelStateBytes({ denseParams: cnt.total - cnt.expert, expertParams: cnt.expert, worldSize: N, epSize: P, stage, mixed });
-      const e = estimateModelState(c);
+      const e = await estimate(c);
       expect(e.expertParameters).toBe(cnt.expert);
       expect(e.total).toBeCloseTo(ref.total, 3);
       expect(e.optim).toBeCloseTo(ref.dense.optim + ref.expert.optim, 3);
@@ -116,14 +132,15 @@ describe("estimateModelState", () => {
 describe("checkModelStateFits", () => {
   const host = (bytes: number): MemoryLimits => ({ backend: "cpu", host: { bytes, source: "test" }, maxBufferBytes: CPU_MAX_BUFFER_BYTES, maxBufferSource: "test" });
 
-  test("a job far over the host limit fails naming estimate, limit and the stage that fits", () => {
+  test("a job far over the host limit fails naming estimate, limit and the stage that fits", async () => {
     const c = job({ model: randomModel(rng(3), "llama"), world_size: 3, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 0 } });
-    const e = estimateModelState(c);
+    const e = await estimate(c);
+    const mp = await memoryOf(c);
     // room for ZeRO-3 (16Ψ over all ranks of the process) but far from stage 0's 3 × 16Ψ
     const limit = 16 * e.parameters * 1.01;
     let err: unknown;
     try {
-      checkModelStateFits(c, host(limit));
+      checkModelStateFits(c, host(limit), mp);
     } catch (x) {
       err = x;
     }
@@ -135,17 +152,57 @@ describe("checkModelStateFits", () => {
     expect(msg).toContain("world_size 3");
     expect(msg).toMatch(/To fit, change: zero_optimization\.stage 3 \(/);
     // the remedy it names does pass
-    expect(() => checkModelStateFits({ ...c, zero_optimization: { ...c.zero_optimization, stage: 3 } }, host(limit))).not.toThrow();
+    const v = { ...c, zero_optimization: { ...c.zero_optimization, stage: 3 as const } };
+    const mv = await memoryOf(v);
+    expect(() => checkModelStateFits(v, host(limit), mv)).not.toThrow();
   });
 
-  test("nothing fits: says no stage/bf16/world_size helps and how much the host needs", () => {
+  test("a third-party stage-like plugin's memory contribution changes the verdict (and it partitions what it says)", async () => {
+    // stage 0 + acme-shard-grads: 4Ψ + 12Ψ/N (fp32) per rank instead of 16Ψ
+    const raw = { model: randomModel(rng(17), "llama"), world_size: 3, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 0 } };
+    const plain = job(raw);
+    const acme = job({ ...raw, plugins: [ACME] });
+    const Psi = countParameters(plain.model).total;
+    const ePlain = await estimate(plain);
+    const eAcme = await estimate(acme);
+    expect(ePlain.total).toBeCloseTo(16 * Psi, 3);
+    expect(eAcme.total).toBeCloseTo(4 * Psi + (12 * Psi) / 3, 3);
+    expect(eAcme.grads).toBeCloseTo((4 * Psi) / 3, 3);
+    // host room for 3 ranks of the acme estimate, not of stage 0's fixed formula
+    const limit = 3 * eAcme.total * 1.05;
+    const [mPlain, mAcme] = [await memoryOf(plain), await memoryOf(acme)];
+    expect(() => checkModelStateFits(plain, host(limit), mPlain)).toThrow(MemoryBudgetError);
+    expect(() => checkModelStateFits(acme, host(limit), mAcme)).not.toThrow();
+    // without the plugins (core's base alone) the same job is refused: the plugin made the difference
+    expect(() => checkModelStateFits(acme, host(limit))).toThrow(MemoryBudgetError);
+    // and the plugin really shards gradients and optimizer states: same losses as ZeRO-2 (f32, one
+    // micro-batch per rank: bit-identical sums), and the same grad/optim bytes per rank
+    const runs = [
+      { job: tinyJob({ zero_optimization: { stage: 0 }, plugins: [ACME] }), steps: 2 },
+      { job: tinyJob({ zero_optimization: { stage: 2 } }), steps: 2 },
+      { job: tinyJob({ zero_optimization: { stage: 0 } }), steps: 2 },
+    ];
+    const res = await launch<TrainOut[]>({ worldSize: 2, entry: FIXTURE_ENTRY, args: { runs } });
+    for (const r of res) {
+      const [a, z2, z0] = r;
+      expect(a!.owners.partition).toBe("acme-shard-grads");
+      expect(a!.losses).toEqual(z2!.losses);
+      expect(a!.params).toEqual(z2!.params);
+      expect(a!.memory.current.grad).toBe(z2!.memory.current.grad);
+      expect(a!.memory.current.optim).toBe(z2!.memory.current.optim);
+      expect(a!.memory.current.grad).toBeLessThan(z0!.memory.current.grad);
+    }
+  }, 120_000);
+
+  test("nothing fits: says no stage/bf16/world_size helps and how much the host needs", async () => {
     const c = job({ model: HUGE_LLAMA, world_size: 1, train_micro_batch_size_per_gpu: 1 });
-    expect(() => checkModelStateFits(c, host(24e9))).toThrow(/No ZeRO stage, bf16 or world_size fits: .* = \d+\.\d GB of host memory together/);
+    const mp = await memoryOf(c);
+    expect(() => checkModelStateFits(c, host(24e9), mp)).toThrow(/No ZeRO stage, bf16 or world_size fits: .* = \d+\.\d GB of host memory together/);
   });
 
-  test("a job that fits returns its estimate", () => {
+  test("a job that fits returns its estimate", async () => {
     const c = job({ model: randomModel(rng(9), "mixtral"), world_size: 2, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 2 }, bf16: { enabled: true } });
-    const e = checkModelStateFits(c, host(estimateModelState(c).total * 2 + 1));
+    const e = checkModelStateFits(c, host((await estimate(c)).total * 2 + 1), await memoryOf(c));
     expect(e.total).toBeGreaterThan(0);
   });
 

@@ -21,7 +21,7 @@ function report(r: number, seed: number): RankReport {
     tokensPerStep: 7 * 13,
     memory: { rank: r, params: 1051904, grads: 525952, optim: 1051904, gathered: 4096, activation: 0, comm: 0, other: 0, padding: 12, peak_total: 9e6 },
     comm: { rank: r, all_gather: 1e5 * rnd(), reduce_scatter: 1e5 * rnd(), all_reduce: 104, all_to_all: 0, broadcast: 0 },
-    moe: { expert_counts: [[5, 0, 11], [7, 6, 3]], aux_loss: 1.01, dropped_tokens: 0 },
+    sections: { moe: { expert_counts: [[5, 0, 11], [7, 6, 3]], aux_loss: 1.01, dropped_tokens: 0 } },
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * The MoE plugin: expert parallelism that composes with every ZeRO stage, DeepSpeed's router
  * options, placement strategies and MoE statistics (design.md; domain.md §4). Selected for every
- * sparse (`mixtral`) model (core/src/engine/plugins.ts).
+ * sparse (`mixtral`) model (core's registry, core/src/engine/registry.ts).
  *
  * Hooks:
  * - `partition` (wrapped when ep_size > 1, so it composes with zero1/2/3): an expert unit that another rank of this
@@ -11,32 +11,44 @@
  *   separate groups: expert gradients are summed over edp, dense over dp, and the optimizer divides
  *   both by accumulation × world_size (an expert's summed gradient holds the contributions of the
  *   tokens of all world_size ranks: ep_size sources per edp member).
- * - `route` (claimed): with ep_size > 1 the all_to_all_v route (ep-route.ts); the gate (gate.ts)
- *   for every sparse model — it reproduces Hugging Face's router exactly with default options.
+ * - `route` (claimed): supplies the MoE layers' token dispatcher — with ep_size > 1 the all_to_all_v
+ *   dispatcher (ep-route.ts; ep_size 1 keeps core's local one) — and, for every sparse model, the
+ *   router (gate.ts: DeepSpeed's options; Hugging Face's router exactly with default options).
  * - `checkpoint` (wrapped when ep_size > 1): expert states are written by the ranks of the expert's
- *   edp group (its first rank when replicated, every rank its shard when sharded), and the manifest
- *   records the placement (`moe.placement`, placement.ts `PlacementRecord`); resume with
- *   `createMoEPlugin({ manifest: manifest.moe })` — same placement when the job asks for the same
- *   strategy and ep_size; with `balanced`, a new placement from the loads the saved run measured
- *   (`moe.expert_loads`, the expert counts of every step so far, summed over dp).
+ *   edp group (its first rank when replicated, every rank its shard when sharded).
+ *
+ * Through the plugin context (core/src/engine/plugin-context.ts), core knowing nothing of MoE:
+ * - manifest: `ctx.checkpoint.contribute("moe", …)` (ep_size > 1) records the placement
+ *   (`plugins.moe.placement`, placement.ts `PlacementRecord`) and the measured loads
+ *   (`plugins.moe.expert_loads`, expert counts of every step so far, summed over dp). On resume the
+ *   entry comes back to `restore` before partitioning: the same placement when the job asks for the
+ *   same strategy and ep_size; with `balanced`, a new placement from the measured loads.
+ *   `createMoEPlugin({ manifest })` does the same explicitly. After a load, `check` warns when the
+ *   experts are placed differently from the checkpoint's.
+ * - statistics: `ctx.metrics.afterStep` reduces each step's counts over dp (one all_reduce on every
+ *   rank) and returns the load line and dead-expert warnings; `ctx.metrics.summary("moe")` gives the
+ *   run's `moe` summary section (expert_counts, aux_loss, dropped_tokens; docs/summary.md).
+ * - memory: the plugin's `memory.layout` (memory.ts `moeMemoryLayout`): a rank keeps Ψ_e/ep_size
+ *   expert parameters, partitioned over its edp group of world_size/ep_size ranks.
  *
  * Constraints (config errors naming the numbers): num_local_experts % ep_size == 0 and
  * world_size % ep_size == 0.
  *
- * Statistics: {@link moeStateOf}(engine.env).stats — see stats.ts.
+ * Statistics for tests and tools: {@link moeStateOf}(engine.env).stats — see stats.ts.
  */
-import { definePlugin, type EngineEnv, type EngineHooks, type Unit } from "@zeromoe/core";
-import { ExpertParallelRoute } from "./ep-route.ts";
+import { definePlugin, type EngineHooks, type HookContext, type SetupContext, type UnitInfo } from "@zeromoe/core";
+import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
-import { MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
+import { moeMemoryLayout } from "./memory.ts";
+import { formatLoadLine, MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
 
 export * from "./placement.ts";
 export * from "./capacity.ts";
 export * from "./gate.ts";
 export * from "./stats.ts";
 export * from "./memory.ts";
-export { ExpertParallelRoute } from "./ep-route.ts";
+export { ExpertParallelDispatcher, type ExchangeRecord, type EPGroupContext } from "./ep-route.ts";
 
 type Hooks = EngineHooks & Record<string, unknown>;
 
@@ -49,16 +61,33 @@ export interface MoEState {
   record: PlacementRecord;
   /** Statistics recorder (counts, drops, aux/z losses, dead experts). */
   stats: MoEStatsRecorder;
-  /** The expert-parallel route (ep_size > 1), else null. */
-  route: ExpertParallelRoute | null;
-  gate: TopKGate | null;
+  /** The expert-parallel dispatcher (ep_size > 1), else null (core's local dispatcher). */
+  dispatcher: ExpertParallelDispatcher | null;
+  /** The router installed into the model. */
+  router: TopKGate | null;
 }
 
+/** Keyed by the engine's process groups (one object per engine, shared by its hook and setup contexts). */
 const STATES = new WeakMap<object, MoEState>();
 
-/** The MoE plugin's state of an engine (`engine.env`), or null when the plugin is not loaded. */
-export function moeStateOf(env: EngineEnv): MoEState | null {
-  return STATES.get(env) ?? null;
+/** The MoE plugin's state of an engine (`engine.env`, or any context of it), or null when the
+ * plugin is not loaded. */
+export function moeStateOf(ctx: Pick<HookContext, "groups">): MoEState | null {
+  return STATES.get(ctx.groups) ?? null;
+}
+
+/** The run's `moe` summary section (docs/summary.md): expert counts and dropped pairs summed over
+ * every reduced step, the last step's aux loss. */
+export interface MoESummarySection {
+  expert_counts: number[][];
+  aux_loss: number | null;
+  dropped_tokens: number;
+}
+
+/** Whether `x` looks like a {@link MoEManifestEntry} (a checkpoint's `plugins.moe`). */
+function isManifestEntry(x: unknown): x is MoEManifestEntry {
+  const e = x as MoEManifestEntry | null;
+  return typeof e === "object" && e !== null && typeof e.placement === "object" && e.placement !== null && Array.isArray(e.placement.owner);
 }
 
 /** What the plugin adds to a checkpoint manifest under `moe` (checkpoint hook `manifest`). */
@@ -95,69 +124,110 @@ export interface MoEPluginOptions {
 
 /** Build the MoE plugin (the default export is `createMoEPlugin()`). */
 export function createMoEPlugin(opts: MoEPluginOptions = {}) {
-  return definePlugin<Hooks, EngineEnv>({
+  return definePlugin<Hooks, SetupContext>({
     name: "moe",
     configKey: "moe",
+    claims: ["route"],
+    memory: { layout: moeMemoryLayout },
     setup(ctx) {
-      const env = ctx.env;
-      const cfg = env.config.moe;
-      if (!cfg) throw new Error(`moe plugin: the job has no moe section (model_type "${env.config.model.model_type}" has no experts)`);
-      const model = env.config.model;
+      const cfg = ctx.config.moe;
+      if (!cfg) throw new Error(`moe plugin: the job has no moe section (model_type "${ctx.config.model.model_type}" has no experts)`);
+      const model = ctx.config.model;
       if (model.model_type !== "mixtral") throw new Error(`moe plugin: model_type "${model.model_type}" has no experts (expected "mixtral")`);
       const E = model.num_local_experts;
       const L = model.num_hidden_layers;
       const P = cfg.ep_size;
-      const W = env.comm.worldSize;
+      const W = ctx.worldSize;
       if (E % P !== 0) throw new Error(`moe.ep_size: num_local_experts ${E} is not divisible by ep_size ${P}`);
       if (W % P !== 0) throw new Error(`moe.ep_size: world_size ${W} is not divisible by ep_size ${P}`);
-      if (env.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${env.groups.ep.name} has ${env.groups.ep.size} ranks, moe.ep_size is ${P}`);
-      let loads = opts.loads ?? null;
-      const resumed = opts.manifest ? placementForResume(opts.manifest, cfg.placement, L, E, P) : null;
-      let placement: LayerPlacement[];
-      if (resumed) {
-        placement = resumed.placement;
-        loads = resumed.loads;
-      } else {
-        if (cfg.placement === "balanced" && !loads && P > 1) env.log(`moe: placement "balanced" has no measured loads yet; experts placed contiguously`);
-        placement = placeExperts(cfg.placement, L, E, P, loads);
-      }
-      const record = placementRecord(cfg.placement, P, placement, loads);
+      if (ctx.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${ctx.groups.ep.name} has ${ctx.groups.ep.size} ranks, moe.ep_size is ${P}`);
       const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps);
-      const state: MoEState = { epSize: P, placement, record, stats, route: null, gate: null };
-      STATES.set(env, state);
-      const epRank = env.groups.ep.rank;
-      const isLocal = (u: Unit): boolean => u.kind !== "expert" || placement[u.layer!]!.owner[u.expert!] === epRank;
+      const state: MoEState = { epSize: P, placement: [], record: placementRecord(cfg.placement, P, [], null), stats, dispatcher: null, router: null };
+      STATES.set(ctx.groups, state);
+      // the placement is decided once every plugin is set up and a resumed job's manifest entry has
+      // come back (restore), before the engine partitions the units
+      let resumeEntry: MoEManifestEntry | null = opts.manifest ?? null;
+      let placed = false;
+      const place = (): void => {
+        if (placed) return;
+        placed = true;
+        let loads = opts.loads ?? null;
+        const resumed = resumeEntry ? placementForResume(resumeEntry, cfg.placement, L, E, P) : null;
+        if (resumed) {
+          state.placement = resumed.placement;
+          loads = resumed.loads;
+        } else {
+          if (cfg.placement === "balanced" && !loads && P > 1) ctx.log(`moe: placement "balanced" has no measured loads yet; experts placed contiguously`);
+          state.placement = placeExperts(cfg.placement, L, E, P, loads);
+        }
+        state.record = placementRecord(cfg.placement, P, state.placement, loads);
+      };
+      ctx.transformModel(place);
+      const epRank = ctx.groups.ep.rank;
+      const isLocal = (u: UnitInfo): boolean => u.kind !== "expert" || state.placement[u.layer!]!.owner[u.expert!] === epRank;
       // with ep_size 1 every expert is local: the wrapped plan stays as it is
       if (P > 1) {
-        ctx.wrap("partition", (prev) => ({ plan: (unit, e) => (isLocal(unit) ? prev.plan(unit, e) : null) }));
+        ctx.wrap("partition", (prev) => ({
+          plan: (unit, hc) => {
+            place();
+            return isLocal(unit) ? prev.plan(unit, hc) : null;
+          },
+        }));
         ctx.wrap("checkpoint", (prev) => ({
           ...prev,
           // An expert is held only inside its edp group: when its states are replicated there
           // (not sharded), the group's first rank writes it (world rank 0 may not hold it).
-          ownedUnits: (e) => {
-            const dense = prev.ownedUnits(e).filter((u) => u.kind !== "expert");
-            const experts = [...e.states.values()].filter((s) => s.unit.kind === "expert" && (s.plan.optim === "sharded" || s.plan.group.rank === 0)).map((s) => s.unit);
+          ownedUnits: (hc) => {
+            const dense = prev.ownedUnits(hc).filter((u) => u.kind !== "expert");
+            const experts = hc.units().filter((u) => u.kind === "expert" && (u.plan.optim === "sharded" || u.group.rank === 0));
             return [...dense, ...experts];
           },
-          manifest: (e) => ({ ...(prev.manifest?.(e) ?? {}), moe: { placement: state.record, expert_loads: stats.cumulativeCounts() } satisfies MoEManifestEntry }),
         }));
+        ctx.checkpoint.contribute("moe", {
+          save: () => ({ placement: state.record, expert_loads: stats.cumulativeCounts() }) satisfies MoEManifestEntry,
+          restore: (saved) => {
+            if (!isManifestEntry(saved)) throw new Error(`moe plugin: the checkpoint's plugins.moe entry is not a placement record (expected { placement: { owner: [...] }, expert_loads })`);
+            if (!opts.manifest) resumeEntry = saved;
+          },
+          check: (saved) => {
+            if (!isManifestEntry(saved) || saved.placement.ep_size !== P) return null;
+            if (JSON.stringify(saved.placement.owner) === JSON.stringify(state.record.owner)) return null;
+            return `the expert placement differs from the checkpoint's (plugins.moe.placement); parameters are loaded by expert, so training is unaffected, but experts now live on other ranks (resume the job with --resume, or create the moe plugin with createMoEPlugin({ manifest }), to keep it)`;
+          },
+        });
       }
+      // statistics: reduced over dp after every step (a collective on every rank), totals for the summary
+      const counts = Array.from({ length: L }, () => new Array<number>(E).fill(0));
+      let dropped = 0;
+      let last: MoEStepStats | null = null;
+      ctx.metrics.afterStep(async () => {
+        const s = await stats.reduceStep(ctx.comm, ctx.groups.dp);
+        s.layers.forEach((l, i) => {
+          const row = counts[i];
+          if (!row || row.length !== l.counts.length) throw new Error(`moe plugin: statistics of layer ${i} have ${l.counts.length} experts; the model has ${L} layers of ${E}`);
+          l.counts.forEach((c, e) => (row[e]! += c));
+          dropped += l.dropped;
+        });
+        last = s;
+        return { line: formatLoadLine(s), warnings: s.warnings };
+      });
+      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped }));
       ctx.claim("route", {
-        create: (e) => {
+        dispatcher: (hc) => {
           if (P === 1) return null;
-          state.route = new ExpertParallelRoute(e, placement);
-          return state.route;
+          state.dispatcher = new ExpertParallelDispatcher({ comm: hc.comm, ep: hc.groups.ep }, state.placement);
+          return state.dispatcher;
         },
-        createGate: (e) => {
-          state.gate = new TopKGate(gateOptionsFromConfig(cfg, model.output_router_logits), {
-            phase: e.phase,
-            micro: e.micro,
-            rank: e.comm.rank,
-            worldSize: e.comm.worldSize,
-            seed: e.config.seed,
+        router: (hc) => {
+          state.router = new TopKGate(gateOptionsFromConfig(cfg, model.output_router_logits), {
+            phase: hc.phase,
+            micro: hc.micro,
+            rank: hc.comm.rank,
+            worldSize: hc.comm.worldSize,
+            seed: hc.config.seed,
             observe: (r) => stats.observe(r),
           });
-          return state.gate;
+          return state.router;
         },
       });
     },
@@ -165,15 +235,16 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
 }
 
 /**
- * One step's MoE statistics, summed over the dp group (stats.ts): EVERY rank must call it after
- * each `trainBatch` (one all_reduce). Dead-expert warnings are also logged through `env.log`.
- * Returns null when the MoE plugin is not loaded (dense model).
+ * One step's MoE statistics, summed over the dp group (stats.ts), for an engine driven without the
+ * trainer (tests, benchmarks): EVERY rank must call it after each `trainBatch` (one all_reduce),
+ * INSTEAD of `engine.afterStep()` (which reduces the same recorder). Dead-expert warnings are
+ * logged through `ctx.warn`. Returns null when the MoE plugin is not loaded (dense model).
  */
-export async function reduceMoEStats(env: EngineEnv): Promise<MoEStepStats | null> {
-  const st = moeStateOf(env);
+export async function reduceMoEStats(ctx: Pick<HookContext, "groups" | "comm" | "warn">): Promise<MoEStepStats | null> {
+  const st = moeStateOf(ctx);
   if (!st) return null;
-  const s = await st.stats.reduceStep(env.comm, env.groups.dp);
-  for (const w of s.warnings) env.log(`warning: ${w}`);
+  const s = await st.stats.reduceStep(ctx.comm, ctx.groups.dp);
+  for (const w of s.warnings) ctx.warn(w);
   return s;
 }
 

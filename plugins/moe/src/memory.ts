@@ -22,6 +22,7 @@
  * reported separately (engine `paddingBytes`), as are activations, gathered ZeRO-3 parameters and
  * communication buffers.
  */
+import { partitionedBytes, type MemoryEstimateInput, type MemoryPart } from "@zeromoe/core/plugin";
 
 /** Inputs of {@link moeModelStateBytes}. */
 export interface MoEMemoryInputs {
@@ -64,4 +65,23 @@ export function moeModelStateBytes(inp: MoEMemoryInputs): MoEMemoryBreakdown {
   const expert = part(X / P, N / P);
   const total = dense.params + dense.grads + dense.optim + expert.params + expert.grads + expert.optim;
   return { dense, expert, total };
+}
+
+/**
+ * The MoE plugin's contribution to the up-front memory estimate (core memory-estimate.ts, plugin
+ * field `memory.layout`): the `expert` part that core counts on every rank becomes Ψ_e/P elements
+ * per rank (an EP group of P = ep_size ranks holds one full set of experts), partitioned over the
+ * edp group of N/P ranks; its bytes restart replicated, and the stage plugins' `partition` shards
+ * them over that group — the {@link moeModelStateBytes} formula above.
+ * @throws Error when world_size % ep_size ≠ 0.
+ */
+export function moeMemoryLayout(parts: MemoryPart[], input: MemoryEstimateInput): MemoryPart[] {
+  const N = input.config.world_size;
+  const P = input.config.moe?.ep_size ?? 1;
+  if (!(Number.isInteger(N) && Number.isInteger(P) && P >= 1 && N % P === 0)) throw new Error(`moe memory: world_size ${N} is not divisible by moe.ep_size ${P}`);
+  return parts.map((q) => {
+    if (q.name !== "expert") return q;
+    const elements = q.elements / P;
+    return partitionedBytes({ ...q, elements, groupSize: q.groupSize / P }, input, "replicated", "replicated", "replicated");
+  });
 }

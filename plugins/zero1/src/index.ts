@@ -8,21 +8,24 @@
  * per rank per step ≈ Ψ (reduce_scatter) + Ψ (all_gather) = 2Ψ elements (domain.md §2).
  * Memory per rank: 2Ψ + 2Ψ + 12Ψ/N bytes with bf16/fp16, 4Ψ + 4Ψ + 8Ψ/N with fp32 (domain.md §1).
  */
-import { accumulateLocal, definePlugin, groupFor, isLastMicro, makePlan, reduceScatterAccumulated, type EngineEnv, type EngineHooks } from "@zeromoe/core";
+import { accumulateLocal, definePlugin, groupFor, makePlan, partitionedBytes, reduceScatterAccumulated, type EngineHooks, type SetupContext } from "@zeromoe/core/plugin";
 
 type Hooks = EngineHooks & Record<string, unknown>;
 
 /** The zero1 plugin (selected by `zero_optimization.stage: 1`). */
-export const zero1 = definePlugin<Hooks, EngineEnv>({
+export const zero1 = definePlugin<Hooks, SetupContext>({
   name: "zero1",
   configKey: "zero_optimization",
   conflicts: ["zero2", "zero3"],
+  claims: ["partition", "reduce"],
+  // memory estimate: optimizer states of each part sharded over its group
+  memory: { partition: (part, input) => partitionedBytes(part, input, "replicated", "replicated", "sharded") },
   setup(ctx) {
-    ctx.claim("partition", { plan: (unit, env) => makePlan(unit, groupFor(unit, env), "replicated", "replicated", "sharded") });
+    ctx.claim("partition", { plan: (unit, hc) => makePlan(unit, groupFor(unit, hc), "replicated", "replicated", "sharded") });
     ctx.claim("reduce", {
-      gradReady: async (unit, env) => {
-        accumulateLocal(env, unit);
-        if (isLastMicro(env)) await reduceScatterAccumulated(env, unit);
+      gradReady: async (unit, hc) => {
+        accumulateLocal(hc, unit);
+        if (hc.isLastMicro) await reduceScatterAccumulated(hc, unit);
       },
       finish: () => {},
     });

@@ -13,36 +13,32 @@
  * so there is no overlap to lose today; a transport with its own progress thread can bring it back
  * by reserving the collective's place in the order when it is enqueued.
  */
-import { reduceScatterBucket, stateOf, takeMicroGrad, type EngineEnv, type PendingGrad, type ReduceHook } from "@zeromoe/core";
+import { reduceScatterBucket, takeMicroGrad, type HookContext, type PendingGrad, type ReduceHook } from "@zeromoe/core/plugin";
 
 /** A reduce hook implementing bucketed reduce_scatter (see the module comment). */
 export function createBucketedReducer(): ReduceHook {
   let bucket: PendingGrad[] = [];
   let elems = 0;
 
-  const flush = async (env: EngineEnv): Promise<void> => {
+  const flush = async (ctx: HookContext): Promise<void> => {
     if (bucket.length === 0) return;
     const b = bucket;
     bucket = [];
     elems = 0;
-    await reduceScatterBucket(env, b);
+    await reduceScatterBucket(ctx, b);
   };
 
   return {
-    async gradReady(unit, env) {
-      const pending = await takeMicroGrad(env, unit);
+    async gradReady(unit, ctx) {
+      const pending = await takeMicroGrad(ctx, unit);
       const head = bucket[0];
-      if (head) {
-        const a = stateOf(env, head.unit).plan.group;
-        const b = stateOf(env, unit).plan.group;
-        if (a.name !== b.name || head.unit.dtype !== unit.dtype) await flush(env);
-      }
+      if (head && (head.unit.group.name !== unit.group.name || head.unit.dtype !== unit.dtype)) await flush(ctx);
       bucket.push(pending);
       elems += unit.numel;
-      if (elems >= env.config.zero_optimization.reduce_bucket_size) await flush(env);
+      if (elems >= ctx.config.zero_optimization.reduce_bucket_size) await flush(ctx);
     },
-    async finish(env) {
-      await flush(env);
+    async finish(ctx) {
+      await flush(ctx);
     },
   };
 }

@@ -9,7 +9,7 @@
  * 4Ψ + 12Ψ/N (fp32) (domain.md §1–2). `contiguous_gradients` is inherent: every shard is one
  * contiguous buffer.
  */
-import { definePlugin, groupFor, makePlan, type EngineEnv, type EngineHooks } from "@zeromoe/core";
+import { definePlugin, groupFor, makePlan, partitionedBytes, type EngineHooks, type SetupContext } from "@zeromoe/core/plugin";
 import { createBucketedReducer } from "./bucketed-reducer.ts";
 
 export { createBucketedReducer } from "./bucketed-reducer.ts";
@@ -17,12 +17,15 @@ export { createBucketedReducer } from "./bucketed-reducer.ts";
 type Hooks = EngineHooks & Record<string, unknown>;
 
 /** The zero2 plugin (selected by `zero_optimization.stage: 2`). */
-export const zero2 = definePlugin<Hooks, EngineEnv>({
+export const zero2 = definePlugin<Hooks, SetupContext>({
   name: "zero2",
   configKey: "zero_optimization",
   conflicts: ["zero1", "zero3"],
+  claims: ["partition", "reduce"],
+  // memory estimate: gradients and optimizer states of each part sharded over its group
+  memory: { partition: (part, input) => partitionedBytes(part, input, "replicated", "sharded", "sharded") },
   setup(ctx) {
-    ctx.claim("partition", { plan: (unit, env) => makePlan(unit, groupFor(unit, env), "replicated", "sharded", "sharded") });
+    ctx.claim("partition", { plan: (unit, hc) => makePlan(unit, groupFor(unit, hc), "replicated", "sharded", "sharded") });
     ctx.claim("reduce", createBucketedReducer());
   },
 });

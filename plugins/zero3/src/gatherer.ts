@@ -35,7 +35,10 @@
  * resident units, first waits for fetches in flight, so what is resident does not depend on timing.
  */
 import type { Buf } from "@zeromoe/kernels";
-import { readPadded, stateOf, type EngineEnv, type GatherHook, type Phase, type Unit } from "@zeromoe/core";
+import { readPadded, type GatherHook, type HookContext, type Phase, type UnitHandle } from "@zeromoe/core/plugin";
+
+type EngineEnv = HookContext;
+type Unit = UnitHandle;
 
 interface Use {
   unit: Unit;
@@ -55,7 +58,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
   /** The last fetch's all_gather: the next one is issued after it (see the module comment). */
   let issued: Promise<void> = Promise.resolve();
 
-  const sharded = (env: EngineEnv, u: Unit) => stateOf(env, u).plan.params === "sharded";
+  const sharded = (u: Unit) => u.plan.params === "sharded";
   /** Gathered elements resident or being fetched (a fetch's buffer counts from its start). */
   const liveElements = () => {
     let s = 0;
@@ -68,20 +71,20 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
     const existing = inflight.get(u);
     if (existing) return existing;
     if (resident.has(u)) return Promise.resolve();
-    const st = stateOf(env, u);
-    const p = st.plan;
+    const p = u.plan;
+    const stored = u.paramStorage().buf;
     fetches++;
     if (p.group.size === 1) {
       // a one-rank group (world 1, or expert units when ep_size = world size): the shard is the
       // whole unit, so a device copy replaces the read, all_gather and write back
       const buf = env.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");
-      if (u.numel > 0) env.be.copy({ buf: st.paramShard!, off: 0 }, { buf, off: 0 }, u.numel);
+      if (u.numel > 0) env.be.copy({ buf: stored, off: 0 }, { buf, off: 0 }, u.numel);
       resident.set(u, buf);
       peakLive = Math.max(peakLive, liveElements());
       return Promise.resolve();
     }
     // the device read starts now; the all_gather waits for the previous fetch's (same order on all ranks)
-    const shard = readPadded(env.be, st.paramShard!, 0, p.shardSize, p.shardSize);
+    const shard = readPadded(env.be, stored, 0, p.shardSize, p.shardSize);
     const pr = issued.then(async () => {
       const full = await env.comm.allGather(await shard, undefined, { group: p.group });
       const buf = env.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");
@@ -99,7 +102,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
   const drop = (env: EngineEnv, u: Unit) => {
     const b = resident.get(u);
     if (!b) return;
-    if (u.data === b) u.data = null;
+    if (u.params() === b) u.setParams(null);
     env.be.free(b);
     resident.delete(u);
   };
@@ -144,7 +147,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
 
   return {
     async gather(unit, phase, env) {
-      if (!sharded(env, unit)) return;
+      if (!sharded(unit)) return;
       const z = env.config.zero_optimization;
       if (recording) trace.push({ unit, phase });
       else {
@@ -158,7 +161,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       // elements stay within stage3_max_live_parameters where the units in use allow it
       if (!resident.has(unit) && !inflight.has(unit)) await evictFor(env, z.stage3_max_live_parameters - unit.numel);
       await fetch(env, unit);
-      unit.data = resident.get(unit)!;
+      unit.setParams(resident.get(unit)!);
       if (!recording && pos >= 0) {
         let budget = z.stage3_prefetch_bucket_size;
         for (let j = pos + 1; j < trace.length && budget > 0; j++) {
@@ -176,7 +179,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       }
     },
     async release(unit, _phase, env) {
-      if (!sharded(env, unit)) return;
+      if (!sharded(unit)) return;
       const z = env.config.zero_optimization;
       const n = (inUse.get(unit) ?? 1) - 1;
       if (n > 0) inUse.set(unit, n);
@@ -185,7 +188,7 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       const i = recording ? -1 : pos;
       const keep = i >= 0 && reuseDistance(i) < z.stage3_max_reuse_distance;
       if (!keep) drop(env, unit);
-      else unit.data = null;
+      else unit.setParams(null);
       await evictFor(env, z.stage3_max_live_parameters);
     },
     async endStep(env) {

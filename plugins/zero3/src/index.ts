@@ -14,7 +14,7 @@
  * forward and in backward, reduce_scatter of gradients; domain.md §2). Memory 16Ψ/N (mixed) or
  * 16Ψ/N (fp32) bytes of model states per rank plus gathered parameters (reported as `gathered`).
  */
-import { definePlugin, groupFor, makePlan, type EngineEnv, type EngineHooks } from "@zeromoe/core";
+import { definePlugin, groupFor, makePlan, partitionedBytes, type EngineHooks, type SetupContext } from "@zeromoe/core/plugin";
 import { createBucketedReducer } from "@zeromoe/plugin-zero2";
 import { createGatherer } from "./gatherer.ts";
 
@@ -23,15 +23,19 @@ export { createGatherer } from "./gatherer.ts";
 type Hooks = EngineHooks & Record<string, unknown>;
 
 /** The zero3 plugin (selected by `zero_optimization.stage: 3`). */
-export const zero3 = definePlugin<Hooks, EngineEnv>({
+export const zero3 = definePlugin<Hooks, SetupContext>({
   name: "zero3",
   configKey: "zero_optimization",
   conflicts: ["zero1", "zero2"],
+  claims: ["partition", "gather", "reduce"],
+  // memory estimate: every state of each part sharded over its group (persistent small units and
+  // gathered parameters come on top)
+  memory: { partition: (part, input) => partitionedBytes(part, input, "sharded", "sharded", "sharded") },
   setup(ctx) {
     ctx.claim("partition", {
-      plan: (unit, env) => {
-        const persistent = unit.numel < env.config.zero_optimization.stage3_param_persistence_threshold;
-        return makePlan(unit, groupFor(unit, env), persistent ? "replicated" : "sharded", "sharded", "sharded");
+      plan: (unit, hc) => {
+        const persistent = unit.numel < hc.config.zero_optimization.stage3_param_persistence_threshold;
+        return makePlan(unit, groupFor(unit, hc), persistent ? "replicated" : "sharded", "sharded", "sharded");
       },
     });
     ctx.claim("gather", createGatherer());

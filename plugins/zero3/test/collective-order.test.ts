@@ -104,11 +104,12 @@ async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
   const g = createGatherer();
   let allCorrect = true;
   const use = async (u: Unit, phase: "fwd" | "bwd") => {
-    await g.gather(u, phase, env);
+    const h = states.get(u)!; // the unit's handle, as the engine passes it to the hooks
+    await g.gather(h, phase, env);
     const idx = units.indexOf(u);
-    const got = await cpu.read({ buf: u.data!, off: 0 }, u.numel);
+    const got = await cpu.read({ buf: h.params()!, off: 0 }, u.numel);
     for (let i = 0; i < u.numel; i++) if (Math.fround(value(idx, i)) !== got[i]) allCorrect = false;
-    await g.release(u, phase, env);
+    await g.release(h, phase, env);
   };
   for (let step = 0; step < STEPS; step++) {
     for (const u of units) await use(u, "fwd");

@@ -14,12 +14,14 @@
  *   B_big = global batch (sequences). B_simple estimates the batch size beyond which larger batches
  *   stop paying off. It needs B_big > B_small (more than one micro-batch per step in total).
  *
- * How: `gradReady(unit)` reads Σ g² of the unit's fresh micro-batch gradient (`unit.grad`, before
- * the wrapped implementation consumes it), then calls the wrapped hook. `finish()` calls the
- * wrapped hook (gradients are then reduced and owned), adds Σ g² of the gradient region this rank
- * owns (the same region core's optimizer updates; replicated units counted by group rank 0 only),
- * and runs ONE f64 all_reduce over the world of [Σ small, count, Σ big] per unit — every rank calls
- * `finish` once per step, so the collective matches on all ranks. Gradients are summed over ranks
+ * How (through the plugin context of @zeromoe/core/plugin only): `gradReady(unit, ctx)` reads
+ * Σ g² of the unit's fresh micro-batch gradient (`unit.microGrad()`, before the wrapped
+ * implementation consumes it), then calls the wrapped hook. `finish(ctx)` calls the wrapped hook
+ * (gradients are then reduced and owned), adds Σ g² of the owned gradient region
+ * (`unit.ownedGrad()`, what the optimizer updates) of every unit this rank counts
+ * (`unit.countsGradient`: core's rule, so every element counts once over all ranks), and runs ONE
+ * f64 all_reduce over the world of [Σ small, count, Σ big] per unit — every rank calls `finish`
+ * once per step, so the collective matches on all ranks. Gradients are summed over ranks
  * and micro-batches when `finish` returns (engine contract), so |G_big|² = Σ / (accum · world)².
  * Under fp16 loss scaling all norms carry the loss scale; B_simple does not depend on it.
  *
@@ -27,7 +29,10 @@
  * Load it from a job: `"plugins": ["./examples/plugins/grad-noise/src/index.ts"]` (a path, resolved
  * from the working directory) or by package name once installed.
  */
-import type { EngineEnv, EngineHooks, Plugin, ReduceHook, Unit, UnitState } from "@zeromoe/core";
+import type { EngineHooks, HookContext, Plugin, ReduceHook, SetupContext, UnitHandle } from "@zeromoe/core/plugin";
+
+/** A device buffer (the type of a unit's gradient buffer). */
+type Buf = NonNullable<ReturnType<UnitHandle["microGrad"]>>;
 
 /** Statistics of one optimizer step (identical on every rank). */
 export interface GradNoiseStats {
@@ -53,28 +58,26 @@ export interface GradNoiseOptions {
   /** Include per-unit norms in the log line. Default true. */
   perUnit?: boolean;
   /** Called with every step's statistics on every rank. */
-  onStats?: (s: GradNoiseStats, env: EngineEnv) => void;
+  onStats?: (s: GradNoiseStats, ctx: HookContext) => void;
 }
 
 type Hooks = EngineHooks & Record<string, unknown>;
 
 /** Σ x² of `n` elements of `buf` at `off` (f32/bf16/f16), computed on the device, read back. */
-async function sumSquares(env: EngineEnv, buf: NonNullable<Unit["grad"]>, off: number, n: number): Promise<number> {
+async function sumSquares(ctx: HookContext, buf: Buf, off: number, n: number): Promise<number> {
   if (n <= 0) return 0;
-  const out = env.be.alloc("f32", 1, "other");
-  env.be.sumSquares({ buf, off }, { buf: out, off: 0 }, n);
-  const v = (await env.be.read({ buf: out, off: 0 }, 1))[0]!;
-  env.be.free(out);
+  const out = ctx.be.alloc("f32", 1, "other");
+  ctx.be.sumSquares({ buf, off }, { buf: out, off: 0 }, n);
+  const v = (await ctx.be.read({ buf: out, off: 0 }, 1))[0]!;
+  ctx.be.free(out);
   return v;
 }
 
-/** Σ g² of the reduced gradient region this rank owns for `st`, or 0 when another rank counts it. */
-async function ownedSumSquares(env: EngineEnv, st: UnitState): Promise<number> {
-  const counted = st.plan.optim === "sharded" ? st.optimCount > 0 : st.plan.group.rank === 0 && st.plan.numel > 0;
-  if (!counted) return 0;
-  if (st.gradShard) return sumSquares(env, st.gradShard, 0, st.optimCount);
-  if (!st.gradAcc) throw new Error(`grad-noise: unit ${st.unit.name} has no gradient buffer after reduce.finish`);
-  return sumSquares(env, st.gradAcc, st.optimStart, st.optimCount);
+/** Σ g² of the reduced gradient region this rank owns for `unit`, or 0 when another rank counts it. */
+async function ownedSumSquares(ctx: HookContext, unit: UnitHandle): Promise<number> {
+  if (!unit.countsGradient) return 0;
+  const g = unit.ownedGrad();
+  return sumSquares(ctx, g.view.buf, g.view.off, g.n);
 }
 
 /** B_simple from the two squared norms (see the module comment); NaN where undefined. */
@@ -86,43 +89,43 @@ export function noiseScale(smallSq: number, bigSq: number, bSmall: number, bBig:
 }
 
 /** A grad-noise plugin instance (each engine needs its own: state lives in `setup`). */
-export function createGradNoisePlugin(opts: GradNoiseOptions = {}): Plugin<Hooks, EngineEnv> {
+export function createGradNoisePlugin(opts: GradNoiseOptions = {}): Plugin<Hooks, SetupContext> {
   const every = opts.every ?? 1;
   const perUnit = opts.perUnit ?? true;
   return {
     name: "grad-noise",
     setup(ctx) {
-      const units = ctx.env.model.units.units;
-      const index = new Map<Unit, number>(units.map((u, i) => [u, i]));
+      const units = ctx.modelUnits; // every unit of the model, held here or not (same order on all ranks)
+      const index = new Map<string, number>(units.map((u, i) => [u.name, i]));
       let small = new Float64Array(units.length);
       let count = new Float64Array(units.length);
       let step = 0;
       ctx.wrap("reduce", (prev: ReduceHook): ReduceHook => ({
-        async gradReady(unit, env) {
-          const i = index.get(unit);
+        async gradReady(unit, hc) {
+          const i = index.get(unit.name);
           if (i === undefined) throw new Error(`grad-noise: unit ${unit.name} is not in the model's unit list`);
-          if (unit.grad) {
-            small[i] += await sumSquares(env, unit.grad, 0, unit.numel);
+          const g = unit.microGrad();
+          if (g) {
+            small[i] += await sumSquares(hc, g, 0, unit.numel);
             count[i] += 1;
           }
-          await prev.gradReady(unit, env);
+          await prev.gradReady(unit, hc);
         },
-        async finish(env) {
-          await prev.finish(env);
+        async finish(hc) {
+          await prev.finish(hc);
           step++;
           const u = units.length;
           const buf = new Float64Array(3 * u);
           for (let i = 0; i < u; i++) {
             buf[i] = small[i]!;
             buf[u + i] = count[i]!;
-            const st = env.states.get(units[i]!);
-            buf[2 * u + i] = st ? await ownedSumSquares(env, st) : 0;
+            buf[2 * u + i] = hc.holds(units[i]!) ? await ownedSumSquares(hc, hc.unit(units[i]!)) : 0;
           }
-          if (env.comm.worldSize > 1) await env.comm.allReduce(buf);
+          if (hc.worldSize > 1) await hc.comm.allReduce(buf);
           small = new Float64Array(u);
           count = new Float64Array(u);
-          const div = env.micro.count * env.comm.worldSize;
-          const bSmall = env.config.train_micro_batch_size_per_gpu;
+          const div = hc.micro.count * hc.worldSize;
+          const bSmall = hc.config.train_micro_batch_size_per_gpu;
           const bBig = bSmall * div;
           const rows: GradNoiseStats["units"] = [];
           let smallSq = 0;
@@ -135,11 +138,11 @@ export function createGradNoisePlugin(opts: GradNoiseOptions = {}): Plugin<Hooks
             rows.push({ name: units[i]!.name, norm: Math.sqrt(bs), microNorm: Math.sqrt(ms) });
           }
           const stats: GradNoiseStats = { step, smallSq, bigSq, bSmall, bBig, noiseScale: noiseScale(smallSq, bigSq, bSmall, bBig), units: rows };
-          opts.onStats?.(stats, env);
-          if (every > 0 && step % every === 0 && env.comm.rank === 0) {
+          opts.onStats?.(stats, hc);
+          if (every > 0 && step % every === 0 && hc.rank === 0) {
             let line = `grad-noise step ${step}: |G|=${Math.sqrt(bigSq).toPrecision(4)} |g_micro|=${Math.sqrt(smallSq).toPrecision(4)} B_simple=${stats.noiseScale.toPrecision(4)} (B_small ${bSmall}, B_big ${bBig})`;
             if (perUnit) line += " " + rows.map((r) => `${r.name}=${r.norm.toPrecision(3)}`).join(" ");
-            env.log(line);
+            hc.log(line);
           }
         },
       }));
@@ -148,5 +151,5 @@ export function createGradNoisePlugin(opts: GradNoiseOptions = {}): Plugin<Hooks
 }
 
 /** The plugin as loaded from a job's `plugins` list: logs every step on rank 0. */
-const gradNoise: Plugin<Hooks, EngineEnv> = createGradNoisePlugin();
+const gradNoise: Plugin<Hooks, SetupContext> = createGradNoisePlugin();
 export default gradNoise;
