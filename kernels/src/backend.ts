@@ -81,6 +81,23 @@ export interface MatmulSpec {
   accumulate?: boolean;
 }
 
+/** A grouped matmul over variable-length row segments (torch `_grouped_mm`, CUTLASS grouped GEMM;
+ * the projections of all local MoE experts in one op): for each group g the rows
+ * [offsets[g], offsets[g+1]) of x [R, K] are multiplied by op(W_g) into the same rows of out [R, N],
+ * W_g at element g·strideW of w, stored K×N, or N×K with `transB` (linear weights [out, in]). */
+export interface GroupedMatmulSpec {
+  /** G + 1 row offsets on the host: offsets[0] = 0 ≤ offsets[1] ≤ … ≤ offsets[G] = R. Empty
+   * groups are allowed. */
+  offsets: readonly number[];
+  N: number;
+  K: number;
+  transB?: boolean;
+  /** Elements between consecutive groups' W (default N·K). */
+  strideW?: number;
+  /** out += result instead of out = result. */
+  accumulate?: boolean;
+}
+
 /** Hyper-parameters of one AdamW step (Loshchilov & Hutter 2019; DeepSpeed `adam_w_mode`). */
 export interface AdamWParams {
   lr: number;
@@ -175,6 +192,10 @@ export interface Backend {
   // ---- matmul -------------------------------------------------------------------------------
   /** See {@link MatmulSpec}. a, b, out: f32. */
   matmul(a: View, b: View, out: View, spec: MatmulSpec): void;
+  /** See {@link GroupedMatmulSpec}: all groups in one op (one dispatch on a GPU). x, w, out: f32.
+   * Each group's rows equal a `matmul` of those rows with op(W_g) up to f32 rounding (on the cpu
+   * backend exactly: the same kernel per group). */
+  groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void;
 
   // ---- embeddings, losses -------------------------------------------------------------------
   /** out[i, :] = table[ids[i], :], ids i32 (n rows), table [vocab, dim]. Throws nothing on device;

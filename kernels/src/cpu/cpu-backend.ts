@@ -11,7 +11,8 @@
  * finite-difference gradient checks).
  */
 
-import type { AdamWParams, Backend, BackendInfo, BinaryOp, Buf, DType, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import type { AdamWParams, Backend, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
@@ -225,6 +226,23 @@ export class CpuBackend implements Backend {
     const bs = this.f(b, spanOf(g.batch, g.strideB, g.K * g.N), "matmul", "b");
     const os = this.f(out, spanOf(g.batch, g.strideOut, g.M * g.N), "matmul", "out");
     matmulF(as.a, as.o, bs.a, bs.o, os.a, os.o, g);
+  }
+
+  /** One `matmul` kernel call per non-empty group (so each group's rows are bit-identical to a
+   * per-group `matmul`). */
+  groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void {
+    const g = groupedMatmulGeometry(spec, "cpu");
+    const ext = groupedMatmulExtents(g);
+    const xs = this.f(x, ext.x, "groupedMatmul", "x");
+    const ws = this.f(w, ext.w, "groupedMatmul", "w");
+    const os = this.f(out, ext.out, "groupedMatmul", "out");
+    for (let k = 0; k < g.G; k++) {
+      const r0 = g.offsets[k]!;
+      const M = g.offsets[k + 1]! - r0;
+      if (M === 0) continue;
+      const geo = matmulGeometry({ M, N: g.N, K: g.K, transB: g.transB, accumulate: g.accumulate });
+      matmulF(xs.a, xs.o + r0 * g.K, ws.a, ws.o + k * g.strideW, os.a, os.o + r0 * g.N, geo);
+    }
   }
 
   // ---- embeddings, losses ------------------------------------------------------------------

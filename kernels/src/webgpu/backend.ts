@@ -19,6 +19,7 @@ import {
   type Buf,
   type DType,
   type HostArray,
+  type GroupedMatmulSpec,
   type MatmulSpec,
   type MemoryStats,
   type MemTag,
@@ -36,6 +37,8 @@ import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
+import { groupedMatmulLaunch, groupedMatmulTiles } from "../wgsl/grouped-matmul.ts";
+import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
 import { planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
 import type { MatmulLimits } from "../wgsl/matmul-fast-tiles.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
@@ -508,6 +511,20 @@ export class WebGpuBackend implements Backend {
     // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
     // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits));
+  }
+
+  /** All groups in one dispatch over a host-built tile list (wgsl/grouped-matmul.ts). */
+  groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void {
+    const g = groupedMatmulGeometry(spec, "webgpu");
+    const ext = groupedMatmulExtents(g);
+    const xb = this.v(x, ext.x, "groupedMatmul", "x", F32);
+    const wb = this.v(w, ext.w, "groupedMatmul", "w", F32);
+    const ob = this.v(out, ext.out, "groupedMatmul", "out", F32);
+    const tiles = groupedMatmulTiles(g.offsets);
+    if (tiles.length === 0 || g.N === 0) return;
+    const tb = this.scratchBuf("grouped_matmul_tiles", "u32", tiles.length);
+    this.write({ buf: tb, off: 0 }, tiles);
+    this.run(groupedMatmulLaunch(xb, x.off, wb, w.off, tb, tiles.length / 3, ob, out.off, g));
   }
 
   // ---- embeddings, losses --------------------------------------------------------------------

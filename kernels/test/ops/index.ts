@@ -37,6 +37,7 @@ import { elementwiseTests } from "./elementwise.ts";
 import { embeddingTests } from "./embedding.ts";
 import { Ctx, type OpSuiteOptions } from "./harness.ts";
 import { matmulTests } from "./matmul.ts";
+import { groupedMatmulTests } from "./grouped-matmul.ts";
 import { memoryTests } from "./memory.ts";
 import { moeTests } from "./moe.ts";
 import { optimTests } from "./optim.ts";
@@ -80,6 +81,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
     describe("elementwise", () => elementwiseTests(t));
     describe("reductions, softmax, norms", () => rowTests(t));
     describe("matmul", () => matmulTests(t));
+    describe("grouped matmul", () => groupedMatmulTests(t));
     describe("embedding and loss", () => embeddingTests(t));
     describe("rope and attention", () => transformerTests(t));
     describe("moe primitives", () => moeTests(t));
