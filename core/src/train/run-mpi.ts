@@ -12,6 +12,7 @@
 import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import type { JobConfig } from "../config/types.ts";
 import { runMpiRank } from "../launch/mpi-rank.ts";
+import { loadJobPlugins } from "./job-plugins.ts";
 import { checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import type { TrainRankArgs } from "./rank.ts";
 import type { RunTrainingOptions, TrainingRun } from "./run.ts";
@@ -31,7 +32,8 @@ export async function runTrainingMpiRank(
   o: RunTrainingOptions & { onError: (e: Error, rank: number) => number },
 ): Promise<TrainingRun | null> {
   const hostMemory = readHostAvailableMemory();
-  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory));
+  // the job's plugins' memory contributions (ZeRO stage, MoE, third party) shape the estimate
+  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory), (await loadJobPlugins(config, o.baseDir)).memory);
   const verbose = o.verbose ?? true;
   const lock = rank !== 0 || config.checkpoint.dir === null ? null : acquireCheckpointLock(config.checkpoint.dir, (m) => { if (verbose) console.log(`warning: ${m}`); });
   const stop = createStopFlag();
