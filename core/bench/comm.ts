@@ -7,6 +7,11 @@
  * or `bun run bench comm …`. Prints a table; only with `--write` does it replace the "Communication"
  * section of docs/performance.md (`--no-write`, the old opt-out, is accepted and does nothing).
  *
+ * `--transport local,mpi --world-size 2,4` measures each transport at each world size in one run
+ * (the `mpi` transport: one process per rank under mpirun, core/src/comm/mpi/) and prints one
+ * table with transport and rank columns; with `--write` that table replaces the section
+ * "Communication: mpi transport beside local" instead.
+ *
  * Figures, for an array of B bytes (the full array: the reduced array, the gathered output, the
  * scattered input, the whole send buffer) and time t per call (slowest rank):
  * - algbw = B / t.
@@ -20,11 +25,14 @@ import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { slotBytesFromEnv } from "../src/comm/local/memory.ts";
 import { launch } from "../src/launch/launch.ts";
+import { launchMpi } from "../src/launch/mpi-launch.ts";
 import type { CommBenchArgs, CommBenchTimes } from "./comm-rank.ts";
 
 /** One measured row. Bandwidths in GB/s (10⁹ bytes per second). */
 export interface CommBenchRow {
   op: string;
+  /** Transport measured: "local" or "mpi". */
+  transport: string;
   bytes: number;
   worldSize: number;
   /** Seconds per call, slowest rank's mean. */
@@ -59,10 +67,13 @@ export interface CommBenchResult {
 }
 
 /** Run the benchmark and return its rows. Sizes in MB (10⁶ bytes). */
-export async function runCommBench(worldSize: number, sizesMB: number[], iters: number): Promise<CommBenchResult> {
+export async function runCommBench(worldSize: number, sizesMB: number[], iters: number, transport: "local" | "mpi" = "local"): Promise<CommBenchResult> {
   const sizes = sizesMB.map((mb) => Math.round(mb * 1e6));
   const args: CommBenchArgs = { sizes, iters };
-  const times = await launch<CommBenchTimes>({ worldSize, entry: new URL("./comm-rank.ts", import.meta.url), args, timeoutS: 600 });
+  const entry = new URL("./comm-rank.ts", import.meta.url);
+  const times = transport === "mpi"
+    ? await launchMpi<CommBenchTimes>({ worldSize, entry, args, timeoutS: 600, echo: true })
+    : await launch<CommBenchTimes>({ worldSize, entry, args, timeoutS: 600 });
   const rows: CommBenchRow[] = [];
   for (const bytes of sizes) {
     const mem = memcpyGBs(bytes, Math.max(3, iters));
@@ -72,11 +83,25 @@ export async function runCommBench(worldSize: number, sizesMB: number[], iters: 
       const t = Math.max(...times.map((r) => r[`${op}:${bytes}`]));
       const algbw = B / t / 1e9;
       const factor = op === "all_reduce" ? (2 * (worldSize - 1)) / worldSize : (worldSize - 1) / worldSize;
-      rows.push({ op, bytes: B, worldSize, seconds: t, algbw, busbw: algbw * factor, memcpy: mem });
+      rows.push({ op, transport, bytes: B, worldSize, seconds: t, algbw, busbw: algbw * factor, memcpy: mem });
     }
   }
   const lat = (k: string): number => Math.max(...times.map((r) => r[k])) * 1e6;
   return { rows, latencyAllReduceUs: lat("latency_all_reduce"), latencyBarrierUs: lat("latency_barrier") };
+}
+
+/** Markdown table of rows of several transports / world sizes, with those as columns. */
+export function formatRowsByTransport(rows: CommBenchRow[]): string {
+  const lines = [
+    "| transport | ranks | op | size | time/call | algbw GB/s | busbw GB/s | memcpy GB/s (same bytes) | busbw / memcpy |",
+    "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.transport} | ${r.worldSize} | ${r.op} | ${(r.bytes / 1e6).toFixed(1)} MB | ${(r.seconds * 1000).toFixed(2)} ms | ${r.algbw.toFixed(2)} | ${r.busbw.toFixed(2)} | ${r.memcpy.toFixed(2)} | ${(r.busbw / r.memcpy).toFixed(3)} |`,
+    );
+  }
+  return lines.join("\n");
 }
 
 /** Markdown table of the rows. */
@@ -94,8 +119,7 @@ export function formatRows(rows: CommBenchRow[]): string {
 }
 
 /** Replace (or append) the `## Communication` section of docs/performance.md, leaving others intact. */
-export function writeSection(file: string, body: string): void {
-  const heading = "## Communication";
+export function writeSection(file: string, body: string, heading = "## Communication"): void {
   const text = existsSync(file) ? readFileSync(file, "utf8") : "# Performance\n";
   const start = text.indexOf(`${heading}\n`);
   let next: string;
@@ -114,28 +138,38 @@ export function writeSection(file: string, body: string): void {
  * tracked: a plain run must not rewrite it); `--no-write` is accepted as a no-op for old command lines.
  * Throws an Error naming the argument on an unknown one.
  */
-export function parseCommBenchArgs(argv: string[]): { worldSize: number; sizesMB: number[]; iters: number; write: boolean } {
-  let worldSize = 4;
+export function parseCommBenchArgs(argv: string[]): { worldSize: number; worldSizes: number[]; transports: ("local" | "mpi")[]; sizesMB: number[]; iters: number; write: boolean } {
+  let worldSizes = [4];
+  let transports: ("local" | "mpi")[] = ["local"];
   let sizesMB = [1, 4, 16, 64, 256];
   let iters = 3;
   let write = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === "--world-size") worldSize = Number(argv[++i]);
+    if (a === "--world-size") worldSizes = (argv[++i] ?? "").split(",").map(Number);
+    else if (a === "--transport") {
+      const t = (argv[++i] ?? "").split(",");
+      for (const x of t) if (x !== "local" && x !== "mpi") throw new Error(`bench comm: --transport takes local, mpi or local,mpi; got ${JSON.stringify(argv[i])}`);
+      transports = t as ("local" | "mpi")[];
+    }
     else if (a === "--sizes-mb") sizesMB = (argv[++i] ?? "").split(",").map(Number);
     else if (a === "--iters") iters = Number(argv[++i]);
     else if (a === "--write") write = true;
     else if (a === "--no-write") write = false;
-    else throw new Error(`bench comm: unknown argument ${a}; usage: [--world-size N] [--sizes-mb 1,4,16] [--iters K] [--write]`);
+    else throw new Error(`bench comm: unknown argument ${a}; usage: [--transport local|mpi|local,mpi] [--world-size N[,M…]] [--sizes-mb 1,4,16] [--iters K] [--write]`);
   }
-  return { worldSize, sizesMB, iters, write };
+  return { worldSize: worldSizes[0]!, worldSizes, transports, sizesMB, iters, write };
 }
 
 /** `bun run bench comm` entry: parses args, runs, prints, and with `--write` replaces the Communication section of docs/performance.md. */
 export async function main(argv: string[]): Promise<void> {
-  const { worldSize, sizesMB, iters, write } = parseCommBenchArgs(argv);
-  if (!Number.isInteger(worldSize) || worldSize < 1) throw new Error(`bench comm: --world-size must be a positive integer`);
+  const { worldSize, worldSizes, transports, sizesMB, iters, write } = parseCommBenchArgs(argv);
+  if (worldSizes.some((w) => !Number.isInteger(w) || w < 1)) throw new Error(`bench comm: --world-size must be positive integers`);
   if (sizesMB.some((s) => !(s > 0))) throw new Error(`bench comm: --sizes-mb must be positive numbers`);
+  if (worldSizes.length > 1 || transports.join() !== "local") {
+    await mainByTransport(worldSizes, transports, sizesMB, iters, write);
+    return;
+  }
   const t0 = Date.now();
   const loadBefore = loadavg()[0];
   const res = await runCommBench(worldSize, sizesMB, iters);
@@ -165,6 +199,39 @@ export async function main(argv: string[]): Promise<void> {
     writeSection(file, body);
     console.log(`wrote the Communication section of ${file}`);
   }
+}
+
+/** Several transports and/or world sizes in one run (see the file comment). */
+async function mainByTransport(worldSizes: number[], transports: ("local" | "mpi")[], sizesMB: number[], iters: number, write: boolean): Promise<void> {
+  const t0 = Date.now();
+  const loadBefore = loadavg()[0];
+  const rows: CommBenchRow[] = [];
+  const lat: string[] = [];
+  for (const w of worldSizes) {
+    for (const t of transports) {
+      const res = await runCommBench(w, sizesMB, iters, t);
+      rows.push(...res.rows);
+      lat.push(`${t} ${w} ranks: all_reduce of one f32 ${res.latencyAllReduceUs.toFixed(0)} µs, barrier ${res.latencyBarrierUs.toFixed(0)} µs`);
+      console.log(formatRowsByTransport(res.rows));
+    }
+  }
+  const table = formatRowsByTransport(rows);
+  const latency = `Latency (mean of 1000 calls, slowest rank): ${lat.join("; ")}.`;
+  console.log(latency);
+  if (!write) return;
+  const body = [
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench comm --transport ${transports.join(",")} --world-size ${worldSizes.join(",")} --sizes-mb ${sizesMB.join(",")} --iters ${iters} --write\``,
+    `(Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPU cores; run took ${((Date.now() - t0) / 1000).toFixed(0)} s; 1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after:`,
+    "other jobs were sharing the cores). `local`: ranks are Bun Workers of one process; `mpi`: one process per rank under Open MPI's mpirun",
+    "(shared-memory BTL on one host), collectives through bun:ffi, reductions in JavaScript in fixed rank order (docs/comm.md). Columns as above.",
+    "",
+    table,
+    "",
+    latency,
+  ].join("\n");
+  const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+  writeSection(file, body, "## Communication: mpi transport beside local");
+  console.log(`wrote the "Communication: mpi transport beside local" section of ${file}`);
 }
 
 if (import.meta.main) await main(process.argv.slice(2));
