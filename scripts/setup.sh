@@ -6,6 +6,9 @@
 #      cached outside the source tree in $ZEROMOE_CACHE (default ~/.cache/zeromoe).
 #   4. Mesa's lavapipe (a CPU Vulkan driver) when no Vulkan driver is present and we may install
 #      system packages (root, or ZEROMOE_INSTALL_SYSTEM=1 with sudo).
+#   5. Open MPI (openmpi-bin, libopenmpi-dev: the `mpi` transport, docs/comm.md) when asked:
+#      ZEROMOE_WITH_MPI=1, or in CI (CI=true) as root, so CI runs the mpi transport's tests.
+#      ZEROMOE_WITH_MPI=0 skips it even in CI.
 # Nothing is downloaded at training time; everything needed is fetched here.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,6 +74,24 @@ if [ "$have_icd" = 0 ] || ! ldconfig -p | grep -q 'libvulkan.so.1'; then
     apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
   else
     say "no Vulkan driver found and not root: the webgpu backend will be unavailable; the cpu backend is used"
+  fi
+fi
+# 5. Open MPI, when asked
+with_mpi=${ZEROMOE_WITH_MPI:-}
+if [ -z "$with_mpi" ] && [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then with_mpi=1; fi
+if [ "$with_mpi" = 1 ]; then
+  if command -v mpirun >/dev/null 2>&1 && ldconfig -p | grep -q 'libmpi.so'; then
+    say "Open MPI present: $(mpirun --version 2>/dev/null | head -1)"
+  elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; }; then
+    say "installing Open MPI (openmpi-bin, libopenmpi-dev) for the mpi transport"
+    sudo_=""; [ "$(id -u)" = 0 ] || sudo_=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_ apt-get update -qq >/dev/null
+    $sudo_ apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+    say "Open MPI: $(mpirun --version 2>/dev/null | head -1)"
+  else
+    say "ZEROMOE_WITH_MPI=1 but cannot install system packages here: install Open MPI yourself (openmpi-bin, libopenmpi-dev)"
+    exit 1
   fi
 fi
 say "done"
