@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { CpuBackend } from "@zeromoe/kernels";
-import { moeModelStateBytes } from "../../../plugins/moe/src/memory.ts";
+import { moeModelStateBytes } from "@zeromoe/plugin-moe";
 import { ConfigError } from "../../src/config/errors.ts";
 import { countParameters } from "../../src/config/param-count.ts";
 import { resolveJobConfig } from "../../src/config/resolve.ts";
