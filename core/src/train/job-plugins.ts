@@ -5,6 +5,7 @@
  * Built-ins come from the registry (engine/registry.ts), loaded by package name like third-party
  * plugins (engine/plugin-loader.ts); this file names none.
  */
+import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { EnginePlugin } from "../engine/hooks.ts";
 import { importPlugin, pluginsForJob } from "../engine/plugin-loader.ts";
@@ -32,7 +33,17 @@ export async function loadJobPlugins(config: JobConfig, baseDir?: string): Promi
   const byPackage = new Map<string, EnginePlugin>();
   const own = builtinPluginPackages(config);
   own.forEach((pkg, i) => byPackage.set(pkg, plugins[i]!));
-  for (const pkg of Object.values(STAGE_PLUGIN_PACKAGES)) if (!byPackage.has(pkg)) byPackage.set(pkg, await importPlugin(pkg, baseDir));
+  for (const pkg of Object.values(STAGE_PLUGIN_PACKAGES)) {
+    if (byPackage.has(pkg)) continue;
+    // another stage is needed only to look for a remedy; where its package is not installed (a
+    // project with just @zeromoe/core and @zeromoe/kernels) that variant is estimated without it,
+    // i.e. replicated — an over-estimate, so no remedy is suggested that would not fit
+    try {
+      byPackage.set(pkg, await importPlugin(pkg, baseDir));
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+    }
+  }
   const pluginsFor = (variant: JobConfig): EnginePlugin[] => {
     const pkgs = builtinPluginPackages(variant);
     return [...pkgs.map((p) => byPackage.get(p)).filter((p): p is EnginePlugin => p !== undefined), ...extra];

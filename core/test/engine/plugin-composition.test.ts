@@ -12,6 +12,7 @@ import { resolveJobConfig } from "../../src/config/index.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { importPlugin, pluginsForJob } from "../../src/engine/plugin-loader.ts";
 import { PluginConflictError } from "../../src/hooks/plugin.ts";
+import { ConfigError } from "../../src/config/errors.ts";
 import { tinyJob } from "./fixtures.ts";
 
 const CLAIM_REDUCE = new URL("./plugins/claim-reduce.ts", import.meta.url).pathname;
@@ -26,9 +27,12 @@ async function create(job: Record<string, unknown>, extra: string[] = []): Promi
 
 describe("plugin composition in a job", () => {
   for (const stage of [1, 2, 3]) {
-    test(`zero${stage} + a plugin claiming "reduce" (job.plugins) → PluginConflictError naming both`, async () => {
-      const err = await create(tinyJob({ zero_optimization: { stage }, plugins: [CLAIM_REDUCE] })).then(() => null, (e: unknown) => e);
-      expect(err).toBeInstanceOf(PluginConflictError);
+    test(`zero${stage} + a plugin claiming "reduce" (job.plugins) → a config error naming both, from the declarations alone`, async () => {
+      const { config } = resolveJobConfig({ ...tinyJob({ zero_optimization: { stage }, plugins: [CLAIM_REDUCE] }), world_size: 1 });
+      // pluginsForJob checks the set before any engine (or data) exists
+      const err = await pluginsForJob(config).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).issues.map((i) => i.path)).toEqual(["plugins"]);
       const msg = (err as Error).message;
       expect(msg).toContain(`"zero${stage}"`);
       expect(msg).toContain(`"acme-allreduce"`);
