@@ -40,7 +40,7 @@
  */
 import type { MoeConfig } from "@zeromoe/core/config";
 import { chosenProbs, expertHistogram, renormalize, routerLogits, topkExperts, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
-import { accumulateGrad, add, div, fromArray, gatherRows, logSoftmax, mean, mul, record, reshape, scale, softmax, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
+import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, softmax, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
 /** Router options (the resolved `moe` section plus the model's HF switch). */
@@ -145,7 +145,7 @@ export class TopKGate implements MoERouter {
       xin = mul(x, fromArray(x.be, u, [T, H]));
     }
     const logits = routerLogits(xin, weight); // [T, E]
-    return o.logitsClamp !== null ? clampTensor(logits, o.logitsClamp) : logits;
+    return o.logitsClamp !== null ? clamp(logits, -o.logitsClamp, o.logitsClamp) : logits;
   }
 
   /** Routing: softmax, choice, capacity drops, combine weights, losses (module comment). */
@@ -259,36 +259,4 @@ export function rsampleChoice(p: ArrayLike<number>, logits: ArrayLike<number>, u
     }
   }
   return out;
-}
-
-/** Clamp x to [−v, v] elementwise (router logit clamping); the gradient passes where −v < x < v
- * and is zero elsewhere. Computed on the host ([T, E] router logits are small). */
-export async function clampTensor(x: Tensor, v: number): Promise<Tensor> {
-  const be = x.be;
-  const n = x.numel;
-  const h = await x.toArray();
-  const y = new Float32Array(n);
-  const pass = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    const xi = Number(h[i]);
-    y[i] = Math.min(v, Math.max(-v, xi));
-    pass[i] = xi > -v && xi < v ? 1 : 0;
-  }
-  const out = fromArray(be, y, x.shape);
-  const mask = fromArray(be, pass, x.shape);
-  return record("clamp", [x], out, (g) => {
-    accumulateGrad(
-      x,
-      (dst, acc) => {
-        if (!acc) be.binary("mul", g.view, [n], mask.view, [n], dst);
-        else {
-          const tmp = be.alloc("f32", Math.max(n, 1), "activation");
-          be.binary("mul", g.view, [n], mask.view, [n], { buf: tmp, off: 0 });
-          be.axpy(1, { buf: tmp, off: 0 }, dst, n);
-          be.free(tmp);
-        }
-      },
-      true,
-    );
-  });
 }
