@@ -8,8 +8,8 @@
  * - fails with {@link CheckpointLockError} naming the directory and the holder's pid and host when
  *   the holder may be alive (its pid exists on this host, or it is on another host, which cannot be
  *   checked from here);
- * - takes it over, with a warning, when the holder is on this host and its pid no longer exists
- *   (a run killed with SIGKILL or lost with its machine), or the file is not valid JSON and older
+ * - takes it over at once, with a warning, when the holder is on this host and its pid no longer
+ *   exists or is a zombie (a run killed with SIGKILL and not yet reaped: {@link pidAlive}), or the file is not valid JSON and older
  *   than {@link PARTIAL_LOCK_AGE_MS} (a creator that died between create and write).
  * The takeover re-reads the file just before removing it and removes it only if unchanged, then
  * creates its own with O_EXCL, so of two runs taking over the same stale lock one wins and the
@@ -65,14 +65,32 @@ export interface CheckpointDirLock {
   release(): void;
 }
 
-/** Whether process `pid` exists on this host (signal 0: EPERM = exists, owned by someone else). */
+/**
+ * Whether process `pid` exists on this host and can still run (signal 0: EPERM = exists, owned by
+ * someone else). A zombie — a process that has exited but whose parent has not reaped it yet, as a
+ * trainer killed with `kill -9` is for a moment — holds nothing and counts as gone: on Linux its
+ * state in `/proc/<pid>/stat` is `Z` (or `X`, dead).
+ */
 export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
+    if ((e as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  return processState(pid) !== "Z" && processState(pid) !== "X";
+}
+
+/** The one-letter state of `pid` from /proc/<pid>/stat (Linux), or null when unknown. */
+export function processState(pid: number): string | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return null;
+  }
+  // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the LAST ')'
+  const close = stat.lastIndexOf(")");
+  return close < 0 ? null : (stat[close + 2] ?? null);
 }
 
 /** Parse a lock file's text; null when it is not a {@link LockHolder}. */
@@ -156,7 +174,7 @@ export function acquireCheckpointLock(dir: string, warn: (message: string) => vo
     let stale: string | null = null;
     if (h === null) {
       const age = Date.now() - statSync(file).mtimeMs;
-      if (age >= PARTIAL_LOCK_AGE_MS) stale = `its lock file ${file} is not a valid lock (${JSON.stringify(found.slice(0, 60))}) and ${Math.round(age / 1000)} s old`;
+      if (age >= PARTIAL_LOCK_AGE_MS) stale = `its lock file ${file} is not a valid lock ("${found.slice(0, 60).replace(/[^\x20-\x7e]/g, "?")}") and ${Math.round(age / 1000)} s old`;
     } else if (h.host === holder.host && h.pid !== process.pid && !pidAlive(h.pid)) {
       stale = `the run that held it (pid ${h.pid} on ${h.host}, since ${h.started}) is gone`;
     }

@@ -49,7 +49,7 @@ import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from "
 import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as cborEncode } from "cbor-x";
 import { deflateSync, inflateSync } from "fflate";
 import { describeValue } from "../config/json-bounds.ts";
-import { CheckpointError } from "./errors.ts";
+import { CheckpointError, writingFile } from "./errors.ts";
 
 /** Format version written in the header and the index (2: the index records tag and world size). */
 export const RECORD_FILE_VERSION = 2;
@@ -138,13 +138,13 @@ export class RecordFileWriter {
 
   /** Create (truncate) `path` and write the header. @throws fs errors. */
   static create(path: string, rank: number, opts: RecordWriterOptions = {}): RecordFileWriter {
-    const fd = openSync(path, "w");
+    const fd = writingFile(path, "create the rank file", () => openSync(path, "w"));
     const head = new Uint8Array(HEADER_BYTES);
     head.set(MAGIC, 0);
     const dv = new DataView(head.buffer);
     dv.setUint32(8, RECORD_FILE_VERSION, true);
     dv.setUint32(12, rank, true);
-    writeAll(fd, head);
+    writingFile(path, "write the header", () => writeAll(fd, head));
     return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1, tag: opts.tag ?? null, worldSize: opts.worldSize ?? null });
   }
 
@@ -168,7 +168,7 @@ export class RecordFileWriter {
       frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data }) as Uint8Array;
     }
     const entry: RecordEntry = { name, offset: this.pos, bytes: frame.byteLength, crc: crc32(frame), dtype, start, count, codec, raw_bytes: raw.byteLength };
-    writeAll(this.fd, frame);
+    writingFile(this.path, `write record "${name}"`, () => writeAll(this.fd, frame));
     this.pos += frame.byteLength;
     this.rawBytes += raw.byteLength;
     this.entries.push(entry);
@@ -191,9 +191,11 @@ export class RecordFileWriter {
     dv.setUint32(8, index.byteLength, true);
     dv.setUint32(12, crc32(index), true);
     trailer.set(END_MAGIC, 16);
-    writeAll(this.fd, index);
-    writeAll(this.fd, trailer);
-    fsyncSync(this.fd);
+    writingFile(this.path, "write the index", () => {
+      writeAll(this.fd, index);
+      writeAll(this.fd, trailer);
+      fsyncSync(this.fd);
+    });
     closeSync(this.fd);
     this.closed = true;
     return this.pos + index.byteLength + TRAILER_BYTES;

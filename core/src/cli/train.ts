@@ -6,12 +6,22 @@
  * `steps_per_print` steps, validation every `eval_interval` steps, a progress bar on a terminal),
  * then a result line; `--summary` writes docs/summary.md's JSON.
  *
- * Exit status: 0 on success; 2 for a user error — UsageError (command line), ConfigError (job or
- * DeepSpeed file), DataError (dataset), CheckpointError (`--resume`), SafetensorsError
- * (`--init-from`) — printed as its message without a stack trace; 1 when the run fails otherwise
- * (the failing rank and its error, with the stack; without it when backend "webgpu" was requested
- * where no working WebGPU device exists). A rank's user or WebGPU error is printed once, without its
- * error name; the rank is named only when the error is its own (not the same on every failing rank).
+ * Exit status (docs/checkpoints.md "Exit status"):
+ * - 0: the run finished all its steps;
+ * - 2: a user error — UsageError (command line), ConfigError (job or DeepSpeed file), DataError
+ *   (dataset), CheckpointError (`--resume`: damaged, mixed or edited checkpoint), SafetensorsError
+ *   (`--init-from`) — printed as its message without a stack trace;
+ * - 1: the run failed otherwise: the failing rank and its error, with the stack; without it for an
+ *   environment problem (backend "webgpu" requested where no working WebGPU device exists, a
+ *   checkpoint write failing with disk full/quota/read-only: CheckpointWriteError);
+ * - 3: stopped by SIGINT/SIGTERM after saving a checkpoint (resume with `--resume`), with a
+ *   `stopped` line; without `checkpoint.dir` a stopped run exits 128 + the signal number;
+ * - 4: stopped by the divergence policy (train/divergence.ts, job key `max_bad_steps`);
+ * - 129: the launcher (parent process) went away (launch/parent-watch.ts).
+ * A rank's user or environment error is printed once, without its error name; the rank is named
+ * only when the error is its own (not the same on every failing rank). When several ranks fail,
+ * the cause shown first is a rank's own typed error (e.g. rank 0's manifest write failing) rather
+ * than another rank's report that the collective step failed.
  */
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -19,10 +29,13 @@ import { ConfigError } from "../config/errors.ts";
 import { summarizeJob } from "../config/summary.ts";
 import { DataError } from "../data/sources.ts";
 import { LaunchError } from "../launch/launch.ts";
+import { EXIT_ORPHANED, watchParent } from "../launch/parent-watch.ts";
+import { EXIT_DIVERGED } from "../train/divergence.ts";
 import { runTraining } from "../train/run.ts";
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { runTrainingMpiRank } from "../train/run-mpi.ts";
 import { reportMpiRankError, trainUnderMpirun } from "./mpi-launcher.ts";
+import { EXIT_STOPPED_AFTER_SAVE, receivedStopSignal, signalName } from "../train/stop-signal.ts";
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
@@ -30,26 +43,40 @@ import { resumeStepsProblem } from "./resume-steps.ts";
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError"];
 
+/** Errors of the environment, not of the input nor a bug: message only, exit status 1. */
+const ENVIRONMENT_ERRORS = ["CheckpointWriteError"];
+
+/** The error name of a rank failure's message ("<ErrorName>: <text>"), or "". */
+function failureName(message: string): string {
+  return /^(\w*Error): /.exec(message)?.[1] ?? "";
+}
+
 /** Message and exit status for an error that ended `train`. */
 export function describeTrainError(e: unknown): { message: string; status: number } {
   if (e instanceof UsageError || e instanceof ConfigError || e instanceof DataError) return { message: `error: ${e.message}`, status: 2 };
   if (e instanceof LaunchError) {
-    const cause = e.failures.find((f) => f.rank === e.rank);
+    // a rank's own typed error is the cause, not another rank's report that the collective failed
+    const typed = [...USER_ERRORS, ...ENVIRONMENT_ERRORS, "DivergenceError"];
+    const own = e.failures.find((f) => !f.aborted && typed.includes(failureName(f.message)));
+    const cause = own ?? e.failures.find((f) => f.rank === e.rank);
     if (cause) {
       // a rank's message is "<ErrorName>: <text>"; the name is not shown to the user
-      const name = /^(\w*Error): /.exec(cause.message)?.[1] ?? "";
+      const name = failureName(cause.message);
       const text = name ? cause.message.slice(name.length + 2) : cause.message;
       // the same error on every rank that failed on its own (the others only aborted): not the
       // rank's own problem, so the rank is not named; world size 1 has one rank to blame
       const causes = e.failures.filter((f) => !f.aborted);
       const shared = causes.every((f) => f.message === cause.message) && (causes.length > 1 || e.failures.length === 1);
-      const where = shared ? "" : `rank ${e.rank}: `;
+      const where = shared ? "" : `rank ${cause.rank}: `;
       if (USER_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 2 };
+      if (ENVIRONMENT_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 1 };
+      if (name === "DivergenceError") return { message: `error: ${text}`, status: EXIT_DIVERGED };
       // an environment problem, not a bug: the message says why, a stack would only hide it
       if (/backend "webgpu" requested but unavailable/.test(text)) return { message: `error: ${where}${text}`, status: 1 };
     }
     return { message: `error: training failed: ${e.message}`, status: 1 };
   }
+  if (e instanceof Error && ENVIRONMENT_ERRORS.includes(e.name)) return { message: `error: ${e.message}`, status: 1 };
   return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };
 }
 
@@ -62,6 +89,15 @@ function writeJson(path: string, value: unknown): void {
 
 /** Run `train` with `argv` (without the runtime and script); returns the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
+  // the trainer dies with its launcher (exit handlers release the checkpoint lock)
+  const unwatch = watchParent((old) => {
+    try {
+      process.stderr.write(`error: the launcher (parent process ${old}) is gone; stopping the run (exit ${EXIT_ORPHANED})\n`);
+    } catch {
+      // stderr may be a closed pipe
+    }
+    process.exit(EXIT_ORPHANED);
+  });
   // under mpirun this process is one rank (docs/comm.md "The mpi transport"); only rank 0 prints
   const mpi = mpiEnvironment();
   try {
@@ -108,6 +144,17 @@ export async function main(argv: readonly string[]): Promise<number> {
       writeJson(a.summary, summary);
       out(`summary    ${a.summary}`);
     }
+    const sig = receivedStopSignal();
+    const ended = summary.start_step + summary.steps;
+    if (sig !== 0 && ended < config.steps) {
+      // stopped by a signal before the last step: a supervisor must tell it from a finished run
+      if (config.checkpoint.dir === null) {
+        out(`stopped    by ${signalName(sig)} after step ${ended} of ${config.steps}; no checkpoint (checkpoint.dir is null) (exit ${128 + sig})`);
+        return 128 + sig;
+      }
+      out(`stopped    by ${signalName(sig)} after step ${ended} of ${config.steps}; checkpoint saved in ${config.checkpoint.dir}: continue with --resume ${config.checkpoint.dir} (exit ${EXIT_STOPPED_AFTER_SAVE})`);
+      return EXIT_STOPPED_AFTER_SAVE;
+    }
     return 0;
   } catch (e) {
     const { message, status } = describeTrainError(e);
@@ -119,6 +166,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     console.error(message);
     return status;
+  } finally {
+    unwatch();
   }
 }
 

@@ -71,6 +71,7 @@ export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
   eval_interval: { kind: "number", int: true, min: 0, default: 0, doc: "evaluate every N steps (0 = never)" },
   eval_batches: { kind: "number", int: true, min: 1, default: 4, doc: "validation micro-batches per rank per evaluation" },
   checkpoint: CHECKPOINT_SPEC,
+  max_bad_steps: { kind: "number", int: true, min: 0, default: 10, doc: "stop the run (exit 4) after N consecutive bad steps: non-finite loss, skipped without dynamic loss scaling, or zero gradient norm (0 = never)" },
   plugins: { kind: "array", items: { kind: "string" }, default: [], doc: "third-party plugins: package names or paths" },
   moe: MOE_SPEC,
 };

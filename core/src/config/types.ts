@@ -211,6 +211,8 @@ export interface JobConfig {
   /** Validation micro-batches per rank per evaluation. */
   eval_batches: number;
   checkpoint: CheckpointConfig;
+  /** Stop after this many consecutive bad steps (train/divergence.ts); 0 = never. */
+  max_bad_steps: number;
   /** Third-party plugins: package names or paths. */
   plugins: string[];
   /** MoE routing; null for a dense model. */

@@ -21,6 +21,18 @@ export function createStopFlag(): StopFlag {
   return new Int32Array(new SharedArrayBuffer(4));
 }
 
+/** Exit status of `bun run train` for a run stopped by SIGINT/SIGTERM after saving a checkpoint
+ * (resumable with `--resume`); a stopped run without `checkpoint.dir` exits 128 + signal. */
+export const EXIT_STOPPED_AFTER_SAVE = 3;
+
+let received = 0;
+
+/** The signal number of the first stop request this process received (0: none). Read by the train
+ * CLI after the ranks return, to tell a stopped run from a finished one. */
+export function receivedStopSignal(): number {
+  return received;
+}
+
 /** Milliseconds after the first stop signal during which another one is taken as the same request
  * delivered twice (see the module comment), not as "stop now". */
 export const REPEAT_WINDOW_MS = 500;
@@ -38,6 +50,7 @@ export function installStopHandlers(flag: StopFlag, onSignal?: (name: string) =>
         process.exit(128 + num);
       }
       firstAt = now;
+      received = num;
       Atomics.store(flag, 0, num);
       onSignal?.(name);
     };

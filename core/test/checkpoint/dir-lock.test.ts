@@ -206,7 +206,7 @@ function train(args: string[]): { code: number; stdout: string; stderr: string }
 }
 
 describe("bun run train with checkpoint.dir", () => {
-  test("a second run on the same directory exits 2 naming it and the holder's pid; SIGTERM of the first releases the lock", async () => {
+  test("a second run on the same directory exits 2 naming it and the holder's pid; SIGTERM of the first saves, exits 3 and releases the lock", async () => {
     const dir = fresh();
     const jobFile = join(ROOT, "long.json");
     writeFileSync(jobFile, JSON.stringify({ ...JOB, checkpoint: { dir, save_interval: 0, keep_last: 0 } }));
@@ -219,7 +219,6 @@ describe("bun run train with checkpoint.dir", () => {
       if (c.done) break;
       seen += new TextDecoder().decode(c.value);
     }
-    reader.releaseLock();
     expect(seen).toMatch(/^data +\S+: \d+ tokens/m);
     expect(readLockHolder(dir)?.pid).toBe(first.pid);
     const second = train(["--config", jobFile, "--steps", "2"]);
@@ -230,7 +229,11 @@ describe("bun run train with checkpoint.dir", () => {
     first.kill("SIGTERM");
     const code = await first.exited;
     const stderr = await new Response(first.stderr).text();
-    expect(code, stderr.slice(-2000)).toBe(0);
+    let stdout = seen;
+    for (let c = await reader.read(); !c.done; c = await reader.read()) stdout += new TextDecoder().decode(c.value);
+    // stopped by a signal after saving: a distinct status and a line, not 0 (a finished run)
+    expect(code, stderr.slice(-2000)).toBe(3);
+    expect(stdout).toMatch(/^stopped +by SIGTERM after step \d+ of \d+; checkpoint saved in .*--resume .*\(exit 3\)$/m);
     expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
     expect(existsSync(join(dir, "latest"))).toBe(true);
   }, 60_000);

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { zeroToFp32 } from "../../src/checkpoint/consolidate.ts";
 import { CheckpointError } from "../../src/checkpoint/errors.ts";
-import { locateCheckpoint, readManifest } from "../../src/checkpoint/manifest.ts";
+import { locateCheckpoint, manifestText, readManifest } from "../../src/checkpoint/manifest.ts";
 import { RecordFileReader, RecordFileWriter } from "../../src/checkpoint/record-file.ts";
 import { ShardSource } from "../../src/checkpoint/shard-source.ts";
 import { launch } from "../../src/launch/index.ts";
@@ -113,6 +113,9 @@ describe("damaged checkpoints", () => {
     const m = JSON.parse(readFileSync(mf, "utf8"));
     m.units[1].numel += 1;
     writeFileSync(mf, JSON.stringify(m));
+    // an edited manifest fails its own checksum; re-signed, the field check names the field
+    expect(errorOf(() => readAll(d)).message).toMatch(/manifest\.json.*manifest_sha256/);
+    writeFileSync(mf, manifestText(m));
     expect(errorOf(() => readAll(d)).message).toMatch(/manifest\.json.*units\[1\]\.pieces/);
     writeFileSync(mf, "{ not json");
     expect(errorOf(() => readAll(d)).message).toMatch(/manifest\.json.*not valid JSON/);

@@ -95,7 +95,7 @@ describe("kill -9 during a save", () => {
     expect(readdirSync(CKPT).filter((e) => e.startsWith("global_step") && !e.endsWith(".tmp")).length).toBeLessThanOrEqual(3);
   }, 120_000);
 
-  test("SIGTERM and SIGINT: the run saves a checkpoint after the current step and exits 0", async () => {
+  test("SIGTERM and SIGINT: the run saves a checkpoint after the current step and exits 3 with a 'stopped' line", async () => {
     for (const sig of ["SIGTERM", "SIGINT"] as const) {
       const dir = join(ROOT, `sig-${sig}`);
       const jobFile = join(ROOT, `job-${sig}.json`);
@@ -107,7 +107,9 @@ describe("kill -9 during a save", () => {
       const code = await child.exited;
       const stdout = await new Response(child.stdout).text();
       const stderr = await new Response(child.stderr).text();
-      expect(code, stderr.slice(-2000)).toBe(0);
+      // 3: stopped by a signal after saving (not 0: a supervisor must tell it from a finished run)
+      expect(code, stderr.slice(-2000)).toBe(3);
+      expect(stdout).toMatch(new RegExp(`^stopped +by ${sig} after step \\d+ of ${JOB.steps}; checkpoint saved in .* \\(exit 3\\)$`, "m"));
       const m = /stopping\s+(SIG\w+) received: stopping after step (\d+) with a checkpoint/.exec(stdout);
       expect(m, stdout.slice(-2000)).not.toBeNull();
       expect(m![1]).toBe(sig);

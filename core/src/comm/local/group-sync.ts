@@ -8,6 +8,15 @@
  * (Atomics.wait on the bell, in slices so the abort word is re-checked) until every member's
  * `arrive` has reached k. The ranks whose `arrive` is behind are the ones named by a timeout; a
  * missing rank whose FINISHED flag is set (its entry returned) fails the wait at once.
+ *
+ * Pause-proof timeout: the timeout counts *waiting* time, not wall time. Each wait slice adds the
+ * time it took, capped at {@link MAX_SLICE_CREDIT_MS}; a slice that took longer (the whole process
+ * was suspended — Ctrl-Z, SIGSTOP, a paused VM — or not scheduled) adds only the cap. So a job
+ * suspended for longer than the timeout resumes and carries on, while one stuck rank is still
+ * named after about `timeoutMs` of waiting (issue 18: `performance.now()` counted the suspension
+ * and the job died on SIGCONT blaming a healthy rank). The waiting time also restarts from zero
+ * whenever the group's bell moves (another member arrived): the deadline measures time without
+ * progress.
  */
 
 import { CommAbortedError, CommPeerFinishedError, CommTimeoutError } from "../errors.ts";
@@ -15,6 +24,9 @@ import { ABORT, FINISHED_WORD, HEADER_BASE, HEADER_WORDS, MAX_GROUPS, controlLay
 
 /** Longest single Atomics.wait, ms: bounds how stale an abort can be even without a notify. */
 const WAIT_SLICE_MS = 250;
+/** Most waiting time one slice may add to the timeout's count, ms (see the module comment): a
+ * slice is at most WAIT_SLICE_MS plus scheduling delay on a busy machine. */
+export const MAX_SLICE_CREDIT_MS = 2 * WAIT_SLICE_MS;
 /** Spins on the bell before blocking (cheap when a peer is a few microseconds behind). */
 const SPINS = 64;
 
@@ -50,7 +62,9 @@ export class GroupSync {
     Atomics.add(ctl, this.bell, 1);
     Atomics.notify(ctl, this.bell);
     if (this.ranks.length === 1) return;
-    let deadline = -1;
+    let waited = 0; // ms of waiting without progress, suspensions excluded (module comment)
+    let last = -1;
+    let lastBell = 0;
     let spins = 0;
     for (;;) {
       const b = Atomics.load(ctl, this.bell);
@@ -62,8 +76,11 @@ export class GroupSync {
         continue;
       }
       const now = performance.now();
-      if (deadline < 0) deadline = now + timeoutMs;
-      if (now >= deadline) throw new CommTimeoutError(op, groupName, this.missing(epoch), timeoutMs / 1000, this.me);
+      if (last < 0 || b !== lastBell) waited = 0;
+      else waited += Math.min(now - last, MAX_SLICE_CREDIT_MS);
+      last = now;
+      lastBell = b;
+      if (waited >= timeoutMs) throw new CommTimeoutError(op, groupName, this.missing(epoch), timeoutMs / 1000, this.me);
       // FINISHED is read before `arrive`: a rank stores its last arrival before its FINISHED flag.
       const gone = this.ranks.filter(
         (r) =>
@@ -71,7 +88,7 @@ export class GroupSync {
           ((Atomics.load(ctl, this.arriveBase + r) - epoch) | 0) < 0,
       );
       if (gone.length > 0) throw new CommPeerFinishedError(op, groupName, gone, this.me);
-      Atomics.wait(ctl, this.bell, b, Math.min(WAIT_SLICE_MS, deadline - now));
+      Atomics.wait(ctl, this.bell, b, Math.max(1, Math.min(WAIT_SLICE_MS, timeoutMs - waited)));
     }
   }
 
