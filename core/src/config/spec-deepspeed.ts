@@ -174,7 +174,7 @@ export const ZERO_SPEC: ObjectSpec = {
   doc: "ZeRO stages and their tuning",
   fields: {
     stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
-    overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued (plugins/zero2/src/bucketed-reducer.ts says why)", false),
+    overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued (the ZeRO-2/3 plugin package @zeromoe/plugin-zero2 says why)", false),
     contiguous_gradients: bool("copy gradients into one contiguous buffer as produced", true),
     reduce_scatter: bool("average gradients with reduce-scatter (else all-reduce)", true),
     reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),

@@ -47,7 +47,7 @@ export type PluginContext<H extends Record<HookName, unknown>, C> = HookRegistry
 
 /** A plugin. `setup` may be async (e.g. to allocate buffers or exchange metadata across ranks). */
 export interface Plugin<H extends Record<HookName, unknown> = Record<HookName, unknown>, C = unknown> {
-  /** Unique name, e.g. "zero3" or "@acme/zeromoe-plugin-foo". */
+  /** Unique name, e.g. "acme-stage" or "@acme/zeromoe-plugin-foo". */
   name: string;
   /** The config section this plugin reads, e.g. "zero_optimization" or "moe". */
   configKey?: string;
@@ -81,7 +81,7 @@ export function definePlugin<H extends Record<HookName, unknown>, C>(p: Plugin<H
 /** The composed hooks and who owns each. */
 export interface ComposedHooks<H extends Record<HookName, unknown>> {
   hooks: H;
-  /** Owner of each hook: "core" or the claiming plugin's name (wrappers listed after, e.g. "zero2+offload"). */
+  /** Owner of each hook: "core" or the claiming plugin's name (wrappers listed after, e.g. "acme-stage+acme-noise"). */
   owners: Record<HookName, string>;
   /** Plugins in the order they were set up. */
   order: string[];

@@ -1,5 +1,5 @@
 /**
- * Elementwise clamp (router logit clamping, plugins/moe `router_logits_clamp`): y = min(max(x, lo), hi)
+ * Elementwise clamp (router logit clamping, the MoE router option `router_logits_clamp`): y = min(max(x, lo), hi)
  * on the device. The gradient passes where lo < x < hi (strictly) and is zero elsewhere — computed
  * as relu'(x − lo)·relu'(hi − x)·g with the backend's `unaryBackward("relu")` (relu'(0) = 0).
  */
