@@ -115,14 +115,17 @@ describe("balanced placement from the loads a saved run measured (manifest moe.e
     expect(placementForResume(entry, "contiguous", 2, 4, 2)!.placement.map((p) => Array.from(p.owner))).toEqual(entry.placement.owner);
     expect(placementForResume(entry, "contiguous", 2, 4, 4)).toBeNull();
   });
-  test("an engine created with createMoEPlugin({ manifest }) holds the experts of the re-balanced placement", async () => {
-    const entry = res[0]![0]!.manifest!.moe as MoEManifestEntry;
-    const again = await launch<RunOut[]>({ worldSize: 2, entry: TRAIN_ENTRY, args: { runs: [{ steps: 1, manifest: entry, job: tinyMoeJob({ moe: { ep_size: 2, placement: "balanced" } }) }] } }) as unknown as RunOut[][];
-    const owner = entry.expert_loads!.map((l) => Array.from(balancedPlacement(4, 2, l).owner));
-    expect(owner).not.toEqual(entry.placement.owner); // the experts do move
-    expect(again[0]![0]!.placement!.owner).toEqual(owner);
-    again.forEach((r, rank) => {
-      for (let l = 0; l < 2; l++) for (let e = 0; e < 4; e++) expect(`model.layers.${l}.block_sparse_moe.experts.${e}.w1.weight` in r[0]!.params).toBe(owner[l]![e] === rank);
+  for (const how of ["createMoEPlugin({ manifest })", "Engine.create({ restore }) (the --resume path)"] as const) {
+    test(`an engine created with ${how} holds the experts of the re-balanced placement`, async () => {
+      const entry = res[0]![0]!.manifest!.moe as MoEManifestEntry;
+      const given = how.startsWith("create") ? { manifest: entry } : { restore: { moe: JSON.parse(JSON.stringify(entry)) } };
+      const again = await launch<RunOut[]>({ worldSize: 2, entry: TRAIN_ENTRY, args: { runs: [{ steps: 1, ...given, job: tinyMoeJob({ moe: { ep_size: 2, placement: "balanced" } }) }] } }) as unknown as RunOut[][];
+      const owner = entry.expert_loads!.map((l) => Array.from(balancedPlacement(4, 2, l).owner));
+      expect(owner).not.toEqual(entry.placement.owner); // the experts do move
+      expect(again[0]![0]!.placement!.owner).toEqual(owner);
+      again.forEach((r, rank) => {
+        for (let l = 0; l < 2; l++) for (let e = 0; e < 4; e++) expect(`model.layers.${l}.block_sparse_moe.experts.${e}.w1.weight` in r[0]!.params).toBe(owner[l]![e] === rank);
+      });
     });
-  });
+  }
 });
