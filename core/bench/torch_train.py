@@ -2,12 +2,13 @@
 training steps (forward, backward, AdamW step) of Hugging Face Transformers' LlamaForCausalLM and
 MixtralForCausalLM with the benchmark shapes, in fp32 and with bf16 autocast.
 
-  python core/bench/torch_train.py [--models llama-small,mixtral-small,default] [--precision fp32,bf16]
+  python core/bench/torch_train.py [--models llama-small,mixtral-small,mixtral-med,default] [--precision fp32,bf16]
                                    [--steps 20] [--warmup 3] [--device cuda] [--json out.json]
 
 Shapes (the same as core/bench/train.ts):
   llama-small    vocab 256, hidden 512, intermediate 1024, 8 layers, 8 heads (8 kv), seq 256, micro-batch 16
   mixtral-small  the same + 8 experts, top-2 (output_router_logits, aux coef 0.01)
+  mixtral-med    hidden 1024, intermediate 2816, 8 layers, 16 heads (8 kv), 8 experts top-2, seq 1024, micro-batch 8
   default        ZeroMoE's default job: mixtral, hidden 64, intermediate 128, 2 layers, 4 heads,
                  4 experts top-2, seq 64, micro-batch 8
 
@@ -44,6 +45,16 @@ MODELS = {
         dict(SMALL, num_local_experts=8, num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01),
         256,
         16,
+    ),
+    "mixtral-med": (
+        "mixtral",
+        dict(
+            SMALL, hidden_size=1024, intermediate_size=2816, num_attention_heads=16, num_key_value_heads=8,
+            max_position_embeddings=1024, num_local_experts=8, num_experts_per_tok=2, output_router_logits=True,
+            router_aux_loss_coef=0.01,
+        ),
+        1024,
+        8,
     ),
     "default": (
         "mixtral",

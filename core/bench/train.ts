@@ -7,11 +7,13 @@
  * - `default`: the model of the built-in job (core/src/config/default-job.ts), its seq_len and micro-batch;
  * - `llama-small`: LlamaForCausalLM, vocab 256, hidden 512, intermediate 1024, 8 layers, 8 heads
  *   (8 kv heads), seq 256, micro-batch 16;
- * - `mixtral-small`: the same with 8 experts, top-2 (MixtralForCausalLM, about 110M parameters).
+ * - `mixtral-small`: the same with 8 experts, top-2 (MixtralForCausalLM, about 110M parameters);
+ * - `mixtral-med`: MixtralForCausalLM, vocab 256, hidden 1024, intermediate 2816, 8 layers, 16 heads
+ *   (8 kv heads), 8 experts top-2, seq 1024, micro-batch 8 (about 579M parameters).
  *
  * The PyTorch counterpart with the same shapes is core/bench/torch_train.py.
  *
- *   bun run bench train [--models default|llama-small|mixtral-small,…] [--backends webgpu,cpu]
+ *   bun run bench train [--models default|llama-small|mixtral-small|mixtral-med,…] [--backends webgpu,cpu]
  *       [--steps 3] [--warmup 1] [--precision fp32|bf16] [--micro M] [--seq S] [--json out.json]
  *
  * Without `--models` only `default` runs: the fixed small models need minutes per step on a CPU or
@@ -61,6 +63,23 @@ export const BENCH_MODELS: Readonly<Record<string, BenchModel>> = {
     model: { model_type: "mixtral", ...SMALL, num_local_experts: 8, num_experts_per_tok: 2, router_aux_loss_coef: 0.01, output_router_logits: true },
     seqLen: 256,
     micro: 16,
+  },
+  "mixtral-med": {
+    model: {
+      model_type: "mixtral",
+      ...SMALL,
+      hidden_size: 1024,
+      intermediate_size: 2816,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      max_position_embeddings: 1024,
+      num_local_experts: 8,
+      num_experts_per_tok: 2,
+      router_aux_loss_coef: 0.01,
+      output_router_logits: true,
+    },
+    seqLen: 1024,
+    micro: 8,
   },
 };
 
@@ -167,7 +186,7 @@ export function formatTrainBench(rows: readonly TrainBenchRow[]): string {
   return lines.join("\n");
 }
 
-const USAGE = `usage: bun run bench train [--models default,llama-small,mixtral-small] [--backends webgpu,cpu]
+const USAGE = `usage: bun run bench train [--models default,llama-small,mixtral-small,mixtral-med] [--backends webgpu,cpu]
        [--steps 3] [--warmup 1] [--precision fp32|bf16] [--micro M] [--seq S] [--json out.json]`;
 
 function list<T extends string>(flag: string, raw: string, allowed: readonly T[]): T[] {

@@ -32,6 +32,7 @@ import { adamwLaunch } from "../wgsl/adamw.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
+import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks } from "../wgsl/attention-flash.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
@@ -62,10 +63,11 @@ import { GpuProfiler, type KernelTime } from "./profiler.ts";
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Dispatches recorded per command batch before an automatic submit (default 512). */
   maxBatch?: number;
-  /** Attention kernels: "tiled" (FlashAttention-style blocks, wgsl/attention-tiled.ts) where a
-   * block size fits the device's workgroup memory, else one workgroup per query row
-   * (wgsl/attention.ts) — the default "auto"; "rows" always uses the latter. */
-  attention?: "auto" | "rows";
+  /** Attention kernels. "auto" (the default): the fused FlashAttention-2-style kernels
+   * (wgsl/attention-flash.ts) where a block fits the device's workgroup memory, else the older
+   * tiled kernels (wgsl/attention-tiled.ts), else one workgroup per query row (wgsl/attention.ts);
+   * "tiled" skips the first; "rows" always uses the last. */
+  attention?: "auto" | "tiled" | "rows";
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -95,7 +97,7 @@ export class WebGpuBackend implements Backend {
     readonly adapter: GPUAdapter,
     info: BackendInfo,
     maxBatch: number,
-    private readonly attentionMode: "auto" | "rows",
+    private readonly attentionMode: "auto" | "tiled" | "rows",
   ) {
     this.info = info;
     const lim = device.limits;
@@ -576,6 +578,8 @@ export class WebGpuBackend implements Backend {
     const vb = this.v(v, B * S * Hkv * D, op, "v", F32);
     const ob = this.v(out, B * S * H * D, op, "out", F32);
     const lb = this.v(lse, B * H * S, op, "lse", F32);
+    const flash = this.flashBlocks(D);
+    if (flash?.fwd) return this.run(attentionFlashLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale, flash.fwd));
     const blk = this.attentionBlock(D).fwd;
     if (blk > 0) this.run(attentionTiledLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale, blk));
     else this.run(attentionLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale));
@@ -597,9 +601,17 @@ export class WebGpuBackend implements Backend {
     const dvb = this.v(dv, nk, op, "dv", F32);
     if (nq === 0) return;
     const delta = this.scratchBuf("attn_delta", "f32", B * H * S);
+    const flash = this.flashBlocks(D);
+    if (flash?.dq && flash.dkv) return this.runAll(attentionFlashBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, flash.dq, flash.dkv));
     const blk = this.attentionBlock(D).bwd;
     if (blk > 0) this.runAll(attentionTiledBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, blk));
     else this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
+  }
+
+  /** Fused (flash) attention blocks for head dim D, or null in modes "tiled" and "rows". */
+  private flashBlocks(D: number): ReturnType<typeof chooseFlashBlocks> | null {
+    if (this.attentionMode !== "auto") return null;
+    return chooseFlashBlocks(D, this.device.limits.maxComputeWorkgroupStorageSize);
   }
 
   /** Tiled-attention block sizes for head dim D (0: use the per-row kernels). */

@@ -1,8 +1,9 @@
 /**
- * The tiled attention kernels (wgsl/attention-tiled.ts) against the one-row-per-workgroup kernels
- * (wgsl/attention.ts) and the cpu backend, at sequence lengths that cross several blocks and end
- * mid-block, grouped-query heads, and head dims that pick different block sizes; plus the block
- * choice itself.
+ * The fused (flash) attention kernels (wgsl/attention-flash.ts, the default) and the older tiled
+ * kernels (wgsl/attention-tiled.ts) against the one-row-per-workgroup kernels (wgsl/attention.ts)
+ * and the cpu backend, at sequence lengths that cross several blocks and end mid-block, one token,
+ * grouped-query ratios 1, 2, 4 and H, and head dims that are not multiples of 4 or pick different
+ * block sizes; plus the block choices themselves.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Backend, View } from "../../src/backend.ts";
@@ -10,6 +11,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
+import { chooseFlashBlocks, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;
@@ -23,15 +25,18 @@ function rand(n: number, seed: number): Float32Array {
   });
 }
 
+let flash: WebGpuBackend;
 let tiled: WebGpuBackend;
 let rows: WebGpuBackend;
 const cpu = new CpuBackend();
 beforeAll(async () => {
   const g = createGPU();
-  tiled = await WebGpuBackend.create(g);
+  flash = await WebGpuBackend.create(g);
+  tiled = await WebGpuBackend.create(g, { attention: "tiled" });
   rows = await WebGpuBackend.create(g, { attention: "rows" });
 });
 afterAll(() => {
+  flash.destroy();
   tiled.destroy();
   rows.destroy();
 });
@@ -102,5 +107,50 @@ describe("tiled attention", () => {
         expect(`${names[i]} vs rows: ${normwise(t[i]!, r[i]!, 2e-5)}`).toBe(`${names[i]} vs rows: ok`);
       }
     }, 60000);
+  }
+});
+
+describe("flash attention", () => {
+  test("block choice fits the workgroup memory, largest first", () => {
+    for (const d of [1, 13, 16, 37, 64, 67, 96, 128]) {
+      for (const lim of [16384, 32768, 49152, 65536]) {
+        const c = chooseFlashBlocks(d, lim);
+        for (const k of ["fwd", "dq", "dkv"] as const) {
+          const b = c[k];
+          if (b) expect(flashTileBytes(d, b)[k]).toBeLessThanOrEqual(lim);
+          if (b && b.rows < 64) expect(flashTileBytes(d, { rows: b.rows * 2, cols: b.cols })[k]).toBeGreaterThan(lim);
+        }
+      }
+    }
+    // the H200's 48 KiB at head dim 64: 64-row forward, 32×32 backward blocks; lavapipe's 32 KiB smaller
+    expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: { rows: 64, cols: 32 }, dq: { rows: 32, cols: 32 }, dkv: { rows: 32, cols: 32 } });
+    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: { rows: 32, cols: 32 }, dq: { rows: 32, cols: 16 }, dkv: { rows: 32, cols: 16 } });
+    expect(chooseFlashBlocks(1024, 49152)).toEqual({ fwd: null, dq: null, dkv: null });
+  });
+
+  // [B, S, H, Hkv, D]: lengths not multiples of any block (and one token), GQA ratios 1, 2, 4 and
+  // multi-query, head dims 16, 64 and ones that are not multiples of 4 (13, 37)
+  const shapes: [number, number, number, number, number][] = [
+    [1, 1, 2, 1, 64],
+    [2, 37, 4, 4, 16],
+    [1, 70, 4, 2, 16],
+    [1, 45, 8, 2, 64],
+    [2, 33, 4, 1, 13],
+    [1, 29, 2, 1, 37],
+  ];
+  for (const [B, S, H, Hkv, D] of shapes) {
+    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash = cpu backend = per-row kernels, reproducible`, async () => {
+      const seed = 11 * S + D;
+      const f = await run(flash, B, S, H, Hkv, D, seed);
+      const c = await run(cpu, B, S, H, Hkv, D, seed);
+      const r = await run(rows, B, S, H, Hkv, D, seed);
+      const again = await run(flash, B, S, H, Hkv, D, seed);
+      const names = ["out", "lse", "dq", "dk", "dv"];
+      for (let i = 0; i < 5; i++) {
+        expect(`${names[i]} vs cpu: ${normwise(f[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} vs cpu: ok`);
+        expect(`${names[i]} vs rows: ${normwise(f[i]!, r[i]!, 2e-5)}`).toBe(`${names[i]} vs rows: ok`);
+        expect(Array.from(again[i]!)).toEqual(Array.from(f[i]!));
+      }
+    }, 120000);
   }
 });

@@ -1,0 +1,95 @@
+/**
+ * Causal attention forward and backward at the training benchmarks' shapes, GPU time per kernel
+ * (timestamp queries, `profile: true`) for each WebGPU attention mode, with the FLOP and byte
+ * floors of the shape. The PyTorch counterpart is core/bench/torch_attention.py.
+ *
+ *   bun core/bench/attention-bench.ts [--shapes 16x256x8x8x64,8x1024x16x8x64] [--modes auto,tiled] [--reps 10]
+ *
+ * A shape is B×S×H×Hkv×D. FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
+ * forward 2 matmuls (Q·Kᵀ, P·V) = 4·B·H·S²·D/2; backward the 5 of FlashAttention-2's algorithm
+ * (recompute S, dP = dO·Vᵀ, dV, dK, dQ) = 10·B·H·S²·D/2 (the kernels here run 7: the dQ kernel
+ * recomputes S and dP, see wgsl/attention-flash.ts; the reported TFLOP/s uses the 5-matmul count).
+ * Bytes: the forward reads q, k, v and writes out, lse; the backward reads q, k, v, out, dout, lse
+ * and writes dq, dk, dv (f32). Floors use 67 TFLOP/s (H200 FP32 non-tensor peak) and 4.8 TB/s.
+ * Every mode's result is compared with the first mode's (max abs difference printed).
+ */
+import type { Backend, View } from "../../kernels/src/backend.ts";
+import { createBackend } from "../../kernels/src/select.ts";
+import type { WebGpuBackend } from "../../kernels/src/webgpu/backend.ts";
+
+function arg(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1]! : def;
+}
+
+const shapes = arg("shapes", "16x256x8x8x64,8x1024x16x8x64").split(",").map((s) => s.split("x").map(Number) as [number, number, number, number, number]);
+const modes = arg("modes", "auto,tiled").split(",") as ("auto" | "tiled" | "rows")[];
+const reps = Number(arg("reps", "10"));
+const PEAK = 67e12;
+const BW = 4.8e12;
+
+function rand(n: number, seed: number): Float32Array {
+  let s = seed >>> 0 || 1;
+  return Float32Array.from({ length: n }, () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return (s / 2 ** 32) * 2 - 1;
+  });
+}
+
+const firstResult = new Map<string, Float32Array[]>();
+for (const mode of modes) {
+  const be = (await createBackend("webgpu", { attention: mode, profile: true })).backend as WebGpuBackend;
+  console.log(`mode ${mode}: adapter ${be.info.adapter}, workgroup storage ${be.device.limits.maxComputeWorkgroupStorageSize} B`);
+  for (const [B, S, H, Hkv, D] of shapes) {
+    const nq = B * S * H * D;
+    const nk = B * S * Hkv * D;
+    const put = (data: Float32Array): View => {
+      const v = { buf: (be as Backend).alloc("f32", Math.max(data.length, 1), "other"), off: 0 };
+      be.write(v, data);
+      return v;
+    };
+    const q = put(rand(nq, 1)), k = put(rand(nk, 2)), v = put(rand(nk, 3)), dout = put(rand(nq, 4));
+    const out = put(new Float32Array(nq)), lse = put(new Float32Array(B * H * S));
+    const dq = put(new Float32Array(nq)), dk = put(new Float32Array(nk)), dv = put(new Float32Array(nk));
+    const scale = 1 / Math.sqrt(D);
+    const fwd = () => be.attention(q, k, v, out, lse, B, S, H, Hkv, D, scale);
+    const bwd = () => be.attentionBackward(q, k, v, out, lse, dout, dq, dk, dv, B, S, H, Hkv, D, scale);
+    fwd();
+    bwd();
+    await be.profile();
+    be.resetProfile();
+    for (let r = 0; r < reps; r++) fwd();
+    const fRows = await be.profile();
+    be.resetProfile();
+    for (let r = 0; r < reps; r++) bwd();
+    const bRows = await be.profile();
+    be.resetProfile();
+    const fMs = fRows.reduce((a, x) => a + x.ns, 0) / 1e6 / reps;
+    const bMs = bRows.reduce((a, x) => a + x.ns, 0) / 1e6 / reps;
+    const fFlop = (4 * B * H * S * S * D) / 2;
+    const bFlop = (10 * B * H * S * S * D) / 2;
+    const fBytes = 4 * (2 * nq + 2 * nk + B * H * S);
+    const bBytes = 4 * (3 * nq + 4 * nk + B * H * S);
+    const floor = (fl: number, by: number) => Math.max(fl / PEAK, by / BW) * 1e3;
+    const res = await Promise.all([out, lse, dq, dk, dv].map(async (x, i) => Float32Array.from((await be.read(x, [nq, B * H * S, nq, nk, nk][i]!)) as Float32Array)));
+    const key = `${B}x${S}x${H}x${Hkv}x${D}`;
+    let diff = "";
+    const ref = firstResult.get(key);
+    if (!ref) firstResult.set(key, res);
+    else diff = ` max|Δ| vs ${modes[0]}: ${res.map((x, i) => x.reduce((m, y, j) => Math.max(m, Math.abs(y - ref[i]![j]!)), 0).toExponential(1)).join("/")}`;
+    console.log(
+      JSON.stringify({
+        mode, shape: key,
+        fwd_ms: +fMs.toFixed(3), fwd_tflops: +(fFlop / fMs / 1e9).toFixed(2), fwd_floor_ms: +floor(fFlop, fBytes).toFixed(3),
+        bwd_ms: +bMs.toFixed(3), bwd_tflops: +(bFlop / bMs / 1e9).toFixed(2), bwd_floor_ms: +floor(bFlop, bBytes).toFixed(3),
+        kernels: [...fRows, ...bRows].map((r) => `${r.label} ${(r.ns / 1e6 / reps).toFixed(3)}`),
+      }) + diff,
+    );
+    for (const x of [q, k, v, dout, out, lse, dq, dk, dv]) be.free(x.buf);
+  }
+  be.destroy();
+}

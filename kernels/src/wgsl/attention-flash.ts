@@ -1,0 +1,437 @@
+/**
+ * Fused causal attention in the FlashAttention-2 manner (Dao 2023, "FlashAttention-2: Faster
+ * Attention with Better Parallelism and Work Partitioning"), f32, one kernel per direction (plus
+ * the small Δ kernel of attention.ts before the backward). Same layouts, grouped-query mapping
+ * (head h reads kv head ⌊h·Hkv/H⌋), lse and results as attention.ts and attention-tiled.ts, which
+ * stay as fallbacks when no block configuration fits the device's workgroup memory.
+ *
+ * What differs from attention-tiled.ts is how the inner products are laid out for the hardware:
+ * - every tile is staged row-major as vec4s along the head dim, each row padded by one vec4
+ *   (stride ⌈D/4⌉+1), so a score S[r, j] = Σ q_r·k_j is a chain of vec4 FMAs and the rows a warp
+ *   reads at once fall in different banks;
+ * - each invocation owns 4 rows (r = rg + RG·i, RG = rows/4) × KC columns (j = cg + 8c) of the
+ *   score tile and 4 rows × ⌈D/32⌉ vec4s (d4 = cg + 8t) of the output accumulator, all held in
+ *   plain variables that the generator unrolls (no private arrays with dynamic indices, which
+ *   drivers demote to local memory);
+ * - P (and dS) go through workgroup memory transposed and packed so an invocation reads the
+ *   coefficients of its 4 rows as one vec4 per column;
+ * - exponentials are base 2 with log2(e) folded into the scale (`exp2`), lse is stored in natural
+ *   log units as in the other kernels.
+ *
+ * Forward (workgroup per (b, h, query block of BQ rows), key blocks of BK ascending up to the
+ * diagonal — blocks above it are never visited): S = Q·Kᵀ·scale, causal mask, online softmax
+ * (running max m and per-invocation partial sums ℓ rescaled by α = 2^(m_old − m_new); the row
+ * max is combined through workgroup memory each block, ℓ only once at the end), O = α·O + P·V.
+ * Output O/ℓ, lse = (m + log2 ℓ)·ln 2.
+ * Backward, deterministic without float atomics (Δ_i = dO_i·O_i first):
+ *   dQ kernel, workgroup per (b, h, query block): P = 2^(S·scale·log2e − lse·log2e),
+ *       dS = P ⊙ (dO·Vᵀ − Δ); dQ = scale · Σ_blocks dS·K.
+ *   dK/dV kernel, workgroup per (b, kv head, key block): over the query heads of its group and the
+ *       query blocks at or after the key block, dV += Pᵀ·dO, dK += scale · dSᵀ·Q.
+ * No S×S matrix exists anywhere: P and dS live one BQ×BK tile at a time in workgroup memory.
+ * Every sum runs in a fixed order, so results are bit-reproducible run to run.
+ */
+import type { Buf } from "../backend.ts";
+import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import { entry, f32s, memoKernel, u32s } from "./launch.ts";
+import { ATTENTION_FWD_BUFFERS, ATTENTION_INDEX, attentionBackwardBuffers, attentionDeltaLaunch } from "./attention.ts";
+
+const NEG = "-3.0e38";
+const LOG2E = Math.LOG2E;
+
+/** Rows × columns of one kernel's score tile (rows are the output rows of the kernel: query rows
+ * for the forward and dQ, key rows for dK/dV). */
+export interface FlashBlock {
+  rows: number;
+  cols: number;
+}
+
+/** Block configurations tried, largest first (rows ∈ {64, 32, 16}, cols ∈ {32, 16}). */
+const CANDIDATES: readonly FlashBlock[] = [
+  { rows: 64, cols: 32 },
+  { rows: 32, cols: 32 },
+  { rows: 32, cols: 16 },
+  { rows: 16, cols: 16 },
+];
+
+/** vec4s per head-dim row (⌈D/4⌉). */
+function nd4(d: number): number {
+  return Math.ceil(d / 4);
+}
+
+/** Workgroup-memory bytes of the flash kernels for head dim `d` and block `b`. A padded tile of
+ * n rows takes n·(⌈D/4⌉+1) vec4s; P/dS tiles take cols·(rows/4+1) vec4s. */
+export function flashTileBytes(d: number, b: FlashBlock): { fwd: number; dq: number; dkv: number } {
+  const rs = 16 * (nd4(d) + 1);
+  const pt = 16 * b.cols * (b.rows / 4 + 1);
+  return {
+    fwd: b.rows * rs + 2 * b.cols * rs + pt + b.rows * 8 * 4,
+    dq: 2 * b.rows * rs + 2 * b.cols * rs + pt,
+    dkv: 2 * b.rows * rs + 2 * b.cols * rs + 2 * pt + 2 * b.cols * 4,
+  };
+}
+
+/** The largest block of each flash kernel that fits `maxShared` bytes of workgroup memory for head
+ * dim `d`, or null for a kernel when none does (the caller falls back to attention-tiled.ts). */
+export function chooseFlashBlocks(d: number, maxShared: number): { fwd: FlashBlock | null; dq: FlashBlock | null; dkv: FlashBlock | null } {
+  const pick = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => CANDIDATES.find((b) => flashTileBytes(d, b)[k] <= maxShared) ?? null;
+  return { fwd: pick("fwd"), dq: pick("dq"), dkv: pick("dkv") };
+}
+
+/** Unrolled-code emitter. */
+class Emit {
+  readonly lines: string[] = [];
+  e(s: string): void {
+    this.lines.push(s);
+  }
+  toString(): string {
+    return this.lines.join("\n");
+  }
+}
+
+function header(D: number, b: FlashBlock): string {
+  return `const DH: u32 = ${D}u;
+const ND4: u32 = ${nd4(D)}u;
+const RS: u32 = ${nd4(D) + 1}u; // padded row stride of the staged tiles, in vec4s
+const BR: u32 = ${b.rows}u;
+const BC: u32 = ${b.cols}u;
+const RG: u32 = ${b.rows / 4}u;
+const PS: u32 = ${b.rows / 4 + 1}u; // row stride of the packed P / dS tiles, in vec4s
+${ATTENTION_INDEX}`;
+}
+
+/** Stage `n` (a WGSL constant) rows of a [.., D] tensor into the padded vec4 tile `tile`; `rowOf(r)`
+ * gives the global element offset of row r (a WGSL expression using `rr`, the staged row index)
+ * and `ok` the validity of that row; rows past the tensor and dims past D are zeros. */
+function stage(em: Emit, D: number, nt: number, n: string, tile: string, base: string, ok: string, buf: string, off: string, mul = ""): void {
+  const exact = D % 4 === 0;
+  em.e(`  for (var e = li; e < ${n} * ND4; e = e + ${nt}u) {`);
+  em.e(`    let rr = e / ND4;`);
+  em.e(`    let d4 = e % ND4;`);
+  em.e(`    var x = vec4<f32>(0.0);`);
+  em.e(`    if (${ok}) {`);
+  em.e(`      let g = ${off} + ${base} + 4u * d4;`);
+  if (exact) {
+    em.e(`      x = vec4<f32>(${buf}[g], ${buf}[g + 1u], ${buf}[g + 2u], ${buf}[g + 3u])${mul};`);
+  } else {
+    for (let c = 0; c < 4; c++) em.e(`      if (4u * d4 + ${c}u < DH) { x[${c}] = ${buf}[g + ${c}u]${mul}; }`);
+  }
+  em.e(`    }`);
+  em.e(`    ${tile}[rr * RS + d4] = x;`);
+  em.e(`  }`);
+}
+
+/** Emit the d-loop accumulating dot products of the invocation's 4 rows (tile `rowTile`, rows
+ * rg + RG·i) with its KC columns (tile `colTile`, rows cg + 8c) into scalars `${acc}_i_c`. */
+function dots(em: Emit, KC: number, pairs: [string, string, string][]): void {
+  em.e(`    for (var d4 = 0u; d4 < ND4; d4 = d4 + 1u) {`);
+  for (const [, rowTile, colTile] of pairs) {
+    for (let i = 0; i < 4; i++) em.e(`      let ${rowTile}r${i} = ${rowTile}[(rg + ${i}u * RG) * RS + d4];`);
+    for (let c = 0; c < KC; c++) em.e(`      let ${colTile}c${c} = ${colTile}[(cg + ${8 * c}u) * RS + d4];`);
+  }
+  for (const [acc, rowTile, colTile] of pairs) {
+    for (let i = 0; i < 4; i++) {
+      for (let c = 0; c < KC; c++) {
+        const a = `${rowTile}r${i}`;
+        const b = `${colTile}c${c}`;
+        const s = `${acc}_${i}_${c}`;
+        em.e(`      ${s} = fma(${a}.w, ${b}.w, fma(${a}.z, ${b}.z, fma(${a}.y, ${b}.y, fma(${a}.x, ${b}.x, ${s}))));`);
+      }
+    }
+  }
+  em.e(`    }`);
+}
+
+/** Emit `for j < n: acc_i_t += coef[j][rows of the invocation]_i · tile[j][cg + 8t]` for each
+ * (acc, coefTile, tile) triple; TD vec4s per row, guarded when ND4 is not a multiple of 8. */
+function rowsTimesTile(em: Emit, n: string, TD: number, ND4: number, triples: [string, string, string][]): void {
+  em.e(`    for (var j = 0u; j < ${n}; j = j + 1u) {`);
+  for (const [, coef, tile] of triples) {
+    em.e(`      let ${coef}v = ${coef}[j * PS + rg];`);
+    for (let t = 0; t < TD; t++) {
+      const guarded = 8 * t + 8 > ND4;
+      em.e(`      let ${tile}t${t} = ${guarded ? `${tile}[j * RS + min(cg + ${8 * t}u, ND4 - 1u)]` : `${tile}[j * RS + cg + ${8 * t}u]`};`);
+    }
+  }
+  for (const [acc, coef, tile] of triples) {
+    for (let i = 0; i < 4; i++) {
+      for (let t = 0; t < TD; t++) em.e(`      ${acc}_${i}_${t} = fma(vec4<f32>(${coef}v[${i}]), ${tile}t${t}, ${acc}_${i}_${t});`);
+    }
+  }
+  em.e(`    }`);
+}
+
+/** Emit the store of accumulators `${acc}_i_t` (times `mul`) to rows `rowExpr(i)` (element base
+ * offsets `baseExpr(i)`), when `okExpr(i)`. */
+function storeRows(em: Emit, D: number, TD: number, acc: string, buf: string, off: string, baseExpr: (i: number) => string, okExpr: (i: number) => string, mul: (i: number) => string): void {
+  for (let i = 0; i < 4; i++) {
+    em.e(`  if (${okExpr(i)}) {`);
+    em.e(`    let base = ${off} + ${baseExpr(i)};`);
+    for (let t = 0; t < TD; t++) {
+      em.e(`    if (cg + ${8 * t}u < ND4) {`);
+      em.e(`      let val = ${acc}_${i}_${t}${mul(i)};`);
+      em.e(`      let d = 4u * (cg + ${8 * t}u);`);
+      for (let c = 0; c < 4; c++) {
+        if (D % 4 === 0) em.e(`      ${buf}[base + d + ${c}u] = val[${c}];`);
+        else em.e(`      if (d + ${c}u < DH) { ${buf}[base + d + ${c}u] = val[${c}]; }`);
+      }
+      em.e(`    }`);
+    }
+    em.e(`  }`);
+  }
+}
+
+function declAcc(em: Emit, name: string, a: number, b: number, type: "f32" | "vec4<f32>"): void {
+  const zero = type === "f32" ? "0.0" : "vec4<f32>(0.0)";
+  for (let i = 0; i < a; i++) for (let c = 0; c < b; c++) em.e(`  var ${name}_${i}_${c}: ${type} = ${zero};`);
+}
+
+function resetAcc(em: Emit, name: string, a: number, b: number): void {
+  for (let i = 0; i < a; i++) for (let c = 0; c < b; c++) em.e(`    ${name}_${i}_${c} = 0.0;`);
+}
+
+/** Launch of the fused forward with block `blk` (from {@link chooseFlashBlocks}). */
+export function attentionFlashLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, blk: FlashBlock): Launch | null {
+  if (Bt * S * H === 0 || D === 0) return null;
+  const nqb = Math.ceil(S / blk.rows);
+  const NT = 2 * blk.rows;
+  const KC = blk.cols / 8;
+  const TD = Math.ceil(nd4(D) / 8);
+  const label = `attention_flash_fwd_d${D}_${blk.rows}x${blk.cols}`;
+  const kernel: Kernel = memoKernel(label, () => {
+    const em = new Emit();
+    em.e(`${header(D, blk)}
+var<workgroup> Qs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
+var<workgroup> Ks: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Vs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Pt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> red: array<vec4<f32>, ${blk.rows * 2}>;
+${entry(NT)} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.H * P.nqb) { return; }
+  let qb = id % P.nqb;
+  let h = (id / P.nqb) % P.H;
+  let b = id / (P.nqb * P.H);
+  let kh = (h * P.Hkv) / P.H;
+  let q0 = qb * BR;
+  let rg = li / 8u;
+  let cg = li % 8u;`);
+    stage(em, D, NT, "BR", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff", " * P.c2");
+    for (let i = 0; i < 4; i++) em.e(`  var m${i}: f32 = ${NEG};\n  var l${i}: f32 = 0.0;\n  let qi${i} = q0 + rg + ${i}u * RG;`);
+    declAcc(em, "o", 4, TD, "vec4<f32>");
+    declAcc(em, "s", 4, KC, "f32");
+    em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
+    em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
+    em.e(`  workgroupBarrier();`);
+    stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+    stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+    em.e(`    workgroupBarrier();`);
+    resetAcc(em, "s", 4, KC);
+    dots(em, KC, [["s", "Qs", "Ks"]]);
+    // causal mask (keys past S are past every valid row too), partial row max
+    for (let i = 0; i < 4; i++) {
+      for (let c = 0; c < KC; c++) em.e(`    if (k0 + cg + ${8 * c}u > qi${i}) { s_${i}_${c} = ${NEG}; }`);
+      const mx = Array.from({ length: KC }, (_, c) => `s_${i}_${c}`).reduce((a, x) => `max(${a}, ${x})`);
+      em.e(`    red[(rg + ${i}u * RG) * 2u + cg / 4u][cg % 4u] = ${mx};`);
+    }
+    em.e(`    workgroupBarrier();`);
+    for (let i = 0; i < 4; i++) {
+      em.e(`    {
+      let ra = red[(rg + ${i}u * RG) * 2u];
+      let rb = red[(rg + ${i}u * RG) * 2u + 1u];
+      let mx = max(m${i}, max(max(max(ra.x, ra.y), max(ra.z, ra.w)), max(max(rb.x, rb.y), max(rb.z, rb.w))));
+      let alpha = exp2(m${i} - mx);
+      m${i} = mx;`);
+      for (let c = 0; c < KC; c++) em.e(`      s_${i}_${c} = exp2(s_${i}_${c} - mx);`);
+      em.e(`      l${i} = l${i} * alpha + ${Array.from({ length: KC }, (_, c) => `s_${i}_${c}`).join(" + ")};`);
+      for (let t = 0; t < TD; t++) em.e(`      o_${i}_${t} = o_${i}_${t} * alpha;`);
+      em.e(`    }`);
+    }
+    for (let c = 0; c < KC; c++) em.e(`    Pt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(s_0_${c}, s_1_${c}, s_2_${c}, s_3_${c});`);
+    em.e(`    workgroupBarrier();`);
+    rowsTimesTile(em, "BC", TD, nd4(D), [["o", "Pt", "Vs"]]);
+    em.e(`  }`);
+    // combine the partial sums ℓ of the row's 8 invocations (fixed order)
+    em.e(`  workgroupBarrier();`);
+    for (let i = 0; i < 4; i++) em.e(`  red[(rg + ${i}u * RG) * 2u + cg / 4u][cg % 4u] = l${i};`);
+    em.e(`  workgroupBarrier();`);
+    for (let i = 0; i < 4; i++) {
+      em.e(`  let ra${i} = red[(rg + ${i}u * RG) * 2u];\n  let rb${i} = red[(rg + ${i}u * RG) * 2u + 1u];`);
+      em.e(`  let L${i} = ((ra${i}.x + ra${i}.y) + (ra${i}.z + ra${i}.w)) + ((rb${i}.x + rb${i}.y) + (rb${i}.z + rb${i}.w));`);
+    }
+    storeRows(em, D, TD, "o", "b_out", "P.ooff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, (i) => ` / L${i}`);
+    for (let i = 0; i < 4; i++) em.e(`  if (cg == 0u && qi${i} < P.S) { b_lse[P.loff + ridx(b, h, qi${i})] = (m${i} + log2(L${i})) * ${Math.LN2}; }`);
+    em.e(`}`);
+    return {
+      label,
+      buffers: ATTENTION_FWD_BUFFERS,
+      params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "ooff", "loff", "nqb"), ...f32s("c2")],
+      code: em.toString(),
+    };
+  });
+  return { kernel, bufs: [q, k, v, out, lse], params: [Bt, S, H, Hkv, qoff, koff, voff, ooff, loff, nqb, scale * LOG2E], workgroups: Bt * H * nqb };
+}
+
+/** Launches of the fused backward: the Δ kernel of attention.ts (into the scratch `delta`, ≥ B·H·S
+ * f32 from element 0), then the dQ kernel (block `dqBlk`) and the dK/dV kernel (block `dkvBlk`,
+ * rows = keys, cols = queries), from {@link chooseFlashBlocks}. dq, dk, dv are overwritten. */
+export function attentionFlashBackwardLaunches(
+  q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number,
+  dout: Buf, dooff: number, dq: Buf, dqoff: number, dk: Buf, dkoff: number, dv: Buf, dvoff: number, delta: Buf,
+  Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, dqBlk: FlashBlock, dkvBlk: FlashBlock,
+): Launch[] {
+  if (Bt * S * H === 0 || D === 0) return [];
+  const TD = Math.ceil(nd4(D) / 8);
+  const c2 = scale * LOG2E;
+
+  // ---- dQ: rows = queries, cols = keys
+  const nqb = Math.ceil(S / dqBlk.rows);
+  const dqLabel = `attention_flash_dq_d${D}_${dqBlk.rows}x${dqBlk.cols}`;
+  const dqK: Kernel = memoKernel(dqLabel, () => {
+    const blk = dqBlk;
+    const NT = 2 * blk.rows;
+    const KC = blk.cols / 8;
+    const em = new Emit();
+    em.e(`${header(D, blk)}
+var<workgroup> Qs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
+var<workgroup> Os: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
+var<workgroup> Ks: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Vs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Dt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+${entry(NT)} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.H * P.nb) { return; }
+  let qb = id % P.nb;
+  let h = (id / P.nb) % P.H;
+  let b = id / (P.nb * P.H);
+  let kh = (h * P.Hkv) / P.H;
+  let q0 = qb * BR;
+  let rg = li / 8u;
+  let cg = li % 8u;`);
+    stage(em, D, NT, "BR", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff");
+    stage(em, D, NT, "BR", "Os", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_do", "P.dooff");
+    for (let i = 0; i < 4; i++) {
+      em.e(`  let qi${i} = q0 + rg + ${i}u * RG;\n  var L${i}: f32 = 0.0;\n  var Dl${i}: f32 = 0.0;`);
+      em.e(`  if (qi${i} < P.S) { L${i} = b_lse[P.loff + ridx(b, h, qi${i})] * ${LOG2E}; Dl${i} = b_delta[ridx(b, h, qi${i})]; }`);
+    }
+    declAcc(em, "a", 4, TD, "vec4<f32>");
+    declAcc(em, "s", 4, KC, "f32");
+    declAcc(em, "p", 4, KC, "f32");
+    em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
+    em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
+    em.e(`    workgroupBarrier();`);
+    stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+    stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+    em.e(`    workgroupBarrier();`);
+    resetAcc(em, "s", 4, KC);
+    resetAcc(em, "p", 4, KC);
+    dots(em, KC, [["s", "Qs", "Ks"], ["p", "Os", "Vs"]]);
+    for (let c = 0; c < KC; c++) {
+      const ds: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        em.e(`    var ds${i}_${c}: f32 = 0.0;`);
+        em.e(`    if (k0 + cg + ${8 * c}u <= qi${i} && qi${i} < P.S) { ds${i}_${c} = exp2(s_${i}_${c} * P.c2 - L${i}) * (p_${i}_${c} - Dl${i}); }`);
+        ds.push(`ds${i}_${c}`);
+      }
+      em.e(`    Dt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ds.join(", ")});`);
+    }
+    em.e(`    workgroupBarrier();`);
+    rowsTimesTile(em, "BC", TD, nd4(D), [["a", "Dt", "Ks"]]);
+    em.e(`  }`);
+    storeRows(em, D, TD, "a", "b_dq", "P.dqoff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, () => ` * P.scale`);
+    em.e(`}`);
+    return {
+      label: dqLabel,
+      buffers: attentionBackwardBuffers("b_dq"),
+      params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dqoff", "nb"), ...f32s("scale", "c2")],
+      code: em.toString(),
+    };
+  });
+
+  // ---- dK/dV: rows = keys, cols = queries
+  const nkb = Math.ceil(S / dkvBlk.rows);
+  const dkvLabel = `attention_flash_dkv_d${D}_${dkvBlk.rows}x${dkvBlk.cols}`;
+  const dkvK: Kernel = memoKernel(dkvLabel, () => {
+    const blk = dkvBlk;
+    const NT = 2 * blk.rows;
+    const KC = blk.cols / 8;
+    const em = new Emit();
+    em.e(`${header(D, blk)}
+var<workgroup> Ks: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
+var<workgroup> Vs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
+var<workgroup> Qs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Os: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
+var<workgroup> Pt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> Dt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> Ls: array<f32, ${blk.cols}>;
+var<workgroup> Dl: array<f32, ${blk.cols}>;
+${entry(NT)} {
+  let id = wg_lin(wg, nwg);
+  if (id >= P.B * P.Hkv * P.nb) { return; }
+  let kb = id % P.nb;
+  let kh = (id / P.nb) % P.Hkv;
+  let b = id / (P.nb * P.Hkv);
+  let k0 = kb * BR;
+  let rg = li / 8u;
+  let cg = li % 8u;`);
+    stage(em, D, NT, "BR", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+    stage(em, D, NT, "BR", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+    for (let i = 0; i < 4; i++) em.e(`  let kj${i} = k0 + rg + ${i}u * RG;`);
+    declAcc(em, "ak", 4, TD, "vec4<f32>");
+    declAcc(em, "av", 4, TD, "vec4<f32>");
+    declAcc(em, "s", 4, KC, "f32");
+    declAcc(em, "p", 4, KC, "f32");
+    em.e(`  for (var h = 0u; h < P.H; h = h + 1u) {`);
+    em.e(`    if ((h * P.Hkv) / P.H != kh) { continue; }`);
+    em.e(`    for (var q0 = (k0 / BC) * BC; q0 < P.S; q0 = q0 + BC) {`);
+    em.e(`    workgroupBarrier();`);
+    stage(em, D, NT, "BC", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff");
+    stage(em, D, NT, "BC", "Os", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_do", "P.dooff");
+    em.e(`    if (li < BC) {
+      var lv: f32 = 0.0;
+      var dv: f32 = 0.0;
+      if (q0 + li < P.S) { lv = b_lse[P.loff + ridx(b, h, q0 + li)] * ${LOG2E}; dv = b_delta[ridx(b, h, q0 + li)]; }
+      Ls[li] = lv;
+      Dl[li] = dv;
+    }`);
+    em.e(`    workgroupBarrier();`);
+    resetAcc(em, "s", 4, KC);
+    resetAcc(em, "p", 4, KC);
+    dots(em, KC, [["s", "Ks", "Qs"], ["p", "Vs", "Os"]]);
+    for (let c = 0; c < KC; c++) {
+      em.e(`    {
+      let qr = q0 + cg + ${8 * c}u;
+      let lq = Ls[cg + ${8 * c}u];
+      let dq = Dl[cg + ${8 * c}u];`);
+      const ps: string[] = [];
+      const ds: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        em.e(`      var p${i}: f32 = 0.0;`);
+        em.e(`      if (kj${i} <= qr && qr < P.S) { p${i} = exp2(s_${i}_${c} * P.c2 - lq); }`);
+        ps.push(`p${i}`);
+        ds.push(`p${i} * (p_${i}_${c} - dq)`);
+      }
+      em.e(`      Pt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ps.join(", ")});`);
+      em.e(`      Dt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ds.join(", ")});`);
+      em.e(`    }`);
+    }
+    em.e(`    workgroupBarrier();`);
+    rowsTimesTile(em, "BC", TD, nd4(D), [["av", "Pt", "Os"], ["ak", "Dt", "Qs"]]);
+    em.e(`    }`);
+    em.e(`  }`);
+    storeRows(em, D, TD, "ak", "b_dk", "P.dkoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => ` * P.scale`);
+    storeRows(em, D, TD, "av", "b_dv", "P.dvoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => "");
+    em.e(`}`);
+    return {
+      label: dkvLabel,
+      buffers: attentionBackwardBuffers("b_dk", "b_dv"),
+      params: [...u32s("B", "S", "H", "Hkv", "qoff", "koff", "voff", "loff", "dooff", "dkoff", "dvoff", "nb"), ...f32s("scale", "c2")],
+      code: em.toString(),
+    };
+  });
+  return [
+    attentionDeltaLaunch(out, ooff, dout, dooff, delta, Bt, S, H, D),
+    { kernel: dqK, bufs: [q, k, v, lse, dout, delta, dq], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dqoff, nqb, scale, c2], workgroups: Bt * H * nqb },
+    { kernel: dkvK, bufs: [q, k, v, lse, dout, delta, dk, dv], params: [Bt, S, H, Hkv, qoff, koff, voff, loff, dooff, dkoff, dvoff, nkb, scale, c2], workgroups: Bt * Hkv * nkb },
+  ];
+}
