@@ -3,8 +3,8 @@
  * before anything runs (design.md "Composition is by the job's config").
  *
  * A specifier is one of (tried in this order):
- * - a built-in name (`zero1`, `zero2`, `zero3`, `moe`): the registry (registry.ts, the one file of
- *   core that names plugins) maps it to its package, e.g. `@zeromoe/plugin-zero3`, loaded as below;
+ * - a built-in alias: the registry (registry.ts, the one file of core that names plugins) maps it
+ *   to its package, loaded as below;
  * - a path (starts with `.` or `/`): resolved against the job file's directory, then the working
  *   directory;
  * - a package name (`zeromoe-plugin-x`, `@acme/zeromoe-plugin-y`): resolved as an import from the

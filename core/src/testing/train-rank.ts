@@ -57,11 +57,11 @@ export interface TrainOut {
   /** Elements of units whose parameters are sharded / replicated on this rank. */
   shardedNumel: number;
   replicatedNumel: number;
-  /** Hook owners (e.g. reduce: "zero3+grad-noise"). */
+  /** Owner of each hook: "core" or the claiming plugin, wrappers appended with "+" (e.g. reduce: "<stage plugin>+<wrapping plugin>"). */
   owners: Record<string, string>;
   /** Lines the engine and plugins logged on this rank. */
   logs: string[];
-  /** Gather-hook statistics when the hook reports them (zero3). */
+  /** Gather-hook statistics when the gather hook reports them (a `stats()` method). */
   gatherStats?: { fetches: number; peakLiveElements: number };
 }
 
