@@ -216,21 +216,29 @@ export class LocalCommunicator implements Communicator {
       const o = ch * cap;
       const c = Math.min(cap, len - o);
       const mine = this.slot(this.rank, ctor, 0, c);
-      mine.set(data.subarray(o, o + c));
-      this.barrierOf(g, "all_reduce");
-      if (ch === 0) this.checkHeaders(g, "all_reduce");
       if (c <= small) {
         // Small: every member reduces the whole chunk itself (same operations per element, so the
         // same bits), saving one barrier.
+        mine.set(data.subarray(o, o + c));
+        this.barrierOf(g, "all_reduce");
+        if (ch === 0) this.checkHeaders(g, "all_reduce");
         reduceInto(data, o, g.ranks.map((r) => this.slot(r, ctor, 0, c)), c, op, average, n, half);
         this.barrierOf(g, "all_reduce");
         continue;
       }
+      // Only the segments the peers reduce go into the slot; this member reads its own segment
+      // straight from `data` and writes the reduced segment into the hole that leaves in its slot,
+      // where the peers copy it from (one copy of c/n elements less per chunk than copying the
+      // whole chunk in and publishing the result afterwards; the same operations per element).
       const s0 = Math.floor((c * g.rank) / n);
       const s1 = Math.floor((c * (g.rank + 1)) / n);
-      const srcs = g.ranks.map((r) => this.slot(r, ctor, s0, s1 - s0));
-      reduceInto(data, o + s0, srcs, s1 - s0, op, average, n, half);
-      mine.set(data.subarray(o + s0, o + s1), s0);
+      if (s0 > 0) mine.set(data.subarray(o, o + s0));
+      if (s1 < c) mine.set(data.subarray(o + s1, o + c), s1);
+      this.barrierOf(g, "all_reduce");
+      if (ch === 0) this.checkHeaders(g, "all_reduce");
+      const srcs = g.ranks.map((r, j) => (j === g.rank ? data.subarray(o + s0, o + s1) : this.slot(r, ctor, s0, s1 - s0)));
+      reduceInto(mine, s0, srcs, s1 - s0, op, average, n, half);
+      data.set(mine.subarray(s0, s1) as T, o + s0);
       this.barrierOf(g, "all_reduce");
       for (let j = 0; j < n; j++) {
         if (j === g.rank) continue;
@@ -264,14 +272,18 @@ export class LocalCommunicator implements Communicator {
     const cap = Math.floor(this.slotElems(ctor) / n);
     this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
     const chunks = Math.max(1, Math.ceil(s / cap));
+    const ownInSlot = sharesBytes(out, input);
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
       const c = Math.min(cap, s - o);
       const mine = this.slot(this.rank, ctor, 0, n * c);
-      for (let k = 0; k < n; k++) mine.set(input.subarray(k * s + o, k * s + o + c), k * c);
+      // this member's own part is read from `input` directly, not copied in (unless `out` overlaps
+      // `input`, e.g. an in-place reduce_scatter, where reduceInto could overwrite it mid-read)
+      for (let k = 0; k < n; k++) if (k !== g.rank || ownInSlot) mine.set(input.subarray(k * s + o, k * s + o + c), k * c);
       this.barrierOf(g, "reduce_scatter");
       if (ch === 0) this.checkHeaders(g, "reduce_scatter");
-      const srcs = g.ranks.map((r) => this.slot(r, ctor, g.rank * c, c));
+      const ownAt = g.rank * s + o;
+      const srcs = g.ranks.map((r, j) => (j === g.rank && !ownInSlot ? input.subarray(ownAt, ownAt + c) : this.slot(r, ctor, g.rank * c, c)));
       reduceInto(out, o, srcs, c, op, average, n, half);
       this.barrierOf(g, "reduce_scatter");
     }
@@ -479,6 +491,12 @@ export class LocalCommunicator implements Communicator {
     this.barrierOf(g, "barrier");
     this.counters.record("barrier", 0, performance.now() - t0);
   }
+}
+
+/** True when the two views share any byte. */
+function sharesBytes(a: CommArray, b: CommArray): boolean {
+  if (a.buffer !== b.buffer || a.byteLength === 0 || b.byteLength === 0) return false;
+  return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 }
 
 function prefix(counts: readonly number[]): number[] {
