@@ -8,7 +8,9 @@
  *
  * Mutations (seeded, reproducible; the seed and case are printed on failure): bit flips, random
  * bytes, runs of 0x00/0xff/0x7f (lengths and offsets become huge or zero), truncation, appended
- * bytes, a deleted slice, a duplicated slice.
+ * bytes, a deleted slice, a duplicated slice. No case is timed (a busy machine must not fail the
+ * test; a hang is caught by the test timeout). decoder-fuzz.test.ts recomputes the checksums so
+ * that mutations reach the decoders behind them.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from "node:fs";
@@ -97,17 +99,15 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 interface Tally {
   errors: number;
   ok: number;
-  maxMs: number;
 }
 
 /** Run `cases` mutations of `original` written to `path`; `read` must succeed or throw `Clean`. */
 function fuzz(name: string, original: Uint8Array, path: string, cases: number, seed: number, read: () => void, isClean: (e: unknown) => boolean, mustDetect: boolean): Tally {
   const r = rng(seed);
-  const t: Tally = { errors: 0, ok: 0, maxMs: 0 };
+  const t: Tally = { errors: 0, ok: 0 };
   for (let c = 0; c < cases; c++) {
     const { out, what } = mutate(original, r);
     writeFileSync(path, out);
-    const t0 = performance.now();
     try {
       read();
       if (mustDetect && !sameBytes(out, original)) throw new Error(`${name} case ${c} (seed ${seed}, ${what}): mutation went undetected`);
@@ -116,7 +116,6 @@ function fuzz(name: string, original: Uint8Array, path: string, cases: number, s
       if (!isClean(e)) throw new Error(`${name} case ${c} (seed ${seed}, ${what}): not a clean error: ${(e as Error)?.stack ?? String(e)}`);
       t.errors++;
     }
-    t.maxMs = Math.max(t.maxMs, performance.now() - t0);
   }
   return t;
 }
@@ -159,7 +158,6 @@ describe("mutation fuzz (clean errors only)", () => {
     const b = fuzz("raw rank file", readFileSync(raw), target, 500, SEED + 2, read, (e) => e instanceof CheckpointError, true);
     const c = fuzz("deflate rank file", readFileSync(defl), target, 500, SEED + 6, read, (e) => e instanceof CheckpointError, true);
     expect(a.errors + b.errors + c.errors).toBeGreaterThan(3900);
-    expect(Math.max(a.maxMs, b.maxMs, c.maxMs)).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
   }, 120_000);
 
@@ -187,7 +185,6 @@ describe("mutation fuzz (clean errors only)", () => {
     const mem0 = process.memoryUsage().rss;
     const t = fuzz("manifest", original, mf, 1500, SEED + 3, read, (e) => e instanceof CheckpointError, false);
     expect(t.errors).toBeGreaterThan(750);
-    expect(t.maxMs).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
   }, 120_000);
 
@@ -212,7 +209,6 @@ describe("mutation fuzz (clean errors only)", () => {
     const mem0 = process.memoryUsage().rss;
     const t = fuzz("safetensors", readFileSync(f), target, 3000, SEED + 5, read, (e) => e instanceof SafetensorsError, false);
     expect(t.errors).toBeGreaterThan(1000);
-    expect(t.maxMs).toBeLessThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
   }, 120_000);
 });

@@ -135,7 +135,6 @@ describe("damaged checkpoints", () => {
 
 describe("saving", () => {
   test("a rank that calls saveCheckpoint alone gets an error naming the save step, not a deadlock", async () => {
-    const t0 = performance.now();
     const res = await launch<RunOut[]>({
       worldSize: 2, entry: CKPT_ENTRY, timeoutS: 3,
       args: { runs: [{ job: JOB, ops: [{ op: "train", steps: 1 }, { op: "saveAlone", dir: join(ROOT, "alone"), tag: "x", rank: 1 }] }] },
@@ -143,7 +142,6 @@ describe("saving", () => {
     expect(res[1]![0]!.errors).toHaveLength(1);
     expect(res[1]![0]!.errors[0]).toMatch(/saveCheckpoint\("x"\) on rank 1: the agreement all_gather failed — every rank must call saveCheckpoint/);
     expect(res[1]![0]!.errors[0]).toMatch(/all_gather/);
-    expect(performance.now() - t0).toBeLessThan(30_000);
   }, 120_000);
 
   test("a rank that saves while the others train gets an error naming the save step (no deadlock)", async () => {

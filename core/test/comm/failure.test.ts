@@ -11,11 +11,13 @@ import { launch, LaunchError } from "../../src/launch/launch.ts";
 const CLI = new URL("../../src/launch/cli.ts", import.meta.url).pathname;
 const ENTRY = new URL("./fixtures/failing-entry.ts", import.meta.url).pathname;
 
-async function runJob(mode: string, timeoutS = 60): Promise<{ code: number; stderr: string; seconds: number }> {
-  const t0 = performance.now();
+// No wall-clock assertions (issue 18: a busy machine must not fail a test): with a 60 s
+// collective timeout, a job that ended at all within a test's 30 s hang guard ended "at once",
+// not at the timeout.
+async function runJob(mode: string, timeoutS = 60): Promise<{ code: number; stderr: string }> {
   const p = Bun.spawn(["bun", CLI, "--world-size", "4", "--timeout-s", String(timeoutS), ENTRY, mode], { stdout: "pipe", stderr: "pipe" });
   const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
-  return { code, stderr, seconds: (performance.now() - t0) / 1000 };
+  return { code, stderr };
 }
 
 test("a rank that throws mid-collective ends the job: exit 1, rank 2 and its error printed, peers aborted", async () => {
@@ -23,14 +25,12 @@ test("a rank that throws mid-collective ends the job: exit 1, rank 2 and its err
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("rank 2 failed: Error: rank 2 deliberately threw");
   expect(r.stderr).toContain("aborted because rank 2 failed");
-  expect(r.seconds).toBeLessThan(10);
 }, 30_000);
 
 test("a rank that calls process.exit mid-job ends the job with its exit code named", async () => {
   const r = await runJob("exit");
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("rank 2 failed: worker exited with code 7 before returning a result");
-  expect(r.seconds).toBeLessThan(10);
 }, 30_000);
 
 test("an uncaught error in a rank's timer ends the job", async () => {
@@ -38,7 +38,6 @@ test("an uncaught error in a rank's timer ends the job", async () => {
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("rank 2 failed");
   expect(r.stderr).toContain("rank 2 uncaught error in a timer");
-  expect(r.seconds).toBeLessThan(10);
 }, 30_000);
 
 test("a rank that never arrives: peers time out naming it, the hung rank is terminated", async () => {
@@ -46,37 +45,30 @@ test("a rank that never arrives: peers time out naming it, the hung rank is term
   expect(r.code).toBe(1);
   expect(r.stderr).toMatch(/all_reduce on group world \(rank [013]\): timed out after 1 s waiting for rank\(s\) \[2\]/);
   expect(r.stderr).toContain("rank 2: terminated after the job was aborted");
-  expect(r.seconds).toBeLessThan(15);
 }, 30_000);
 
 test("a rank stuck in a busy loop is terminated after the others time out", async () => {
   const r = await runJob("spin", 1);
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("waiting for rank(s) [2]");
-  expect(r.seconds).toBeLessThan(15);
 }, 30_000);
 
 test("a native crash (SIGSEGV) in a rank ends the whole job at once with a non-zero status", async () => {
   const r = await runJob("crash");
   expect(r.code).not.toBe(0);
-  expect(r.seconds).toBeLessThan(10);
 }, 30_000);
 
 test("a rank that returns without a collective its peers call fails them at once, not at the timeout", async () => {
-  const t0 = performance.now();
   const err = await launch({ worldSize: 4, entry: ENTRY, args: ["skip"], timeoutS: 60 }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(LaunchError);
   expect((err as LaunchError).message).toMatch(/CommPeerFinishedError: all_reduce on group world \(rank [013]\): rank\(s\) \[2\] already returned/);
-  expect(performance.now() - t0).toBeLessThan(10_000);
 }, 30_000);
 
 test("a timeout in a sub-group names the group and the missing rank; the job ends", async () => {
-  const t0 = performance.now();
   const err = await launch({ worldSize: 4, entry: ENTRY, args: ["subgroup-hang"], timeoutS: 1, graceMs: 500 }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(LaunchError);
   expect((err as LaunchError).rank).toBe(2);
   expect((err as LaunchError).message).toContain("all_reduce on group ep[2,3] (rank 2): timed out after 1 s waiting for rank(s) [3]");
-  expect(performance.now() - t0).toBeLessThan(10_000);
 }, 30_000);
 
 test("mismatched lengths fail on every rank with an error naming ranks and lengths", async () => {
