@@ -24,3 +24,4 @@ export { abortWorld, createLocalWorldMemory, DEFAULT_SLOT_BYTES, type LocalWorld
 export { ringAllReduceBytes, ringShardBytes } from "./stats.ts";
 export { createSoloCommunicator } from "./solo.ts";
 export { allToAllVRows, type RowExchange } from "./all-to-all-v-rows.ts";
+export { MpiCommunicator, mpiEnvironment, mpiLoadError, MPI_INSTALL_HINT, tryLoadMpi, type MpiCommOptions, type MpiEnvironment } from "./mpi/index.ts";
