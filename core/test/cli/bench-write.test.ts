@@ -23,7 +23,10 @@ describe("bench: docs/performance.md is written only with --write", () => {
     expect(parseCommBenchArgs([]).write).toBe(false);
     expect(parseCommBenchArgs(["--no-write"]).write).toBe(false);
     const p = parseCommBenchArgs(["--write", "--sizes-mb", "1,3", "--iters", "5"]);
-    expect(p).toEqual({ worldSize: 4, sizesMB: [1, 3], iters: 5, write: true });
+    expect(p).toEqual({ worldSize: 4, worldSizes: [4], transports: ["local"], sizesMB: [1, 3], iters: 5, write: true });
+    const m = parseCommBenchArgs(["--transport", "local,mpi", "--world-size", "2,4"]);
+    expect([m.transports, m.worldSizes, m.worldSize]).toEqual([["local", "mpi"], [2, 4], 2]);
+    expect(() => parseCommBenchArgs(["--transport", "nccl"])).toThrow(/--transport takes local, mpi or local,mpi/);
     expect(() => parseCommBenchArgs(["--bogus"])).toThrow(/bench comm: unknown argument --bogus/);
   });
   test("moe", () => {
