@@ -46,6 +46,10 @@ const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError"
 /** Errors of the environment, not of the input nor a bug: message only, exit status 1. */
 const ENVIRONMENT_ERRORS = ["CheckpointWriteError"];
 
+/** A system error of the environment in a rank's message (a save's mkdir or rename on a full or
+ * read-only disk): the fs message names the path, so it is shown without a stack. */
+const SYSTEM_ERROR = /^\w*Error: (ENOSPC|EDQUOT|EROFS|EIO|EACCES)\b/;
+
 /** The error name of a rank failure's message ("<ErrorName>: <text>"), or "". */
 function failureName(message: string): string {
   return /^(\w*Error): /.exec(message)?.[1] ?? "";
@@ -57,7 +61,7 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
   if (e instanceof LaunchError) {
     // a rank's own typed error is the cause, not another rank's report that the collective failed
     const typed = [...USER_ERRORS, ...ENVIRONMENT_ERRORS, "DivergenceError"];
-    const own = e.failures.find((f) => !f.aborted && typed.includes(failureName(f.message)));
+    const own = e.failures.find((f) => !f.aborted && (typed.includes(failureName(f.message)) || SYSTEM_ERROR.test(f.message)));
     const cause = own ?? e.failures.find((f) => f.rank === e.rank);
     if (cause) {
       // a rank's message is "<ErrorName>: <text>"; the name is not shown to the user
@@ -69,7 +73,7 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
       const shared = causes.every((f) => f.message === cause.message) && (causes.length > 1 || e.failures.length === 1);
       const where = shared ? "" : `rank ${cause.rank}: `;
       if (USER_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 2 };
-      if (ENVIRONMENT_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 1 };
+      if (ENVIRONMENT_ERRORS.includes(name) || SYSTEM_ERROR.test(cause.message)) return { message: `error: ${where}${text}`, status: 1 };
       if (name === "DivergenceError") return { message: `error: ${text}`, status: EXIT_DIVERGED };
       // an environment problem, not a bug: the message says why, a stack would only hide it
       if (/backend "webgpu" requested but unavailable/.test(text)) return { message: `error: ${where}${text}`, status: 1 };

@@ -63,6 +63,14 @@ describe("describeTrainError", () => {
     expect(d.message).not.toContain("    at ");
   });
 
+  test("a save's mkdir failing with ENOSPC on rank 0 (an fs error naming the path): shown first, no stack, exit 1", () => {
+    const e = new LaunchError(1, [
+      { rank: 1, message: `Error: saveCheckpoint("t") on rank 1: rank 0 could not create /ck/t.tmp`, stack: "Error\n    at saveCheckpoint", aborted: false },
+      { rank: 0, message: "Error: ENOSPC: no space left on device, mkdir '/ck/t.tmp'", stack: "Error: ENOSPC\n    at mkdirSync", aborted: false },
+    ]);
+    expect(describeTrainError(e)).toEqual({ message: "error: rank 0: ENOSPC: no space left on device, mkdir '/ck/t.tmp'", status: 1 });
+  });
+
   test("a CheckpointWriteError outside the ranks: message only, exit 1", () => {
     expect(describeTrainError(write)).toEqual({ message: `error: ${write.message}`, status: 1 });
   });
