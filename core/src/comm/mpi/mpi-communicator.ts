@@ -65,6 +65,8 @@ type ArrayCtor = {
   readonly name: string;
 };
 
+/** Header flags of {@link MpiCommunicator.gatherBytes}: the launcher gathering the entry's results. */
+const RESULTS_FLAG = 16;
 /** Doubles per call header: op, dtype, length, root, flags. */
 const HEADER_LEN = 5;
 /** Tag of header messages (on the group's own communicator; collectives use another context). */
@@ -284,6 +286,7 @@ export class MpiCommunicator implements Communicator {
     if (!ok) {
       const rows = g.ranks.map((r, j) => {
         const b = j * HEADER_LEN;
+        if (all[b] === OP_CODES.gather && all[b + 4] === RESULTS_FLAG) return `rank ${r}: returned from its entry function (gathering the results)`;
         return `rank ${r}: ${describeCallHeader({ op: all[b]!, dtype: all[b + 1]!, length: all[b + 2]!, root: all[b + 3]!, flags: all[b + 4]! })}`;
       });
       throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${rows.join("; ")}`);
@@ -606,7 +609,9 @@ export class MpiCommunicator implements Communicator {
   async gatherBytes(bytes: Uint8Array, root = 0): Promise<Uint8Array[] | null> {
     const lib = this.lib;
     const W = this.worldSize;
-    const comm = this.commOf(this.world as MpiGroup);
+    // arrival first, with the timeout, like every collective; a peer still in another collective
+    // gets a CommMismatchError saying this rank has returned
+    const comm = this.arrive(this.world as MpiGroup, "gather", { op: OP_CODES.gather, dtype: 0, length: 0, root, flags: RESULTS_FLAG });
     const isRoot = this.rank === root;
     const counts = new Int32Array(W);
     const one = new Int32Array([bytes.length]);

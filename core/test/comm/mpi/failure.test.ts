@@ -1,9 +1,9 @@
 /**
  * Failure handling of the `mpi` transport under mpirun: a rank that throws ends the job with its
  * message (MPI_Abort from the failing rank); a rank killed with SIGKILL ends the job within 30 s
- * with mpirun's message naming the rank; a rank that skips a collective makes the others time out
- * naming the collective, the group and the missing rank; disagreeing arguments raise
- * CommMismatchError. In every case no rank process outlives the job. Skips when Open MPI is absent.
+ * with mpirun's message naming the rank; a rank that stalls makes the others time out naming the
+ * collective, the group and the missing rank; a rank that returns early makes the others fail at
+ * their next collective naming it; disagreeing arguments raise CommMismatchError. In every case no rank process outlives the job. Skips when Open MPI is absent.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -71,10 +71,18 @@ test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job within 30 s naming
   await expectNoOrphans(pids);
 }, 150_000);
 
-test.skipIf(!MPI_AVAILABLE)("a rank that skips a collective: the others time out naming the op, the group and the missing rank", async () => {
-  const { err, pids } = await failingJob("skip", 3, "skip", 0, 3);
-  // rank 0 returned (then waits in MPI_Finalize); ranks 1 and 2 time out waiting for it
+test.skipIf(!MPI_AVAILABLE)("a rank that stalls: the others time out naming the op, the group and the missing rank", async () => {
+  const { err, seconds, pids } = await failingJob("stall", 3, "stall", 0, 3);
   expect(err.message).toMatch(/all_reduce on group world \(rank [12]\): timed out after 3 s waiting for rank\(s\) \[0\]/);
+  expect(seconds).toBeLessThan(50); // the stalled rank (60 s asleep) was ended by the abort
+  await expectNoOrphans(pids);
+}, 150_000);
+
+test.skipIf(!MPI_AVAILABLE)("a rank that returns early: the others fail at their next collective naming it", async () => {
+  const { err, pids } = await failingJob("skip", 3, "skip", 0);
+  expect(err.message).toContain("CommMismatchError");
+  expect(err.message).toContain("rank 0: returned from its entry function");
+  expect(err.message).toMatch(/rank 1: all_reduce Float32Array length 7/);
   await expectNoOrphans(pids);
 }, 150_000);
 
