@@ -5,7 +5,9 @@
  *
  *   bun core/bench/attention-bench.ts [--shapes 16x256x8x8x64,8x1024x16x8x64] [--modes auto,tiled] [--reps 10]
  *
- * A shape is B×S×H×Hkv×D. FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
+ * A shape is B×S×H×Hkv×D. A mode is "auto", "tiled", "rows", or "auto:" followed by forced fused
+ * kernel blocks, e.g. `auto:dq=64x16r4+dkv=32x32r2` (rows × cols, r = rows per invocation; see
+ * WebGpuBackendOptions.attentionBlocks). FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
  * forward 2 matmuls (Q·Kᵀ, P·V) = 4·B·H·S²·D/2; backward the 5 of FlashAttention-2's algorithm
  * (recompute S, dP = dO·Vᵀ, dV, dK, dQ) = 10·B·H·S²·D/2 (the kernels here run 7: the dQ kernel
  * recomputes S and dP, see wgsl/attention-flash.ts; the reported TFLOP/s uses the 5-matmul count).
@@ -16,6 +18,7 @@
 import type { Backend, View } from "../../kernels/src/backend.ts";
 import { createBackend } from "../../kernels/src/select.ts";
 import type { WebGpuBackend } from "../../kernels/src/webgpu/backend.ts";
+import type { FlashBlock } from "../../kernels/src/wgsl/attention-flash.ts";
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -23,7 +26,21 @@ function arg(name: string, def: string): string {
 }
 
 const shapes = arg("shapes", "16x256x8x8x64,8x1024x16x8x64").split(",").map((s) => s.split("x").map(Number) as [number, number, number, number, number]);
-const modes = arg("modes", "auto,tiled").split(",") as ("auto" | "tiled" | "rows")[];
+const modes = arg("modes", "auto,tiled").split(",");
+
+/** `auto:fwd=64x32r4+dq=…` → backend options. */
+function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; attentionBlocks?: Record<string, FlashBlock> } {
+  const [m, spec] = mode.split(":");
+  if (!["auto", "tiled", "rows"].includes(m!)) throw new Error(`--modes: unknown mode "${mode}"`);
+  if (!spec) return { attention: m as "auto" };
+  const blocks: Record<string, FlashBlock> = {};
+  for (const part of spec.split("+")) {
+    const mm = /^(fwd|dq|dkv)=(\d+)x(\d+)r([24])$/.exec(part);
+    if (!mm) throw new Error(`--modes: bad block "${part}" (expected e.g. dq=64x16r4)`);
+    blocks[mm[1]!] = { rows: Number(mm[2]), cols: Number(mm[3]), rpt: Number(mm[4]) as 2 | 4 };
+  }
+  return { attention: "auto", attentionBlocks: blocks };
+}
 const reps = Number(arg("reps", "10"));
 const PEAK = 67e12;
 const BW = 4.8e12;
@@ -42,7 +59,7 @@ function rand(n: number, seed: number): Float32Array {
 
 const firstResult = new Map<string, Float32Array[]>();
 for (const mode of modes) {
-  const be = (await createBackend("webgpu", { attention: mode, profile: true })).backend as WebGpuBackend;
+  const be = (await createBackend("webgpu", { ...modeOptions(mode), profile: true })).backend as WebGpuBackend;
   console.log(`mode ${mode}: adapter ${be.info.adapter}, workgroup storage ${be.device.limits.maxComputeWorkgroupStorageSize} B`);
   for (const [B, S, H, Hkv, D] of shapes) {
     const nq = B * S * H * D;

@@ -32,7 +32,7 @@ import { adamwLaunch } from "../wgsl/adamw.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
-import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks } from "../wgsl/attention-flash.ts";
+import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks, type FlashBlock, flashTileBytes } from "../wgsl/attention-flash.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
@@ -41,6 +41,7 @@ import { matmulExtents } from "../wgsl/matmul.ts";
 import { groupedMatmulLaunch, groupedMatmulTiles } from "../wgsl/grouped-matmul.ts";
 import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
 import { planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
+import { planSplitK, splitKMatmulLaunches } from "../wgsl/matmul-split-k.ts";
 import type { MatmulLimits } from "../wgsl/matmul-fast-tiles.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms-check.ts";
@@ -68,6 +69,14 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * tiled kernels (wgsl/attention-tiled.ts), else one workgroup per query row (wgsl/attention.ts);
    * "tiled" skips the first; "rows" always uses the last. */
   attention?: "auto" | "tiled" | "rows";
+  /** Force blocks of the fused attention kernels (tuning, tests). A forced block is used at every
+   * head dim where it fits the device's workgroup memory; elsewhere the default choice
+   * (chooseFlashBlocks in wgsl/attention-flash.ts) applies. */
+  attentionBlocks?: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock };
+  /** Split K for weight-gradient matmuls with few output tiles (wgsl/matmul-split-k.ts). Default
+   * false: on the H200 the split runs measured slower than the planner's smaller tiles
+   * (docs/performance.md); kept as an option for devices and shapes where it pays. */
+  matmulSplitK?: boolean;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -97,7 +106,7 @@ export class WebGpuBackend implements Backend {
     readonly adapter: GPUAdapter,
     info: BackendInfo,
     maxBatch: number,
-    private readonly attentionMode: "auto" | "tiled" | "rows",
+    private attentionMode: "auto" | "tiled" | "rows",
   ) {
     this.info = info;
     const lim = device.limits;
@@ -133,6 +142,8 @@ export class WebGpuBackend implements Backend {
     const { adapter, device, info } = await openDevice(gpu, opts);
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto");
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
+    be.attentionBlocks = opts.attentionBlocks ?? {};
+    be.splitK = opts.matmulSplitK ?? false;
     return be;
   }
 
@@ -143,6 +154,13 @@ export class WebGpuBackend implements Backend {
     if (!p) throw new Error("webgpu profile: create the backend with { profile: true } to time kernels");
     await this.flush();
     return p.report();
+  }
+
+  /** Switch kernel choices after creation (benchmarks comparing kernels on one model); the same
+   * meaning as the creation options of those names. */
+  setKernelOptions(o: { attention?: "auto" | "tiled" | "rows"; matmulSplitK?: boolean }): void {
+    if (o.attention) this.attentionMode = o.attention;
+    if (o.matmulSplitK !== undefined) this.splitK = o.matmulSplitK;
   }
 
   /** Forget the profile totals gathered so far. */
@@ -512,6 +530,9 @@ export class WebGpuBackend implements Backend {
     const ob = this.v(out, ext.out, "matmul", "out", F32);
     // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
     // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
+    // Weight-gradient shapes (Aᵀ·B, long K, small output) split K over a scratch (wgsl/matmul-split-k.ts).
+    const sk = this.splitK && ab.dtype === "f32" && bb.dtype === "f32" ? planSplitK(spec, this.matmulLimits) : null;
+    if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits));
   }
 
@@ -608,10 +629,22 @@ export class WebGpuBackend implements Backend {
     else this.runAll(attentionBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale));
   }
 
+  /** {@link WebGpuBackendOptions.matmulSplitK}. */
+  private splitK = false;
+
+  /** Forced fused-attention blocks ({@link WebGpuBackendOptions.attentionBlocks}). */
+  private attentionBlocks: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock } = {};
+
   /** Fused (flash) attention blocks for head dim D, or null in modes "tiled" and "rows". */
   private flashBlocks(D: number): ReturnType<typeof chooseFlashBlocks> | null {
     if (this.attentionMode !== "auto") return null;
-    return chooseFlashBlocks(D, this.device.limits.maxComputeWorkgroupStorageSize);
+    const lim = this.device.limits.maxComputeWorkgroupStorageSize;
+    const c = chooseFlashBlocks(D, lim);
+    const forced = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => {
+      const b = this.attentionBlocks[k];
+      return b && flashTileBytes(D, b)[k] <= lim ? b : c[k];
+    };
+    return { fwd: forced("fwd"), dq: forced("dq"), dkv: forced("dkv") };
   }
 
   /** Tiled-attention block sizes for head dim D (0: use the per-row kernels). */

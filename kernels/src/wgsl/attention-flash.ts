@@ -44,15 +44,20 @@ const LOG2E = Math.LOG2E;
 export interface FlashBlock {
   rows: number;
   cols: number;
+  /** Rows per invocation (2 or 4): the workgroup has 8·rows/rpt invocations. */
+  rpt: 2 | 4;
 }
 
-/** Block configurations tried, largest first (rows ∈ {64, 32, 16}, cols ∈ {32, 16}). */
-const CANDIDATES: readonly FlashBlock[] = [
-  { rows: 64, cols: 32 },
-  { rows: 32, cols: 32 },
-  { rows: 32, cols: 16 },
-  { rows: 16, cols: 16 },
-];
+/** Block configurations tried per kernel, in order of preference; the first that fits the
+ * workgroup memory is used. Measured on the H200 at the benchmark shapes (docs/performance.md,
+ * core/bench/attention-bench.ts): 64×32 with 2 rows per invocation (256 invocations) was the
+ * fastest forward, 64×16 r2 the fastest dQ, 32×32 r2 the fastest dK/dV; the 4-rows-per-invocation
+ * blocks follow for devices with less workgroup memory (lavapipe: 32 KiB). */
+export const FLASH_BLOCKS: Readonly<Record<"fwd" | "dq" | "dkv", readonly FlashBlock[]>> = {
+  fwd: [{ rows: 64, cols: 32, rpt: 2 }, { rows: 64, cols: 32, rpt: 4 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
+  dq: [{ rows: 64, cols: 16, rpt: 2 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
+  dkv: [{ rows: 32, cols: 32, rpt: 2 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
+};
 
 /** vec4s per head-dim row (⌈D/4⌉). */
 function nd4(d: number): number {
@@ -63,7 +68,7 @@ function nd4(d: number): number {
  * n rows takes n·(⌈D/4⌉+1) vec4s; P/dS tiles take cols·(rows/4+1) vec4s. */
 export function flashTileBytes(d: number, b: FlashBlock): { fwd: number; dq: number; dkv: number } {
   const rs = 16 * (nd4(d) + 1);
-  const pt = 16 * b.cols * (b.rows / 4 + 1);
+  const pt = 4 * b.rpt * b.cols * (b.rows / b.rpt + 1);
   return {
     fwd: b.rows * rs + 2 * b.cols * rs + pt + b.rows * 8 * 4,
     dq: 2 * b.rows * rs + 2 * b.cols * rs + pt,
@@ -71,10 +76,10 @@ export function flashTileBytes(d: number, b: FlashBlock): { fwd: number; dq: num
   };
 }
 
-/** The largest block of each flash kernel that fits `maxShared` bytes of workgroup memory for head
+/** The preferred block ({@link FLASH_BLOCKS}) of each flash kernel that fits `maxShared` bytes of workgroup memory for head
  * dim `d`, or null for a kernel when none does (the caller falls back to attention-tiled.ts). */
 export function chooseFlashBlocks(d: number, maxShared: number): { fwd: FlashBlock | null; dq: FlashBlock | null; dkv: FlashBlock | null } {
-  const pick = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => CANDIDATES.find((b) => flashTileBytes(d, b)[k] <= maxShared) ?? null;
+  const pick = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => FLASH_BLOCKS[k].find((b) => flashTileBytes(d, b)[k] <= maxShared) ?? null;
   return { fwd: pick("fwd"), dq: pick("dq"), dkv: pick("dkv") };
 }
 
@@ -95,8 +100,8 @@ const ND4: u32 = ${nd4(D)}u;
 const RS: u32 = ${nd4(D) + 1}u; // padded row stride of the staged tiles, in vec4s
 const BR: u32 = ${b.rows}u;
 const BC: u32 = ${b.cols}u;
-const RG: u32 = ${b.rows / 4}u;
-const PS: u32 = ${b.rows / 4 + 1}u; // row stride of the packed P / dS tiles, in vec4s
+const RG: u32 = ${b.rows / b.rpt}u;
+const PS: u32 = ${b.rows / b.rpt + 1}u; // row stride of the packed P / dS tiles, in vec${b.rpt}s
 ${ATTENTION_INDEX}`;
 }
 
@@ -123,14 +128,14 @@ function stage(em: Emit, D: number, nt: number, n: string, tile: string, base: s
 
 /** Emit the d-loop accumulating dot products of the invocation's 4 rows (tile `rowTile`, rows
  * rg + RG·i) with its KC columns (tile `colTile`, rows cg + 8c) into scalars `${acc}_i_c`. */
-function dots(em: Emit, KC: number, pairs: [string, string, string][]): void {
+function dots(em: Emit, R: number, KC: number, pairs: [string, string, string][]): void {
   em.e(`    for (var d4 = 0u; d4 < ND4; d4 = d4 + 1u) {`);
   for (const [, rowTile, colTile] of pairs) {
-    for (let i = 0; i < 4; i++) em.e(`      let ${rowTile}r${i} = ${rowTile}[(rg + ${i}u * RG) * RS + d4];`);
+    for (let i = 0; i < R; i++) em.e(`      let ${rowTile}r${i} = ${rowTile}[(rg + ${i}u * RG) * RS + d4];`);
     for (let c = 0; c < KC; c++) em.e(`      let ${colTile}c${c} = ${colTile}[(cg + ${8 * c}u) * RS + d4];`);
   }
   for (const [acc, rowTile, colTile] of pairs) {
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       for (let c = 0; c < KC; c++) {
         const a = `${rowTile}r${i}`;
         const b = `${colTile}c${c}`;
@@ -144,7 +149,7 @@ function dots(em: Emit, KC: number, pairs: [string, string, string][]): void {
 
 /** Emit `for j < n: acc_i_t += coef[j][rows of the invocation]_i · tile[j][cg + 8t]` for each
  * (acc, coefTile, tile) triple; TD vec4s per row, guarded when ND4 is not a multiple of 8. */
-function rowsTimesTile(em: Emit, n: string, TD: number, ND4: number, triples: [string, string, string][]): void {
+function rowsTimesTile(em: Emit, R: number, n: string, TD: number, ND4: number, triples: [string, string, string][]): void {
   em.e(`    for (var j = 0u; j < ${n}; j = j + 1u) {`);
   for (const [, coef, tile] of triples) {
     em.e(`      let ${coef}v = ${coef}[j * PS + rg];`);
@@ -154,7 +159,7 @@ function rowsTimesTile(em: Emit, n: string, TD: number, ND4: number, triples: [s
     }
   }
   for (const [acc, coef, tile] of triples) {
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       for (let t = 0; t < TD; t++) em.e(`      ${acc}_${i}_${t} = fma(vec4<f32>(${coef}v[${i}]), ${tile}t${t}, ${acc}_${i}_${t});`);
     }
   }
@@ -163,8 +168,8 @@ function rowsTimesTile(em: Emit, n: string, TD: number, ND4: number, triples: [s
 
 /** Emit the store of accumulators `${acc}_i_t` (times `mul`) to rows `rowExpr(i)` (element base
  * offsets `baseExpr(i)`), when `okExpr(i)`. */
-function storeRows(em: Emit, D: number, TD: number, acc: string, buf: string, off: string, baseExpr: (i: number) => string, okExpr: (i: number) => string, mul: (i: number) => string): void {
-  for (let i = 0; i < 4; i++) {
+function storeRows(em: Emit, R: number, D: number, TD: number, acc: string, buf: string, off: string, baseExpr: (i: number) => string, okExpr: (i: number) => string, mul: (i: number) => string): void {
+  for (let i = 0; i < R; i++) {
     em.e(`  if (${okExpr(i)}) {`);
     em.e(`    let base = ${off} + ${baseExpr(i)};`);
     for (let t = 0; t < TD; t++) {
@@ -194,17 +199,18 @@ function resetAcc(em: Emit, name: string, a: number, b: number): void {
 export function attentionFlashLaunch(q: Buf, qoff: number, k: Buf, koff: number, v: Buf, voff: number, out: Buf, ooff: number, lse: Buf, loff: number, Bt: number, S: number, H: number, Hkv: number, D: number, scale: number, blk: FlashBlock): Launch | null {
   if (Bt * S * H === 0 || D === 0) return null;
   const nqb = Math.ceil(S / blk.rows);
-  const NT = 2 * blk.rows;
+  const R = blk.rpt;
+    const NT = (8 * blk.rows) / R;
   const KC = blk.cols / 8;
   const TD = Math.ceil(nd4(D) / 8);
-  const label = `attention_flash_fwd_d${D}_${blk.rows}x${blk.cols}`;
+  const label = `attention_flash_fwd_d${D}_${blk.rows}x${blk.cols}r${blk.rpt}`;
   const kernel: Kernel = memoKernel(label, () => {
     const em = new Emit();
     em.e(`${header(D, blk)}
 var<workgroup> Qs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
 var<workgroup> Ks: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
 var<workgroup> Vs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
-var<workgroup> Pt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> Pt: array<vec${R}<f32>, ${blk.cols * (blk.rows / R + 1)}>;
 var<workgroup> red: array<vec4<f32>, ${blk.rows * 2}>;
 ${entry(NT)} {
   let id = wg_lin(wg, nwg);
@@ -217,25 +223,25 @@ ${entry(NT)} {
   let rg = li / 8u;
   let cg = li % 8u;`);
     stage(em, D, NT, "BR", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff", " * P.c2");
-    for (let i = 0; i < 4; i++) em.e(`  var m${i}: f32 = ${NEG};\n  var l${i}: f32 = 0.0;\n  let qi${i} = q0 + rg + ${i}u * RG;`);
-    declAcc(em, "o", 4, TD, "vec4<f32>");
-    declAcc(em, "s", 4, KC, "f32");
+    for (let i = 0; i < R; i++) em.e(`  var m${i}: f32 = ${NEG};\n  var l${i}: f32 = 0.0;\n  let qi${i} = q0 + rg + ${i}u * RG;`);
+    declAcc(em, "o", R, TD, "vec4<f32>");
+    declAcc(em, "s", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
     em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
     em.e(`  workgroupBarrier();`);
     stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
     stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
     em.e(`    workgroupBarrier();`);
-    resetAcc(em, "s", 4, KC);
-    dots(em, KC, [["s", "Qs", "Ks"]]);
+    resetAcc(em, "s", R, KC);
+    dots(em, R, KC, [["s", "Qs", "Ks"]]);
     // causal mask (keys past S are past every valid row too), partial row max
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       for (let c = 0; c < KC; c++) em.e(`    if (k0 + cg + ${8 * c}u > qi${i}) { s_${i}_${c} = ${NEG}; }`);
       const mx = Array.from({ length: KC }, (_, c) => `s_${i}_${c}`).reduce((a, x) => `max(${a}, ${x})`);
       em.e(`    red[(rg + ${i}u * RG) * 2u + cg / 4u][cg % 4u] = ${mx};`);
     }
     em.e(`    workgroupBarrier();`);
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       em.e(`    {
       let ra = red[(rg + ${i}u * RG) * 2u];
       let rb = red[(rg + ${i}u * RG) * 2u + 1u];
@@ -247,20 +253,20 @@ ${entry(NT)} {
       for (let t = 0; t < TD; t++) em.e(`      o_${i}_${t} = o_${i}_${t} * alpha;`);
       em.e(`    }`);
     }
-    for (let c = 0; c < KC; c++) em.e(`    Pt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(s_0_${c}, s_1_${c}, s_2_${c}, s_3_${c});`);
+    for (let c = 0; c < KC; c++) em.e(`    Pt[(cg + ${8 * c}u) * PS + rg] = vec${R}<f32>(${Array.from({ length: R }, (_, i) => `s_${i}_${c}`).join(", ")});`);
     em.e(`    workgroupBarrier();`);
-    rowsTimesTile(em, "BC", TD, nd4(D), [["o", "Pt", "Vs"]]);
+    rowsTimesTile(em, R, "BC", TD, nd4(D), [["o", "Pt", "Vs"]]);
     em.e(`  }`);
     // combine the partial sums ℓ of the row's 8 invocations (fixed order)
     em.e(`  workgroupBarrier();`);
-    for (let i = 0; i < 4; i++) em.e(`  red[(rg + ${i}u * RG) * 2u + cg / 4u][cg % 4u] = l${i};`);
+    for (let i = 0; i < R; i++) em.e(`  red[(rg + ${i}u * RG) * 2u + cg / 4u][cg % 4u] = l${i};`);
     em.e(`  workgroupBarrier();`);
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       em.e(`  let ra${i} = red[(rg + ${i}u * RG) * 2u];\n  let rb${i} = red[(rg + ${i}u * RG) * 2u + 1u];`);
       em.e(`  let L${i} = ((ra${i}.x + ra${i}.y) + (ra${i}.z + ra${i}.w)) + ((rb${i}.x + rb${i}.y) + (rb${i}.z + rb${i}.w));`);
     }
-    storeRows(em, D, TD, "o", "b_out", "P.ooff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, (i) => ` / L${i}`);
-    for (let i = 0; i < 4; i++) em.e(`  if (cg == 0u && qi${i} < P.S) { b_lse[P.loff + ridx(b, h, qi${i})] = (m${i} + log2(L${i})) * ${Math.LN2}; }`);
+    storeRows(em, R, D, TD, "o", "b_out", "P.ooff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, (i) => ` / L${i}`);
+    for (let i = 0; i < R; i++) em.e(`  if (cg == 0u && qi${i} < P.S) { b_lse[P.loff + ridx(b, h, qi${i})] = (m${i} + log2(L${i})) * ${Math.LN2}; }`);
     em.e(`}`);
     return {
       label,
@@ -286,10 +292,11 @@ export function attentionFlashBackwardLaunches(
 
   // ---- dQ: rows = queries, cols = keys
   const nqb = Math.ceil(S / dqBlk.rows);
-  const dqLabel = `attention_flash_dq_d${D}_${dqBlk.rows}x${dqBlk.cols}`;
+  const dqLabel = `attention_flash_dq_d${D}_${dqBlk.rows}x${dqBlk.cols}r${dqBlk.rpt}`;
   const dqK: Kernel = memoKernel(dqLabel, () => {
     const blk = dqBlk;
-    const NT = 2 * blk.rows;
+    const R = blk.rpt;
+    const NT = (8 * blk.rows) / R;
     const KC = blk.cols / 8;
     const em = new Emit();
     em.e(`${header(D, blk)}
@@ -297,7 +304,7 @@ var<workgroup> Qs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
 var<workgroup> Os: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
 var<workgroup> Ks: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
 var<workgroup> Vs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
-var<workgroup> Dt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> Dt: array<vec${R}<f32>, ${blk.cols * (blk.rows / R + 1)}>;
 ${entry(NT)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nb) { return; }
@@ -310,35 +317,35 @@ ${entry(NT)} {
   let cg = li % 8u;`);
     stage(em, D, NT, "BR", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff");
     stage(em, D, NT, "BR", "Os", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_do", "P.dooff");
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < R; i++) {
       em.e(`  let qi${i} = q0 + rg + ${i}u * RG;\n  var L${i}: f32 = 0.0;\n  var Dl${i}: f32 = 0.0;`);
       em.e(`  if (qi${i} < P.S) { L${i} = b_lse[P.loff + ridx(b, h, qi${i})] * ${LOG2E}; Dl${i} = b_delta[ridx(b, h, qi${i})]; }`);
     }
-    declAcc(em, "a", 4, TD, "vec4<f32>");
-    declAcc(em, "s", 4, KC, "f32");
-    declAcc(em, "p", 4, KC, "f32");
+    declAcc(em, "a", R, TD, "vec4<f32>");
+    declAcc(em, "s", R, KC, "f32");
+    declAcc(em, "p", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
     em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
     em.e(`    workgroupBarrier();`);
     stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
     stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
     em.e(`    workgroupBarrier();`);
-    resetAcc(em, "s", 4, KC);
-    resetAcc(em, "p", 4, KC);
-    dots(em, KC, [["s", "Qs", "Ks"], ["p", "Os", "Vs"]]);
+    resetAcc(em, "s", R, KC);
+    resetAcc(em, "p", R, KC);
+    dots(em, R, KC, [["s", "Qs", "Ks"], ["p", "Os", "Vs"]]);
     for (let c = 0; c < KC; c++) {
       const ds: string[] = [];
-      for (let i = 0; i < 4; i++) {
+      for (let i = 0; i < R; i++) {
         em.e(`    var ds${i}_${c}: f32 = 0.0;`);
         em.e(`    if (k0 + cg + ${8 * c}u <= qi${i} && qi${i} < P.S) { ds${i}_${c} = exp2(s_${i}_${c} * P.c2 - L${i}) * (p_${i}_${c} - Dl${i}); }`);
         ds.push(`ds${i}_${c}`);
       }
-      em.e(`    Dt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ds.join(", ")});`);
+      em.e(`    Dt[(cg + ${8 * c}u) * PS + rg] = vec${R}<f32>(${ds.join(", ")});`);
     }
     em.e(`    workgroupBarrier();`);
-    rowsTimesTile(em, "BC", TD, nd4(D), [["a", "Dt", "Ks"]]);
+    rowsTimesTile(em, R, "BC", TD, nd4(D), [["a", "Dt", "Ks"]]);
     em.e(`  }`);
-    storeRows(em, D, TD, "a", "b_dq", "P.dqoff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, () => ` * P.scale`);
+    storeRows(em, R, D, TD, "a", "b_dq", "P.dqoff", (i) => `qidx(b, qi${i}, h)`, (i) => `qi${i} < P.S`, () => ` * P.scale`);
     em.e(`}`);
     return {
       label: dqLabel,
@@ -350,10 +357,11 @@ ${entry(NT)} {
 
   // ---- dK/dV: rows = keys, cols = queries
   const nkb = Math.ceil(S / dkvBlk.rows);
-  const dkvLabel = `attention_flash_dkv_d${D}_${dkvBlk.rows}x${dkvBlk.cols}`;
+  const dkvLabel = `attention_flash_dkv_d${D}_${dkvBlk.rows}x${dkvBlk.cols}r${dkvBlk.rpt}`;
   const dkvK: Kernel = memoKernel(dkvLabel, () => {
     const blk = dkvBlk;
-    const NT = 2 * blk.rows;
+    const R = blk.rpt;
+    const NT = (8 * blk.rows) / R;
     const KC = blk.cols / 8;
     const em = new Emit();
     em.e(`${header(D, blk)}
@@ -361,8 +369,8 @@ var<workgroup> Ks: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
 var<workgroup> Vs: array<vec4<f32>, ${blk.rows * (nd4(D) + 1)}>;
 var<workgroup> Qs: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
 var<workgroup> Os: array<vec4<f32>, ${blk.cols * (nd4(D) + 1)}>;
-var<workgroup> Pt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
-var<workgroup> Dt: array<vec4<f32>, ${blk.cols * (blk.rows / 4 + 1)}>;
+var<workgroup> Pt: array<vec${R}<f32>, ${blk.cols * (blk.rows / R + 1)}>;
+var<workgroup> Dt: array<vec${R}<f32>, ${blk.cols * (blk.rows / R + 1)}>;
 var<workgroup> Ls: array<f32, ${blk.cols}>;
 var<workgroup> Dl: array<f32, ${blk.cols}>;
 ${entry(NT)} {
@@ -376,11 +384,11 @@ ${entry(NT)} {
   let cg = li % 8u;`);
     stage(em, D, NT, "BR", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
     stage(em, D, NT, "BR", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
-    for (let i = 0; i < 4; i++) em.e(`  let kj${i} = k0 + rg + ${i}u * RG;`);
-    declAcc(em, "ak", 4, TD, "vec4<f32>");
-    declAcc(em, "av", 4, TD, "vec4<f32>");
-    declAcc(em, "s", 4, KC, "f32");
-    declAcc(em, "p", 4, KC, "f32");
+    for (let i = 0; i < R; i++) em.e(`  let kj${i} = k0 + rg + ${i}u * RG;`);
+    declAcc(em, "ak", R, TD, "vec4<f32>");
+    declAcc(em, "av", R, TD, "vec4<f32>");
+    declAcc(em, "s", R, KC, "f32");
+    declAcc(em, "p", R, KC, "f32");
     em.e(`  for (var h = 0u; h < P.H; h = h + 1u) {`);
     em.e(`    if ((h * P.Hkv) / P.H != kh) { continue; }`);
     em.e(`    for (var q0 = (k0 / BC) * BC; q0 < P.S; q0 = q0 + BC) {`);
@@ -395,9 +403,9 @@ ${entry(NT)} {
       Dl[li] = dv;
     }`);
     em.e(`    workgroupBarrier();`);
-    resetAcc(em, "s", 4, KC);
-    resetAcc(em, "p", 4, KC);
-    dots(em, KC, [["s", "Ks", "Qs"], ["p", "Vs", "Os"]]);
+    resetAcc(em, "s", R, KC);
+    resetAcc(em, "p", R, KC);
+    dots(em, R, KC, [["s", "Ks", "Qs"], ["p", "Vs", "Os"]]);
     for (let c = 0; c < KC; c++) {
       em.e(`    {
       let qr = q0 + cg + ${8 * c}u;
@@ -405,22 +413,22 @@ ${entry(NT)} {
       let dq = Dl[cg + ${8 * c}u];`);
       const ps: string[] = [];
       const ds: string[] = [];
-      for (let i = 0; i < 4; i++) {
+      for (let i = 0; i < R; i++) {
         em.e(`      var p${i}: f32 = 0.0;`);
         em.e(`      if (kj${i} <= qr && qr < P.S) { p${i} = exp2(s_${i}_${c} * P.c2 - lq); }`);
         ps.push(`p${i}`);
         ds.push(`p${i} * (p_${i}_${c} - dq)`);
       }
-      em.e(`      Pt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ps.join(", ")});`);
-      em.e(`      Dt[(cg + ${8 * c}u) * PS + rg] = vec4<f32>(${ds.join(", ")});`);
+      em.e(`      Pt[(cg + ${8 * c}u) * PS + rg] = vec${R}<f32>(${ps.join(", ")});`);
+      em.e(`      Dt[(cg + ${8 * c}u) * PS + rg] = vec${R}<f32>(${ds.join(", ")});`);
       em.e(`    }`);
     }
     em.e(`    workgroupBarrier();`);
-    rowsTimesTile(em, "BC", TD, nd4(D), [["av", "Pt", "Os"], ["ak", "Dt", "Qs"]]);
+    rowsTimesTile(em, R, "BC", TD, nd4(D), [["av", "Pt", "Os"], ["ak", "Dt", "Qs"]]);
     em.e(`    }`);
     em.e(`  }`);
-    storeRows(em, D, TD, "ak", "b_dk", "P.dkoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => ` * P.scale`);
-    storeRows(em, D, TD, "av", "b_dv", "P.dvoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => "");
+    storeRows(em, R, D, TD, "ak", "b_dk", "P.dkoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => ` * P.scale`);
+    storeRows(em, R, D, TD, "av", "b_dv", "P.dvoff", (i) => `kidx(b, kj${i}, kh)`, (i) => `kj${i} < P.S`, () => "");
     em.e(`}`);
     return {
       label: dkvLabel,

@@ -11,7 +11,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
-import { chooseFlashBlocks, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
+import { chooseFlashBlocks, FLASH_BLOCKS, type FlashBlock, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;
@@ -26,17 +26,22 @@ function rand(n: number, seed: number): Float32Array {
 }
 
 let flash: WebGpuBackend;
+let flash2: WebGpuBackend;
 let tiled: WebGpuBackend;
 let rows: WebGpuBackend;
 const cpu = new CpuBackend();
 beforeAll(async () => {
   const g = createGPU();
   flash = await WebGpuBackend.create(g);
+  // two rows per invocation, smaller blocks (tuning variants)
+  const r2 = (rows: number, cols: number): FlashBlock => ({ rows, cols, rpt: 2 });
+  flash2 = await WebGpuBackend.create(g, { attentionBlocks: { fwd: r2(32, 16), dq: r2(16, 16), dkv: r2(32, 16) } });
   tiled = await WebGpuBackend.create(g, { attention: "tiled" });
   rows = await WebGpuBackend.create(g, { attention: "rows" });
 });
 afterAll(() => {
   flash.destroy();
+  flash2.destroy();
   tiled.destroy();
   rows.destroy();
 });
@@ -111,20 +116,21 @@ describe("tiled attention", () => {
 });
 
 describe("flash attention", () => {
-  test("block choice fits the workgroup memory, largest first", () => {
+  test("block choice: the first preferred block that fits the workgroup memory", () => {
     for (const d of [1, 13, 16, 37, 64, 67, 96, 128]) {
       for (const lim of [16384, 32768, 49152, 65536]) {
         const c = chooseFlashBlocks(d, lim);
         for (const k of ["fwd", "dq", "dkv"] as const) {
           const b = c[k];
           if (b) expect(flashTileBytes(d, b)[k]).toBeLessThanOrEqual(lim);
-          if (b && b.rows < 64) expect(flashTileBytes(d, { rows: b.rows * 2, cols: b.cols })[k]).toBeGreaterThan(lim);
+          const before = b ? FLASH_BLOCKS[k].slice(0, FLASH_BLOCKS[k].indexOf(b)) : FLASH_BLOCKS[k];
+          for (const x of before) expect(flashTileBytes(d, x)[k]).toBeGreaterThan(lim);
         }
       }
     }
-    // the H200's 48 KiB at head dim 64: 64-row forward, 32×32 backward blocks; lavapipe's 32 KiB smaller
-    expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: { rows: 64, cols: 32 }, dq: { rows: 32, cols: 32 }, dkv: { rows: 32, cols: 32 } });
-    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: { rows: 32, cols: 32 }, dq: { rows: 32, cols: 16 }, dkv: { rows: 32, cols: 16 } });
+    // the H200's 48 KiB at head dim 64: the measured best blocks; lavapipe's 32 KiB: smaller ones
+    expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: { rows: 64, cols: 32, rpt: 2 }, dq: { rows: 64, cols: 16, rpt: 2 }, dkv: { rows: 32, cols: 32, rpt: 2 } });
+    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: { rows: 32, cols: 32, rpt: 4 }, dq: { rows: 32, cols: 16, rpt: 4 }, dkv: { rows: 32, cols: 16, rpt: 4 } });
     expect(chooseFlashBlocks(1024, 49152)).toEqual({ fwd: null, dq: null, dkv: null });
   });
 
@@ -139,17 +145,19 @@ describe("flash attention", () => {
     [1, 29, 2, 1, 37],
   ];
   for (const [B, S, H, Hkv, D] of shapes) {
-    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash = cpu backend = per-row kernels, reproducible`, async () => {
+    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash (two block variants) = cpu backend = per-row kernels, reproducible`, async () => {
       const seed = 11 * S + D;
       const f = await run(flash, B, S, H, Hkv, D, seed);
       const c = await run(cpu, B, S, H, Hkv, D, seed);
       const r = await run(rows, B, S, H, Hkv, D, seed);
       const again = await run(flash, B, S, H, Hkv, D, seed);
+      const f2 = await run(flash2, B, S, H, Hkv, D, seed);
       const names = ["out", "lse", "dq", "dk", "dv"];
       for (let i = 0; i < 5; i++) {
         expect(`${names[i]} vs cpu: ${normwise(f[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} vs cpu: ok`);
         expect(`${names[i]} vs rows: ${normwise(f[i]!, r[i]!, 2e-5)}`).toBe(`${names[i]} vs rows: ok`);
         expect(Array.from(again[i]!)).toEqual(Array.from(f[i]!));
+        expect(`${names[i]} 2 rows/invocation vs cpu: ${normwise(f2[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} 2 rows/invocation vs cpu: ok`);
       }
     }, 120000);
   }
