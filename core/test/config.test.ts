@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { ConfigError, resolveJobConfig, resolveModelConfig } from "../src/config/index.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
+import type { ModelConfig } from "../src/config/types.ts";
 
 /** The ConfigError a call throws (fails the test if it does not throw one). */
 function configError(f: () => unknown): ConfigError {
@@ -40,7 +41,7 @@ describe("HF configs", () => {
       const json = JSON.parse(await Bun.file(`core/test/fixtures/${name}/config.json`).text()) as Record<string, unknown>;
       const direct = resolveModelConfig(json, "model");
       const viaClass = name === "llama" ? llamaConfig(json, "model") : mixtralConfig(json, "model");
-      expect(viaClass).toEqual(direct.config);
+      expect(viaClass as ModelConfig).toEqual(direct.config);
       // a job needs vocab_size >= the byte tokenizer's 256 (the fixtures have 64)
       const viaJob = resolveJobConfig({ model: { ...json, vocab_size: 300 }, train_batch_size: 1, data: { seq_len: 16 } }).config.model;
       expect(viaJob).toEqual({ ...direct.config, vocab_size: 300 });

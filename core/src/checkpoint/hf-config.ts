@@ -45,6 +45,22 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
     dtype: TORCH_DTYPE[dtype],
   };
   if (cfg.model_type === "llama") return { ...base, mlp_bias: cfg.mlp_bias };
+  if (cfg.model_type === "qwen3_moe") {
+    return {
+      ...base,
+      architectures: ["Qwen3MoeForCausalLM"],
+      num_local_experts: cfg.num_local_experts,
+      num_experts_per_tok: cfg.num_experts_per_tok,
+      moe_intermediate_size: cfg.moe_intermediate_size,
+      norm_topk_prob: cfg.norm_topk_prob,
+      decoder_sparse_step: cfg.decoder_sparse_step,
+      mlp_only_layers: [...cfg.mlp_only_layers],
+      router_aux_loss_coef: cfg.router_aux_loss_coef,
+      output_router_logits: cfg.output_router_logits,
+      use_sliding_window: cfg.use_sliding_window,
+      sliding_window: cfg.sliding_window,
+    };
+  }
   return {
     ...base,
     num_local_experts: cfg.num_local_experts,

@@ -2,9 +2,12 @@
  * Parameter counts of a resolved model config, from the Hugging Face module layout
  * (LlamaForCausalLM / MixtralForCausalLM): embeddings V·H; per layer two RMSNorm weights (2H),
  * q/o projections (2·H·nH·d), k/v projections (2·H·nKV·d) (+ biases with attention_bias), and a
- * SwiGLU MLP 3·H·I (+ biases with mlp_bias) — or, for Mixtral, a router H·E plus E experts of
- * 3·H·I each; a final norm H; an LM head V·H unless tied. Used for summaries and memory estimates.
+ * SwiGLU MLP 3·H·I (+ biases with mlp_bias) — or, in a layer with experts (config/moe-shape.ts),
+ * a router H·E plus E experts of 3·H·I_e each (I_e: Mixtral intermediate_size, Qwen3-MoE
+ * moe_intermediate_size); Qwen3-MoE adds q_norm/k_norm (2·d) per layer; a final norm H; an LM head
+ * V·H unless tied. Used for summaries and memory estimates.
  */
+import { moeShape } from "./moe-shape.ts";
 import type { ModelConfig } from "./types.ts";
 
 /** Parameter counts (elements). */
@@ -31,25 +34,32 @@ export function countParameters(m: ModelConfig): ParameterCount {
   const attn = 2 * q + 2 * kv + attnBias;
   const norms = 2 * H;
   const mlpOne = 3 * H * m.intermediate_size;
-  let perLayer: number;
-  let perLayerActive: number;
-  let expertPerLayer = 0;
-  if (m.model_type === "mixtral") {
-    expertPerLayer = m.num_local_experts * mlpOne;
-    perLayer = attn + norms + H * m.num_local_experts + expertPerLayer;
-    perLayerActive = attn + norms + H * m.num_local_experts + m.num_experts_per_tok * mlpOne;
-  } else {
-    const mlp = mlpOne + (m.mlp_bias ? 2 * m.intermediate_size + H : 0);
-    perLayer = attn + norms + mlp;
-    perLayerActive = perLayer;
+  const denseMlp = mlpOne + (m.model_type === "llama" && m.mlp_bias ? 2 * m.intermediate_size + H : 0);
+  // Qwen3-MoE: per-head RMSNorm weights q_norm, k_norm (2·d) in every layer
+  const qkNorm = m.model_type === "qwen3_moe" ? 2 * d : 0;
+  const shape = moeShape(m);
+  const sparse = new Set(shape?.layers ?? []);
+  let layersTotal = 0;
+  let layersActive = 0;
+  let expert = 0;
+  for (let l = 0; l < m.num_hidden_layers; l++) {
+    const base = attn + norms + qkNorm;
+    if (shape && sparse.has(l)) {
+      const one = 3 * H * shape.expertIntermediate;
+      expert += shape.numExperts * one;
+      layersTotal += base + H * shape.numExperts + shape.numExperts * one;
+      layersActive += base + H * shape.numExperts + shape.topK * one;
+    } else {
+      layersTotal += base + denseMlp;
+      layersActive += base + denseMlp;
+    }
   }
   const embedding = m.vocab_size * H;
   const head = m.tie_word_embeddings ? 0 : m.vocab_size * H;
-  const L = m.num_hidden_layers;
   return {
-    total: embedding + head + H + L * perLayer,
-    activePerToken: embedding + head + H + L * perLayerActive,
-    expert: L * expertPerLayer,
+    total: embedding + head + H + layersTotal,
+    activePerToken: embedding + head + H + layersActive,
+    expert,
     embedding,
     head,
   };

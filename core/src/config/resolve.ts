@@ -10,6 +10,7 @@ import { addIssue, check, isPlainObject, type CheckContext } from "./schema.ts";
 import { JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
+import { isSparseModel } from "./moe-shape.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, scanJsonBounds } from "./json-bounds.ts";
@@ -217,10 +218,14 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   // AutoEP
   const ep = job.expert_parallel;
   if (valid(ctx, "expert_parallel") && ep.enabled) {
-    if (model.model_type !== "mixtral") {
+    if (!isSparseModel(model)) {
       addIssue(ctx, "expert_parallel.enabled", `AutoEP needs a model with MoE blocks; model_type is "${model.model_type}"`);
     } else {
-      if (ep.preset_model === null) ep.preset_model = "mixtral";
+      // the preset names the family whose MoE blocks AutoEP replaces: it must be this model's
+      if (ep.preset_model === null) ep.preset_model = model.model_type;
+      else if (ep.preset_model !== model.model_type) {
+        addIssue(ctx, "expert_parallel.preset_model", `preset "${ep.preset_model}" does not match the model: model_type is "${model.model_type}" (use preset_model "${model.model_type}" or leave it null)`);
+      }
       if (model.num_local_experts % ep.autoep_size !== 0) {
         addIssue(ctx, "expert_parallel.autoep_size", `num_local_experts ${model.num_local_experts} is not divisible by autoep_size ${ep.autoep_size}`);
       }
@@ -239,8 +244,8 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
 function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): MoeConfig | null {
   const model = job.model;
   const given = raw.moe !== undefined;
-  if (model.model_type !== "mixtral") {
-    if (given) addIssue(ctx, "moe", `a moe section needs a model with experts (model_type "mixtral"); model_type is "${model.model_type}"`);
+  if (!isSparseModel(model)) {
+    if (given) addIssue(ctx, "moe", `a moe section needs a model with experts (model_type "mixtral" or "qwen3_moe"); model_type is "${model.model_type}"`);
     return null;
   }
   const m = (job.moe ?? check({}, JOB_SPEC.fields.moe, "moe", ctx)) as Partial<MoeConfig>;

@@ -218,7 +218,7 @@ export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
   fields: {
     enabled: bool("turn AutoEP on", false),
     autoep_size: posInt("expert-parallel group size", 1),
-    preset_model: { kind: "enum", values: ["mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3"], nullable: true, default: null, doc: "model family whose MoE blocks to find (null: from model_type)" },
+    preset_model: { kind: "enum", values: ["mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3"], nullable: true, default: null, doc: "model family whose MoE blocks to find; must be the model's model_type (null: from model_type)" },
   },
 };
 

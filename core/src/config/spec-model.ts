@@ -1,7 +1,8 @@
 /**
- * Schema of the `model` section: a Hugging Face `config.json` for `llama` (LlamaConfig) or
- * `mixtral` (MixtralConfig), with transformers' defaults for every key left out. Sources:
- * transformers `models/llama/configuration_llama.py`, `models/mixtral/configuration_mixtral.py`.
+ * Schema of the `model` section: a Hugging Face `config.json` for `llama` (LlamaConfig),
+ * `mixtral` (MixtralConfig) or `qwen3_moe` (Qwen3MoeConfig), with transformers' defaults for every
+ * key left out. Sources: transformers `models/llama/configuration_llama.py`,
+ * `models/mixtral/configuration_mixtral.py`, `models/qwen3_moe/configuration_qwen3_moe.py` (5.17).
  * HF keys that do not change training here (`architectures`, `torch_dtype`, `use_cache` …) are
  * accepted and ignored with a warning, so a real HF config can be pasted in. Options the models do
  * not implement (scaled RoPE, biases, router jitter, sliding window) are refused naming the key.
@@ -11,6 +12,7 @@
  */
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import type { ModelConfig } from "./types.ts";
+import { moeLayerIndices } from "./moe-shape.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
 const optTokenId = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 0, nullable: true, default: def, doc });
@@ -138,8 +140,31 @@ export const MIXTRAL_SPEC: ObjectSpec = {
   ignored: HF_IGNORED,
 };
 
+/** Qwen3MoeConfig (transformers 5 defaults; `configuration_qwen3_moe.py`). Transformers 5 writes
+ * the expert count as `num_local_experts`; older configs' `num_experts` is its alias. */
+export const QWEN3_MOE_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face Qwen3MoeConfig",
+  fields: {
+    model_type: { kind: "enum", values: ["qwen3_moe"], required: true, doc: "selects the architecture" },
+    ...commonFields({ intermediate_size: 6144, num_key_value_heads: 4, max_position_embeddings: 32768, rms_norm_eps: 1e-6, rope_theta: 10000 }),
+    num_local_experts: posInt("experts per MoE layer (older configs: num_experts)", 128),
+    num_experts_per_tok: posInt("experts each token is routed to (top-k)", 8),
+    moe_intermediate_size: posInt("each expert's SwiGLU hidden width", 768),
+    norm_topk_prob: { kind: "boolean", default: false, doc: "renormalise the top-k router probabilities to sum 1" },
+    decoder_sparse_step: posInt("layer l has experts when (l + 1) % decoder_sparse_step == 0 (and l is not in mlp_only_layers)", 1),
+    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0 }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
+    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
+    use_sliding_window: onlyValue(false, "sliding-window attention (use_sliding_window true)", "sliding-window attention (only false is supported)"),
+    sliding_window: { kind: "number", int: true, min: 0, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
+  },
+  aliases: { num_experts: "num_local_experts" },
+  ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
+};
+
 /** Per-type specs. */
-export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC } as const;
+export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC } as const;
 
 /** The `model` section: picks the spec by `model_type`, then fills the HF null defaults
  * (`num_key_value_heads`, `head_dim`). */
@@ -148,22 +173,25 @@ export const MODEL_SPEC: Spec = {
   typeName: "object (Hugging Face config; keys by model_type)",
   required: true,
   doc: "Hugging Face model config",
-  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC },
+  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC },
   check(value: unknown, path: string, ctx: CheckContext): unknown {
     if (!isPlainObject(value)) {
-      addIssue(ctx, path, `expected a Hugging Face config object with model_type "llama" or "mixtral", got ${typeOfJson(value)} ${show(value)}`);
+      addIssue(ctx, path, `expected a Hugging Face config object with model_type ${Object.keys(MODEL_SPECS).map((t) => `"${t}"`).join(", ")}, got ${typeOfJson(value)} ${show(value)}`);
       return undefined;
     }
     const typeSpec: Spec = { kind: "enum", values: Object.keys(MODEL_SPECS), required: true };
     const type = check(value.model_type, typeSpec, joinPath(path, "model_type"), ctx) as keyof typeof MODEL_SPECS | undefined;
     if (type === undefined) return undefined;
-    if (type === "llama") {
-      for (const k of Object.keys(MIXTRAL_SPEC.fields)) {
-        if (!(k in LLAMA_SPEC.fields) && k in value) addIssue(ctx, joinPath(path, k), `only for model_type "mixtral" (this model is "llama")`);
-      }
+    // a key of another family only: named, with the families that have it
+    const own = MODEL_SPECS[type];
+    const known = (spec: ObjectSpec, k: string): boolean => k in spec.fields || k in (spec.aliases ?? {}) || k in (spec.ignored ?? {});
+    for (const k of Object.keys(value)) {
+      if (known(own, k)) continue;
+      const others = Object.entries(MODEL_SPECS).filter(([t, spec]) => t !== type && known(spec, k)).map(([t]) => `"${t}"`);
+      if (others.length > 0) addIssue(ctx, joinPath(path, k), `only for model_type ${others.join(" or ")} (this model is "${type}")`);
     }
-    const filtered = type === "llama" ? Object.fromEntries(Object.entries(value).filter(([k]) => k in LLAMA_SPEC.fields || !(k in MIXTRAL_SPEC.fields))) : value;
-    const out = check(filtered, MODEL_SPECS[type], path, ctx) as Record<string, unknown> | undefined;
+    const filtered = Object.fromEntries(Object.entries(value).filter(([k]) => known(own, k) || !Object.values(MODEL_SPECS).some((spec) => known(spec, k))));
+    const out = check(filtered, own, path, ctx) as Record<string, unknown> | undefined;
     if (out === undefined) return undefined;
     if (out.num_key_value_heads === null && typeof out.num_attention_heads === "number") out.num_key_value_heads = out.num_attention_heads;
     if (out.head_dim === null && typeof out.hidden_size === "number" && typeof out.num_attention_heads === "number") {
@@ -193,10 +221,16 @@ export function checkModelConsistency(m: ModelConfig, path: string, ctx: CheckCo
     addIssue(ctx, joinPath(path, "num_key_value_heads"), `num_attention_heads ${m.num_attention_heads} must be a multiple of num_key_value_heads ${m.num_key_value_heads}`);
   }
   if (m.head_dim % 2 !== 0) addIssue(ctx, joinPath(path, "head_dim"), `head_dim must be even for rotary embeddings, got ${m.head_dim}`);
-  if (m.model_type === "mixtral" && m.num_experts_per_tok > m.num_local_experts) {
+  if (m.model_type !== "llama" && m.num_experts_per_tok > m.num_local_experts) {
     addIssue(ctx, joinPath(path, "num_experts_per_tok"), `num_experts_per_tok ${m.num_experts_per_tok} exceeds num_local_experts ${m.num_local_experts}`);
   }
-  if (m.model_type === "mixtral" && m.num_experts_per_tok > 8) {
+  if (m.model_type !== "llama" && m.num_experts_per_tok > 8) {
     addIssue(ctx, joinPath(path, "num_experts_per_tok"), `at most 8 experts per token are supported (Backend.topk k <= 8), got ${m.num_experts_per_tok}`);
+  }
+  if (m.model_type === "qwen3_moe") {
+    m.mlp_only_layers.forEach((l, i) => {
+      if (l >= m.num_hidden_layers) addIssue(ctx, joinPath(path, `mlp_only_layers[${i}]`), `layer ${l} does not exist (num_hidden_layers ${m.num_hidden_layers})`);
+    });
+    if (moeLayerIndices(m).length === 0) addIssue(ctx, joinPath(path, "mlp_only_layers"), `no layer has experts (decoder_sparse_step ${m.decoder_sparse_step}, mlp_only_layers [${m.mlp_only_layers.join(", ")}]); use model_type "llama" for a dense model`);
   }
 }

@@ -3,6 +3,7 @@
  * `--summary` files: model size, data, batch geometry, optimizer and schedule, precision, ZeRO,
  * MoE. Pure formatting; no validation.
  */
+import { moeShape } from "./moe-shape.ts";
 import { countParameters } from "./param-count.ts";
 import type { JobConfig } from "./types.ts";
 
@@ -18,7 +19,8 @@ export function formatCount(n: number): string {
 export function summarizeJob(c: JobConfig): string[] {
   const m = c.model;
   const p = countParameters(m);
-  const moe = m.model_type === "mixtral" ? `, ${m.num_local_experts} experts top-${m.num_experts_per_tok}` : "";
+  const shape = moeShape(m);
+  const moe = shape ? `, ${shape.numExperts} experts top-${shape.topK}${shape.layers.length < m.num_hidden_layers ? ` in ${shape.layers.length} layers` : ""}` : "";
   const active = p.activePerToken !== p.total ? ` (${formatCount(p.activePerToken)} active per token)` : "";
   const lines = [
     `model      ${m.model_type}: ${m.num_hidden_layers} layers, hidden ${m.hidden_size}, ${m.num_attention_heads} heads (${m.num_key_value_heads} kv), intermediate ${m.intermediate_size}${moe}; ${formatCount(p.total)} parameters${active}`,

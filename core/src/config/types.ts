@@ -51,7 +51,30 @@ export interface MixtralConfig extends ModelConfigBase {
   sliding_window: number | null;
 }
 
-export type ModelConfig = LlamaConfig | MixtralConfig;
+/** Sparse Qwen3-MoE (HF Qwen3MoeConfig, Transformers 5 names: `num_local_experts`, older
+ * configs' `num_experts` is accepted as its alias). Layer l has experts iff l is not in
+ * `mlp_only_layers` and (l + 1) % `decoder_sparse_step` == 0; other layers have a dense SwiGLU MLP
+ * of `intermediate_size`. */
+export interface Qwen3MoeConfig extends ModelConfigBase {
+  model_type: "qwen3_moe";
+  num_local_experts: number;
+  num_experts_per_tok: number;
+  /** Hidden width of each expert's SwiGLU. */
+  moe_intermediate_size: number;
+  /** Renormalise the top-k probabilities to sum 1 (false: use them as they are). */
+  norm_topk_prob: boolean;
+  decoder_sparse_step: number;
+  mlp_only_layers: number[];
+  router_aux_loss_coef: number;
+  output_router_logits: boolean;
+  use_sliding_window: boolean;
+  sliding_window: number | null;
+}
+
+/** The model configs with MoE layers. */
+export type SparseModelConfig = MixtralConfig | Qwen3MoeConfig;
+
+export type ModelConfig = LlamaConfig | MixtralConfig | Qwen3MoeConfig;
 
 /** Dataset and tokenization. */
 export interface DataConfig {
@@ -173,7 +196,7 @@ export interface ZeroConfig {
 export interface ExpertParallelConfig {
   enabled: boolean;
   autoep_size: number;
-  preset_model: "mixtral" | "qwen3_moe" | "deepseek_v2" | "deepseek_v3" | null;
+  preset_model: "mixtral" | "qwen3_moe" | "qwen2_moe" | "deepseek_v2" | "deepseek_v3" | null;
 }
 
 export interface ActivationCheckpointingConfig {

@@ -4,6 +4,7 @@ export type { LlamaConfig, MixtralConfig, ModelConfig } from "./config.ts";
 export { CausalDecoder, LlamaForCausalLM, loadStateDict, selfAttention, swiglu, shiftLabels } from "./llama.ts";
 export type { ModelOptions, CausalLMInput, CausalLMOutput, AttentionParams } from "./llama.ts";
 export { MixtralForCausalLM } from "./mixtral.ts";
+export { Qwen3MoeForCausalLM } from "./qwen3-moe.ts";
 export type { MoEBlockOutput } from "./mixtral.ts";
 export { generate, pickToken } from "./generate.ts";
 export type { GenerateOptions } from "./generate.ts";

@@ -19,6 +19,7 @@
  * a unit is always made whole before its forward/backward region.
  */
 import { countParameters } from "../config/param-count.ts";
+import { moeShape } from "../config/moe-shape.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import type { Placement } from "../engine/plan.ts";
 import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";
@@ -76,11 +77,15 @@ export function stateBytesPerParameter(mixed: boolean): StateBytesPerParameter {
 export function largestUnit(m: ModelConfig): UnitSize {
   const H = m.hidden_size;
   const attn = 2 * H * m.num_attention_heads * m.head_dim + 2 * H * m.num_key_value_heads * m.head_dim;
-  const ffn = m.model_type === "mixtral" ? H * m.num_local_experts : 3 * H * m.intermediate_size;
+  const shape = moeShape(m);
   const units: UnitSize[] = [{ name: "embed", numel: m.vocab_size * H }];
-  if (m.num_hidden_layers > 0) {
-    units.push({ name: "layers.0", numel: attn + 2 * H + ffn });
-    if (m.model_type === "mixtral" && m.num_local_experts > 0) units.push({ name: "layers.0.experts.0", numel: 3 * H * m.intermediate_size });
+  for (let l = 0; l < m.num_hidden_layers; l++) {
+    const sparse = shape !== null && shape.layers.includes(l);
+    const ffn = sparse ? H * shape.numExperts : 3 * H * m.intermediate_size;
+    const qkNorm = m.model_type === "qwen3_moe" ? 2 * m.head_dim : 0;
+    units.push({ name: `layers.${l}`, numel: attn + 2 * H + qkNorm + ffn });
+    if (sparse && shape.numExperts > 0) units.push({ name: `layers.${l}.experts.0`, numel: 3 * H * shape.expertIntermediate });
+    if (m.model_type !== "qwen3_moe") break; // every layer alike: the first one stands for all
   }
   units.push({ name: "head", numel: H + (m.tie_word_embeddings ? 0 : m.vocab_size * H) });
   return units.reduce((a, b) => (b.numel > a.numel ? b : a));

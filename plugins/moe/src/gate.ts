@@ -183,7 +183,7 @@ export class TopKGate implements MoERouter {
     // ---- combine weights ----
     const picked = chosenProbs(probs, chosen, k);
     let weights: Tensor;
-    if (o.auxLoss === "mixtral") weights = renormalize(picked);
+    if (o.auxLoss === "mixtral") weights = req.normTopkProb === false ? picked : renormalize(picked);
     else if (k === 1) weights = picked;
     else if (dropped === 0) weights = renormalize(picked);
     else {

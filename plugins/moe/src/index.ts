@@ -133,7 +133,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       const cfg = ctx.config.moe;
       if (!cfg) throw new Error(`moe plugin: the job has no moe section (model_type "${ctx.config.model.model_type}" has no experts)`);
       const model = ctx.config.model;
-      if (model.model_type !== "mixtral") throw new Error(`moe plugin: model_type "${model.model_type}" has no experts (expected "mixtral")`);
+      if (model.model_type === "llama") throw new Error(`moe plugin: model_type "${model.model_type}" has no experts`);
       const E = model.num_local_experts;
       const L = model.num_hidden_layers;
       const P = cfg.ep_size;

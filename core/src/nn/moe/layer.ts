@@ -40,13 +40,16 @@ export class MoELayer {
   readonly experts: GroupedExperts;
   readonly topK: number;
   private readonly parts: MoEParts;
+  /** Renormalise the chosen probabilities (RoutingRequest.normTopkProb). */
+  readonly normTopkProb: boolean;
 
-  constructor(layer: number, gate: Parameter, experts: GroupedExperts, topK: number, parts: MoEParts) {
+  constructor(layer: number, gate: Parameter, experts: GroupedExperts, topK: number, parts: MoEParts, opts: { normTopkProb?: boolean } = {}) {
     this.layer = layer;
     this.gate = gate;
     this.experts = experts;
     this.topK = topK;
     this.parts = parts;
+    this.normTopkProb = opts.normTopkProb ?? true;
   }
 
   /** x: normed hidden states [T, hidden] f32. */
@@ -56,7 +59,7 @@ export class MoELayer {
     const numExperts = this.experts.numExperts;
     const topK = this.topK;
     const logits = await router.gating({ layer, x, weight: this.gate.tensor });
-    const decision = await router.routing({ layer, logits, numExperts, topK });
+    const decision = await router.routing({ layer, logits, numExperts, topK, normTopkProb: this.normTopkProb });
     const d = await dispatcher.dispatch({ layer, x, topkIndices: decision.topkIndices, topkWeights: decision.topkWeights, numExperts, topK });
     const y = await this.experts.forward(d.rows, d.tokensPerExpert, d.experts);
     const output = await dispatcher.combine(d, y);

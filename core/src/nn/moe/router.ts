@@ -37,6 +37,9 @@ export interface RoutingRequest {
   numExperts: number;
   /** Slots per token (k). */
   topK: number;
+  /** Renormalise the k chosen probabilities to sum 1 (HF Mixtral; Qwen-MoE `norm_topk_prob`);
+   * false: the chosen probabilities are the combine weights. Absent = true. */
+  normTopkProb?: boolean;
 }
 
 /** A router's decision for one layer (Megatron-Core's (probs, routing_map); DeepSpeed's gating
@@ -132,7 +135,8 @@ export class TopKRouter implements MoERouter {
     const T = logits.shape[0]!;
     const probs = softmax(logits); // [T, E]
     const chosen = await topkExperts(probs, k);
-    const weights = renormalize(chosenProbs(probs, chosen, k));
+    const picked = chosenProbs(probs, chosen, k);
+    const weights = req.normTopkProb === false ? picked : renormalize(picked);
     return { topkIndices: chosen, topkWeights: reshape(weights, [T * k]), probs, counts: expertHistogram(chosen, E), loss: null };
   }
 }
