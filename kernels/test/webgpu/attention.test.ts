@@ -135,7 +135,7 @@ describe("flash attention", () => {
   });
 
   // [B, S, H, Hkv, D]: lengths not multiples of any block (and one token), GQA ratios 1, 2, 4 and
-  // multi-query, head dims 16, 64 and ones that are not multiples of 4 (13, 37)
+  // multi-query, head dims 16, 64, 96 and ones that are not multiples of 4 (13, 37)
   const shapes: [number, number, number, number, number][] = [
     [1, 1, 2, 1, 64],
     [2, 37, 4, 4, 16],
@@ -143,6 +143,7 @@ describe("flash attention", () => {
     [1, 45, 8, 2, 64],
     [2, 33, 4, 1, 13],
     [1, 29, 2, 1, 37],
+    [1, 20, 4, 2, 96], // smaller blocks (3 vec4s of head dim per invocation)
   ];
   for (const [B, S, H, Hkv, D] of shapes) {
     test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash (two block variants) = cpu backend = per-row kernels, reproducible`, async () => {
