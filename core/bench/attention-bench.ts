@@ -15,10 +15,7 @@
  * and writes dq, dk, dv (f32). Floors use 67 TFLOP/s (H200 FP32 non-tensor peak) and 4.8 TB/s.
  * Every mode's result is compared with the first mode's (max abs difference printed).
  */
-import type { Backend, View } from "../../kernels/src/backend.ts";
-import { createBackend } from "../../kernels/src/select.ts";
-import type { WebGpuBackend } from "../../kernels/src/webgpu/backend.ts";
-import type { FlashBlock } from "../../kernels/src/wgsl/attention-flash.ts";
+import { createBackend, type Backend, type FlashBlock, type View, type WebGpuBackend } from "@zeromoe/kernels";
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);

@@ -9,9 +9,7 @@
  *
  * Operands are random in [-1, 1); `acc` shapes accumulate into the output (parameter gradients).
  */
-import type { MatmulSpec, View } from "../../kernels/src/backend.ts";
-import { createBackend } from "../../kernels/src/select.ts";
-import type { WebGpuBackend } from "../../kernels/src/webgpu/backend.ts";
+import { createBackend, type MatmulSpec, type View, type WebGpuBackend } from "@zeromoe/kernels";
 
 /** name → spec; shared with torch_matmul_shapes.py by name. */
 export const STEP_MATMULS: Readonly<Record<string, MatmulSpec>> = {

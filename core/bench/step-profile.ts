@@ -14,8 +14,7 @@
  * Parameters are not updated (gradients accumulate), so every pass routes the same way. Throws when
  * no WebGPU adapter is available.
  */
-import { createBackend } from "../../kernels/src/select.ts";
-import type { WebGpuBackend } from "../../kernels/src/webgpu/backend.ts";
+import { createBackend, type WebGpuBackend } from "@zeromoe/kernels";
 import { backward, randint, streamKey } from "../src/tensor/index.ts";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../src/models/llama.ts";
