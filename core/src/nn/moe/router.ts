@@ -10,8 +10,8 @@
  *             weights = p[t, chosen] / Σ_k p[t, chosen]               [T·k], differentiable
  *             counts = histogram of chosen                             [E], Σ = T·k
  *
- * No capacity, no dropping, no extra loss. The MoE plugin's DeepSpeed-option router
- * (plugins/moe/src/gate.ts: noise, clamping, capacity drops, Switch/GShard aux loss, z-loss) is
+ * No capacity, no dropping, no extra loss. A route hook's DeepSpeed-option router (the MoE
+ * plugin's: noise, clamping, capacity drops, Switch/GShard aux loss, z-loss) is
  * built from the same blocks, so with its default options it is this router, bit for bit.
  */
 import { div, gatherRows, linear, reshape, softmax, sum, topk } from "../../tensor/index.ts";
