@@ -21,7 +21,10 @@ export const TRAIN_USAGE = `usage: bun run train [options]
   --backend <auto|webgpu|cpu>  compute backend (overrides "backend")
   --summary <out.json>         write a JSON summary of the run here
   --resume <dir|tag>           resume from a checkpoint directory (its "latest" tag) or a tag path
-  --init-from <model.safetensors>  initialise weights from a Hugging Face safetensors file
+  --init-from <dir|file>       initialise weights from a Hugging Face checkpoint: a save_pretrained
+                               directory (config.json, model.safetensors or shards + index; its
+                               config.json gives the model, a job's model section must agree),
+                               an index file or one .safetensors file
   --launcher <local|mpi>       local: ranks are threads of this process (default); mpi: run
                                \`mpirun -np <world size>\` for you, one process per rank (Open MPI)
   --hostfile <file>            with --launcher mpi: Open MPI hostfile (ranks on several hosts)
@@ -174,5 +177,5 @@ export function trainArgsToOverrides(a: TrainArgs): JobOverrides {
  * overrides. @throws ConfigError (all config problems at once).
  */
 export function loadTrainJob(a: TrainArgs): Promise<ResolvedJob> {
-  return loadJobConfig({ configPath: a.config, deepspeedPath: a.deepspeed, overrides: trainArgsToOverrides(a) });
+  return loadJobConfig({ configPath: a.config, deepspeedPath: a.deepspeed, overrides: trainArgsToOverrides(a), initFrom: a.initFrom });
 }

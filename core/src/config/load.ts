@@ -2,7 +2,9 @@
  * Loads the job for a run: the `--config` file (or {@link DEFAULT_JOB} when none is given),
  * merged with a `--deepspeed` file and command-line overrides, resolved by `resolveJobConfig`.
  */
+import { dirname, resolve } from "node:path";
 import { DEFAULT_JOB } from "./default-job.ts";
+import { applyHubModel } from "./resolve-model.ts";
 import { readJsonFile, resolveJobConfig, type JobOverrides } from "./resolve.ts";
 import type { ResolvedJob } from "./types.ts";
 
@@ -13,6 +15,9 @@ export interface LoadJobOptions {
   /** Path of a DeepSpeed ds_config.json whose (DeepSpeed-only) keys override the job's. */
   deepspeedPath?: string;
   overrides?: JobOverrides;
+  /** `--init-from`: a Hugging Face directory with config.json supplies (or must agree with) the
+   * job's model section (resolve-model.ts `applyHubModel`). */
+  initFrom?: string;
 }
 
 /**
@@ -20,8 +25,13 @@ export interface LoadJobOptions {
  * @throws ConfigError for a missing/unparsable file or any invalid value (all issues at once).
  */
 export async function loadJobConfig(opts: LoadJobOptions = {}): Promise<ResolvedJob> {
-  const raw = opts.configPath ? await readJsonFile(opts.configPath) : DEFAULT_JOB;
+  const read = opts.configPath ? await readJsonFile(opts.configPath) : DEFAULT_JOB;
   const source = opts.configPath ?? "<default job>";
+  // a model from a Hub directory (model.from_pretrained, or --init-from DIR with config.json)
+  const raw =
+    read !== null && typeof read === "object" && !Array.isArray(read)
+      ? applyHubModel(read as Record<string, unknown>, { initFrom: opts.initFrom, baseDir: opts.configPath ? dirname(resolve(opts.configPath)) : process.cwd(), defaultModel: !opts.configPath, source })
+      : read;
   const deepspeed = opts.deepspeedPath ? { raw: await readJsonFile(opts.deepspeedPath), source: opts.deepspeedPath } : undefined;
   return resolveJobConfig(raw, { source, deepspeed, overrides: opts.overrides });
 }

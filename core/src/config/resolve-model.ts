@@ -1,10 +1,15 @@
 /**
  * Validates one Hugging Face model config object (a `config.json`, or the job's `model` section
  * on its own) with the same schema and cross-field checks as the job's `model` section
- * (spec-model.ts), so there is one set of HF defaults and checks in the project.
+ * (spec-model.ts), so there is one set of HF defaults and checks in the project; and takes a job's
+ * model config from a Hub checkpoint directory's config.json ({@link applyHubModel}).
  */
-import { ConfigError } from "./errors.ts";
-import { check, type CheckContext } from "./schema.ts";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { ConfigError, type ConfigIssue } from "./errors.ts";
+import { CONFIG_JSON_LIMITS } from "./json-bounds.ts";
+import { parseJsonConfig } from "./resolve.ts";
+import { check, show, type CheckContext } from "./schema.ts";
 import { checkModelConsistency, MODEL_SPEC } from "./spec-model.ts";
 import type { ModelConfig } from "./types.ts";
 
@@ -28,4 +33,74 @@ export function resolveModelConfig(raw: unknown, where = "model"): ResolvedModel
   if (out !== undefined && ctx.issues.length === 0) checkModelConsistency(out, where, ctx);
   if (out === undefined || ctx.issues.length > 0) throw new ConfigError(ctx.issues, `invalid model config ${where}`);
   return { config: out, warnings: ctx.warnings };
+}
+
+/** Options of {@link applyHubModel}. */
+export interface HubModelOptions {
+  /** `--init-from`: a directory with config.json supplies the model config. */
+  initFrom?: string;
+  /** Directory that a relative `model.from_pretrained` starts from (the job file's). */
+  baseDir: string;
+  /** The job's `model` section is the built-in default job's (no --config): replace it. */
+  defaultModel?: boolean;
+  /** Name of the job file, for messages. */
+  source?: string;
+}
+
+/**
+ * The job with its `model` section taken from a Hugging Face checkpoint directory's config.json:
+ * `"model": {"from_pretrained": DIR}` (DIR relative to `baseDir`), or `--init-from DIR` when DIR
+ * holds a config.json. Every key of config.json is kept (model_type selects the family); keys the
+ * job's `model` section gives besides `from_pretrained` must agree with config.json (compared after
+ * defaults, so `rope_theta` matches `rope_parameters.rope_theta`) or the run stops naming each one.
+ * `model.from_pretrained` is kept as an absolute path (the engine initialises the weights from it).
+ * The job is returned unchanged when neither applies.
+ * @throws ConfigError naming config.json (missing, unreadable, invalid) or each differing key.
+ */
+export function applyHubModel(raw: Record<string, unknown>, opts: HubModelOptions): Record<string, unknown> {
+  const given = raw.model;
+  const fp = given !== null && typeof given === "object" && !Array.isArray(given) ? (given as Record<string, unknown>).from_pretrained : undefined;
+  if (fp !== undefined && typeof fp !== "string") {
+    throw new ConfigError([{ path: "model.from_pretrained", message: `expected a directory path (string), got ${show(fp)}`, source: opts.source }], `invalid job ${opts.source ?? "<job>"}`);
+  }
+  let dir: string | undefined;
+  if (typeof fp === "string") dir = resolve(opts.baseDir, fp);
+  else if (opts.initFrom !== undefined && existsSync(opts.initFrom) && statSync(opts.initFrom).isDirectory() && existsSync(join(opts.initFrom, "config.json"))) dir = resolve(opts.initFrom);
+  if (dir === undefined) return raw;
+  const where = typeof fp === "string" ? "model.from_pretrained" : "--init-from";
+  const cfgPath = join(dir, "config.json");
+  if (!existsSync(cfgPath)) {
+    throw new ConfigError([{ path: where, message: `${dir} has no config.json (a Hugging Face save_pretrained directory holds config.json and the weights)`, source: opts.source }], `invalid job ${opts.source ?? "<job>"}`);
+  }
+  if (statSync(cfgPath).size > CONFIG_JSON_LIMITS.maxText) throw new ConfigError([{ path: "", message: `file is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: cfgPath }], `cannot read ${cfgPath}`);
+  const hf = parseJsonConfig(readFileSync(cfgPath, "utf8"), cfgPath);
+  if (hf === null || typeof hf !== "object" || Array.isArray(hf)) throw new ConfigError([{ path: "", message: "expected a JSON object", source: cfgPath }], `cannot read ${cfgPath}`);
+  const hfObj = hf as Record<string, unknown>;
+  // config.json on its own must be a valid model config (errors name the file)
+  let base: Record<string, unknown>;
+  try {
+    base = resolveModelConfig(hfObj, "model").config as unknown as Record<string, unknown>;
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: cfgPath })), `invalid model config ${cfgPath}`);
+    throw e;
+  }
+  const job = opts.defaultModel || given === undefined || given === null || typeof given !== "object" ? {} : { ...(given as Record<string, unknown>) };
+  delete job.from_pretrained;
+  const issues: ConfigIssue[] = [];
+  for (const [k, v] of Object.entries(job)) {
+    let mine: unknown;
+    try {
+      mine = (resolveModelConfig({ ...hfObj, [k]: v }, "model").config as unknown as Record<string, unknown>)[k];
+    } catch {
+      mine = v; // an invalid value: reported as differing
+    }
+    const theirs = base[k] ?? hfObj[k];
+    if (JSON.stringify(mine) !== JSON.stringify(theirs) && JSON.stringify(v) !== JSON.stringify(hfObj[k])) {
+      issues.push({ path: `model.${k}`, message: `${show(v)} differs from ${cfgPath}: ${show(hfObj[k] ?? theirs)} (remove the key from the job's model section or make it agree)`, source: opts.source });
+    }
+  }
+  if (issues.length > 0) throw new ConfigError(issues, `the job's model section disagrees with ${cfgPath}`);
+  const model: Record<string, unknown> = { ...hfObj };
+  if (typeof fp === "string") model.from_pretrained = dir;
+  return { ...raw, model };
 }

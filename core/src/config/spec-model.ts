@@ -191,7 +191,12 @@ export const MODEL_SPEC: Spec = {
       if (others.length > 0) addIssue(ctx, joinPath(path, k), `only for model_type ${others.join(" or ")} (this model is "${type}")`);
     }
     const filtered = Object.fromEntries(Object.entries(value).filter(([k]) => known(own, k) || !Object.values(MODEL_SPECS).some((spec) => known(spec, k))));
+    // `from_pretrained` (a Hub directory, made absolute by applyHubModel) rides along unchecked
+    const fromPretrained = filtered.from_pretrained;
+    delete filtered.from_pretrained;
+    if (fromPretrained !== undefined && typeof fromPretrained !== "string") addIssue(ctx, joinPath(path, "from_pretrained"), `expected a directory path (string), got ${show(fromPretrained)}`);
     const out = check(filtered, own, path, ctx) as Record<string, unknown> | undefined;
+    if (out !== undefined && typeof fromPretrained === "string") out.from_pretrained = fromPretrained;
     if (out === undefined) return undefined;
     if (out.num_key_value_heads === null && typeof out.num_attention_heads === "number") out.num_key_value_heads = out.num_attention_heads;
     if (out.head_dim === null && typeof out.hidden_size === "number" && typeof out.num_attention_heads === "number") {

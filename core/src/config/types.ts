@@ -32,6 +32,10 @@ export interface ModelConfigBase {
   bos_token_id: number | null;
   eos_token_id: number | null;
   pad_token_id: number | null;
+  /** `"from_pretrained": DIR`: the Hugging Face checkpoint directory (absolute) whose config.json
+   * this config came from and whose weights initialise the model (config/resolve-model.ts
+   * `applyHubModel`). Absent otherwise. */
+  from_pretrained?: string;
 }
 
 /** Dense Llama (HF LlamaConfig). */

@@ -14,7 +14,7 @@ import { writeSync } from "node:fs";
 import type { MemTag } from "@zeromoe/kernels";
 import { join } from "node:path";
 import { CheckpointError } from "../checkpoint/errors.ts";
-import { initFromSafetensors } from "../checkpoint/init-from.ts";
+import { initFromHub } from "../checkpoint/hub-dir.ts";
 import { Progress } from "../cli/progress.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
@@ -113,10 +113,13 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     const restore = args.resume !== undefined ? readCheckpointManifest(args.resume, config.checkpoint.dir).manifest.plugins : null;
     const engine = await Engine.create({ config, comm, backend: be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
-    if (args.initFrom !== undefined) {
+    // Hugging Face weights: --init-from, or the job's model.from_pretrained (not when resuming)
+    const initFrom = args.initFrom ?? (args.resume === undefined ? config.model.from_pretrained : undefined);
+    if (initFrom !== undefined) {
       const t0 = performance.now();
-      const r = initFromSafetensors(engine, args.initFrom);
-      out.line(`init-from  ${args.initFrom}: ${r.elements} parameter elements read by rank ${comm.rank} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      const r = initFromHub(engine, initFrom);
+      out.line(`init-from  ${initFrom}: ${r.elements} parameter elements read by rank ${comm.rank} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      if (r.warning) out.line(`warning: ${r.warning}`);
     }
     let startStep = 0;
     if (args.resume !== undefined) {

@@ -1,0 +1,242 @@
+/**
+ * Hugging Face Hub checkpoints as `--init-from` / `"model": {"from_pretrained": DIR}` read them: a
+ * directory written by `save_pretrained` (config.json plus `model.safetensors`, or the sharded
+ * `model-0000k-of-0000n.safetensors` with `model.safetensors.index.json`), the index file itself,
+ * or one `.safetensors` file — in either weight layout (hub-layouts.ts).
+ *
+ * {@link HubCheckpoint.open} reads only the headers (each shard's, validated by safetensors.ts, and
+ * the index, bounded before parsing). {@link initFromHub} first checks every parameter of the model
+ * against them on every rank — all missing tensors are listed at once, a shape mismatch names both
+ * shapes, tensors the model does not use are returned as warnings (as Transformers does:
+ * "Some weights of the checkpoint were not used") — then streams tensor by tensor: each rank reads
+ * only the element ranges its own shards hold (ZeRO-3 shard, or the units it holds), converts
+ * them (F32/F16/BF16/F64 → f32 → the unit's dtype, round to nearest even) and writes them into its
+ * buffers. No rank holds the whole model. The fp32 master copy is initialised from the loaded
+ * values; optimizer moments stay zero. `tie_word_embeddings`: a tied model has no `lm_head.weight`
+ * parameter, and a stored one is accepted (Transformers writes it for some tied models).
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { basename, join } from "node:path";
+import type { CheckpointTarget } from "../engine/stateful.ts";
+import { describeValue, scanJsonBounds } from "../config/json-bounds.ts";
+import { decodeTensor } from "./hf-load.ts";
+import { castTo16 } from "./hf-save.ts";
+import { findSource, type TensorSource } from "./hub-layouts.ts";
+import { SAFETENSORS_JSON_LIMITS, SAFETENSORS_MAX_HEADER_BYTES, SafetensorsError, SafetensorsReader, type SafetensorsTensorInfo } from "./safetensors.ts";
+
+/** Index file name of a sharded checkpoint. */
+export const HUB_INDEX_FILE = "model.safetensors.index.json";
+
+/** How many names an error lists before "… and N more". */
+const LIST_LIMIT = 20;
+
+function listNames(names: readonly string[]): string {
+  const shown = names.slice(0, LIST_LIMIT).join(", ");
+  return names.length > LIST_LIMIT ? `${shown} … and ${names.length - LIST_LIMIT} more` : shown;
+}
+
+/** The weight files of a Hub checkpoint and the headers of their tensors (see the module comment). */
+export class HubCheckpoint {
+  private readonly readers = new Map<string, SafetensorsReader>();
+  /** Tensor name → the file holding it and its header entry. */
+  readonly tensors = new Map<string, { file: string; info: SafetensorsTensorInfo }>();
+
+  private constructor(
+    /** What was opened (directory, index or file), for messages. */
+    readonly path: string,
+    /** The directory's config.json, or null (a single file, or none present). */
+    readonly configFile: string | null,
+  ) {}
+
+  /**
+   * Open `path` (directory, index file or `.safetensors` file) and read every header.
+   * @throws SafetensorsError naming the file for a directory with no weights, a malformed index or
+   *   shard, a tensor in two shards, or an index entry its shard does not hold.
+   */
+  static open(path: string): HubCheckpoint {
+    if (!existsSync(path)) throw new SafetensorsError(path, "no such file or directory");
+    const isDir = statSync(path).isDirectory();
+    const dir = isDir ? path : join(path, "..");
+    let index: string | null = null;
+    let files: string[];
+    let weightMap: Map<string, string> | null = null;
+    if (isDir) {
+      if (existsSync(join(path, HUB_INDEX_FILE))) index = join(path, HUB_INDEX_FILE);
+      else if (existsSync(join(path, "model.safetensors"))) files = [join(path, "model.safetensors")];
+      else throw new SafetensorsError(path, `directory holds neither model.safetensors nor ${HUB_INDEX_FILE} (a Hugging Face save_pretrained directory has one of them)`);
+    } else if (basename(path).endsWith(".index.json")) {
+      index = path;
+    }
+    if (index !== null) {
+      weightMap = readIndex(index);
+      files = [...new Set(weightMap.values())].sort().map((f) => join(dir, f));
+    } else if (!isDir) {
+      files = [path];
+    }
+    const cfg = join(dir, "config.json");
+    const hub = new HubCheckpoint(path, (isDir || index !== null) && existsSync(cfg) ? cfg : null);
+    try {
+      for (const file of files!) {
+        if (!existsSync(file)) throw new SafetensorsError(index ?? path, `names shard ${basename(file)}, which does not exist in ${dir}`);
+        const r = SafetensorsReader.open(file);
+        hub.readers.set(file, r);
+        for (const info of r.header.tensors) {
+          const prev = hub.tensors.get(info.name);
+          if (prev) throw new SafetensorsError(file, `tensor also stored in ${basename(prev.file)}`, info.name);
+          hub.tensors.set(info.name, { file, info });
+        }
+      }
+      if (weightMap) {
+        for (const [name, f] of weightMap) {
+          const got = hub.tensors.get(name);
+          if (!got || basename(got.file) !== f) throw new SafetensorsError(index!, `weight_map puts it in ${f}, which does not hold it`, name);
+        }
+      }
+    } catch (e) {
+      hub.close();
+      throw e;
+    }
+    return hub;
+  }
+
+  /** Stored shapes by name. */
+  shapes(): Map<string, readonly number[]> {
+    return new Map([...this.tensors].map(([n, t]) => [n, t.info.shape]));
+  }
+
+  /** Elements [start, start + count) of tensor `name` as raw bytes (see safetensors.ts). */
+  readElements(name: string, start: number, count: number): { bytes: Uint8Array; info: SafetensorsTensorInfo; file: string } {
+    const t = this.tensors.get(name);
+    if (!t) throw new SafetensorsError(this.path, "no such tensor", name);
+    return { bytes: this.readers.get(t.file)!.readTensorElements(name, start, count), info: t.info, file: t.file };
+  }
+
+  /** Close every shard. */
+  close(): void {
+    for (const r of this.readers.values()) r.close();
+    this.readers.clear();
+  }
+}
+
+/** `weight_map` of an index file, bounded before parsing; every entry a plain file name. */
+function readIndex(index: string): Map<string, string> {
+  if (statSync(index).size > SAFETENSORS_MAX_HEADER_BYTES) throw new SafetensorsError(index, `index is over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit`);
+  const text = readFileSync(index, "utf8");
+  const over = scanJsonBounds(text, { ...SAFETENSORS_JSON_LIMITS, maxDepth: 8 });
+  if (over !== null) throw new SafetensorsError(index, `index ${over.path === "" ? "" : `at ${over.path} `}is out of bounds: ${over.message}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new SafetensorsError(index, `index is not valid JSON (${(e as Error).message})`);
+  }
+  const map = (parsed as { weight_map?: unknown } | null)?.weight_map;
+  if (map === null || typeof map !== "object" || Array.isArray(map)) throw new SafetensorsError(index, "expected an object field weight_map {name: file}");
+  const out = new Map<string, string>();
+  for (const [name, f] of Object.entries(map as Record<string, unknown>)) {
+    if (typeof f !== "string" || f.includes("/") || f.includes("\\") || f === ".." || f === "." || f === "") {
+      throw new SafetensorsError(index, `weight_map entry must be a plain file name in the same directory, got ${describeValue(f)}`, name);
+    }
+    out.set(name, f);
+  }
+  return out;
+}
+
+/** A parameter as the loader sees it. */
+export interface HubParam {
+  name: string;
+  shape: readonly number[];
+}
+
+/** Where each parameter comes from, and what the checkpoint holds that the model does not use. */
+export interface HubPlan {
+  sources: Map<string, TensorSource>;
+  /** Stored tensors no parameter reads (sorted). */
+  unexpected: string[];
+}
+
+/**
+ * Match `params` (every parameter of the model, whatever this rank holds) against the checkpoint.
+ * `lm_head.weight` is accepted unused when `tied`; `rotary_emb.inv_freq` buffers are ignored.
+ * @throws SafetensorsError listing every missing tensor and every shape mismatch (both shapes) at once.
+ */
+export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tied: boolean): HubPlan {
+  const shapes = hub.shapes();
+  const sources = new Map<string, TensorSource>();
+  const missing: string[] = [];
+  const mismatched: string[] = [];
+  const used = new Set<string>();
+  for (const p of params) {
+    const s = findSource(p.name, p.shape, shapes);
+    if (!s) {
+      missing.push(p.name);
+      continue;
+    }
+    const stored = shapes.get(s.tensor)!;
+    const fits = stored.length === s.shape.length && stored.every((d, i) => d === s.shape[i]) && s.offset + p.shape.reduce((a, b) => a * b, 1) <= stored.reduce((a, b) => a * b, 1);
+    if (!fits) mismatched.push(`${s.tensor}${s.tensor === p.name ? "" : ` (for ${p.name})`}: checkpoint has [${stored.join(", ")}], the model needs [${s.shape.join(", ")}]`);
+    used.add(s.tensor);
+    sources.set(p.name, s);
+  }
+  const problems: string[] = [];
+  if (missing.length > 0) problems.push(`${missing.length} tensor${missing.length === 1 ? "" : "s"} the model needs ${missing.length === 1 ? "is" : "are"} missing: ${listNames(missing)}`);
+  if (mismatched.length > 0) problems.push(`${mismatched.length} shape mismatch${mismatched.length === 1 ? "" : "es"}: ${mismatched.slice(0, LIST_LIMIT).join("; ")}${mismatched.length > LIST_LIMIT ? ` … and ${mismatched.length - LIST_LIMIT} more` : ""}`);
+  if (problems.length > 0) throw new SafetensorsError(hub.path, problems.join("; "));
+  if (tied) used.add("lm_head.weight");
+  const unexpected = [...shapes.keys()].filter((n) => !used.has(n) && !n.endsWith("rotary_emb.inv_freq")).sort();
+  return { sources, unexpected };
+}
+
+/** What {@link initFromHub} did on this rank. */
+export interface HubInitResult {
+  /** Tensor ranges read and elements written on this rank. */
+  reads: number;
+  elements: number;
+  /** Checkpoint tensors the model does not use (the same on every rank). */
+  unexpected: string[];
+  /** One line for the log when `unexpected` is not empty (as Transformers warns), else null. */
+  warning: string | null;
+}
+
+/**
+ * Initialise `engine`'s parameters from the Hub checkpoint at `path` (module comment). Not a
+ * collective; every rank calls it.
+ * @throws SafetensorsError naming the path/file and tensors (missing, shapes, dtype, malformed files).
+ */
+export function initFromHub(engine: CheckpointTarget, path: string): HubInitResult {
+  const hub = HubCheckpoint.open(path);
+  const be = engine.job.be;
+  let reads = 0;
+  let elements = 0;
+  try {
+    const params = engine.modelUnits.flatMap((u) => u.params.map((p) => ({ name: p.name, shape: p.shape })));
+    const plan = planHubLoad(hub, params, engine.job.config.model.tie_word_embeddings);
+    for (const u of engine.modelUnits) {
+      const h = engine.handleOf(u);
+      if (!h) continue; // held by another rank (expert parallelism)
+      const stored = h.paramStorage();
+      const lo = stored.start;
+      const hi = stored.start + stored.count;
+      for (const p of u.params) {
+        const a = Math.max(lo, p.offset);
+        const b = Math.min(hi, p.offset + p.numel);
+        if (a >= b) continue;
+        const src = plan.sources.get(p.name)!;
+        const { bytes, info, file } = hub.readElements(src.tensor, src.offset + (a - p.offset), b - a);
+        const dec = decodeTensor(bytes, { ...info, shape: [b - a], numel: b - a }, file);
+        if (dec.dtype !== "f32") throw new SafetensorsError(file, `holds integers (${info.dtype}); a parameter needs a floating dtype`, src.tensor);
+        const f32 = dec.data as Float32Array;
+        if (stored.buf.dtype === "f32") be.write({ buf: stored.buf, off: a - lo }, f32);
+        else be.write({ buf: stored.buf, off: a - lo }, castTo16(f32, stored.buf.dtype === "bf16" ? "BF16" : "F16"));
+        reads++;
+        elements += b - a;
+      }
+    }
+    for (const h of engine.units()) engine.initMaster(h);
+    const n = plan.unexpected.length;
+    const warning = n === 0 ? null : `${hub.path}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${engine.job.config.model.model_type} model: ${listNames(plan.unexpected)}`;
+    return { reads, elements, unexpected: plan.unexpected, warning };
+  } finally {
+    hub.close();
+  }
+}
