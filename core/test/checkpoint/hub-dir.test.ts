@@ -184,3 +184,33 @@ describe("bun run train --init-from DIR (CLI)", () => {
     expect(dis.out).not.toMatch(/\n\s+at /);
   }, 180_000);
 });
+
+describe("the seed's AutoEP block on a Mixtral directory (CLI)", () => {
+  test("expert_parallel {enabled, autoep_size 4, preset mixtral}, world 4, ZeRO-3, weights in Transformers 5's fused layout", async () => {
+    const M = "core/test/fixtures/mixtral";
+    const d = join(tmp, "mixtral256");
+    const w = readSafetensors(`${M}/state_dict.safetensors`);
+    const pad = (t: { shape: number[]; data: Float32Array | Int32Array }) => {
+      const out = new Float32Array(256 * t.shape[1]!);
+      for (let i = 0; i < out.length; i++) out[i] = (t.data as Float32Array)[i % t.data.length]!;
+      return { shape: [256, t.shape[1]!], data: out };
+    };
+    cpSync(`${M}/config.json`, join(d, "config.json"), { recursive: true });
+    const cfg = JSON.parse(await Bun.file(`${M}/config.json`).text());
+    writeFileSync(join(d, "config.json"), JSON.stringify({ ...cfg, vocab_size: 256 }));
+    saveStateDict(join(d, "model.safetensors"), [...w].map(([n, t]) => (n === "model.embed_tokens.weight" || n === "lm_head.weight" ? ([n, pad(t)] as const) : ([n, t] as const))));
+    const job = join(tmp, "autoep.json");
+    writeFileSync(job, JSON.stringify({ train_micro_batch_size_per_gpu: 1, data: { seq_len: 16 }, steps: 2, zero_optimization: { stage: 3, stage3_param_persistence_threshold: 0 }, expert_parallel: { enabled: true, autoep_size: 4, preset_model: "mixtral" } }));
+    const p = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", job, "--init-from", d, "--backend", "cpu", "--world-size", "4"], { stdout: "pipe", stderr: "pipe" });
+    const out = p.stdout.toString() + p.stderr.toString();
+    expect(out).toContain("moe        ep_size 4");
+    expect(out).toContain("init-from");
+    expect(out).not.toContain("not used by");
+    expect(p.exitCode).toBe(0);
+    // the same job naming another family's preset: exit 2, both named
+    writeFileSync(job, JSON.stringify({ train_micro_batch_size_per_gpu: 1, data: { seq_len: 16 }, expert_parallel: { enabled: true, autoep_size: 4, preset_model: "qwen3_moe" } }));
+    const q = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", job, "--init-from", d, "--backend", "cpu", "--world-size", "4"], { stdout: "pipe", stderr: "pipe" });
+    expect(q.exitCode).toBe(2);
+    expect(q.stdout.toString() + q.stderr.toString()).toMatch(/expert_parallel\.preset_model.*preset "qwen3_moe" does not match the model: model_type is "mixtral"/);
+  }, 180_000);
+});
