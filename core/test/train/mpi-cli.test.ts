@@ -7,9 +7,9 @@
  * absent.
  */
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mpirunCommand } from "../../src/launch/mpi-launch.ts";
 import { MPI_AVAILABLE } from "../comm/mpi/mpi-available.ts";
@@ -57,7 +57,11 @@ test.skipIf(!MPI_AVAILABLE)("under mpirun, --world-size other than -np is a usag
 }, 60_000);
 
 test("--launcher mpi without mpirun on PATH says what to install (exit 2)", () => {
-  const r = run(["--config", JOB, "--launcher", "mpi", "--world-size", "2"], { ...process.env, PATH: dirname(process.execPath) });
+  // a PATH holding only bun (bun may share a folder with mpirun, e.g. /usr/bin)
+  const bin = join(DIR, "bin");
+  mkdirSync(bin);
+  symlinkSync(process.execPath, join(bin, "bun"));
+  const r = run(["--config", JOB, "--launcher", "mpi", "--world-size", "2"], { ...process.env, PATH: bin });
   expect(r.out).toContain("mpirun not found on PATH; install Open MPI");
   expect(r.out).toContain("apt-get install -y openmpi-bin libopenmpi-dev");
   expect(r.code).toBe(2);
