@@ -13,8 +13,9 @@ const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-zombie-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 
 test("a zombie holder counts as gone: lockConflict is null and the lock is taken over at once", async () => {
-  // `exec sleep` replaces the shell by a process that never reaps the child it inherited
-  const parent = Bun.spawn(["bash", "-c", `sh -c "exit 0" & echo $!; exec sleep 60`], { stdout: "pipe" });
+  // `exec sleep` replaces the shell by a process that never reaps the child it inherited; the
+  // child outlives the exec (it sleeps first), so bash cannot reap it before
+  const parent = Bun.spawn(["bash", "-c", `sh -c "sleep 1; exit 0" & echo $!; exec sleep 120`], { stdout: "pipe" });
   try {
     const reader = parent.stdout.getReader();
     let out = "";
@@ -25,7 +26,10 @@ test("a zombie holder counts as gone: lockConflict is null and the lock is taken
     }
     const zombie = Number(out.trim());
     expect(zombie).toBeGreaterThan(1);
-    while (processState(zombie) !== "Z") await Bun.sleep(10); // hang guard: the test timeout
+    for (let st = processState(zombie); st !== "Z"; st = processState(zombie)) {
+      if (st === null) throw new Error(`pid ${zombie} was reaped before it became a zombie (setup failed)`);
+      await Bun.sleep(10); // hang guard: the test timeout
+    }
     expect(pidAlive(zombie)).toBe(false);
     expect(pidAlive(process.pid)).toBe(true);
     expect(pidAlive(parent.pid)).toBe(true); // sleeping, not a zombie
