@@ -28,7 +28,7 @@ export interface InitFromResult {
  * @throws SafetensorsError naming the file and tensor for a malformed file, a missing tensor, a
  *   shape mismatch or an unsupported dtype.
  */
-export function initFromSafetensors(engine: CheckpointTarget, file: string): InitFromResult {
+export async function initFromSafetensors(engine: CheckpointTarget, file: string): Promise<InitFromResult> {
   const be = engine.job.be;
   const rd = SafetensorsReader.open(file);
   let reads = 0;
@@ -61,6 +61,6 @@ export function initFromSafetensors(engine: CheckpointTarget, file: string): Ini
   } finally {
     rd.close();
   }
-  for (const h of engine.units()) engine.initMaster(h);
+  for (const h of engine.units()) await engine.initMaster(h);
   return { reads, elements };
 }

@@ -17,6 +17,7 @@
  */
 import type { Buf } from "@zeromoe/kernels";
 import type { DataState } from "../data/loader.ts";
+import type { UnitHandle } from "../engine/plugin-context.ts";
 import type { CheckpointTarget } from "../engine/stateful.ts";
 import { CheckpointError } from "./errors.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
@@ -75,6 +76,17 @@ function fill(engine: CheckpointTarget, src: ShardSource, unit: string, state: U
   });
 }
 
+/** Stream a saved optimizer range of `u` into its offloaded states (`writeOptimizerState`). */
+async function fillOptimizer(src: ShardSource, u: UnitHandle, state: "master" | "m" | "v", count: number): Promise<void> {
+  const writes: Promise<void>[] = [];
+  src.readRange(u.name, state, u.optimStart, count, (c) => {
+    if (c.dtype !== "f32") throw new CheckpointError(src.tagDir, `unit "${u.name}" state "${state}" holds ${c.dtype}, expected f32`);
+    // copy: the chunk's bytes may be reused by the reader after the callback
+    writes.push(u.writeOptimizerState(state, c.at, new Float32Array(c.bytes.buffer.slice(c.bytes.byteOffset, c.bytes.byteOffset + c.n * 4))));
+  });
+  await Promise.all(writes);
+}
+
 /**
  * Find and read the manifest of the checkpoint `path` names, without loading anything (a resumed job
  * gives its `plugins` entries to Engine.create before partitioning).
@@ -113,6 +125,20 @@ export async function loadCheckpoint(engine: CheckpointTarget, path: string, tag
       fill(engine, src, u.name, "params", stored.start, stored.count, stored.buf, 0);
       const n = u.optimCount;
       if (n === 0) continue;
+      if (u.optimizerDevice !== "device") {
+        // offloaded states (host memory or NVMe files): through the unit's verbs
+        if (withOptim) {
+          if (mixed) await fillOptimizer(src, u, "master", n);
+          else await engine.initMaster(u); // fp32: the host master is the loaded parameters
+          await fillOptimizer(src, u, "m", n);
+          await fillOptimizer(src, u, "v", n);
+        } else {
+          await engine.initMaster(u);
+          await u.writeOptimizerState("m", 0, new Float32Array(n));
+          await u.writeOptimizerState("v", 0, new Float32Array(n));
+        }
+        continue;
+      }
       const opt = u.optimizerState();
       if (withOptim) {
         if (mixed) fill(engine, src, u.name, "master", u.optimStart, n, opt.master!, 0);
@@ -120,7 +146,7 @@ export async function loadCheckpoint(engine: CheckpointTarget, path: string, tag
         fill(engine, src, u.name, "v", u.optimStart, n, opt.v, 0);
       } else if (mixed) {
         // parameters only: the master copy starts from the loaded 16-bit values
-        engine.initMaster(u);
+        await engine.initMaster(u);
         env.be.fill({ buf: opt.m, off: 0 }, 0, n);
         env.be.fill({ buf: opt.v, off: 0 }, 0, n);
       }

@@ -144,15 +144,19 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
       const stored = u.paramStorage();
       const pBuf = stored.buf;
       const pOff = start - stored.start;
-      const opt = u.optimizerState();
-      const sources: [UnitStateName, typeof pBuf, number, RecordDType][] = [["params", pBuf, pOff, u.dtype as RecordDType]];
-      if (mixed) sources.push(["master", opt.master!, 0, "f32"]);
-      sources.push(["m", opt.m, 0, "f32"], ["v", opt.v, 0, "f32"]);
-      for (const [name, buf, off, dtype] of sources) {
+      // parameters from the device; master (mixed precision), m, v wherever they live (device
+      // buffers, or host memory / NVMe files when offloaded: the unit's readOptimizerState)
+      const sources: [UnitStateName, RecordDType, (c: number, n: number) => Promise<HostArray>][] = [
+        ["params", u.dtype as RecordDType, (c, n) => be.read({ buf: pBuf, off: pOff + c }, n)],
+      ];
+      for (const name of mixed ? (["master", "m", "v"] as const) : (["m", "v"] as const)) {
+        sources.push([name, "f32", (c, n) => u.readOptimizerState(name, c, n)]);
+      }
+      for (const [name, dtype, read] of sources) {
         if (count === 0) writer.add(recordName(u.name, name, 0), dtype, 0, 0, new Uint8Array(0));
         for (let c = 0; c < count; c += CHUNK_ELEMENTS) {
           const n = Math.min(CHUNK_ELEMENTS, count - c);
-          const host = await be.read({ buf, off: off + c }, n);
+          const host = await read(c, n);
           writer.add(recordName(u.name, name, start + c), dtype, start + c, n, recordBytes(host, dtype));
         }
       }

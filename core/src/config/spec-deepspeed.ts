@@ -140,18 +140,22 @@ export const BF16_SPEC: ObjectSpec = {
 };
 
 const OFFLOAD_COMMON = {
-  device: { kind: "enum", values: ["none", "cpu", "nvme"], default: "none", doc: "where the state lives" } as Spec,
-  nvme_path: { kind: "string", nullable: true, default: null, doc: "directory for nvme offload (required when device is nvme)" } as Spec,
-  pin_memory: bool("page-locked host memory (accepted; host buffers here are ordinary ArrayBuffers)", false),
+  device: { kind: "enum", values: ["none", "cpu", "nvme"], default: "none", doc: "where the state lives: the device, host memory (cpu) or files under nvme_path (nvme); the offload plugin (@zeromoe/plugin-offload, docs/offload.md)" } as Spec,
+  nvme_path: { kind: "string", nullable: true, default: null, doc: "directory for nvme offload (required when device is nvme); one subdirectory per job and rank" } as Spec,
+  pin_memory: bool("page-locked host memory: Bun has none to give, so true is warned about and host buffers stay ordinary SharedArrayBuffers", false),
 };
 
-/** `zero_optimization.offload_optimizer`. */
+/** `zero_optimization.offload_optimizer` (DeepSpeed runtime/zero/offload_config.py). */
 export const OFFLOAD_OPTIMIZER_SPEC: ObjectSpec = {
   kind: "object",
   default: {},
   doc: "optimizer-state offload (stage >= 1)",
-  fields: { ...OFFLOAD_COMMON, buffer_count: posInt("buffers in the nvme buffer pool", 4) },
-  ignored: { fast_init: "no effect in ZeroMoE", ratio: "no partial offload here (offload devices are refused; see offload_optimizer.device)" },
+  fields: {
+    ...OFFLOAD_COMMON,
+    buffer_count: posInt("nvme: host staging buffers for optimizer states (at least 3: master, m, v of one unit; 6 or more double-buffers the next unit)", 4),
+    fast_init: bool("nvme: create the initial m/v files as sparse files (ftruncate) instead of writing zeros", false),
+    ratio: { kind: "number", min: 0, max: 1, default: 1, doc: "fraction of the optimizer's parameter elements updated on the host (units in model order until the fraction is reached); the rest stay on the device" } as Spec,
+  },
 };
 
 /** `zero_optimization.offload_param` (stage 3 only). */
@@ -164,6 +168,21 @@ export const OFFLOAD_PARAM_SPEC: ObjectSpec = {
     buffer_count: posInt("buffers in the nvme buffer pool", 5),
     buffer_size: posInt("elements per nvme buffer", 1e8),
     max_in_cpu: nonNegInt("parameter elements kept in host memory when offloading to nvme", 1e9),
+  },
+};
+
+/** `aio` section: how nvme offload reads and writes its files (DeepSpeed's libaio settings; here
+ * Bun's asynchronous file I/O, docs/offload.md). */
+export const AIO_SPEC: ObjectSpec = {
+  kind: "object",
+  default: {},
+  doc: "nvme offload I/O",
+  fields: {
+    block_size: posInt("bytes per I/O request (a multiple of 4096: requests are aligned to it)", 1048576),
+    queue_depth: posInt("I/O requests in flight at once", 8),
+    thread_count: posInt("requests each transfer is split into, submitted together (intra-request parallelism)", 1),
+    single_submit: bool("submit each block as its own request (true) or coalesce the blocks of a queue into one request (false)", false),
+    overlap_events: bool("keep queue_depth requests in flight, submitting as each completes (true), or wait for a whole queue before the next (false)", true),
   },
 };
 
@@ -267,6 +286,7 @@ export const DEEPSPEED_FIELDS: Readonly<Record<string, Spec>> = {
   zero_optimization: ZERO_SPEC,
   expert_parallel: EXPERT_PARALLEL_SPEC,
   activation_checkpointing: ACTIVATION_CHECKPOINTING_SPEC,
+  aio: AIO_SPEC,
   steps_per_print: posInt("log every N steps", 10),
   wall_clock_breakdown: bool("time forward/backward/step/communication", false),
   flops_profiler: FLOPS_PROFILER_SPEC,
@@ -286,7 +306,6 @@ export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
   zero_force_ds_cpu_optimizer: "only Adam/AdamW exist here",
   dump_state: "no effect in ZeroMoE",
   memory_breakdown: "memory is always reported per tag",
-  aio: "nvme offload uses ordinary file I/O",
   tensorboard: "no monitor backends; see --summary",
   wandb: "no monitor backends; see --summary",
   csv_monitor: "no monitor backends; see --summary",

@@ -6,7 +6,8 @@
  */
 import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED } from "./spec-deepspeed.ts";
 import { MODEL_SPEC } from "./spec-model.ts";
-import type { ObjectSpec, Spec } from "./schema.ts";
+import { addIssue, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
+import { parseByteSize } from "./byte-size.ts";
 
 /** `data` section. */
 export const DATA_SPEC: ObjectSpec = {
@@ -72,6 +73,21 @@ export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
   eval_batches: { kind: "number", int: true, min: 1, default: 4, doc: "validation micro-batches per rank per evaluation" },
   checkpoint: CHECKPOINT_SPEC,
   max_bad_steps: { kind: "number", int: true, min: 0, default: 10, doc: "stop the run (exit 4) after N consecutive bad steps: non-finite loss, skipped without dynamic loss scaling, or zero gradient norm (0 = never)" },
+  max_device_memory: {
+    kind: "custom",
+    typeName: "size (\"8MiB\", \"4GiB\", bytes) or null",
+    nullable: true,
+    default: null,
+    doc: "device memory budget per rank (model states + activations + buffers); the memory check refuses a job whose model states exceed it (naming offload as the fix) and the backend's allocator fails past it; null = the backend's own limits. --max-device-memory overrides",
+    check(value: unknown, path: string, ctx: CheckContext): unknown {
+      const b = parseByteSize(value);
+      if (typeof b === "string") {
+        addIssue(ctx, path, b);
+        return undefined;
+      }
+      return b;
+    },
+  },
   plugins: { kind: "array", items: { kind: "string" }, default: [], doc: "third-party plugins: package names or paths" },
   moe: MOE_SPEC,
 };

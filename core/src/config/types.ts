@@ -169,15 +169,29 @@ export interface Fp16Config {
   min_loss_scale: number;
 }
 
-export interface OffloadOptimizerConfig {
+interface OffloadCommonConfig {
   device: "none" | "cpu" | "nvme";
   nvme_path: string | null;
   pin_memory: boolean;
   buffer_count: number;
 }
-export interface OffloadParamConfig extends OffloadOptimizerConfig {
+export interface OffloadOptimizerConfig extends OffloadCommonConfig {
+  fast_init: boolean;
+  /** Fraction of optimizer elements updated on the host (1 = all). */
+  ratio: number;
+}
+export interface OffloadParamConfig extends OffloadCommonConfig {
   buffer_size: number;
   max_in_cpu: number;
+}
+
+/** DeepSpeed `aio` section (nvme offload I/O). */
+export interface AioConfig {
+  block_size: number;
+  queue_depth: number;
+  thread_count: number;
+  single_submit: boolean;
+  overlap_events: boolean;
 }
 
 export interface ZeroConfig {
@@ -240,6 +254,9 @@ export interface JobConfig {
   checkpoint: CheckpointConfig;
   /** Stop after this many consecutive bad steps (train/divergence.ts); 0 = never. */
   max_bad_steps: number;
+  /** Device memory budget per rank, bytes (`max_device_memory`, or `--max-device-memory`); null =
+   * the backend's own limits. The memory check and the backend's allocator honour it. */
+  max_device_memory: number | null;
   /** Third-party plugins: package names or paths. */
   plugins: string[];
   /** MoE routing; null for a dense model. */
@@ -257,6 +274,7 @@ export interface JobConfig {
   fp16: Fp16Config;
   bf16: { enabled: boolean };
   zero_optimization: ZeroConfig;
+  aio: AioConfig;
   expert_parallel: ExpertParallelConfig;
   activation_checkpointing: ActivationCheckpointingConfig;
   steps_per_print: number;

@@ -207,6 +207,7 @@ export class Engine implements CheckpointTarget {
       const plan = hooks.partition.plan(unit, ctx);
       if (!plan) continue; // held by another rank (expert parallelism)
       const st = new UnitState(unit, plan);
+      st.optimizerDevice = hooks.offload.optimizerDevice(st, ctx);
       if (plan.params === "sharded") {
         st.paramShard = be.alloc(unit.dtype, plan.shardSize, "param");
         initUnitRange(be, unit, config.seed, plan.shardStart, plan.owned, st.paramShard);
@@ -215,10 +216,14 @@ export class Engine implements CheckpointTarget {
         initUnit(unit, config.seed);
       }
       st.allocate(be, mixed);
+      if (st.optimizerDevice !== "device") {
+        if (!hooks.offload.createHostState || !hooks.offload.step) throw new Error(`the offload hook (owner ${composed.owners.offload}) places unit ${unit.name}'s optimizer states on "${st.optimizerDevice}" but implements no createHostState/step`);
+        st.host = hooks.offload.createHostState(st, ctx);
+      }
       byName.set(unit.name, st);
       held.push(st);
     }
-    for (const st of held) initMaster(be, st);
+    for (const st of held) await initMaster(be, st);
     const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
     const of = (u: Unit): UnitState => {
       const s = byUnit.get(u);
@@ -287,6 +292,7 @@ export class Engine implements CheckpointTarget {
       lossScale,
       maxNorm: env.config.gradient_clipping,
       gradDivisor: accum * env.comm.worldSize,
+      offloadStep: this.hooks.offload.step ? (units, hp) => this.hooks.offload.step!(units, hp, env) : undefined,
     });
     await this.hooks.gather.endStep?.(env);
     this.scaler.update(out.overflow);
@@ -376,11 +382,12 @@ export class Engine implements CheckpointTarget {
     return out;
   }
 
-  /** Set `unit`'s fp32 master copy from its stored 16-bit parameters (mixed precision). */
-  initMaster(unit: UnitHandle): void {
+  /** Set `unit`'s fp32 master copy from its stored parameters: the device master (mixed
+   * precision), or the host master of offloaded states (any precision). */
+  initMaster(unit: UnitHandle): Promise<void> {
     const st = this.byUnit.get((unit as UnitState).unit);
     if (!st) throw new Error(`engine.initMaster: rank ${this.env.rank} holds no unit ${unit.name}`);
-    initMaster(this.env.be, st);
+    return initMaster(this.env.be, st);
   }
 
   /** Run every plugin's per-step metrics (`ctx.metrics.afterStep`), in set-up order. A collective

@@ -19,7 +19,7 @@ import type { Plugin } from "../hooks/plugin.ts";
 import type { MoERouter, TokenDispatcher } from "../nn/moe/index.ts";
 import type { Phase } from "../nn/unit.ts";
 import type { UnitPlan } from "./plan.ts";
-import type { HookContext, SetupContext, UnitHandle, UnitInfo } from "./plugin-context.ts";
+import type { HookContext, HostOptimizerState, OffloadStepInputs, OptimizerDevice, SetupContext, UnitHandle, UnitInfo } from "./plugin-context.ts";
 
 /** @deprecated The per-call hook context was called EngineEnv; use {@link HookContext}. */
 export type EngineEnv = HookContext;
@@ -57,10 +57,21 @@ export interface RouteHook {
   router?(ctx: HookContext): MoERouter | null;
 }
 
-/** offload: where a unit's optimizer state lives. Core supports only "device"; an offload plugin
- * claims this hook to move state to host memory or NVMe. */
+/** offload: where a unit's optimizer state lives and who updates it there. Core's default keeps
+ * everything on the device. An offload plugin claims the hook: `optimizerDevice` is asked once per
+ * held unit at set-up (before its optimizer buffers would be allocated); for a unit answered "cpu"
+ * or "nvme" the engine allocates no device `optim` buffer and asks `createHostState` for its host
+ * states instead; after the gradient norm and clipping, the engine runs the device AdamW on the
+ * other units and `step` on the offloaded ones (which must write the updated parameters of each
+ * unit's optimizer range back to `paramStorage()`), then all_gathers parameters as usual. */
 export interface OffloadHook {
-  optimizerDevice(unit: UnitHandle, ctx: HookContext): "device" | "cpu" | "nvme";
+  optimizerDevice(unit: UnitHandle, ctx: HookContext): OptimizerDevice;
+  /** The host states of a unit placed off the device (required when any unit is). */
+  createHostState?(unit: UnitHandle, ctx: HookContext): HostOptimizerState;
+  /** AdamW over the optimizer ranges of `units` (every offloaded unit of this rank with
+   * optimCount > 0, model order) with the gradients `unit.ownedGrad()` (device) times
+   * `hp.gradScale`; writes each updated range back to the device parameters. */
+  step?(units: readonly UnitHandle[], hp: OffloadStepInputs, ctx: HookContext): Promise<void>;
 }
 
 /** checkpoint: which units' states this rank writes. */

@@ -8,7 +8,8 @@
  * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
  * same arithmetic to the same values (domain.md §5).
  */
-import type { Backend, Buf, View } from "@zeromoe/kernels";
+import type { AdamWParams, Backend, Buf, View } from "@zeromoe/kernels";
+import { bf16ToNumber, f16ToNumber } from "@zeromoe/kernels";
 import { unscaleAndClip } from "../optim/clip.ts";
 import type { JobView } from "./plugin-context.ts";
 import { readPadded } from "./host-transfer.ts";
@@ -24,6 +25,8 @@ export interface StepInputs {
   maxNorm: number;
   /** Divisor turning summed gradients into the mean: accumulation steps × world size. */
   gradDivisor: number;
+  /** The offload hook's `step` for units whose states are off the device (required if any is). */
+  offloadStep?: (units: readonly UnitState[], hp: AdamWParams) => Promise<void>;
 }
 
 /** Outcome of one optimizer step. */
@@ -73,25 +76,35 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
     const o = env.config.optimizer.params;
     const gradScale = clipCoef / (inp.lossScale * inp.gradDivisor);
     const mixed = env.paramDtype !== "f32";
+    const hp: AdamWParams = {
+      lr: inp.lr,
+      beta1: o.betas[0],
+      beta2: o.betas[1],
+      eps: o.eps,
+      weightDecay: o.weight_decay,
+      decoupled: o.adam_w_mode,
+      step: inp.step,
+      gradScale,
+    };
+    const offloaded: UnitState[] = [];
     for (const st of states) {
       const n = st.optimCount;
       if (n === 0) continue;
+      if (st.host) {
+        offloaded.push(st);
+        continue;
+      }
       const u = st.unit;
       const paramBuf = st.paramShard ?? u.data;
       if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
       const pOff = st.paramShard ? 0 : st.optimStart;
       const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
       const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
-      be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, {
-        lr: inp.lr,
-        beta1: o.betas[0],
-        beta2: o.betas[1],
-        eps: o.eps,
-        weightDecay: o.weight_decay,
-        decoupled: o.adam_w_mode,
-        step: inp.step,
-        gradScale,
-      });
+      be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, hp);
+    }
+    if (offloaded.length > 0) {
+      if (!inp.offloadStep) throw new Error(`optimizer: unit ${offloaded[0]!.name}'s states are offloaded but the offload hook has no step`);
+      await inp.offloadStep(offloaded, hp);
     }
     await allGatherUpdatedParams(env, states);
   }
@@ -114,9 +127,23 @@ export async function allGatherUpdatedParams(env: JobView, states: readonly Unit
   }
 }
 
-/** Initialise the fp32 master copy (mixed precision) from the 16-bit parameters this rank owns. */
-export function initMaster(be: Backend, st: UnitState): void {
-  if (!st.master || st.optimCount === 0) return;
+/** Initialise the fp32 master copy from the parameters this rank owns: the device master (mixed
+ * precision; a cast on the device) or, for offloaded states, the host master (any precision: the
+ * owned range read from the device and widened to f32 exactly). */
+export async function initMaster(be: Backend, st: UnitState): Promise<void> {
+  if (st.optimCount === 0) return;
   const src = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: st.unit.data!, off: st.optimStart };
+  if (st.host) {
+    const raw = await be.read(src, st.optimCount);
+    let f32: Float32Array;
+    if (raw instanceof Uint16Array) {
+      const dec = st.unit.dtype === "f16" ? f16ToNumber : bf16ToNumber;
+      f32 = new Float32Array(raw.length);
+      for (let i = 0; i < raw.length; i++) f32[i] = dec(raw[i]!);
+    } else f32 = raw instanceof Float32Array ? raw : Float32Array.from(raw as ArrayLike<number>);
+    await st.host.write("master", 0, f32);
+    return;
+  }
+  if (!st.master) return;
   be.cast(src, { buf: st.master, off: 0 }, st.optimCount);
 }

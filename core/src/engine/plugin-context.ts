@@ -15,7 +15,7 @@
  *
  * Nothing here hands out a mutable engine map or the model object.
  */
-import type { Backend, Buf, DType, View } from "@zeromoe/kernels";
+import type { AdamWParams, Backend, Buf, DType, View } from "@zeromoe/kernels";
 import type { Communicator, Group } from "../comm/communicator.ts";
 import type { ParallelGroups } from "../comm/groups.ts";
 import type { JobConfig } from "../config/types.ts";
@@ -116,9 +116,50 @@ export interface UnitHandle extends UnitInfo {
   gradAccumulator(): Buf;
   /** The owned, summed gradient region the optimizer reads (after `reduce.finish`). */
   ownedGrad(): { view: View; n: number };
-  /** Optimizer-state buffers (optimLength elements each; `master` only with mixed precision). */
+  /** Optimizer-state buffers (optimLength elements each; `master` only with mixed precision).
+   * @throws when the states are offloaded (`optimizerDevice` is not "device"): use
+   * {@link readOptimizerState} / {@link writeOptimizerState}, which work wherever they live. */
   optimizerState(): { master: Buf | null; m: Buf; v: Buf };
+  /** Where this unit's optimizer states live (the offload hook's `optimizerDevice`, asked once at
+   * set-up): "device" (backend buffers, tag `optim`), "cpu" (host memory) or "nvme" (files). */
+  readonly optimizerDevice: OptimizerDevice;
+  /** The host-side states when offloaded, else null. */
+  hostOptimizerState(): HostOptimizerState | null;
+  /** Elements [off, off + n) of optimizer state `state` (f32), wherever it lives. `master` exists on
+   * the device only with mixed precision; offloaded units always keep an f32 master on the host.
+   * @throws when the state does not exist here. */
+  readOptimizerState(state: OptimizerStateName, off: number, n: number): Promise<Float32Array>;
+  /** Overwrite elements [off, off + data.length) of optimizer state `state`, wherever it lives. */
+  writeOptimizerState(state: OptimizerStateName, off: number, data: Float32Array): Promise<void>;
 }
+
+/** The optimizer states a unit keeps per element (f32 each). */
+export type OptimizerStateName = "master" | "m" | "v";
+
+/** Where a unit's optimizer states live. */
+export type OptimizerDevice = "device" | "cpu" | "nvme";
+
+/**
+ * One unit's optimizer states outside the device (ZeRO-Offload / ZeRO-Infinity; created by the
+ * offload hook's `createHostState`): an f32 master copy of the owned parameters (for f32 training
+ * too: the device keeps its parameters for compute, the host its master), m and v, `length`
+ * elements each (the unit's optimLength; element 0 is unit element `optimStart`).
+ */
+export interface HostOptimizerState {
+  readonly length: number;
+  /** "cpu" (host memory) or "nvme" (files under nvme_path). */
+  readonly device: "cpu" | "nvme";
+  /** Elements [off, off + n) of `state`. */
+  read(state: OptimizerStateName, off: number, n: number): Promise<Float32Array>;
+  /** Overwrite elements [off, off + data.length) of `state` (durable on return for nvme). */
+  write(state: OptimizerStateName, off: number, data: Float32Array): Promise<void>;
+  /** Release host memory and files. */
+  free(): void;
+}
+
+/** What the offload hook's `step` receives: AdamW's hyper-parameters of this step (as the device's
+ * fused `adamw` takes them, gradScale included) — kernels' `AdamWParams`. */
+export type OffloadStepInputs = AdamWParams;
 
 /** The second argument of every hook call. */
 export interface HookContext extends JobView {
@@ -185,10 +226,12 @@ export interface MemoryPart {
   elements: number;
   /** Ranks the part's states may be partitioned over. */
   groupSize: number;
-  /** Bytes per rank of parameters, gradients, optimizer states. */
+  /** Bytes per rank of parameters, gradients, optimizer states (on the device). */
   params: number;
   grads: number;
   optim: number;
+  /** Bytes per rank a plugin keeps in host memory instead (offload); absent = 0. */
+  host?: number;
 }
 
 /** What memory contributions see: the job, and the bytes per parameter of its precision. */

@@ -9,9 +9,7 @@
  * |------------------------------------------|--------------------------|
  * | `zero_optimization.stage` 1 / 2 / 3      | `@zeromoe/plugin-zero1/2/3` |
  * | a `moe` section (every sparse model)     | `@zeromoe/plugin-moe`    |
- *
- * (DeepSpeed's `offload_optimizer` / `offload_param` keys have no built-in plugin yet; the config
- * validation refuses a device other than "none" for them.)
+ * | `zero_optimization.offload_optimizer.device` or `offload_param.device` not "none" | `@zeromoe/plugin-offload` |
  */
 import type { JobConfig } from "../config/types.ts";
 
@@ -25,19 +23,27 @@ export const STAGE_PLUGIN_PACKAGES: Readonly<Record<1 | 2 | 3, string>> = {
 /** Package of the plugin every sparse (MoE) model gets: router options, statistics, expert parallelism. */
 export const MOE_PLUGIN_PACKAGE = "@zeromoe/plugin-moe";
 
+/** Package of the plugin placing optimizer states / parameters in host memory or on NVMe
+ * (ZeRO-Offload, ZeRO-Infinity). */
+export const OFFLOAD_PLUGIN_PACKAGE = "@zeromoe/plugin-offload";
+
 /** Short built-in names a job's `plugins` list may use instead of the package name. */
 export const BUILTIN_ALIASES: Readonly<Record<string, string>> = {
   zero1: STAGE_PLUGIN_PACKAGES[1],
   zero2: STAGE_PLUGIN_PACKAGES[2],
   zero3: STAGE_PLUGIN_PACKAGES[3],
   moe: MOE_PLUGIN_PACKAGE,
+  offload: OFFLOAD_PLUGIN_PACKAGE,
 };
 
-/** Packages of the built-in plugins `cfg` selects, in set-up order (stage first, then MoE). */
+/** Packages of the built-in plugins `cfg` selects, in set-up order (stage first, then MoE, then
+ * offload). */
 export function builtinPluginPackages(cfg: Pick<JobConfig, "zero_optimization" | "moe">): string[] {
   const out: string[] = [];
-  const stage = cfg.zero_optimization.stage;
+  const z = cfg.zero_optimization;
+  const stage = z.stage;
   if (stage === 1 || stage === 2 || stage === 3) out.push(STAGE_PLUGIN_PACKAGES[stage]);
   if (cfg.moe) out.push(MOE_PLUGIN_PACKAGE);
+  if (z.offload_optimizer.device !== "none" || z.offload_param.device !== "none") out.push(OFFLOAD_PLUGIN_PACKAGE);
   return out;
 }

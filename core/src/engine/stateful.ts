@@ -43,6 +43,7 @@ export interface CheckpointTarget extends Stateful<EngineStateDict> {
   /** Warnings of plugins whose state differs from their saved manifest entry (`plugins[key]` of a
    * loaded checkpoint; ManifestContribution `check`). */
   checkManifestEntries(saved: Readonly<Record<string, unknown>>): string[];
-  /** Set the fp32 master copy of `unit` (mixed precision) from its stored 16-bit parameters. */
-  initMaster(unit: UnitHandle): void;
+  /** Set the fp32 master copy of `unit` from its stored parameters (mixed precision: the device
+   * master; offloaded optimizer states: the host master, any precision). */
+  initMaster(unit: UnitHandle): Promise<void>;
 }

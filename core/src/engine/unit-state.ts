@@ -21,7 +21,7 @@ import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { Group } from "../comm/communicator.ts";
 import type { Unit, UnitKind } from "../nn/unit.ts";
 import { paddingElements, type UnitPlan } from "./plan.ts";
-import type { UnitHandle } from "./plugin-context.ts";
+import type { HostOptimizerState, OptimizerDevice, OptimizerStateName, UnitHandle } from "./plugin-context.ts";
 
 /** Whether a rank counts a unit's reduced gradient in global sums (gradient norm; statistics):
  * its optimizer range when optimizer states are sharded, group rank 0 when they are replicated —
@@ -39,6 +39,11 @@ export class UnitState implements UnitHandle {
   master: Buf | null = null;
   m: Buf | null = null;
   v: Buf | null = null;
+  /** Where the optimizer states live (set by the engine from the offload hook before allocate). */
+  optimizerDevice: OptimizerDevice = "device";
+  /** The offloaded states (optimizerDevice "cpu"/"nvme"), else null. */
+  host: HostOptimizerState | null = null;
+  private be: Backend | null = null;
   constructor(unit: Unit, plan: UnitPlan) {
     this.unit = unit;
     this.plan = plan;
@@ -97,8 +102,26 @@ export class UnitState implements UnitHandle {
     return { view: { buf: this.gradAccumulator(), off: this.optimStart }, n };
   }
   optimizerState(): { master: Buf | null; m: Buf; v: Buf } {
+    if (this.host) throw new Error(`unit ${this.unit.name}: optimizer states are offloaded to ${this.host.device} (use readOptimizerState/writeOptimizerState)`);
     if (!this.m || !this.v) throw new Error(`unit ${this.unit.name}: optimizer state not allocated`);
     return { master: this.master, m: this.m, v: this.v };
+  }
+  hostOptimizerState(): HostOptimizerState | null {
+    return this.host;
+  }
+  private deviceState(state: OptimizerStateName): Buf {
+    const b = state === "master" ? this.master : state === "m" ? this.m : this.v;
+    if (!b || !this.be) throw new Error(`unit ${this.unit.name}: no device optimizer state "${state}"${state === "master" ? " (fp32 training keeps no separate master copy)" : ""}`);
+    return b;
+  }
+  async readOptimizerState(state: OptimizerStateName, off: number, n: number): Promise<Float32Array> {
+    if (this.host) return this.host.read(state, off, n);
+    const got = await this.be!.read({ buf: this.deviceState(state), off }, n);
+    return got instanceof Float32Array ? got : Float32Array.from(got as ArrayLike<number>);
+  }
+  async writeOptimizerState(state: OptimizerStateName, off: number, data: Float32Array): Promise<void> {
+    if (this.host) return this.host.write(state, off, data);
+    this.be!.write({ buf: this.deviceState(state), off }, data);
   }
 
   /** First element (in unit coordinates) of the optimizer's range on this rank. */
@@ -123,16 +146,19 @@ export class UnitState implements UnitHandle {
     let b = 0;
     if (this.plan.params === "sharded") b += pad * pb;
     if (this.plan.grads === "sharded") b += pad * pb;
-    if (this.plan.optim === "sharded") b += pad * (mixed ? 12 : 8);
+    if (this.plan.optim === "sharded" && this.optimizerDevice === "device") b += pad * (mixed ? 12 : 8);
     return b;
   }
 
-  /** Allocate the gradient and optimizer buffers the plan calls for (zeroed). */
+  /** Allocate the gradient and optimizer buffers the plan calls for (zeroed); no optimizer buffer
+   * when the states are offloaded (`optimizerDevice` not "device"). */
   allocate(be: Backend, mixed: boolean): void {
     const p = this.plan;
     const dt = this.unit.dtype;
+    this.be = be;
     if (p.grads === "sharded") this.gradShard = be.alloc(dt, p.shardSize, "grad");
     else this.gradAcc = be.alloc(dt, Math.max(1, p.numel), "grad");
+    if (this.optimizerDevice !== "device") return;
     const len = this.optimLength;
     this.m = be.alloc("f32", len, "optim");
     this.v = be.alloc("f32", len, "optim");
@@ -146,5 +172,7 @@ export class UnitState implements UnitHandle {
       if (b) be.free(b);
       this[k] = null;
     }
+    this.host?.free();
+    this.host = null;
   }
 }

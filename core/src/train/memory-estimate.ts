@@ -57,7 +57,10 @@ export interface ModelStateEstimate {
   params: number;
   grads: number;
   optim: number;
+  /** params + grads + optim: the device's model states. */
   total: number;
+  /** Bytes per rank plugins keep in host memory instead (offload: `MemoryPart.host`). */
+  host: number;
   /** The largest unit (its f32 copy is the largest single buffer). */
   largestUnit: UnitSize;
   /** Bytes of the largest single buffer: `largestUnit.numel × 4`. */
@@ -125,8 +128,9 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
   if (count.expert > 0) parts.push(replicated("expert", count.expert));
   const check = (ps: MemoryPart[], who: string): MemoryPart[] => {
     for (const q of ps) {
-      for (const k of ["elements", "groupSize", "params", "grads", "optim"] as const) {
-        if (!Number.isFinite(q[k]) || q[k] < 0) throw new Error(`memory estimate: plugin "${who}" gave part "${q.name}" ${k} = ${q[k]} (expected a finite number ≥ 0)`);
+      for (const k of ["elements", "groupSize", "params", "grads", "optim", "host"] as const) {
+        if (k === "host" && q.host === undefined) continue;
+        if (!Number.isFinite(q[k]) || q[k]! < 0) throw new Error(`memory estimate: plugin "${who}" gave part "${q.name}" ${k} = ${q[k]} (expected a finite number ≥ 0)`);
       }
     }
     return ps;
@@ -150,6 +154,7 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
     grads,
     optim,
     total: params + grads + optim,
+    host: parts.reduce((s, q) => s + (q.host ?? 0), 0),
     largestUnit: unit,
     largestBufferBytes: unit.numel * 4,
   };

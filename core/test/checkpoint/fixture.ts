@@ -106,7 +106,7 @@ async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
         out.loads.push({ resharded: r.resharded, tag: r.tag, step: engine.globalSteps });
       } else if (op.op === "snapshot") out.snapshots.push(await snapshot(engine));
       else if (op.op === "save16") out.save16.push(await engine.save16bitModel(op.dir));
-      else if (op.op === "initFrom") initFromSafetensors(engine, op.file);
+      else if (op.op === "initFrom") await initFromSafetensors(engine, op.file);
       else if (op.op === "saveAlone") {
         try {
           if (comm.rank === op.rank) await engine.saveCheckpoint(op.dir, op.tag);

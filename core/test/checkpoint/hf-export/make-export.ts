@@ -56,7 +56,7 @@ writeHfConfig(join(out, "fp32"), resolveJobConfig({ ...job, world_size: 2 }).con
 const { config } = resolveJobConfig({ ...job, world_size: 1, moe: { ep_size: 1 }, zero_optimization: { stage: 0 } });
 const be = new CpuBackend();
 const engine = await Engine.create({ config, comm: createSoloCommunicator(), backend: be, plugins: await pluginsForJob(config), log: () => {} });
-initFromSafetensors(engine, join(out, "save16", "model.safetensors"));
+await initFromSafetensors(engine, join(out, "save16", "model.safetensors"));
 const B = 2;
 const S = 11;
 const ids = Int32Array.from({ length: B * S }, (_, i) => (i * 37 + 11) % MODEL.vocab_size);

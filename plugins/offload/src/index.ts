@@ -1,0 +1,108 @@
+/**
+ * ZeRO-Offload and ZeRO-Infinity for ZeroMoE (Ren et al., "ZeRO-Offload", USENIX ATC'21;
+ * Rajbhandari et al., "ZeRO-Infinity", SC'21): each rank's optimizer states — fp32 master, m, v of
+ * its optimizer range — live in host memory (`offload_optimizer.device: "cpu"`) or in files under
+ * `nvme_path` (`"nvme"`) instead of on the device. Selected by the registry when a device is not
+ * "none"; works on top of ZeRO stages 1–3 (their partitioning decides the range; this plugin only
+ * moves where it lives).
+ *
+ * Per step (the engine calls the offload hook after the global gradient norm and clipping): each
+ * offloaded unit's reduced gradient is copied device → host, AdamW runs on the host over worker
+ * threads on shared memory (adamw-pool.ts; the arithmetic of the cpu backend's fused kernel, so
+ * bit-identical on the cpu backend), and the updated parameters go back to the device (16-bit with
+ * mixed precision). The device keeps no `optim` buffer for an offloaded unit.
+ *
+ * Keys: options.ts (every key acts or is refused/warned by name). Docs: docs/offload.md.
+ */
+import { availableParallelism } from "node:os";
+import { definePlugin, type EngineHooks, type HostOptimizerState, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
+import { HostAdamWPool } from "./adamw-pool.ts";
+import { CpuOptimizerState } from "./cpu-state.ts";
+import { HostLedger } from "./host-ledger.ts";
+import { offloadMemory } from "./memory.ts";
+import { cpuStates, GradStaging, offloadStep, type StagedStates } from "./offload-step.ts";
+import { offloadOptions } from "./options.ts";
+
+type Hooks = EngineHooks & Record<string, unknown>;
+
+export { adamwHost, type GradDtype } from "./host-adamw.ts";
+export { HostAdamWPool, type AdamWPoolOptions } from "./adamw-pool.ts";
+export { CpuOptimizerState } from "./cpu-state.ts";
+export { HostLedger } from "./host-ledger.ts";
+export { offloadMemory } from "./memory.ts";
+export { offloadOptions, type OffloadOptions } from "./options.ts";
+
+/** Options of {@link createOffloadPlugin} (not config keys: how this process runs the host AdamW). */
+export interface OffloadPluginOptions {
+  /** Host AdamW threads per rank, the calling thread included. Default: the environment variable
+   * ZEROMOE_OFFLOAD_THREADS, else max(1, floor(availableParallelism() / world_size)) — the ranks
+   * of the local transport share this process's cores. */
+  threads?: number;
+  /** Fewest elements per thread (smaller updates run on the rank's own thread). Default 16384. */
+  minPerThread?: number;
+}
+
+/** Default host AdamW threads (see {@link OffloadPluginOptions.threads}). */
+export function defaultThreads(worldSize: number): number {
+  const env = Number(process.env.ZEROMOE_OFFLOAD_THREADS);
+  if (Number.isInteger(env) && env >= 1) return env;
+  return Math.max(1, Math.floor(availableParallelism() / Math.max(1, worldSize)));
+}
+
+/** Build the offload plugin (the default export uses default options). */
+export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
+  return definePlugin<Hooks, SetupContext>({
+    name: "offload",
+    configKey: "zero_optimization.offload_optimizer",
+    claims: ["offload"],
+    memory: offloadMemory,
+    setup(ctx) {
+      const o = offloadOptions(ctx.config);
+      if (ctx.rank === 0) for (const w of o.warnings) ctx.warn(w);
+      const ledger = new HostLedger();
+      const pool = new HostAdamWPool({ threads: popts.threads ?? defaultThreads(ctx.worldSize), minPerThread: popts.minPerThread });
+      const staging = new GradStaging(ledger);
+      // ratio: units in model order go to the host until `ratio` of the optimizer's elements are there
+      const total = ctx.modelUnits.reduce((s, u) => s + u.numel, 0);
+      const placed = new Map<string, "cpu" | "nvme" | "device">();
+      let acc = 0;
+      for (const u of ctx.modelUnits) {
+        const on = o.optimizer !== "none" && (o.ratio >= 1 || acc + u.numel <= o.ratio * total);
+        placed.set(u.name, on ? o.optimizer as "cpu" | "nvme" : "device");
+        if (on) acc += u.numel;
+      }
+      let live = 0;
+      const provider = new Map<UnitHandle, StagedStates>();
+      ctx.claim("offload", {
+        optimizerDevice: (unit) => placed.get(unit.name) ?? "device",
+        createHostState: (unit): HostOptimizerState => {
+          const len = unit.plan.optim === "sharded" ? unit.plan.shardSize : Math.max(1, unit.numel);
+          live++;
+          const st = new CpuOptimizerState(len, ledger);
+          provider.set(unit, cpuStates);
+          const free = st.free.bind(st);
+          st.free = () => {
+            free();
+            if (--live === 0) {
+              pool.close();
+              staging.free();
+            }
+          };
+          return st;
+        },
+        step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => provider.get(u) ?? cpuStates }),
+      });
+      ctx.metrics.summary("offload", () => ({
+        optimizer_device: o.optimizer,
+        ratio: o.ratio,
+        threads: pool.threads,
+        units_offloaded: [...placed.values()].filter((d) => d !== "device").length,
+        ...ledger.snapshot(),
+      }));
+    },
+  });
+}
+
+/** The offload plugin (selected by `zero_optimization.offload_optimizer.device` cpu/nvme). */
+export const offload = createOffloadPlugin();
+export default offload;

@@ -1,0 +1,60 @@
+/**
+ * The offload keys of a job, checked and turned into what the plugin does (docs/offload.md has the
+ * table). Every key acts, or is refused / warned about by name — none is silently ignored:
+ *
+ * | key | here |
+ * | --- | --- |
+ * | `offload_optimizer.device` | cpu: master/m/v in host memory; nvme: in files under nvme_path |
+ * | `offload_optimizer.nvme_path` | the directory of those files (a per-run subdirectory) |
+ * | `offload_optimizer.pin_memory` | true is warned about: Bun has no page-locked memory |
+ * | `offload_optimizer.buffer_count` | nvme: host staging buffers (one state of one unit each; ≥ 3) |
+ * | `offload_optimizer.fast_init` | nvme: initial m/v files sparse (ftruncate) instead of written |
+ * | `offload_optimizer.ratio` | fraction of optimizer elements on the host (units in model order) |
+ * | `offload_param.*` | refused until parameter offload ships (the error says so) |
+ * | `aio.*` | nvme I/O: request size/alignment, depth, streams, submission (aio.ts) |
+ */
+import { ConfigError, type JobConfig } from "@zeromoe/core/config";
+
+/** What the plugin does for a job. */
+export interface OffloadOptions {
+  optimizer: "none" | "cpu" | "nvme";
+  nvmePath: string | null;
+  bufferCount: number;
+  fastInit: boolean;
+  ratio: number;
+  aio: JobConfig["aio"];
+  /** Warnings to print once (rank 0). */
+  warnings: string[];
+}
+
+/**
+ * Check the offload keys of `config` and return the plugin's options.
+ * @throws ConfigError naming the key and the fix for what cannot run
+ */
+export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
+  const z = config.zero_optimization;
+  const oo = z.offload_optimizer;
+  const op = z.offload_param;
+  const issues: { path: string; message: string }[] = [];
+  const warnings: string[] = [];
+  if (op.device !== "none") {
+    issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload ("${op.device}") is not implemented by @zeromoe/plugin-offload yet (only optimizer states move: offload_optimizer); set "none" and keep offload_optimizer, or raise max_device_memory` });
+  }
+  if (oo.device !== "none" && z.stage === 0) {
+    issues.push({ path: "zero_optimization.offload_optimizer.device", message: "optimizer offload needs zero_optimization.stage 1, 2 or 3, got stage 0" });
+  }
+  if (oo.device === "nvme") {
+    if (oo.nvme_path === null) issues.push({ path: "zero_optimization.offload_optimizer.nvme_path", message: `device "nvme" needs nvme_path (a directory), got null` });
+    if (oo.buffer_count < 3) issues.push({ path: "zero_optimization.offload_optimizer.buffer_count", message: `nvme offload stages master, m and v of a unit at once: buffer_count must be at least 3 (6 double-buffers), got ${oo.buffer_count}` });
+  }
+  const a = config.aio;
+  if (oo.device === "nvme" && a.block_size % 4096 !== 0) {
+    issues.push({ path: "aio.block_size", message: `I/O requests are aligned to block_size: it must be a multiple of 4096 bytes, got ${a.block_size}` });
+  }
+  if (oo.device !== "none" && oo.pin_memory) warnings.push("zero_optimization.offload_optimizer.pin_memory: Bun has no page-locked (pinned) host memory; host states are ordinary SharedArrayBuffers");
+  if (oo.device === "cpu" && oo.fast_init) warnings.push(`zero_optimization.offload_optimizer.fast_init applies to device "nvme" only; no effect with "cpu"`);
+  if (oo.device === "cpu" && oo.nvme_path !== null) warnings.push(`zero_optimization.offload_optimizer.nvme_path applies to device "nvme" only; no effect with "cpu"`);
+  if (oo.device === "none" && oo.ratio !== 1) warnings.push(`zero_optimization.offload_optimizer.ratio ${oo.ratio} has no effect without an offload device`);
+  if (issues.length > 0) throw new ConfigError(issues, "the offload settings cannot run");
+  return { optimizer: oo.device, nvmePath: oo.nvme_path, bufferCount: oo.buffer_count, fastInit: oo.fast_init, ratio: oo.ratio, aio: a, warnings };
+}
