@@ -8,7 +8,7 @@ import { countParameters } from "../../src/config/param-count.ts";
 
 const fixture = async () => JSON.parse(await Bun.file("core/test/fixtures/qwen3_moe/config.json").text()) as Record<string, unknown>;
 
-function issues(f: () => unknown): { path: string; message: string }[] {
+function issues(f: () => unknown): readonly { path: string; message: string }[] {
   try {
     f();
   } catch (e) {

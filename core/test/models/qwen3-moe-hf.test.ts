@@ -43,7 +43,7 @@ async function run(weightsFile: string): Promise<{ worst: number; grads: number 
   model.loadStateDict(readSafetensors(`${dir}/${weightsFile}`) as unknown as StateDict);
   // record the router logits of each MoE layer through a wrapping router
   const inner = model.moe.router;
-  const logitsOf = new Map<number, number[]>();
+  const logitsOf = new Map<number, ArrayLike<number>>();
   const spy: MoERouter = {
     name: "spy",
     get mixtralAuxCoef() {
