@@ -10,4 +10,5 @@ export type { Communicator, Group, CommArray } from "./comm/communicator.ts";
 export type { JobConfig } from "./config/types.ts";
 export type { Unit, Phase, UnitKind } from "./nn/unit.ts";
 export { runTraining, type RunTrainingOptions, type TrainingRun } from "./train/run.ts";
+export { DeviceBudgetError, deviceBytesInUse, withDeviceBudget } from "./train/device-budget.ts";
 export type { TrainSummary } from "./train/summary.ts";

@@ -4,6 +4,7 @@
  * message ends with the usage text.
  */
 import { parseArgs } from "node:util";
+import { parseByteSize } from "../config/byte-size.ts";
 import { suggest } from "../config/errors.ts";
 import { truncateForMessage } from "../config/json-bounds.ts";
 import type { JobOverrides } from "../config/resolve.ts";
@@ -25,6 +26,8 @@ export const TRAIN_USAGE = `usage: bun run train [options]
                                directory (config.json, model.safetensors or shards + index; its
                                config.json gives the model, a job's model section must agree),
                                an index file or one .safetensors file
+  --max-device-memory <size>   device memory budget per rank, e.g. 8MiB or 4GiB (overrides
+                               "max_device_memory"): the memory check and the backend honour it
   --launcher <local|mpi>       local: ranks are threads of this process (default); mpi: run
                                \`mpirun -np <world size>\` for you, one process per rank (Open MPI)
   --hostfile <file>            with --launcher mpi: Open MPI hostfile (ranks on several hosts)
@@ -55,6 +58,8 @@ export interface TrainArgs {
   launcher?: "local" | "mpi";
   /** `--hostfile` for `--launcher mpi`. */
   hostfile?: string;
+  /** `--max-device-memory`, bytes. */
+  maxDeviceMemory?: number;
 }
 
 const OPTIONS = {
@@ -69,6 +74,7 @@ const OPTIONS = {
   "init-from": { type: "string" },
   launcher: { type: "string" },
   hostfile: { type: "string" },
+  "max-device-memory": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -164,12 +170,21 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     initFrom: pathOption("init-from", str("init-from")),
     launcher: launcherOption(str("launcher")),
     hostfile: pathOption("hostfile", str("hostfile")),
+    maxDeviceMemory: sizeOption("max-device-memory", str("max-device-memory")),
   };
+}
+
+/** Parses a byte-size option ("8MiB", "4GiB", bytes); throws UsageError naming the option. */
+function sizeOption(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const b = parseByteSize(raw);
+  if (typeof b === "string") throw new UsageError(`--${name}: ${b}`);
+  return b;
 }
 
 /** The config overrides carried by parsed arguments (for `loadJobConfig`). */
 export function trainArgsToOverrides(a: TrainArgs): JobOverrides {
-  return { steps: a.steps, world_size: a.worldSize, seed: a.seed, backend: a.backend };
+  return { steps: a.steps, world_size: a.worldSize, seed: a.seed, backend: a.backend, max_device_memory: a.maxDeviceMemory };
 }
 
 /**

@@ -26,6 +26,8 @@ export interface JobOverrides {
   world_size?: number;
   seed?: number;
   backend?: "auto" | "webgpu" | "cpu";
+  /** Device memory budget per rank, bytes (`--max-device-memory`). */
+  max_device_memory?: number;
 }
 
 /** Inputs of {@link resolveJobConfig}. */

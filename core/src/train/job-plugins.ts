@@ -9,7 +9,7 @@ import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import type { EnginePlugin } from "../engine/hooks.ts";
 import { importPlugin, pluginsForJob } from "../engine/plugin-loader.ts";
-import { builtinPluginPackages, STAGE_PLUGIN_PACKAGES } from "../engine/registry.ts";
+import { builtinPluginPackages, OFFLOAD_PLUGIN_PACKAGE, STAGE_PLUGIN_PACKAGES } from "../engine/registry.ts";
 import type { MemoryPlugins } from "./memory-check.ts";
 
 /** What {@link loadJobPlugins} returns. */
@@ -21,8 +21,8 @@ export interface JobPlugins {
 }
 
 /**
- * Load `config`'s plugins and the built-in plugins of every ZeRO stage (for the memory check's
- * remedies).
+ * Load `config`'s plugins and the built-in plugins of every ZeRO stage and offload (for the memory
+ * check's remedies).
  * @param baseDir the job file's directory (relative plugin paths and package names resolve there)
  * @throws ConfigError (key `plugins`) when a plugin cannot be loaded or the set does not compose
  */
@@ -33,7 +33,7 @@ export async function loadJobPlugins(config: JobConfig, baseDir?: string): Promi
   const byPackage = new Map<string, EnginePlugin>();
   const own = builtinPluginPackages(config);
   own.forEach((pkg, i) => byPackage.set(pkg, plugins[i]!));
-  for (const pkg of Object.values(STAGE_PLUGIN_PACKAGES)) {
+  for (const pkg of [...Object.values(STAGE_PLUGIN_PACKAGES), OFFLOAD_PLUGIN_PACKAGE]) {
     if (byPackage.has(pkg)) continue;
     // another stage is needed only to look for a remedy; where its package is not installed (a
     // project with just @zeromoe/core and @zeromoe/kernels) that variant is estimated without it,

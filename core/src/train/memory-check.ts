@@ -18,6 +18,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { freemem } from "node:os";
 import type { Backend } from "@zeromoe/kernels";
+import { formatByteSize } from "../config/byte-size.ts";
 import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import { estimateModelState, type MemoryContributor, type ModelStateEstimate } from "./memory-estimate.ts";
@@ -141,9 +142,49 @@ function variant(config: JobConfig, stage: 0 | 1 | 2 | 3, bf16: boolean, worldSi
   };
 }
 
-/** Whether the estimate fits the host share of each rank. */
+/** Whether the estimate fits the host share of each rank (device states plus what plugins keep in
+ * host memory: the ranks are Workers of this one process). */
 function fitsHost(e: ModelStateEstimate, host: HostMemory): boolean {
-  return e.total * e.worldSize <= host.bytes;
+  return (e.total + e.host) * e.worldSize <= host.bytes;
+}
+
+/** Bytes as MiB/GiB (binary units, as `max_device_memory` is usually written) with the exact count. */
+function binBytes(bytes: number): string {
+  return `${formatByteSize(Math.round(bytes))} (${Math.round(bytes)} bytes)`;
+}
+
+/**
+ * The device memory budget (`max_device_memory`, `--max-device-memory`): the model states this
+ * rank keeps on the device (params + grads + optim after the plugins' contributions: a ZeRO stage
+ * shards them, offload moves optimizer states to the host) must fit it. Activations and
+ * communication buffers come on top (the backend's allocator enforces the whole budget at run
+ * time). No budget: nothing to check.
+ * @throws MemoryBudgetError on `max_device_memory` naming the estimate, the budget and the fixes —
+ *   offloading the optimizer states first (with the device bytes it leaves), then ZeRO stage 3 with it
+ */
+export function checkDeviceBudget(config: JobConfig, mp: MemoryPlugins = { plugins: [] }): ModelStateEstimate {
+  const e = estimateModelState(config, mp.plugins);
+  const budget = config.max_device_memory;
+  if (budget === null || e.total <= budget) return e;
+  const z = config.zero_optimization;
+  const fixes: string[] = [];
+  const tryVariant = (stage: 0 | 1 | 2 | 3, what: string) => {
+    const v: JobConfig = { ...config, zero_optimization: { ...z, stage, offload_optimizer: { ...z.offload_optimizer, device: "cpu", ratio: 1 } } };
+    const plugins = mp.pluginsFor ? mp.pluginsFor(v) : mp.plugins;
+    let ve = estimateModelState(v, plugins);
+    // without the offload plugin installed the variant is estimated as it would place the states:
+    // every optimizer byte on the host
+    if (!plugins.some((p) => p.memory?.partition && p.name === "offload")) ve = { ...ve, total: ve.params + ve.grads, optim: 0 };
+    fixes.push(`${what} → ${binBytes(ve.total)} on the device${ve.total <= budget ? "" : " (still over)"}`);
+    return ve.total <= budget;
+  };
+  const offloaded = z.offload_optimizer.device !== "none" && z.offload_optimizer.ratio === 1;
+  if (!offloaded) tryVariant(z.stage === 0 ? 1 : z.stage, `offload the optimizer states: zero_optimization.offload_optimizer.device "cpu"${z.stage === 0 ? " with zero_optimization.stage 1" : ""}`);
+  if (z.stage !== 3) tryVariant(3, `zero_optimization.stage 3 with offload_optimizer.device "cpu"`);
+  throw new MemoryBudgetError(
+    "max_device_memory",
+    `model states need ${binBytes(e.total)} per rank on the device (params ${binBytes(e.params)} + grads ${binBytes(e.grads)} + optimizer states ${binBytes(e.optim)}; ZeRO stage ${e.stage}, ${e.mixed ? "mixed precision" : "fp32"}, world_size ${e.worldSize}${e.host > 0 ? `; ${binBytes(e.host)} already offloaded to the host` : ""}) but max_device_memory is ${binBytes(budget)}; activations come on top. ${fixes.length > 0 ? `To fit: ${fixes.join("; or ")}.` : "Nothing left to offload: raise max_device_memory or use more ranks."}`,
+  );
 }
 
 /** Changes of ZeRO stage, bf16 and world_size that make the host check pass, least change first
@@ -177,6 +218,7 @@ function hostRemedies(config: JobConfig, host: HostMemory, mp: MemoryPlugins): s
  * @throws MemoryBudgetError naming the estimate, the limit and what to change.
  */
 export function checkModelStateFits(config: JobConfig, limits: MemoryLimits, mp: MemoryPlugins = { plugins: [] }): ModelStateEstimate {
+  checkDeviceBudget(config, mp);
   const e = estimateModelState(config, mp.plugins);
   const N = e.worldSize;
   const b = e.perParameter;

@@ -24,6 +24,7 @@ import { Engine } from "../engine/engine.ts";
 import { destroyBackend, selectTrainBackend } from "./backend.ts";
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
+import { withDeviceBudget } from "./device-budget.ts";
 import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
@@ -92,7 +93,9 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
-  const { backend: be, reason } = await selectTrainBackend(config.backend, localRankOf(comm));
+  const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm));
+  // max_device_memory: the backend's allocator refuses to go past the budget (device-budget.ts)
+  const be = withDeviceBudget(rawBe, config.max_device_memory);
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
     // before anything is allocated: can this backend hold the model states at all?

@@ -6,7 +6,7 @@ import type { JobConfig } from "../config/types.ts";
 import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import { launch } from "../launch/launch.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
-import { checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
+import { checkDeviceBudget, checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import type { TrainRankArgs } from "./rank.ts";
 import { createStopFlag, installStopHandlers } from "./stop-signal.ts";
 import { buildSummary, type RankReport, type TrainSummary } from "./summary.ts";
@@ -50,6 +50,7 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
   // and their memory contributions (a ZeRO stage's, the MoE plugin's, a third party's) shape the estimate
   const jobPlugins = await loadJobPlugins(config, o.baseDir);
   if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
+  else checkDeviceBudget(config, jobPlugins.memory); // the device budget needs no backend to check
   const verbose = o.verbose ?? true;
   // one run writes a checkpoint directory at a time; held until the ranks are done (and removed by
   // an exit handler when a second SIGINT/SIGTERM ends the process at once)

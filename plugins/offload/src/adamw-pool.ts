@@ -73,7 +73,7 @@ export class HostAdamWPool {
         for (const p of this.pending.values()) p.reject(new Error(`host AdamW worker failed: ${e.message}`));
         this.pending.clear();
       };
-      w.unref();
+      // not unref'd: a rank awaiting a slice must keep its event loop alive; close() ends them
       this.workers[i] = w;
     }
     return w;
