@@ -172,9 +172,10 @@ export function checkDeviceBudget(config: JobConfig, mp: MemoryPlugins = { plugi
     const v: JobConfig = { ...config, zero_optimization: { ...z, stage, offload_optimizer: { ...z.offload_optimizer, device: "cpu", ratio: 1 } } };
     const plugins = mp.pluginsFor ? mp.pluginsFor(v) : mp.plugins;
     let ve = estimateModelState(v, plugins);
-    // without the offload plugin installed the variant is estimated as it would place the states:
-    // every optimizer byte on the host
-    if (!plugins.some((p) => p.memory?.partition && p.name === "offload")) ve = { ...ve, total: ve.params + ve.grads, optim: 0 };
+    // when no installed plugin's contribution moved the optimizer states to the host (the plugin
+    // that would is not installed), estimate the variant as it would place them: every optimizer
+    // byte on the host (core names no plugin; it reads the contributions' `host` bytes)
+    if (ve.host === 0 && ve.optim > 0) ve = { ...ve, total: ve.params + ve.grads, host: ve.optim, optim: 0 };
     fixes.push(`${what} → ${binBytes(ve.total)} on the device${ve.total <= budget ? "" : " (still over)"}`);
     return ve.total <= budget;
   };
