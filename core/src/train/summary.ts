@@ -115,7 +115,7 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
     moe: null,
     checkpoints: r0.checkpoints,
     // plugin sections (rank 0's) fill `moe` in place or add their own keys; none replaces a core field
-    ...Object.fromEntries(Object.entries(r0.sections ?? {}).filter(([k]) => k === "moe" || !CORE_SUMMARY_KEYS.has(k))),
+    ...Object.fromEntries(Object.entries(r0.sections ?? {}).filter(([k]) => !CORE_SUMMARY_KEYS.has(k))),
   };
 }
 
