@@ -16,7 +16,10 @@
  */
 import { availableParallelism } from "node:os";
 import { definePlugin, type EngineHooks, type HostOptimizerState, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
+import { join } from "node:path";
 import { HostAdamWPool } from "./adamw-pool.ts";
+import { Aio } from "./aio.ts";
+import { createRunDir, NvmeOptimizerState, NvmeStaging, removeRunDir } from "./nvme-state.ts";
 import { CpuOptimizerState } from "./cpu-state.ts";
 import { HostLedger } from "./host-ledger.ts";
 import { offloadMemory } from "./memory.ts";
@@ -28,6 +31,8 @@ type Hooks = EngineHooks & Record<string, unknown>;
 export { adamwHost, type GradDtype } from "./host-adamw.ts";
 export { HostAdamWPool, type AdamWPoolOptions } from "./adamw-pool.ts";
 export { CpuOptimizerState } from "./cpu-state.ts";
+export { Aio, type AioSettings, type AioStats } from "./aio.ts";
+export { NvmeOptimizerState, NvmeStaging } from "./nvme-state.ts";
 export { HostLedger } from "./host-ledger.ts";
 export { offloadMemory } from "./memory.ts";
 export { offloadOptions, type OffloadOptions } from "./options.ts";
@@ -72,32 +77,56 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         if (on) acc += u.numel;
       }
       let live = 0;
-      const provider = new Map<UnitHandle, StagedStates>();
+      const aio = new Aio(o.aio);
+      let runDir: string | null = null;
+      let nvmeStaging: NvmeStaging | null = null;
+      let maxNvmeLength = 0;
+      const nvmeStates = (): StagedStates => {
+        nvmeStaging ??= new NvmeStaging(o.bufferCount, maxNvmeLength, ledger);
+        return nvmeStaging;
+      };
+      const provider = new Map<UnitHandle, () => StagedStates>();
+      const release = () => {
+        if (--live > 0) return;
+        pool.close();
+        staging.free();
+        nvmeStaging?.dispose();
+        nvmeStaging = null;
+        if (runDir) removeRunDir(runDir);
+        runDir = null;
+      };
       ctx.claim("offload", {
         optimizerDevice: (unit) => placed.get(unit.name) ?? "device",
         createHostState: (unit): HostOptimizerState => {
           const len = unit.plan.optim === "sharded" ? unit.plan.shardSize : Math.max(1, unit.numel);
+          let st: CpuOptimizerState | NvmeOptimizerState;
+          if (unit.optimizerDevice === "nvme") {
+            runDir ??= createRunDir(o.nvmePath!, ctx.rank);
+            st = new NvmeOptimizerState(join(runDir, `${unit.name}.optim`), len, aio, ledger, o.fastInit);
+            maxNvmeLength = Math.max(maxNvmeLength, len);
+            provider.set(unit, nvmeStates);
+          } else {
+            st = new CpuOptimizerState(len, ledger);
+            provider.set(unit, () => cpuStates);
+          }
           live++;
-          const st = new CpuOptimizerState(len, ledger);
-          provider.set(unit, cpuStates);
           const free = st.free.bind(st);
           st.free = () => {
             free();
-            if (--live === 0) {
-              pool.close();
-              staging.free();
-            }
+            release();
           };
           return st;
         },
-        step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => provider.get(u) ?? cpuStates }),
+        step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() }),
       });
+      if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,
         ratio: o.ratio,
         threads: pool.threads,
         units_offloaded: [...placed.values()].filter((d) => d !== "device").length,
         ...ledger.snapshot(),
+        aio: { ...aio.stats },
       }));
     },
   });

@@ -1,54 +1,81 @@
 /**
- * Optimizer offload to host memory reproduces the device optimizer bit for bit on the cpu backend:
- * the host AdamW is the cpu backend's fused kernel operation for operation (src/host-adamw.ts), the
- * gradients and the clipping coefficient are the engine's, and splitting a unit over threads does
- * not change an elementwise update. So for every world size (1, 2, 4), ZeRO stage (1, 2, 3), with
- * MoE at ep_size 2, and with bf16, the parameters and losses after 3 steps equal the run without
- * offload exactly; the device holds no `optim` bytes and the host holds 12 bytes per optimizer
- * element (master, m, v).
+ * Optimizer offload to host memory and to NVMe files reproduces the device optimizer bit for bit
+ * on the cpu backend: the host AdamW is the cpu backend's fused kernel operation for operation
+ * (src/host-adamw.ts), the gradients and the clipping coefficient are the engine's, splitting a unit
+ * over threads does not change an elementwise update, and NVMe round trips are exact. So for every
+ * world size (1, 2, 4), ZeRO stage (1, 2, 3), with MoE at ep_size 2, and with bf16, the parameters,
+ * losses and gradient norms after 3 steps equal the run without offload exactly; the device holds no
+ * `optim` bytes. The NVMe runs also vary every `aio` key and buffer_count (1 or 2 staging slots).
  */
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
 import { FIXTURE_ENTRY, tinyJob, tinyModel, type TrainOut } from "@zeromoe/core/testing";
 
 const STEPS = 3;
+const nvmeRoot = mkdtempSync(join(tmpdir(), "offload-eq-"));
+afterAll(() => rmSync(nvmeRoot, { recursive: true, force: true }));
 
-function job(stage: number, offload: boolean, over: Record<string, unknown> = {}): Record<string, unknown> {
+type Mode = "device" | "cpu" | "nvme";
+
+function job(stage: number, mode: Mode, over: Record<string, unknown> = {}, nvme: Record<string, unknown> = {}): Record<string, unknown> {
+  const oo = mode === "device" ? {} : { offload_optimizer: { device: mode, ...(mode === "nvme" ? { nvme_path: join(nvmeRoot, "states"), ...nvme } : {}) } };
   return tinyJob({
     gradient_accumulation_steps: 2,
     gradient_clipping: 1.0,
-    zero_optimization: { stage, stage3_param_persistence_threshold: 0, ...(offload ? { offload_optimizer: { device: "cpu" } } : {}) },
+    zero_optimization: { stage, stage3_param_persistence_threshold: 0, ...oo },
     ...over,
   });
 }
 
+// aio / buffer_count variants, cycled over the nvme runs
+const AIO: Record<string, unknown>[] = [
+  {},
+  { aio: { block_size: 4096, queue_depth: 2, thread_count: 2, single_submit: true, overlap_events: false }, buffer_count: 6 },
+  { aio: { block_size: 8192, queue_depth: 3, thread_count: 3, single_submit: false, overlap_events: true }, buffer_count: 3, fast_init: true },
+];
+
 for (const world of [1, 2, 4]) {
-  describe(`optimizer offload to cpu, world ${world}`, async () => {
+  describe(`optimizer offload (cpu, nvme), world ${world}`, async () => {
     const runs: { label: string; job: Record<string, unknown>; steps: number }[] = [];
     const cases: { label: string; over: Record<string, unknown> }[] = [{ label: "dense ep 1", over: {} }];
     if (world >= 2) cases.push({ label: "moe ep_size 2", over: { model: { ...tinyModel(), num_local_experts: 4 }, moe: { ep_size: 2 } } });
     if (world === 2) cases.push({ label: "bf16", over: { bf16: { enabled: true } } });
-    for (const c of cases) for (const stage of [1, 2, 3]) for (const off of [false, true]) {
-      runs.push({ label: `${c.label} stage ${stage} ${off ? "offload" : "device"}`, job: job(stage, off, c.over), steps: STEPS });
+    let k = 0;
+    for (const c of cases) for (const stage of [1, 2, 3]) {
+      const v = AIO[k++ % AIO.length]!;
+      const { aio, ...nv } = v as { aio?: Record<string, unknown> };
+      const over = aio ? { ...c.over, aio } : c.over;
+      for (const mode of ["device", "cpu", "nvme"] as const) runs.push({ label: `${c.label} stage ${stage} ${mode}${mode === "nvme" ? ` ${JSON.stringify(v)}` : ""}`, job: job(stage, mode, over, nv), steps: STEPS });
     }
     const outs = await launch<TrainOut[]>({ worldSize: world, entry: FIXTURE_ENTRY, args: { runs } });
-    for (let i = 0; i < runs.length; i += 2) {
-      const label = runs[i + 1]!.label;
-      test(label, () => {
-        for (let r = 0; r < world; r++) {
-          const dev = outs[r]![i]!;
-          const off = outs[r]![i + 1]!;
-          expect(off.owners.offload).toBe("offload");
-          expect(off.losses).toEqual(dev.losses);
-          expect(off.gradNorms).toEqual(dev.gradNorms);
-          expect(Object.keys(off.params).sort()).toEqual(Object.keys(dev.params).sort());
-          for (const [k, v] of Object.entries(dev.params)) expect(off.params[k]).toEqual(v);
-          expect(dev.memory.current.optim ?? 0).toBeGreaterThan(0);
-          expect(off.memory.current.optim ?? 0).toBe(0);
-          expect(off.memory.peak.optim ?? 0).toBe(0);
-        }
-        expect(outs[0]![i + 1]!.losses.every((l) => Number.isFinite(l))).toBe(true);
-      });
+    for (let i = 0; i < runs.length; i += 3) {
+      for (const j of [1, 2]) {
+        test(runs[i + j]!.label, () => {
+          for (let r = 0; r < world; r++) {
+            const dev = outs[r]![i]!;
+            const off = outs[r]![i + j]!;
+            expect(off.owners.offload).toBe("offload");
+            expect(off.losses).toEqual(dev.losses);
+            expect(off.gradNorms).toEqual(dev.gradNorms);
+            expect(Object.keys(off.params).sort()).toEqual(Object.keys(dev.params).sort());
+            for (const [key, val] of Object.entries(dev.params)) expect(off.params[key]).toEqual(val);
+            expect(dev.memory.current.optim ?? 0).toBeGreaterThan(0);
+            expect(off.memory.peak.optim ?? 0).toBe(0);
+          }
+        });
+      }
     }
+    test("nvme files are removed when the engine is destroyed", () => {
+      let left: string[] = [];
+      try {
+        left = readdirSync(join(nvmeRoot, "states"));
+      } catch {
+        left = [];
+      }
+      expect(left).toEqual([]);
+    });
   });
 }
