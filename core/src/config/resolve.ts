@@ -11,6 +11,7 @@ import { JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
 import { isSparseModel } from "./moe-shape.ts";
+import { resolveExpertParallel } from "./resolve-expert-parallel.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, scanJsonBounds } from "./json-bounds.ts";
@@ -214,27 +215,13 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   if (!modelOk || !valid(ctx, "moe", "world_size")) return;
   job.moe = resolveMoe(job, raw, ctx);
 
-  // AutoEP
+  // AutoEP (the @zeromoe/plugin-autoep plugin replaces the MoE blocks; resolve-expert-parallel.ts)
   const ep = job.expert_parallel;
   if (valid(ctx, "expert_parallel") && ep.enabled) {
     if (!isSparseModel(model)) {
       addIssue(ctx, "expert_parallel.enabled", `AutoEP needs a model with MoE blocks; model_type is "${model.model_type}"`);
     } else {
-      // the preset names the family whose MoE blocks AutoEP replaces: it must be this model's
-      if (ep.preset_model === null) ep.preset_model = model.model_type;
-      else if (ep.preset_model !== model.model_type) {
-        addIssue(ctx, "expert_parallel.preset_model", `preset "${ep.preset_model}" does not match the model: model_type is "${model.model_type}" (use preset_model "${model.model_type}" or leave it null)`);
-      }
-      if (model.num_local_experts % ep.autoep_size !== 0) {
-        addIssue(ctx, "expert_parallel.autoep_size", `num_local_experts ${model.num_local_experts} is not divisible by autoep_size ${ep.autoep_size}`);
-      }
-      if (job.world_size % ep.autoep_size !== 0) {
-        addIssue(ctx, "expert_parallel.autoep_size", `world_size ${job.world_size} is not divisible by autoep_size ${ep.autoep_size}`);
-      }
-      if (job.moe && isPlainObject(raw.moe) && raw.moe.ep_size !== undefined && job.moe.ep_size !== ep.autoep_size) {
-        addIssue(ctx, "moe.ep_size", `moe.ep_size ${job.moe.ep_size} differs from expert_parallel.autoep_size ${ep.autoep_size}; give one`);
-      }
-      if (job.moe) job.moe.ep_size = ep.autoep_size;
+      resolveExpertParallel(job, model, raw, ctx);
     }
   }
 }

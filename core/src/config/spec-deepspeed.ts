@@ -8,6 +8,7 @@
  */
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { suggest } from "./errors.ts";
+import { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
 const nonNegInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 0, default: def, doc });
@@ -229,17 +230,7 @@ export const ZERO_SPEC: ObjectSpec = {
   },
 };
 
-/** `expert_parallel` (AutoEP). */
-export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
-  kind: "object",
-  default: {},
-  doc: "AutoEP: replace a Hugging Face model's MoE blocks with expert-parallel ones",
-  fields: {
-    enabled: bool("turn AutoEP on", false),
-    autoep_size: posInt("expert-parallel group size", 1),
-    preset_model: { kind: "enum", values: ["mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3"], nullable: true, default: null, doc: "model family whose MoE blocks to find; must be the model's model_type (null: from model_type)" },
-  },
-};
+export { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
 
 /** `activation_checkpointing`. `enabled` is a ZeroMoE addition; its default is resolved from the
  * section's presence. */

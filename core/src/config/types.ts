@@ -211,10 +211,35 @@ export interface ZeroConfig {
   offload_param: OffloadParamConfig;
 }
 
+/** `expert_parallel` (AutoEP; config/spec-expert-parallel.ts, docs/config.md). After resolution
+ * with `enabled`, `preset_model`, `top_k`, `route_norm` and `routed_scaling_factor` hold the
+ * model's values where the job left them to the preset ("auto"/null). */
 export interface ExpertParallelConfig {
   enabled: boolean;
   autoep_size: number;
   preset_model: "mixtral" | "qwen3_moe" | "qwen2_moe" | "deepseek_v2" | "deepseek_v3" | null;
+  moe_layer_pattern: string | null;
+  router_pattern: string | null;
+  expert_pattern: string | null;
+  use_grouped_mm: boolean;
+  grouped_mm_backend: "auto" | "torch" | "cutlass" | "sequential";
+  route_norm: boolean | null;
+  route_scale: number;
+  score_apply: "auto" | "pre" | "post";
+  num_expert_groups: number | null;
+  num_limited_groups: number | null;
+  score_func: "auto" | "softmax" | "sigmoid";
+  top_k: number | "auto";
+  load_balance_coeff: number | null;
+  routed_scaling_factor: number | "auto";
+  expert_w1: string | null;
+  expert_w2: string | null;
+  /** Absent: the preset's; null: fused gate_up_proj. */
+  expert_w3?: string | null;
+  num_experts_attr: string | null;
+  top_k_attr: string | null;
+  has_shared_experts: boolean | null;
+  shared_experts_pattern: string | null;
 }
 
 export interface ActivationCheckpointingConfig {
