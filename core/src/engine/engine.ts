@@ -220,10 +220,18 @@ export class Engine implements CheckpointTarget {
         if (!hooks.offload.createHostState || !hooks.offload.step) throw new Error(`the offload hook (owner ${composed.owners.offload}) places unit ${unit.name}'s optimizer states on "${st.optimizerDevice}" but implements no createHostState/step`);
         st.host = hooks.offload.createHostState(st, ctx);
       }
+      if (plan.params === "sharded") st.paramDevice = hooks.offload.paramDevice?.(st, ctx) ?? "device";
       byName.set(unit.name, st);
       held.push(st);
     }
     for (const st of held) await initMaster(be, st);
+    // parameter offload: the initialised shards move to the host; the device keeps none
+    for (const st of held) {
+      if (st.paramDevice === "device") continue;
+      if (!hooks.offload.createHostParams) throw new Error(`the offload hook (owner ${composed.owners.offload}) places unit ${st.name}'s parameters on "${st.paramDevice}" but implements no createHostParams`);
+      st.paramHost = hooks.offload.createHostParams(st, ctx);
+      await st.evictParams(true);
+    }
     const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
     const of = (u: Unit): UnitState => {
       const s = byUnit.get(u);

@@ -19,7 +19,7 @@ import type { Plugin } from "../hooks/plugin.ts";
 import type { MoERouter, TokenDispatcher } from "../nn/moe/index.ts";
 import type { Phase } from "../nn/unit.ts";
 import type { UnitPlan } from "./plan.ts";
-import type { HookContext, HostOptimizerState, OffloadStepInputs, OptimizerDevice, SetupContext, UnitHandle, UnitInfo } from "./plugin-context.ts";
+import type { HookContext, HostOptimizerState, HostParamShard, OffloadStepInputs, OptimizerDevice, SetupContext, UnitHandle, UnitInfo } from "./plugin-context.ts";
 
 /** @deprecated The per-call hook context was called EngineEnv; use {@link HookContext}. */
 export type EngineEnv = HookContext;
@@ -72,6 +72,12 @@ export interface OffloadHook {
    * optimCount > 0, model order) with the gradients `unit.ownedGrad()` (device) times
    * `hp.gradScale`; writes each updated range back to the device parameters. */
   step?(units: readonly UnitHandle[], hp: OffloadStepInputs, ctx: HookContext): Promise<void>;
+  /** Where a unit's sharded parameters live (asked once per held unit whose `plan.params` is
+   * "sharded"; absent = "device"). For "cpu"/"nvme" the engine initialises the shard on the device,
+   * then hands it to `createHostParams` and evicts the device copy (UnitHandle `evictParams`). */
+  paramDevice?(unit: UnitHandle, ctx: HookContext): OptimizerDevice;
+  /** The host copy of an offloaded parameter shard (required when `paramDevice` is not "device"). */
+  createHostParams?(unit: UnitHandle, ctx: HookContext): HostParamShard;
 }
 
 /** checkpoint: which units' states this rank writes. */

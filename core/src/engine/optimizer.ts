@@ -132,7 +132,8 @@ export async function allGatherUpdatedParams(env: JobView, states: readonly Unit
  * owned range read from the device and widened to f32 exactly). */
 export async function initMaster(be: Backend, st: UnitState): Promise<void> {
   if (st.optimCount === 0) return;
-  const src = st.paramShard ? { buf: st.paramShard, off: 0 } : { buf: st.unit.data!, off: st.optimStart };
+  const stored = st.paramStorage();
+  const src = { buf: stored.buf, off: st.optimStart - stored.start };
   if (st.host) {
     const raw = await be.read(src, st.optimCount);
     let f32: Float32Array;

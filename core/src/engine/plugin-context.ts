@@ -125,6 +125,20 @@ export interface UnitHandle extends UnitInfo {
   readonly optimizerDevice: OptimizerDevice;
   /** The host-side states when offloaded, else null. */
   hostOptimizerState(): HostOptimizerState | null;
+  /** Where the sharded parameter storage lives (offload hook `paramDevice`; "device" unless
+   * `plan.params` is sharded and a plugin offloads it). An offloaded shard is copied to the device
+   * on demand: `paramStorage()` materialises it (marked dirty: written back when evicted),
+   * {@link prefetchParams} materialises it clean; {@link evictParams} frees the device copy. */
+  readonly paramDevice: OptimizerDevice;
+  /** The host copy of an offloaded parameter shard, else null. */
+  hostParams(): HostParamShard | null;
+  /** Whether an offloaded shard has a device copy now (always true for device-resident shards). */
+  paramsResident(): boolean;
+  /** Copy an offloaded shard to the device now, marked clean (a prefetch; no-op when resident). */
+  prefetchParams(): void;
+  /** Free the device copy of an offloaded shard, writing it back to the host first when dirty
+   * (materialised by `paramStorage()`, which callers may write through). No-op otherwise. */
+  evictParams(): Promise<void>;
   /** Elements [off, off + n) of optimizer state `state` (f32), wherever it lives. `master` exists on
    * the device only with mixed precision; offloaded units always keep an f32 master on the host.
    * @throws when the state does not exist here. */
@@ -154,6 +168,19 @@ export interface HostOptimizerState {
   /** Overwrite elements [off, off + data.length) of `state` (durable on return for nvme). */
   write(state: OptimizerStateName, off: number, data: Float32Array): Promise<void>;
   /** Release host memory and files. */
+  free(): void;
+}
+
+/** The host copy of one unit's parameter shard (parameter offload, ZeRO-Infinity): `length`
+ * elements (the plan's shardSize) of the unit's dtype — f32 values or 16-bit bits. */
+export interface HostParamShard {
+  readonly length: number;
+  readonly device: "cpu" | "nvme";
+  /** The whole shard, synchronously (a host array, or a synchronous file read for nvme): what
+   * `paramStorage()` copies to the device. */
+  loadSync(): Float32Array | Uint16Array;
+  /** Overwrite elements [off, off + data.length). */
+  write(off: number, data: Float32Array | Uint16Array): Promise<void>;
   free(): void;
 }
 

@@ -21,7 +21,7 @@ import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { Group } from "../comm/communicator.ts";
 import type { Unit, UnitKind } from "../nn/unit.ts";
 import { paddingElements, type UnitPlan } from "./plan.ts";
-import type { HostOptimizerState, OptimizerDevice, OptimizerStateName, UnitHandle } from "./plugin-context.ts";
+import type { HostOptimizerState, HostParamShard, OptimizerDevice, OptimizerStateName, UnitHandle } from "./plugin-context.ts";
 
 /** Whether a rank counts a unit's reduced gradient in global sums (gradient norm; statistics):
  * its optimizer range when optimizer states are sharded, group rank 0 when they are replicated —
@@ -43,6 +43,12 @@ export class UnitState implements UnitHandle {
   optimizerDevice: OptimizerDevice = "device";
   /** The offloaded states (optimizerDevice "cpu"/"nvme"), else null. */
   host: HostOptimizerState | null = null;
+  /** Where the sharded parameters live (set by the engine from the offload hook). */
+  paramDevice: OptimizerDevice = "device";
+  /** The host copy of an offloaded parameter shard, else null. */
+  paramHost: HostParamShard | null = null;
+  /** The device copy of an offloaded shard may differ from the host copy. */
+  private paramDirty = false;
   private be: Backend | null = null;
   constructor(unit: Unit, plan: UnitPlan) {
     this.unit = unit;
@@ -81,6 +87,10 @@ export class UnitState implements UnitHandle {
     this.unit.data = buf;
   }
   paramStorage(): { buf: Buf; start: number; count: number } {
+    if (!this.paramShard && this.paramHost) {
+      this.materializeParams();
+      this.paramDirty = true; // the caller may write through it: written back at eviction
+    }
     if (this.paramShard) return { buf: this.paramShard, start: this.plan.shardStart, count: this.plan.owned };
     if (!this.unit.data) throw new Error(`unit ${this.unit.name}: neither a parameter shard nor resident parameters on this rank`);
     return { buf: this.unit.data, start: 0, count: this.unit.numel };
@@ -108,6 +118,35 @@ export class UnitState implements UnitHandle {
   }
   hostOptimizerState(): HostOptimizerState | null {
     return this.host;
+  }
+  hostParams(): HostParamShard | null {
+    return this.paramHost;
+  }
+  paramsResident(): boolean {
+    return this.paramShard !== null || (this.paramHost === null && this.unit.data !== null);
+  }
+  prefetchParams(): void {
+    if (this.paramShard || !this.paramHost) return;
+    this.materializeParams();
+    this.paramDirty = false;
+  }
+  /** @param writeBack write the device copy back even when it is clean (the engine's first eviction) */
+  async evictParams(writeBack = false): Promise<void> {
+    const buf = this.paramShard;
+    if (!buf || !this.paramHost || !this.be) return;
+    if (this.paramDirty || writeBack) {
+      const raw = await this.be.read({ buf, off: 0 }, this.plan.shardSize);
+      await this.paramHost.write(0, raw instanceof Float64Array ? Float32Array.from(raw) : (raw as Float32Array | Uint16Array));
+    }
+    this.be.free(buf);
+    this.paramShard = null;
+    this.paramDirty = false;
+  }
+  private materializeParams(): void {
+    if (!this.be) throw new Error(`unit ${this.unit.name}: parameters offloaded before the unit's buffers were allocated`);
+    const buf = this.be.alloc(this.unit.dtype, this.plan.shardSize, "param");
+    this.be.write({ buf, off: 0 }, this.paramHost!.loadSync());
+    this.paramShard = buf;
   }
   private deviceState(state: OptimizerStateName): Buf {
     const b = state === "master" ? this.master : state === "m" ? this.m : this.v;
@@ -144,7 +183,7 @@ export class UnitState implements UnitHandle {
     const pad = paddingElements(this.plan);
     const pb = DTYPE_BYTES[this.unit.dtype];
     let b = 0;
-    if (this.plan.params === "sharded") b += pad * pb;
+    if (this.plan.params === "sharded" && this.paramDevice === "device") b += pad * pb;
     if (this.plan.grads === "sharded") b += pad * pb;
     if (this.plan.optim === "sharded" && this.optimizerDevice === "device") b += pad * (mixed ? 12 : 8);
     return b;
@@ -174,5 +213,7 @@ export class UnitState implements UnitHandle {
     }
     this.host?.free();
     this.host = null;
+    this.paramHost?.free();
+    this.paramHost = null;
   }
 }

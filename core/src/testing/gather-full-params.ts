@@ -14,8 +14,9 @@ export async function gatherFullParams(engine: Engine, comm: Communicator): Prom
   const params: Record<string, number[]> = {};
   for (const st of engine.states) {
     const u = st.unit;
-    const buf = st.paramShard ?? u.data!;
-    const n = st.paramShard ? st.plan.shardSize : u.numel;
+    const sharded = st.plan.params === "sharded";
+    const buf = sharded ? st.paramStorage().buf : u.data!; // paramStorage: also an offloaded shard
+    const n = sharded ? st.plan.shardSize : u.numel;
     const f32 = be.alloc("f32", Math.max(1, n), "other");
     if (n > 0) {
       if (buf.dtype === "f32") be.copy({ buf, off: 0 }, { buf: f32, off: 0 }, n);
@@ -23,7 +24,7 @@ export async function gatherFullParams(engine: Engine, comm: Communicator): Prom
     }
     const host = Float32Array.from((await be.read({ buf: f32, off: 0 }, n)) as Float32Array);
     be.free(f32);
-    const full = st.paramShard ? (await comm.allGather(host, undefined, { group: st.plan.group })).subarray(0, u.numel) : host;
+    const full = sharded ? (await comm.allGather(host, undefined, { group: st.plan.group })).subarray(0, u.numel) : host;
     for (const p of u.params) params[p.name] = Array.from(full.subarray(p.offset, p.offset + p.numel));
   }
   return params;

@@ -15,7 +15,10 @@
  * Keys: options.ts (every key acts or is refused/warned by name). Docs: docs/offload.md.
  */
 import { availableParallelism } from "node:os";
-import { definePlugin, type EngineHooks, type HostOptimizerState, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
+import { ConfigError } from "@zeromoe/core/config";
+import { definePlugin, type EngineHooks, type HostOptimizerState, type HostParamShard, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
+import { offloadGatherWindow } from "./gather-window.ts";
+import { CpuParamShard, NvmeParamShard, ParamCache, type ParamDtype } from "./param-state.ts";
 import { join } from "node:path";
 import { HostAdamWPool } from "./adamw-pool.ts";
 import { Aio } from "./aio.ts";
@@ -33,6 +36,8 @@ export { HostAdamWPool, type AdamWPoolOptions } from "./adamw-pool.ts";
 export { CpuOptimizerState } from "./cpu-state.ts";
 export { Aio, type AioSettings, type AioStats } from "./aio.ts";
 export { NvmeOptimizerState, NvmeStaging } from "./nvme-state.ts";
+export { CpuParamShard, NvmeParamShard, ParamCache } from "./param-state.ts";
+export { offloadGatherWindow } from "./gather-window.ts";
 export { HostLedger } from "./host-ledger.ts";
 export { offloadMemory } from "./memory.ts";
 export { offloadOptions, type OffloadOptions } from "./options.ts";
@@ -86,6 +91,8 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         return nvmeStaging;
       };
       const provider = new Map<UnitHandle, () => StagedStates>();
+      const paramCache = new ParamCache(o.maxInCpu, o.paramBufferCount, ledger);
+      let paramDir: string | null = null;
       const release = () => {
         if (--live > 0) return;
         pool.close();
@@ -94,6 +101,8 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         nvmeStaging = null;
         if (runDir) removeRunDir(runDir);
         runDir = null;
+        if (paramDir) removeRunDir(paramDir);
+        paramDir = null;
       };
       ctx.claim("offload", {
         optimizerDevice: (unit) => placed.get(unit.name) ?? "device",
@@ -117,11 +126,33 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           };
           return st;
         },
+        paramDevice: () => (o.param === "none" ? "device" : o.param),
+        createHostParams: (unit): HostParamShard => {
+          const len = unit.plan.shardSize;
+          const dtype = unit.dtype as ParamDtype;
+          let sh: CpuParamShard | NvmeParamShard;
+          if (o.param === "nvme") {
+            if (len > o.paramBufferSize) {
+              throw new ConfigError([{ path: "zero_optimization.offload_param.buffer_size", message: `unit ${unit.name}'s parameter shard has ${len} elements, more than buffer_size ${o.paramBufferSize}: raise buffer_size to at least ${len}` }], "the offload settings cannot run");
+            }
+            paramDir ??= createRunDir(o.paramNvmePath!, ctx.rank);
+            sh = new NvmeParamShard(join(paramDir, `${unit.name}.param`), len, dtype, paramCache, ledger);
+          } else sh = new CpuParamShard(len, dtype, ledger);
+          live++;
+          const free = sh.free.bind(sh);
+          sh.free = () => {
+            free();
+            release();
+          };
+          return sh;
+        },
         step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() }),
       });
+      if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger));
       if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,
+        param_device: o.param,
         ratio: o.ratio,
         threads: pool.threads,
         units_offloaded: [...placed.values()].filter((d) => d !== "device").length,

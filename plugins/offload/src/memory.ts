@@ -3,16 +3,27 @@
  * after the ZeRO stage has partitioned a part, the optimizer states of the offloaded fraction
  * (`offload_optimizer.ratio`, 1 by default) leave the device — `optim` drops by that fraction and
  * the bytes move to `host` (host memory for "cpu"; NVMe files for "nvme" hold them, with only
- * staging buffers in host memory, not counted here).
+ * staging buffers in host memory, not counted here). With `offload_param` at stage 3 the sharded
+ * parameters leave the device likewise.
  */
 import type { PluginMemory } from "@zeromoe/core/plugin";
 
 /** Memory contribution (see the module comment). */
 export const offloadMemory: PluginMemory = {
   partition(part, input) {
-    const oo = input.config.zero_optimization.offload_optimizer;
-    if (oo.device === "none") return part;
-    const moved = part.optim * oo.ratio;
-    return { ...part, optim: part.optim - moved, host: (part.host ?? 0) + (oo.device === "cpu" ? moved : 0) };
+    const z = input.config.zero_optimization;
+    const oo = z.offload_optimizer;
+    const op = z.offload_param;
+    let out = part;
+    if (oo.device !== "none") {
+      const moved = part.optim * oo.ratio;
+      out = { ...out, optim: out.optim - moved, host: (out.host ?? 0) + (oo.device === "cpu" ? moved : 0) };
+    }
+    if (op.device !== "none" && z.stage === 3) {
+      // sharded parameters leave the device (the prefetch window and the persistent small units
+      // come on top, like ZeRO-3's gathered parameters)
+      out = { ...out, params: 0, host: (out.host ?? 0) + (op.device === "cpu" ? out.params : 0) };
+    }
+    return out;
   },
 };

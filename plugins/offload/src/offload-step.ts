@@ -105,11 +105,19 @@ export async function offloadStep(
     const n = u.optimCount;
     const p16 = mixed ? deps.staging.param16(i % 2, n) : null;
     await deps.pool.step(st.master, grad, u.dtype as GradDtype, st.m, st.v, p16, ctx.paramDtype === "f16" ? "f16" : "bf16", n, hp);
-    const stored = u.paramStorage();
-    const off = u.optimStart - stored.start;
-    if (p16) be.write({ buf: stored.buf, off }, p16.slice(0, n));
-    else be.write({ buf: stored.buf, off }, st.master.slice(0, n));
-    deps.ledger.moved.param_h2d += n * (mixed ? 2 : 4);
+    const hostParams = u.hostParams();
+    if (hostParams) {
+      // parameter offload: the new shard stays on the host (a device copy, if any, is dropped first
+      // after writing back what was written through it — nothing the step changed)
+      await u.evictParams();
+      await hostParams.write(u.optimStart - u.plan.shardStart, p16 ? p16.slice(0, n) : st.master.slice(0, n));
+    } else {
+      const stored = u.paramStorage();
+      const off = u.optimStart - stored.start;
+      if (p16) be.write({ buf: stored.buf, off }, p16.slice(0, n));
+      else be.write({ buf: stored.buf, off }, st.master.slice(0, n));
+      deps.ledger.moved.param_h2d += n * (mixed ? 2 : 4);
+    }
     writes.push(deps.states(u).release(u, st));
   }
   await Promise.all(writes);

@@ -10,7 +10,12 @@
  * | `offload_optimizer.buffer_count` | nvme: host staging buffers (one state of one unit each; ≥ 3) |
  * | `offload_optimizer.fast_init` | nvme: initial m/v files sparse (ftruncate) instead of written |
  * | `offload_optimizer.ratio` | fraction of optimizer elements on the host (units in model order) |
- * | `offload_param.*` | refused until parameter offload ships (the error says so) |
+ * | `offload_param.device` | stage 3 + offload_optimizer: sharded parameters on the host or NVMe, copied to the device within the prefetch window |
+ * | `offload_param.nvme_path` | the directory of the shard files |
+ * | `offload_param.pin_memory` | true is warned about: Bun has no page-locked memory |
+ * | `offload_param.buffer_count` | nvme: at most this many shards cached in host memory |
+ * | `offload_param.buffer_size` | nvme: largest shard in elements (larger is refused at set-up) |
+ * | `offload_param.max_in_cpu` | nvme: at most this many parameter elements cached in host memory |
  * | `aio.*` | nvme I/O: request size/alignment, depth, streams, submission (aio.ts) |
  */
 import { ConfigError, type JobConfig } from "@zeromoe/core/config";
@@ -25,6 +30,15 @@ export interface OffloadOptions {
   aio: JobConfig["aio"];
   /** Warnings to print once (rank 0). */
   warnings: string[];
+  /** Parameter offload (stage 3): where sharded parameters live. */
+  param: "none" | "cpu" | "nvme";
+  paramNvmePath: string | null;
+  /** nvme: host cache of at most this many shards … */
+  paramBufferCount: number;
+  /** … each at most this many elements (a larger shard is refused) … */
+  paramBufferSize: number;
+  /** … and at most this many elements in all. */
+  maxInCpu: number;
 }
 
 /**
@@ -38,7 +52,17 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   const issues: { path: string; message: string }[] = [];
   const warnings: string[] = [];
   if (op.device !== "none") {
-    issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload ("${op.device}") is not implemented by @zeromoe/plugin-offload yet (only optimizer states move: offload_optimizer); set "none" and keep offload_optimizer, or raise max_device_memory` });
+    if (z.stage !== 3) issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}` });
+    if (oo.device === "none") issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload needs the optimizer on the host too (it updates the host parameter shards): set zero_optimization.offload_optimizer.device "cpu" or "nvme"` });
+    if (op.device === "nvme" && op.nvme_path === null) issues.push({ path: "zero_optimization.offload_param.nvme_path", message: `device "nvme" needs nvme_path (a directory), got null` });
+    if (op.pin_memory) warnings.push("zero_optimization.offload_param.pin_memory: Bun has no page-locked (pinned) host memory; host shards are ordinary SharedArrayBuffers");
+    if (op.device === "cpu") {
+      for (const k of ["buffer_count", "buffer_size", "max_in_cpu"] as const) {
+        const def = { buffer_count: 5, buffer_size: 1e8, max_in_cpu: 1e9 }[k];
+        if (op[k] !== def) warnings.push(`zero_optimization.offload_param.${k} applies to device "nvme" only; no effect with "cpu"`);
+      }
+      if (op.nvme_path !== null) warnings.push(`zero_optimization.offload_param.nvme_path applies to device "nvme" only; no effect with "cpu"`);
+    }
   }
   if (oo.device !== "none" && z.stage === 0) {
     issues.push({ path: "zero_optimization.offload_optimizer.device", message: "optimizer offload needs zero_optimization.stage 1, 2 or 3, got stage 0" });
@@ -55,6 +79,10 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   if (oo.device === "cpu" && oo.fast_init) warnings.push(`zero_optimization.offload_optimizer.fast_init applies to device "nvme" only; no effect with "cpu"`);
   if (oo.device === "cpu" && oo.nvme_path !== null) warnings.push(`zero_optimization.offload_optimizer.nvme_path applies to device "nvme" only; no effect with "cpu"`);
   if (oo.device === "none" && oo.ratio !== 1) warnings.push(`zero_optimization.offload_optimizer.ratio ${oo.ratio} has no effect without an offload device`);
+  if (op.device !== "none" && oo.ratio !== 1) issues.push({ path: "zero_optimization.offload_optimizer.ratio", message: `with offload_param every offloaded unit's optimizer must run on the host: ratio must be 1, got ${oo.ratio}` });
   if (issues.length > 0) throw new ConfigError(issues, "the offload settings cannot run");
-  return { optimizer: oo.device, nvmePath: oo.nvme_path, bufferCount: oo.buffer_count, fastInit: oo.fast_init, ratio: oo.ratio, aio: a, warnings };
+  return {
+    optimizer: oo.device, nvmePath: oo.nvme_path, bufferCount: oo.buffer_count, fastInit: oo.fast_init, ratio: oo.ratio, aio: a, warnings,
+    param: op.device, paramNvmePath: op.nvme_path, paramBufferCount: op.buffer_count, paramBufferSize: op.buffer_size, maxInCpu: op.max_in_cpu,
+  };
 }

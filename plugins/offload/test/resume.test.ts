@@ -55,6 +55,23 @@ describe("offloaded optimizer states in checkpoints", () => {
     }, 120_000);
   }
 
+  for (const device of ["cpu", "nvme"] as const) {
+    test(`offload_param ${device} at ZeRO-3: save after 2 steps, resume = 4 steps straight; loads on the device at world 1`, async () => {
+      const dir = join(root, `ck-param-${device}`);
+      const j = job(3, device, { zero_optimization: { stage: 3, stage3_param_persistence_threshold: 0, offload_optimizer: { device, nvme_path: join(root, "nvme") }, offload_param: { device, nvme_path: join(root, "nvme-p"), max_in_cpu: 2000 } } });
+      const straight = await run(2, j, [{ op: "train", steps: 4 }]);
+      await run(2, j, [{ op: "train", steps: 2 }, { op: "save", dir, tag: "s2" }]);
+      const resumed = await run(2, j, [{ op: "load", dir }, { op: "train", steps: 2 }]);
+      expect(resumed[0]!.losses).toEqual(straight[0]!.losses.slice(2));
+      expect(resumed[0]!.params).toEqual(straight[0]!.params);
+      expect([...moments(resumed)]).toEqual([...moments(straight)]);
+      const onDevice = await run(1, job(0, "none"), [{ op: "load", dir }, { op: "train", steps: 2 }]);
+      const viaDevice = await run(2, job(3, "none"), [{ op: "load", dir }, { op: "train", steps: 2 }]);
+      expect(onDevice[0]!.losses.length).toBe(2);
+      expect(viaDevice[0]!.losses).toEqual(resumed[0]!.losses);
+    }, 120_000);
+  }
+
   test("reshards across offload devices and world sizes", async () => {
     const dir = join(root, "ck-reshard");
     const saved = await run(2, job(3, "nvme"), [{ op: "train", steps: 2 }, { op: "save", dir, tag: "s2" }]);

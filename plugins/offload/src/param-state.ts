@@ -1,0 +1,133 @@
+/**
+ * Parameter shards off the device (ZeRO-Infinity's parameter offload, stage 3): each held unit's
+ * shard — `length` elements of the unit's dtype, f32 values or 16-bit bits — lives in host memory
+ * (`offload_param.device: "cpu"`) or in a file under `nvme_path` (`"nvme"`). The device gets a copy
+ * only while the unit is gathered or about to be (the gather wrapper's prefetch window,
+ * gather-window.ts); the engine's UnitHandle does the copies (`prefetchParams`, `paramStorage`,
+ * `evictParams`).
+ *
+ * NVMe shards keep a host cache bounded by `offload_param.max_in_cpu` elements and
+ * `offload_param.buffer_count` shards (least recently used out first); a shard larger than
+ * `offload_param.buffer_size` elements is refused, as DeepSpeed refuses a parameter larger than its
+ * swap buffers.
+ */
+import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
+import type { HostParamShard } from "@zeromoe/core/plugin";
+import type { HostLedger } from "./host-ledger.ts";
+
+/** Storage dtype of a shard. */
+export type ParamDtype = "f32" | "bf16" | "f16";
+
+function alloc(dtype: ParamDtype, n: number): Float32Array | Uint16Array {
+  return dtype === "f32" ? new Float32Array(new SharedArrayBuffer(Math.max(1, n) * 4), 0, n) : new Uint16Array(new SharedArrayBuffer(Math.max(1, n) * 2), 0, n);
+}
+
+const bytesPer = (d: ParamDtype) => (d === "f32" ? 4 : 2);
+
+/** A shard in host memory. */
+export class CpuParamShard implements HostParamShard {
+  readonly device = "cpu" as const;
+  readonly data: Float32Array | Uint16Array;
+  private freed = false;
+  constructor(readonly length: number, readonly dtype: ParamDtype, private readonly ledger: HostLedger) {
+    this.data = alloc(dtype, length);
+    ledger.addHost("param", length * bytesPer(dtype));
+  }
+  loadSync(): Float32Array | Uint16Array {
+    return this.data;
+  }
+  async write(off: number, data: Float32Array | Uint16Array): Promise<void> {
+    if (off < 0 || off + data.length > this.length) throw new Error(`offload: parameter shard range [${off}, ${off + data.length}) outside [0, ${this.length})`);
+    (this.data as Float32Array).set(data as Float32Array, off);
+  }
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.ledger.addHost("param", -this.length * bytesPer(this.dtype));
+  }
+}
+
+/** LRU host cache of NVMe shards (see the module comment). */
+export class ParamCache {
+  private readonly entries = new Map<NvmeParamShard, Float32Array | Uint16Array>();
+  private elements = 0;
+  constructor(readonly maxElements: number, readonly maxShards: number, private readonly ledger: HostLedger) {}
+  get(s: NvmeParamShard): Float32Array | Uint16Array | undefined {
+    const a = this.entries.get(s);
+    if (a) {
+      this.entries.delete(s); // most recent last
+      this.entries.set(s, a);
+    }
+    return a;
+  }
+  put(s: NvmeParamShard, a: Float32Array | Uint16Array): void {
+    this.drop(s);
+    if (s.length > this.maxElements || this.maxShards === 0) return;
+    while (this.entries.size >= this.maxShards || this.elements + s.length > this.maxElements) {
+      const oldest = this.entries.keys().next().value as NvmeParamShard;
+      this.drop(oldest);
+    }
+    this.entries.set(s, a);
+    this.elements += s.length;
+    this.ledger.addHost("param", a.byteLength);
+  }
+  drop(s: NvmeParamShard): void {
+    const a = this.entries.get(s);
+    if (!a) return;
+    this.entries.delete(s);
+    this.elements -= s.length;
+    this.ledger.addHost("param", -a.byteLength);
+  }
+  /** Elements cached now. */
+  get size(): number {
+    return this.elements;
+  }
+}
+
+/** A shard in a file under nvme_path, cached in host memory within {@link ParamCache}'s bounds. */
+export class NvmeParamShard implements HostParamShard {
+  readonly device = "nvme" as const;
+  private readonly fd: number;
+  private freed = false;
+  constructor(readonly path: string, readonly length: number, readonly dtype: ParamDtype, private readonly cache: ParamCache, private readonly ledger: HostLedger) {
+    try {
+      this.fd = openSync(path, "w+");
+      ftruncateSync(this.fd, Math.max(1, length) * bytesPer(dtype));
+    } catch (e) {
+      throw new Error(`nvme parameter offload: cannot create ${path}: ${(e as Error).message}`);
+    }
+    ledger.addNvme("param", length * bytesPer(dtype));
+  }
+  loadSync(): Float32Array | Uint16Array {
+    const hit = this.cache.get(this);
+    if (hit) return hit;
+    const a = alloc(this.dtype, this.length);
+    const got = readSync(this.fd, new Uint8Array(a.buffer, 0, a.byteLength), 0, a.byteLength, 0);
+    if (got !== a.byteLength) throw new Error(`nvme parameter offload: short read of ${got} of ${a.byteLength} bytes from ${this.path}`);
+    this.ledger.moved.nvme_read += a.byteLength;
+    this.cache.put(this, a);
+    return a;
+  }
+  async write(off: number, data: Float32Array | Uint16Array): Promise<void> {
+    if (off < 0 || off + data.length > this.length) throw new Error(`offload: parameter shard range [${off}, ${off + data.length}) outside [0, ${this.length})`);
+    const b = bytesPer(this.dtype);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const n = writeSync(this.fd, bytes, 0, bytes.byteLength, off * b);
+    if (n !== bytes.byteLength) throw new Error(`nvme parameter offload: short write of ${n} of ${bytes.byteLength} bytes to ${this.path}`);
+    this.ledger.moved.nvme_write += bytes.byteLength;
+    const hit = this.cache.get(this);
+    if (hit) (hit as Float32Array).set(data as Float32Array, off);
+  }
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.cache.drop(this);
+    try {
+      closeSync(this.fd);
+      unlinkSync(this.path);
+    } catch {
+      // already gone
+    }
+    this.ledger.addNvme("param", -this.length * bytesPer(this.dtype));
+  }
+}
