@@ -235,10 +235,15 @@ describe("files, --deepspeed merge and overrides", () => {
       zero_allow_untested_optimizer: true, prescale_gradients: false,
     };
     // the config accepts the offload keys (DeepSpeed's meanings); the offload plugin, which the
-    // registry selects for them, refuses parameter offload (not built yet) naming the field
+    // registry selects for them, runs them (warning that pin_memory has no effect) and refuses
+    // what it cannot run naming the field
     const { offloadOptions } = await import("@zeromoe/plugin-offload");
     const { config: withOffload } = resolveJobConfig({ model: tinyLlama }, { deepspeed: { raw: ds, source: "ds_config.json" }, overrides: { world_size: 8 } });
-    expect(() => offloadOptions(withOffload)).toThrow(/zero_optimization\.offload_param\.device: parameter offload \("nvme"\) is not implemented/);
+    const o = offloadOptions(withOffload);
+    expect([o.optimizer, o.param, o.paramNvmePath]).toEqual(["cpu", "nvme", "/local_nvme"]);
+    expect(o.warnings.join("\n")).toContain("zero_optimization.offload_param.pin_memory");
+    const noOptim = { ...withOffload, zero_optimization: { ...withOffload.zero_optimization, offload_optimizer: { ...withOffload.zero_optimization.offload_optimizer, device: "none" as const } } };
+    expect(() => offloadOptions(noOptim)).toThrow(/zero_optimization\.offload_param\.device: parameter offload needs the optimizer on the host too/);
     ds.zero_optimization.offload_optimizer.device = "none";
     ds.zero_optimization.offload_param.device = "none";
     const { config, warnings } = resolveJobConfig({ model: tinyLlama }, { deepspeed: { raw: ds, source: "ds_config.json" }, overrides: { world_size: 8 } });
