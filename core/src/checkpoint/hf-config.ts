@@ -61,6 +61,27 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
       sliding_window: cfg.sliding_window,
     };
   }
+  if (cfg.model_type === "qwen2_moe") {
+    // Qwen2MoeConfig has no head_dim / attention_bias (head_dim = hidden / heads; qkv_bias instead)
+    // and names the expert count num_experts
+    const { head_dim: _hd, attention_bias: _ab, ...rest } = base;
+    return {
+      ...rest,
+      architectures: ["Qwen2MoeForCausalLM"],
+      num_experts: cfg.num_local_experts,
+      num_experts_per_tok: cfg.num_experts_per_tok,
+      moe_intermediate_size: cfg.moe_intermediate_size,
+      shared_expert_intermediate_size: cfg.shared_expert_intermediate_size,
+      norm_topk_prob: cfg.norm_topk_prob,
+      qkv_bias: cfg.qkv_bias,
+      decoder_sparse_step: cfg.decoder_sparse_step,
+      mlp_only_layers: [...cfg.mlp_only_layers],
+      router_aux_loss_coef: cfg.router_aux_loss_coef,
+      output_router_logits: cfg.output_router_logits,
+      use_sliding_window: cfg.use_sliding_window,
+      sliding_window: cfg.sliding_window,
+    };
+  }
   return {
     ...base,
     num_local_experts: cfg.num_local_experts,

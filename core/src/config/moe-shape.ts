@@ -23,19 +23,42 @@ export function isSparseModel(m: ModelConfig): m is SparseModelConfig {
 }
 
 /**
- * The decoder layers with experts. Mixtral: every layer. Qwen3-MoE (HF `Qwen3MoeDecoderLayer`):
+ * The decoder layers with experts. Mixtral: every layer. Qwen3-MoE and Qwen2-MoE (HF `Qwen3MoeDecoderLayer`, `Qwen2MoeDecoderLayer`):
  * layer l iff l ∉ mlp_only_layers and (l + 1) % decoder_sparse_step == 0. Dense models: none.
  */
 export function moeLayerIndices(m: ModelConfig): number[] {
   const all = Array.from({ length: m.num_hidden_layers }, (_, l) => l);
   if (m.model_type === "mixtral") return all;
-  if (m.model_type === "qwen3_moe") return all.filter((l) => !m.mlp_only_layers.includes(l) && m.num_local_experts > 0 && (l + 1) % m.decoder_sparse_step === 0);
+  if (m.model_type === "qwen3_moe" || m.model_type === "qwen2_moe") return all.filter((l) => !m.mlp_only_layers.includes(l) && m.num_local_experts > 0 && (l + 1) % m.decoder_sparse_step === 0);
   return [];
 }
 
 /** The MoE shape of `m`, or null for a dense model. */
 export function moeShape(m: ModelConfig): MoEShape | null {
   if (!isSparseModel(m)) return null;
-  const expertIntermediate = m.model_type === "qwen3_moe" ? m.moe_intermediate_size : m.intermediate_size;
+  const expertIntermediate = m.model_type === "mixtral" ? m.intermediate_size : m.moe_intermediate_size;
   return { numExperts: m.num_local_experts, topK: m.num_experts_per_tok, expertIntermediate, layers: moeLayerIndices(m) };
+}
+
+/**
+ * Elements of decoder layer `layer`'s unit beyond the attention weights (2·H·nH·d + 2·H·nKV·d),
+ * the two RMSNorm weights and the feed-forward (dense SwiGLU, or the router H·E):
+ * Qwen3-MoE's q_norm/k_norm (2·d); Qwen2-MoE's q/k/v biases (nH·d + 2·nKV·d, with qkv_bias) and, in
+ * a layer with experts, its shared expert (3·H·I_s) and shared-expert gate (H). Llama's and
+ * Mixtral's attention_bias/mlp_bias are counted by the callers.
+ */
+export function layerExtraParams(m: ModelConfig, layer: number): number {
+  const d = m.head_dim;
+  if (m.model_type === "qwen3_moe") return 2 * d;
+  if (m.model_type === "qwen2_moe") {
+    const bias = m.qkv_bias ? (m.num_attention_heads + 2 * m.num_key_value_heads) * d : 0;
+    const shared = moeLayerIndices(m).includes(layer) ? 3 * m.hidden_size * m.shared_expert_intermediate_size + m.hidden_size : 0;
+    return bias + shared;
+  }
+  return 0;
+}
+
+/** True when every decoder layer of `m` has the same parameters (Llama, Mixtral). */
+export function uniformLayers(m: ModelConfig): boolean {
+  return m.model_type === "llama" || m.model_type === "mixtral";
 }

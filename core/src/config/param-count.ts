@@ -4,10 +4,11 @@
  * q/o projections (2·H·nH·d), k/v projections (2·H·nKV·d) (+ biases with attention_bias), and a
  * SwiGLU MLP 3·H·I (+ biases with mlp_bias) — or, in a layer with experts (config/moe-shape.ts),
  * a router H·E plus E experts of 3·H·I_e each (I_e: Mixtral intermediate_size, Qwen3-MoE
- * moe_intermediate_size); Qwen3-MoE adds q_norm/k_norm (2·d) per layer; a final norm H; an LM head
+ * moe_intermediate_size); Qwen3-MoE adds q_norm/k_norm (2·d) per layer, Qwen2-MoE q/k/v biases
+ * and a shared expert with its gate in each MoE layer (moe-shape.ts `layerExtraParams`); a final norm H; an LM head
  * V·H unless tied. Used for summaries and memory estimates.
  */
-import { moeShape } from "./moe-shape.ts";
+import { layerExtraParams, moeShape } from "./moe-shape.ts";
 import type { ModelConfig } from "./types.ts";
 
 /** Parameter counts (elements). */
@@ -35,15 +36,14 @@ export function countParameters(m: ModelConfig): ParameterCount {
   const norms = 2 * H;
   const mlpOne = 3 * H * m.intermediate_size;
   const denseMlp = mlpOne + (m.model_type === "llama" && m.mlp_bias ? 2 * m.intermediate_size + H : 0);
-  // Qwen3-MoE: per-head RMSNorm weights q_norm, k_norm (2·d) in every layer
-  const qkNorm = m.model_type === "qwen3_moe" ? 2 * d : 0;
   const shape = moeShape(m);
   const sparse = new Set(shape?.layers ?? []);
   let layersTotal = 0;
   let layersActive = 0;
   let expert = 0;
   for (let l = 0; l < m.num_hidden_layers; l++) {
-    const base = attn + norms + qkNorm;
+    // Qwen3-MoE q_norm/k_norm, Qwen2-MoE q/k/v biases and shared expert (moe-shape.ts)
+    const base = attn + norms + layerExtraParams(m, l);
     if (shape && sparse.has(l)) {
       const one = 3 * H * shape.expertIntermediate;
       expert += shape.numExperts * one;

@@ -163,8 +163,33 @@ export const QWEN3_MOE_SPEC: ObjectSpec = {
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
 };
 
+/** Qwen2MoeConfig (transformers 5 defaults; `configuration_qwen2_moe.py`); its config.json writes
+ * the expert count as `num_experts` (alias of `num_local_experts`). */
+export const QWEN2_MOE_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face Qwen2MoeConfig",
+  fields: {
+    model_type: { kind: "enum", values: ["qwen2_moe"], required: true, doc: "selects the architecture" },
+    ...commonFields({ intermediate_size: 5632, num_key_value_heads: 16, max_position_embeddings: 32768, rms_norm_eps: 1e-6, rope_theta: 10000 }),
+    num_local_experts: posInt("routed experts per MoE layer (config.json: num_experts)", 60),
+    num_experts_per_tok: posInt("experts each token is routed to (top-k)", 4),
+    moe_intermediate_size: posInt("each routed expert's SwiGLU hidden width", 1408),
+    shared_expert_intermediate_size: posInt("the shared expert's SwiGLU hidden width", 5632),
+    norm_topk_prob: { kind: "boolean", default: false, doc: "renormalise the top-k router probabilities to sum 1" },
+    qkv_bias: { kind: "boolean", default: true, doc: "biases on the q/k/v projections (o_proj has none)" },
+    decoder_sparse_step: posInt("layer l has experts when (l + 1) % decoder_sparse_step == 0 (and l is not in mlp_only_layers)", 1),
+    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0 }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
+    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
+    use_sliding_window: onlyValue(false, "sliding-window attention (use_sliding_window true)", "sliding-window attention (only false is supported)"),
+    sliding_window: { kind: "number", int: true, min: 0, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
+  },
+  aliases: { num_experts: "num_local_experts" },
+  ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
+};
+
 /** Per-type specs. */
-export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC } as const;
+export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC } as const;
 
 /** The `model` section: picks the spec by `model_type`, then fills the HF null defaults
  * (`num_key_value_heads`, `head_dim`). */
@@ -173,7 +198,7 @@ export const MODEL_SPEC: Spec = {
   typeName: "object (Hugging Face config; keys by model_type)",
   required: true,
   doc: "Hugging Face model config",
-  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC },
+  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC },
   check(value: unknown, path: string, ctx: CheckContext): unknown {
     if (!isPlainObject(value)) {
       addIssue(ctx, path, `expected a Hugging Face config object with model_type ${Object.keys(MODEL_SPECS).map((t) => `"${t}"`).join(", ")}, got ${typeOfJson(value)} ${show(value)}`);
@@ -232,7 +257,7 @@ export function checkModelConsistency(m: ModelConfig, path: string, ctx: CheckCo
   if (m.model_type !== "llama" && m.num_experts_per_tok > 8) {
     addIssue(ctx, joinPath(path, "num_experts_per_tok"), `at most 8 experts per token are supported (Backend.topk k <= 8), got ${m.num_experts_per_tok}`);
   }
-  if (m.model_type === "qwen3_moe") {
+  if (m.model_type === "qwen3_moe" || m.model_type === "qwen2_moe") {
     m.mlp_only_layers.forEach((l, i) => {
       if (l >= m.num_hidden_layers) addIssue(ctx, joinPath(path, `mlp_only_layers[${i}]`), `layer ${l} does not exist (num_hidden_layers ${m.num_hidden_layers})`);
     });

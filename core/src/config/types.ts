@@ -75,10 +75,30 @@ export interface Qwen3MoeConfig extends ModelConfigBase {
   sliding_window: number | null;
 }
 
-/** The model configs with MoE layers. */
-export type SparseModelConfig = MixtralConfig | Qwen3MoeConfig;
+/** Sparse Qwen2-MoE (HF Qwen2MoeConfig; its config.json writes the expert count as `num_experts`,
+ * accepted as the alias of `num_local_experts`). Layers as Qwen3-MoE (mlp_only_layers,
+ * decoder_sparse_step); q/k/v projections with biases when `qkv_bias`; every MoE layer also has a
+ * shared SwiGLU expert of `shared_expert_intermediate_size` scaled by sigmoid(shared_expert_gate·x). */
+export interface Qwen2MoeConfig extends ModelConfigBase {
+  model_type: "qwen2_moe";
+  num_local_experts: number;
+  num_experts_per_tok: number;
+  moe_intermediate_size: number;
+  shared_expert_intermediate_size: number;
+  norm_topk_prob: boolean;
+  qkv_bias: boolean;
+  decoder_sparse_step: number;
+  mlp_only_layers: number[];
+  router_aux_loss_coef: number;
+  output_router_logits: boolean;
+  use_sliding_window: boolean;
+  sliding_window: number | null;
+}
 
-export type ModelConfig = LlamaConfig | MixtralConfig | Qwen3MoeConfig;
+/** The model configs with MoE layers. */
+export type SparseModelConfig = MixtralConfig | Qwen3MoeConfig | Qwen2MoeConfig;
+
+export type ModelConfig = LlamaConfig | MixtralConfig | Qwen3MoeConfig | Qwen2MoeConfig;
 
 /** Dataset and tokenization. */
 export interface DataConfig {

@@ -1,10 +1,11 @@
 /**
- * Build the model a job names (`model.model_type`: "llama" | "mixtral" | "qwen3_moe", Hugging Face config keys).
+ * Build the model a job names (`model.model_type`: "llama" | "mixtral" | "qwen3_moe" | "qwen2_moe", Hugging Face config keys).
  */
 import type { Backend } from "@zeromoe/kernels";
 import type { ModelConfig } from "../config/types.ts";
 import { LlamaForCausalLM, type CausalDecoder, type ModelOptions } from "../models/llama.ts";
 import { MixtralForCausalLM } from "../models/mixtral.ts";
+import { Qwen2MoeForCausalLM } from "../models/qwen2-moe.ts";
 import { Qwen3MoeForCausalLM } from "../models/qwen3-moe.ts";
 
 /** A new model on `be` from an already-resolved model config (`resolveJobConfig` /
@@ -18,7 +19,9 @@ export function createModel(be: Backend, cfg: ModelConfig, opts: ModelOptions): 
       return new MixtralForCausalLM(be, cfg, opts);
     case "qwen3_moe":
       return new Qwen3MoeForCausalLM(be, cfg, opts);
+    case "qwen2_moe":
+      return new Qwen2MoeForCausalLM(be, cfg, opts);
     default:
-      throw new Error(`model.model_type: expected "llama", "mixtral" or "qwen3_moe", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
+      throw new Error(`model.model_type: expected "llama", "mixtral", "qwen3_moe" or "qwen2_moe", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
   }
 }

@@ -5,6 +5,8 @@ export { CausalDecoder, LlamaForCausalLM, loadStateDict, selfAttention, swiglu, 
 export type { ModelOptions, CausalLMInput, CausalLMOutput, AttentionParams } from "./llama.ts";
 export { MixtralForCausalLM } from "./mixtral.ts";
 export { Qwen3MoeForCausalLM } from "./qwen3-moe.ts";
+export { Qwen2MoeForCausalLM } from "./qwen2-moe.ts";
+export { SparseMoEDecoder, type MoEBlockRecord, type QwenMoeConfig } from "./sparse-moe-decoder.ts";
 export type { MoEBlockOutput } from "./mixtral.ts";
 export { generate, pickToken } from "./generate.ts";
 export type { GenerateOptions } from "./generate.ts";

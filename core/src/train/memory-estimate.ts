@@ -19,7 +19,7 @@
  * a unit is always made whole before its forward/backward region.
  */
 import { countParameters } from "../config/param-count.ts";
-import { moeShape } from "../config/moe-shape.ts";
+import { layerExtraParams, moeShape, uniformLayers } from "../config/moe-shape.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import type { Placement } from "../engine/plan.ts";
 import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";
@@ -85,10 +85,9 @@ export function largestUnit(m: ModelConfig): UnitSize {
   for (let l = 0; l < m.num_hidden_layers; l++) {
     const sparse = shape !== null && shape.layers.includes(l);
     const ffn = sparse ? H * shape.numExperts : 3 * H * m.intermediate_size;
-    const qkNorm = m.model_type === "qwen3_moe" ? 2 * m.head_dim : 0;
-    units.push({ name: `layers.${l}`, numel: attn + 2 * H + qkNorm + ffn });
+    units.push({ name: `layers.${l}`, numel: attn + 2 * H + layerExtraParams(m, l) + ffn });
     if (sparse && shape.numExperts > 0) units.push({ name: `layers.${l}.experts.0`, numel: 3 * H * shape.expertIntermediate });
-    if (m.model_type !== "qwen3_moe") break; // every layer alike: the first one stands for all
+    if (uniformLayers(m)) break; // every layer alike: the first one stands for all
   }
   units.push({ name: "head", numel: H + (m.tie_word_embeddings ? 0 : m.vocab_size * H) });
   return units.reduce((a, b) => (b.numel > a.numel ? b : a));

@@ -204,6 +204,7 @@ describe("the seed's AutoEP block on a Mixtral directory (CLI)", () => {
     const p = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", job, "--init-from", d, "--backend", "cpu", "--world-size", "4"], { stdout: "pipe", stderr: "pipe" });
     const out = p.stdout.toString() + p.stderr.toString();
     expect(out).toContain("moe        ep_size 4");
+    expect(out).toMatch(/autoep: preset mixtral: \d+ MoE blocks \(model\.layers\.0\.block_sparse_moe, /);
     expect(out).toContain("init-from");
     expect(out).not.toContain("not used by");
     expect(p.exitCode).toBe(0);

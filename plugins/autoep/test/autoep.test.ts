@@ -144,4 +144,19 @@ describe("numerics", () => {
       expect(d).toBeLessThan(1e-5);
     }
   }, 600_000);
+
+  test("qwen2_moe (shared expert, q/k/v biases, dense layer 1): autoep_size 2 at ZeRO-1 and 4 at ZeRO-3 equal world 1 (1e-5)", async () => {
+    const Q2 = {
+      model_type: "qwen2_moe", vocab_size: 256, hidden_size: 16, intermediate_size: 7, num_hidden_layers: 3, num_attention_heads: 2,
+      num_key_value_heads: 1, num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 5, shared_expert_intermediate_size: 11,
+      mlp_only_layers: [1], output_router_logits: true, router_aux_loss_coef: 0.02, max_position_embeddings: 64,
+    };
+    const ref = await train(1, job({}, Q2));
+    for (const [world, size, stage] of [[2, 2, 1], [4, 4, 3]] as const) {
+      const got = await train(world, job({ expert_parallel: { enabled: true, autoep_size: size }, zero_optimization: { stage, stage3_param_persistence_threshold: 0 } }, Q2));
+      const d = maxDiff(ref.params, got.params);
+      console.log(`qwen2_moe world ${world} autoep_size ${size} ZeRO-${stage}: max |Δparam| ${d.toExponential(2)}`);
+      expect(d).toBeLessThan(1e-5);
+    }
+  }, 600_000);
 });

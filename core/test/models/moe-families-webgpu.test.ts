@@ -1,0 +1,25 @@
+/**
+ * The sparse Hugging Face families on the auto-selected backend (WebGPU where an adapter exists:
+ * Mesa's lavapipe here and in CI; the cpu backend otherwise) against their Transformers 5.17
+ * fixtures, Hub layout: logits, loss, aux loss and router logits within 1e-5 relative to the
+ * tensor's max, every gradient within 1e-4 — the cpu backend's tolerances (observed on lavapipe:
+ * qwen3_moe logits 9.5e-7, gradients 4.2e-6; qwen2_moe logits 5.9e-7, gradients 1.5e-6).
+ */
+import { describe, expect, test } from "bun:test";
+import { createBackend } from "@zeromoe/kernels";
+import { hfParity } from "./hf-moe-parity.ts";
+
+describe("sparse families on the auto-selected backend", () => {
+  for (const family of ["qwen3_moe", "qwen2_moe"]) {
+    test(family, async () => {
+      const { backend: be, reason } = await createBackend("auto");
+      const r = await hfParity(`core/test/fixtures/${family}`, "model.safetensors", be, 1e-4);
+      console.log(`${family} on ${be.info.name} (${reason}): logits ${r.logits.toExponential(2)} loss ${r.loss.toExponential(2)} aux ${r.aux.toExponential(2)} router ${r.router.toExponential(2)} grads ${r.grad.toExponential(2)}`);
+      expect(r.logits).toBeLessThan(1e-5);
+      expect(r.loss).toBeLessThan(1e-5);
+      expect(r.aux).toBeLessThan(1e-5);
+      expect(r.router).toBeLessThan(1e-5);
+      expect(be.memory().current.activation).toBe(0);
+    }, 120_000);
+  }
+});
