@@ -166,9 +166,9 @@ export const OFFLOAD_PARAM_SPEC: ObjectSpec = {
   doc: "parameter offload (stage 3 only)",
   fields: {
     ...OFFLOAD_COMMON,
-    buffer_count: posInt("buffers in the nvme buffer pool", 5),
-    buffer_size: posInt("elements per nvme buffer", 1e8),
-    max_in_cpu: nonNegInt("parameter elements kept in host memory when offloading to nvme", 1e9),
+    buffer_count: posInt("nvme: most parameter shards cached in host memory", 5),
+    buffer_size: posInt("nvme: largest parameter shard in elements (a larger one is refused at set-up)", 1e8),
+    max_in_cpu: nonNegInt("nvme: most parameter elements cached in host memory", 1e9),
   },
 };
 
