@@ -1,9 +1,14 @@
 /**
  * The bucketed gradient reducer of ZeRO stage 2 (and 3): each micro-batch's fresh unit gradients
- * are collected into buckets of at most `reduce_bucket_size` elements (a unit larger than the
- * bucket goes alone) and each bucket is reduced with ONE reduce_scatter whose result is added into
- * the owned gradient shards (core's `reduceScatterBucket`). Buckets never mix groups (dense units
- * reduce over dp, expert units over edp) or dtypes.
+ * are collected into buckets and each bucket is reduced with ONE reduce_scatter whose result is
+ * added into the owned gradient shards (core's `reduceScatterBucket`). Buckets never mix groups
+ * (dense units reduce over dp, expert units over edp) or dtypes.
+ *
+ * `reduce_bucket_size` is a bound on the elements one reduce_scatter sends (each unit counts with its
+ * padded length `shardSize · group size`, what actually goes on the wire): a unit that would push the
+ * open bucket past the bound flushes the bucket first, so a bucket never exceeds the bound except a
+ * bucket holding a single unit that is larger than it by itself (DeepSpeed's `reduce_bucket_size`,
+ * deepspeed.ai config-json "ZeRO Optimizations": "number of elements reduced/allreduced at a time").
  *
  * `overlap_comm` (DeepSpeed: reduce while backward runs) is accepted; every bucket's reduce_scatter
  * is awaited where it is issued, in program order, whatever its value. A collective left running in
@@ -33,9 +38,12 @@ export function createBucketedReducer(): ReduceHook {
       const pending = await takeMicroGrad(ctx, unit);
       const head = bucket[0];
       if (head && (head.unit.group.name !== unit.group.name || head.unit.dtype !== unit.dtype)) await flush(ctx);
+      const bound = ctx.config.zero_optimization.reduce_bucket_size;
+      const size = unit.plan.shardSize * unit.group.size;
+      if (bucket.length > 0 && elems + size > bound) await flush(ctx);
       bucket.push(pending);
-      elems += unit.numel;
-      if (elems >= ctx.config.zero_optimization.reduce_bucket_size) await flush(ctx);
+      elems += size;
+      if (elems >= bound) await flush(ctx);
     },
     async finish(ctx) {
       await flush(ctx);

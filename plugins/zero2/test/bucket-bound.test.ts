@@ -1,0 +1,78 @@
+/**
+ * `reduce_bucket_size` is a bound (issue 17): one reduce_scatter never sends more elements than it,
+ * except a bucket holding a single unit that is larger than the bound by itself. Before the fix the
+ * reducer added a unit and then flushed, so a bucket of 3000 sent 5184 elements.
+ *
+ * The reducer runs here against a recording communicator (group of 3 ranks) on the CPU backend, with
+ * unit sizes chosen so that "add, then flush" overshoots; every bucket size is checked.
+ */
+import { describe, expect, test } from "bun:test";
+import { CpuBackend } from "@zeromoe/kernels";
+import type { HookContext, UnitHandle } from "@zeromoe/core/plugin";
+import { createBucketedReducer } from "../src/bucketed-reducer.ts";
+
+const GROUP = { ranks: [0, 1, 2], size: 3, rank: 0, name: "world" };
+// awkward sizes (primes and non-multiples of 3): padded lengths 3·ceil(n/3)
+const NUMELS = [1297, 7, 2999, 3001, 11, 4093, 5, 1024, 3];
+const padded = (n: number): number => 3 * Math.ceil(n / 3);
+
+/** Run one micro-batch of NUMELS through the reducer with `bound`; the reduce_scatter send sizes. */
+async function sends(bound: number): Promise<number[]> {
+  const be = new CpuBackend();
+  const sent: number[] = [];
+  const comm = {
+    rank: 0,
+    worldSize: 3,
+    reduceScatter: async (x: Float32Array) => {
+      sent.push(x.length);
+      return x.subarray(0, x.length / 3);
+    },
+  };
+  const ctx = { be, comm, config: { zero_optimization: { reduce_bucket_size: bound } } } as unknown as HookContext;
+  const units: UnitHandle[] = NUMELS.map((numel, i) => {
+    const shardSize = Math.ceil(numel / 3);
+    const acc = be.alloc("f32", shardSize, "grad");
+    let grad: ReturnType<typeof be.alloc> | null = be.alloc("f32", numel, "grad");
+    be.write({ buf: grad, off: 0 }, Float32Array.from({ length: numel }, (_, j) => Math.sin(i * 7919 + j)));
+    return {
+      name: `u${i}`, kind: "layer", numel, dtype: "f32", group: GROUP,
+      plan: { group: GROUP, params: "replicated", grads: "sharded", optim: "sharded", numel, shardSize, shardStart: 0, owned: shardSize },
+      microGrad: () => grad,
+      releaseMicroGrad: () => { if (grad) be.free(grad); grad = null; },
+      gradAccumulator: () => acc,
+    } as unknown as UnitHandle;
+  });
+  const r = createBucketedReducer();
+  for (const u of units) await r.gradReady(u, ctx);
+  await r.finish(ctx);
+  return sent;
+}
+
+describe("reduce_bucket_size is a bound", () => {
+  for (const bound of [1, 1000, 3000, 3003, 4096, 6000, 9000, 200000]) {
+    test(`bound ${bound}: no bucket exceeds it except a single larger unit`, async () => {
+      const s = await sends(bound);
+      // every unit is sent exactly once
+      expect(s.reduce((a, b) => a + b, 0)).toBe(NUMELS.reduce((a, n) => a + padded(n), 0));
+      // greedy in order: reconstruct the buckets and check each against the bound
+      let i = 0;
+      for (const len of s) {
+        let got = 0;
+        let count = 0;
+        while (got < len) got += padded(NUMELS[i++]!), count++;
+        expect(got).toBe(len);
+        if (len > bound) expect(count).toBe(1);
+      }
+      expect(i).toBe(NUMELS.length);
+    });
+  }
+
+  test("3000: the old reducer's overshoot (a bucket of 3000 sending more) is gone", async () => {
+    const s = await sends(3000);
+    for (const len of s) if (len > 3000) expect([padded(3001), padded(4093)]).toContain(len);
+  });
+
+  test("a large bound sends everything in one reduce_scatter", async () => {
+    expect(await sends(200000)).toEqual([NUMELS.reduce((a, n) => a + padded(n), 0)]);
+  });
+});
