@@ -21,6 +21,7 @@ export const TRAIN_USAGE = `usage: bun run train [options]
   --seed <S>                   seed (overrides "seed")
   --backend <auto|webgpu|cpu>  compute backend (overrides "backend")
   --summary <out.json>         write a JSON summary of the run here
+  --plots <dir>                write the run's plots (SVG and PNG) here (docs/summary.md)
   --resume <dir|tag>           resume from a checkpoint directory (its "latest" tag) or a tag path
   --init-from <dir|file>       initialise weights from a Hugging Face checkpoint: a save_pretrained
                                directory (config.json, model.safetensors or shards + index; its
@@ -52,6 +53,8 @@ export interface TrainArgs {
   seed?: number;
   backend?: "auto" | "webgpu" | "cpu";
   summary?: string;
+  /** `--plots`: folder for the run's plots. */
+  plots?: string;
   resume?: string;
   initFrom?: string;
   /** `--launcher`: "local" (default) or "mpi" (run under mpirun; docs/comm.md). */
@@ -70,6 +73,7 @@ const OPTIONS = {
   seed: { type: "string" },
   backend: { type: "string" },
   summary: { type: "string" },
+  plots: { type: "string" },
   resume: { type: "string" },
   "init-from": { type: "string" },
   launcher: { type: "string" },
@@ -166,6 +170,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     seed: intOption("seed", str("seed"), 0, 2 ** 32 - 1),
     backend,
     summary: pathOption("summary", str("summary")),
+    plots: pathOption("plots", str("plots")),
     resume: pathOption("resume", str("resume")),
     initFrom: pathOption("init-from", str("init-from")),
     launcher: launcherOption(str("launcher")),

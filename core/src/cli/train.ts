@@ -27,6 +27,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { ConfigError } from "../config/errors.ts";
 import { summarizeJob } from "../config/summary.ts";
+import { writePlots } from "../observe/plots.ts";
 import { DataError } from "../data/sources.ts";
 import { LaunchError } from "../launch/launch.ts";
 import { EXIT_ORPHANED, watchParent } from "../launch/parent-watch.ts";
@@ -144,6 +145,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     const fin = summary.final_loss === null ? "no steps" : `final loss ${summary.final_loss.toFixed(4)}${val}`;
     const range = summary.start_step > 0 ? ` (${summary.start_step + 1}–${summary.start_step + summary.steps} of ${config.steps})` : "";
     out(`done       ${summary.steps} step${summary.steps === 1 ? "" : "s"}${range} in ${secs.toFixed(1)} s: ${fin}, ${Math.round(summary.tokens_per_second)} tokens/s (${summary.world_size} rank${summary.world_size === 1 ? "" : "s"}, ${summary.backend.name})`);
+    if (a.plots) {
+      const files = await writePlots(summary, a.plots);
+      out(`plots      ${files.length} files in ${a.plots}`);
+    }
     if (a.summary) {
       writeJson(a.summary, summary);
       out(`summary    ${a.summary}`);

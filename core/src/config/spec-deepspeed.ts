@@ -9,6 +9,7 @@
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { suggest } from "./errors.ts";
 import { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
+import { COMMS_LOGGER_SPEC, CSV_MONITOR_SPEC, noEffect, TENSORBOARD_SPEC } from "./spec-observe.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
 const nonNegInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 0, default: def, doc });
@@ -196,15 +197,15 @@ export const ZERO_SPEC: ObjectSpec = {
     stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
     overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued (the ZeRO-2/3 plugin package @zeromoe/plugin-zero2 says why)", false),
     contiguous_gradients: bool("copy gradients into one contiguous buffer as produced", true),
-    reduce_scatter: bool("average gradients with reduce-scatter (else all-reduce)", true),
+    reduce_scatter: noEffect(bool("average gradients with reduce-scatter (else all-reduce)", true), "the ZeRO stage plugins choose the collective: reduce_scatter at stages 1-3, all_reduce at stage 0"),
     reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),
-    allgather_bucket_size: posInt("elements per parameter all-gather bucket", 5e8),
+    allgather_bucket_size: noEffect(posInt("elements per parameter all-gather bucket", 5e8), "updated shards are all-gathered one unit at a time"),
     stage3_prefetch_bucket_size: nonNegInt("parameter elements fetched ahead of use", 5e7),
     stage3_param_persistence_threshold: nonNegInt("parameters with fewer elements stay whole on every rank", 1e5),
     stage3_max_live_parameters: nonNegInt("most gathered parameter elements resident before releasing", 1e9),
     stage3_max_reuse_distance: nonNegInt("do not release a parameter reused within this many elements of compute", 1e9),
     stage3_gather_16bit_weights_on_model_save: bool("gather 16-bit weights when saving the model (false: save16bitModel skips)", false),
-    sub_group_size: nonNegInt("parameter elements the optimizer step processes at a time (0: one parameter tensor at a time)", 1e9),
+    sub_group_size: noEffect(nonNegInt("parameter elements the optimizer step processes at a time (0: one parameter tensor at a time)", 1e9), "the optimizer steps one unit at a time"),
     offload_optimizer: OFFLOAD_OPTIMIZER_SPEC,
     offload_param: OFFLOAD_PARAM_SPEC,
     cpu_offload: {
@@ -279,8 +280,11 @@ export const DEEPSPEED_FIELDS: Readonly<Record<string, Spec>> = {
   activation_checkpointing: ACTIVATION_CHECKPOINTING_SPEC,
   aio: AIO_SPEC,
   steps_per_print: posInt("log every N steps", 10),
-  wall_clock_breakdown: bool("time forward/backward/step/communication", false),
+  wall_clock_breakdown: bool("every steps_per_print steps, print each rank's step time by phase (forward, backward, reduce, optimizer, gather, all_to_all, transfers) with its share", false),
   flops_profiler: FLOPS_PROFILER_SPEC,
+  tensorboard: TENSORBOARD_SPEC,
+  csv_monitor: CSV_MONITOR_SPEC,
+  comms_logger: COMMS_LOGGER_SPEC,
 };
 
 /** Old/alternative top-level DeepSpeed names. */
@@ -297,10 +301,7 @@ export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
   zero_force_ds_cpu_optimizer: "only Adam/AdamW exist here",
   dump_state: "no effect in ZeroMoE",
   memory_breakdown: "memory is always reported per tag",
-  tensorboard: "no monitor backends; see --summary",
-  wandb: "no monitor backends; see --summary",
-  csv_monitor: "no monitor backends; see --summary",
-  comms_logger: "communication volume is always counted",
+  wandb: "Weights & Biases is not available offline; use tensorboard or csv_monitor",
   data_types: "accumulation dtype is fp32",
   amp: "use fp16 or bf16",
   autotuning: "no autotuner",

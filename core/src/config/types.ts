@@ -292,6 +292,8 @@ export interface JobConfig {
   world_size: number;
   /** Optimizer steps to run. */
   steps: number;
+  /** Hugging Face parameter-name patterns (globs or module names) of frozen parameters (engine/freeze.ts). */
+  freeze: string[];
   /** Evaluate on the validation split every N steps (0 = never). */
   eval_interval: number;
   /** Validation micro-batches per rank per evaluation. */
@@ -325,6 +327,29 @@ export interface JobConfig {
   steps_per_print: number;
   wall_clock_breakdown: boolean;
   flops_profiler: FlopsProfilerConfig;
+  /** TensorBoard event files (core/src/observe/tensorboard-writer.ts). */
+  tensorboard: MonitorSectionConfig;
+  /** DeepSpeed's CSV monitor files (core/src/observe/csv-monitor.ts). */
+  csv_monitor: MonitorSectionConfig;
+  /** The communication logger (core/src/observe/comms-logger.ts). */
+  comms_logger: CommsLoggerSectionConfig;
+}
+
+/** `tensorboard` / `csv_monitor` keys (DeepSpeed's monitor config). */
+export interface MonitorSectionConfig {
+  enabled: boolean;
+  /** "" = DeepSpeed's default folder under the home directory. */
+  output_path: string;
+  job_name: string;
+}
+
+/** `comms_logger` keys (DeepSpeed's). */
+export interface CommsLoggerSectionConfig {
+  enabled: boolean;
+  verbose: boolean;
+  prof_all: boolean;
+  debug: boolean;
+  prof_ops: string[];
 }
 
 /** Result of resolving a job: the config plus non-fatal warnings (ignored keys etc.). */

@@ -29,6 +29,7 @@ import { createScheduler, type LRScheduler } from "../optim/schedulers.ts";
 import { backward, fromArray, noGrad } from "../tensor/index.ts";
 import { defaultHooks } from "./defaults.ts";
 import type { EngineHooks, EnginePlugin } from "./hooks.ts";
+import { applyFreeze } from "./freeze.ts";
 import { initUnitRange } from "./init-shard.ts";
 import { createModel } from "./model-factory.ts";
 import { initMaster, optimizerStep } from "./optimizer.ts";
@@ -98,6 +99,9 @@ export class Engine implements CheckpointTarget {
   appliedSteps = 0;
   /** All optimizer steps attempted so far (skipped ones included). */
   globalSteps = 0;
+  /** Timing points of `trainBatch` (core/src/observe/observer.ts: wall_clock_breakdown, FLOPs
+   * profiler); null: none. Phases: forward, backward, reduce, optimizer, gather. */
+  phaseObserver: { time<T>(phase: "forward" | "backward" | "reduce" | "optimizer" | "gather", fn: () => T): T } | null = null;
   private readonly phase: { training: boolean; backward: boolean; step: number };
   private readonly micro: { index: number; count: number };
   private readonly byUnit: ReadonlyMap<Unit, UnitState>;
@@ -202,12 +206,18 @@ export class Engine implements CheckpointTarget {
       for (const [key, { c }] of reg.manifest) if (Object.hasOwn(opts.restore, key) && c.restore) c.restore(opts.restore[key]);
     }
     for (const t of reg.transforms) t(model);
+    // the job's `freeze` patterns: frozen units get no gradient and no optimizer state (freeze.ts)
+    const frozen = applyFreeze(model.units.units, config.freeze ?? []);
+    if (frozen.units.length > 0) {
+      const total = model.units.numel;
+      log(`freeze: ${frozen.units.length} unit${frozen.units.length === 1 ? "" : "s"} frozen (${frozen.elements} of ${total} parameters, ${((100 * frozen.elements) / total).toFixed(1)}%): ${frozen.units.join(", ")}`);
+    }
     const mixed = paramDtype !== "f32";
     for (const unit of model.units.units) {
       const plan = hooks.partition.plan(unit, ctx);
       if (!plan) continue; // held by another rank (expert parallelism)
       const st = new UnitState(unit, plan);
-      st.optimizerDevice = hooks.offload.optimizerDevice(st, ctx);
+      st.optimizerDevice = unit.trainable ? hooks.offload.optimizerDevice(st, ctx) : "device"; // frozen: no states to place
       if (plan.params === "sharded") {
         st.paramShard = be.alloc(unit.dtype, plan.shardSize, "param");
         initUnitRange(be, unit, config.seed, plan.shardStart, plan.owned, st.paramShard);
@@ -274,13 +284,13 @@ export class Engine implements CheckpointTarget {
       for (let i = 0; i < micros.length; i++) {
         this.micro.index = i;
         const mb = micros[i]!;
-        const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
+        const out = await this.timed("forward", () => this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq }));
         const loss = out.loss!;
         be.copy(loss.view, { buf: microLosses, off: i }, 1);
         const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
         phase.backward = true;
         try {
-          await backward(loss, seed ? { grad: seed } : {});
+          await this.timed("backward", () => backward(loss, seed ? { grad: seed } : {}));
         } finally {
           phase.backward = false;
         }
@@ -292,17 +302,17 @@ export class Engine implements CheckpointTarget {
       be.free(microLosses);
     }
     this.micro.index = accum - 1;
-    await this.hooks.reduce.finish(env);
+    await this.timed("reduce", () => this.hooks.reduce.finish(env));
     const lr = this.scheduler.getLr();
-    const out = await optimizerStep(env, this.states, {
+    const out = await this.timed("optimizer", () => optimizerStep(env, this.states, {
       lr,
       step: this.appliedSteps + 1,
       lossScale,
       maxNorm: env.config.gradient_clipping,
       gradDivisor: accum * env.comm.worldSize,
       offloadStep: this.hooks.offload.step ? (units, hp) => this.hooks.offload.step!(units, hp, env) : undefined,
-    });
-    await this.hooks.gather.endStep?.(env);
+    }));
+    await this.timed("gather", () => this.hooks.gather.endStep?.(env));
     this.scaler.update(out.overflow);
     this.globalSteps++;
     if (!out.overflow) {
@@ -312,6 +322,11 @@ export class Engine implements CheckpointTarget {
     const tot = new Float64Array([lossSum, micros.length]);
     if (env.comm.worldSize > 1) await env.comm.allReduce(tot);
     return { loss: tot[0]! / tot[1]!, lr, lossScale, gradNorm: out.gradNorm, skipped: out.overflow };
+  }
+
+  /** `fn` inside `phase` of the phase observer (or just `fn`). */
+  private timed<T>(phase: "forward" | "backward" | "reduce" | "optimizer" | "gather", fn: () => T): T {
+    return this.phaseObserver ? this.phaseObserver.time(phase, fn) : fn();
   }
 
   /** Mean loss over `micros` without gradients, averaged over all ranks (every rank must call it

@@ -18,6 +18,7 @@ import type { Engine, StepResult, TrainMicroBatch } from "../engine/engine.ts";
 import { formatEvalLine, formatStepLine, mib } from "./log.ts";
 import { DivergenceWatch } from "./divergence.ts";
 import { signalName, stopRequested, type StopFlag } from "./stop-signal.ts";
+import type { RunObserver } from "../observe/observer.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
 export interface LoopOutput {
@@ -69,6 +70,9 @@ export interface LoopOptions {
   checkpointDir?: string | null;
   /** Stop flag set by SIGINT/SIGTERM in the launcher (stop-signal.ts); absent: no signal handling. */
   stop?: StopFlag;
+  /** Timing, comms logger, FLOPs profiler, monitors and history (core/src/observe/observer.ts);
+   * `comm`, `backend` and `engine` must be the observer's observed ones. */
+  observer?: RunObserver;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment).
@@ -101,6 +105,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     const t0 = performance.now();
     valLoss = await engine.evalLoss(toEngineBatches(loader.validationBatches(nEval)));
     lastEvalStep = step;
+    o.observer?.recordEval(step, valLoss);
     out.line(formatEvalLine(step, valLoss, nEval * comm.worldSize * config.train_micro_batch_size_per_gpu, (performance.now() - t0) / 1000));
   };
 
@@ -117,9 +122,11 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
 
   for (let step = startStep + 1; step <= steps; step++) {
     const micros = toEngineBatches(loader.nextStep());
+    o.observer?.beginStep(step);
     const t0 = performance.now();
     const r = await engine.trainBatch(micros);
     const dt = (performance.now() - t0) / 1000;
+    await o.observer?.endStep(step, dt);
     // the plugins' per-step metrics (a collective on every rank); their lines show at print time
     const metrics = await engine.afterStep();
     for (const m of metrics) for (const w of m.warnings ?? []) out.line(`warning: ${w}`);
@@ -131,7 +138,9 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     windowSeconds += dt;
     windowSteps++;
     out.progress(step, { loss: r.loss, lr: r.lr });
-    if (step % printEvery === 0 || step === steps) {
+    const logged = step % printEvery === 0 || step === steps;
+    const windowTokensPerSecond = windowSeconds > 0 ? (windowSteps * tokensPerStep) / windowSeconds : 0;
+    if (logged) {
       const mem = be.memory();
       out.line(
         formatStepLine({
@@ -152,6 +161,8 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
       windowSeconds = 0;
       windowSteps = 0;
     }
+    // monitors every step; at a logged step the history entry and the breakdown (a collective)
+    await o.observer?.afterStep(step, r, logged, windowTokensPerSecond);
     const warning = watch.observe(step, r);
     if (warning !== null) out.line(warning);
     if (config.eval_interval > 0 && step % config.eval_interval === 0 && !watch.holdCheckpoints) await evaluate(step);

@@ -30,6 +30,7 @@ import { trainLoop, type LoopOutput } from "./loop.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
 import { dataStreamChanges } from "./resume-config.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
+import { RunObserver } from "../observe/observer.ts";
 
 /** Arguments every rank receives (structured-cloned by launch). */
 export interface TrainRankArgs {
@@ -114,7 +115,11 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);
     // resuming: the plugins' manifest entries (e.g. expert placement) come back before partitioning
     const restore = args.resume !== undefined ? readCheckpointManifest(args.resume, config.checkpoint.dir).manifest.plugins : null;
-    const engine = await Engine.create({ config, comm, backend: be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
+    // timing, comms logger, FLOPs profiler, monitors, history (core/src/observe/): the engine and the
+    // loop use the observed communicator and backend
+    const observer = RunObserver.create({ config, comm, be, line: talk ? (m) => out.line(m) : () => {} });
+    const engine = await Engine.create({ config, comm: observer.comm, backend: observer.be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
+    observer.attach(engine);
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
     // Hugging Face weights: --init-from, or the job's model.from_pretrained (not when resuming)
     const initFrom = args.initFrom ?? (args.resume === undefined ? config.model.from_pretrained : undefined);
@@ -143,8 +148,9 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       if (changed.length > 0) out.line(`warning: resuming with another data stream than the checkpoint's: ${changed.join(", ")}; the saved data position counts windows of the checkpoint's stream, so training continues at that position in a different one`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
     }
-    const loop = await trainLoop({ config, comm, backend: be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop });
+    const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer });
     done();
+    observer.finish();
 
     // Figures of the run (all collectives are done).
     const mem = be.memory();
@@ -183,6 +189,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       memory,
       comm: commBytes,
       sections: engine.summarySections(),
+      observe: observer.report(),
     };
     engine.destroy();
     return report;

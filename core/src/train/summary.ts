@@ -5,6 +5,11 @@
  * for tools that read these files. All sizes are bytes, all times seconds.
  */
 
+import type { CommsRecord } from "../observe/comms-logger.ts";
+import type { FlopsProfile } from "../observe/flops-profiler.ts";
+import type { HistoryEntry, ObserveReport } from "../observe/observer.ts";
+import type { Phase } from "../observe/phase-timer.ts";
+
 /** Memory of one rank after the last step, bytes. `padding` is the engine's shard padding
  * (`engine.paddingBytes()`, already inside params/grads/optim); `peak_total` is the run's peak
  * of the sum over all tags. */
@@ -65,6 +70,8 @@ export interface RankReport {
   comm: RankComm;
   /** Summary sections the plugins contribute (`ctx.metrics.summary(section, …)`), by name. */
   sections: Record<string, unknown>;
+  /** History, breakdown, comms table, FLOPs profile, monitor files (core/src/observe/observer.ts). */
+  observe?: ObserveReport;
 }
 
 /** The summary file; see docs/summary.md. */
@@ -87,6 +94,18 @@ export interface TrainSummary {
   moe: MoeSummary | null;
   /** Tag directories of the checkpoints this run saved, oldest first (empty without checkpoint.dir). */
   checkpoints: string[];
+  /** Rank 0's figures at every logged step (docs/summary.md "history"). */
+  history: HistoryEntry[];
+  /** Every evaluation of the run: step and validation loss. */
+  eval_history: { step: number; val_loss: number }[];
+  /** wall_clock_breakdown: each rank's run totals by phase, ms; null when off. */
+  wall_clock: { per_rank: { rank: number; step_ms: number; phases_ms: Record<Phase, number> }[] } | null;
+  /** comms_logger: each rank's table by op and message size; null when off. */
+  comms: { per_rank: { rank: number; ops: CommsRecord[] }[] } | null;
+  /** flops_profiler: rank 0's profile of profile_step; null when off or not reached. */
+  flops_profile: FlopsProfile | null;
+  /** Files the csv_monitor and tensorboard monitors wrote (rank 0). */
+  monitor_files: string[];
   /** Further plugin-contributed sections (rank 0's), by name. */
   [section: string]: unknown;
 }
@@ -114,13 +133,19 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
     comm: { per_rank: reports.map((r) => r.comm) },
     moe: null,
     checkpoints: r0.checkpoints,
+    history: r0.observe?.history ?? [],
+    eval_history: r0.observe?.evals ?? [],
+    wall_clock: r0.observe?.wallClock ? { per_rank: reports.map((r) => ({ rank: r.rank, ...r.observe!.wallClock! })) } : null,
+    comms: r0.observe?.comms ? { per_rank: reports.map((r) => ({ rank: r.rank, ops: r.observe!.comms! })) } : null,
+    flops_profile: r0.observe?.flops ?? null,
+    monitor_files: r0.observe?.monitorFiles ?? [],
     // plugin sections (rank 0's) fill `moe` in place or add their own keys; none replaces a core field
     ...Object.fromEntries(Object.entries(r0.sections ?? {}).filter(([k]) => !CORE_SUMMARY_KEYS.has(k))),
   };
 }
 
 /** Top-level keys of the summary that core fills (a plugin section cannot replace them). */
-const CORE_SUMMARY_KEYS = new Set(["world_size", "steps", "start_step", "num_parameters", "losses", "final_loss", "val_loss", "tokens_per_second", "backend", "memory", "comm", "checkpoints"]);
+const CORE_SUMMARY_KEYS = new Set(["world_size", "steps", "start_step", "num_parameters", "losses", "final_loss", "val_loss", "tokens_per_second", "backend", "memory", "comm", "checkpoints", "history", "eval_history", "wall_clock", "comms", "flops_profile", "monitor_files"]);
 
 const MEMORY_KEYS = ["params", "grads", "optim", "gathered", "activation", "comm", "padding", "peak_total"] as const;
 const COMM_KEYS = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"] as const;
