@@ -109,10 +109,30 @@ function valid(ctx: CheckContext, ...paths: string[]): boolean {
   return !ctx.issues.some((i) => paths.some((p) => i.path === p || i.path.startsWith(p + ".") || i.path.startsWith(p + "[")));
 }
 
+/** Largest counts of per-layer and per-expert structures a job may declare: code that walks the
+ * model's layers or experts (parameter counts, the MoE layer shape, placements) allocates or loops
+ * per item, so an untrusted `num_hidden_layers` of 2^31 must not reach it (issue 18: the decoder
+ * fuzz found a 2^31-layer job using 24 GB). Far above any published model (≤ 126 layers, ≤ 384
+ * experts per layer in 2026). */
+export const MODEL_COUNT_LIMITS: Readonly<Record<string, number>> = { num_hidden_layers: 4096, num_local_experts: 65536, num_experts_per_tok: 65536 };
+
+/** Adds an issue per model count over {@link MODEL_COUNT_LIMITS}; false when there was one. */
+function modelSizesBounded(model: ModelConfig, ctx: CheckContext): boolean {
+  let ok = true;
+  for (const [k, max] of Object.entries(MODEL_COUNT_LIMITS)) {
+    const v = (model as unknown as Record<string, unknown>)[k];
+    if (typeof v === "number" && v > max) {
+      addIssue(ctx, `model.${k}`, `${v} is above the supported maximum ${max}`);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 /** Fills model-dependent defaults and checks every rule that spans sections. */
 function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): void {
   const model: ModelConfig = job.model;
-  const modelOk = model !== undefined && valid(ctx, "model");
+  const modelOk = model !== undefined && valid(ctx, "model") && modelSizesBounded(model, ctx);
   if (modelOk) checkModelConsistency(model, "model", ctx);
 
   // data ↔ model

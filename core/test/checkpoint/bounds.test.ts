@@ -59,6 +59,16 @@ describe("job and DeepSpeed JSON", () => {
     expect(e2.message).toContain("zero_optimization.x");
   });
 
+  test("a model of 2^31 layers or experts is refused before anything walks its layers (found by the decoder fuzz)", () => {
+    for (const [k, v] of [["num_hidden_layers", 2 ** 31], ["num_local_experts", 2 ** 20]] as const) {
+      const job = tinyJob();
+      const e = thrown(() => resolveJobConfig({ ...job, model: { ...(job.model as object), [k]: v } }, { source: "job.json" }));
+      expect(e).toBeInstanceOf(ConfigError);
+      expect(e.message).toStartWith("invalid job job.json: 1 error\n");
+      expect(e.message).toMatch(new RegExp(`model\\.${k}: ${v} is above the supported maximum \\d+`));
+    }
+  });
+
   test("a deeply nested array value is bounded too (show() and messages never see it)", () => {
     const v = scanJsonBounds(`{"steps": ${"[".repeat(50)}1${"]".repeat(50)}}`, CONFIG_JSON_LIMITS);
     expect(v?.path).toBe("steps" + "[0]".repeat(31)); // the root object and 31 arrays: depth 32
