@@ -84,7 +84,7 @@ describe("Hugging Face fixtures (f32 cpu backend)", () => {
   });
 
   test("llama and mixtral on the auto-selected backend (webgpu where an adapter exists)", async () => {
-    const { backend: be, reason } = await createBackend("auto");
+    const { backend: be, reason } = await createBackend("auto", { choose: "first-adapter" });
     console.log(`hf-fixtures on ${be.info.name}: ${reason}`);
     const fl = await fixture("llama");
     const llama = new LlamaForCausalLM(be, llamaConfig(fl.config));

@@ -6,15 +6,21 @@
  *   browser), else our wgpu-native binding (`kernels/src/ffi`, loaded on demand so this file also
  *   runs where bun:ffi does not exist). The device must pass a verification computation (a small
  *   integer matmul and an affine map with exactly representable results); otherwise it throws.
- * - "auto": as "webgpu", and on any failure (no library, no adapter, no device, wrong results)
- *   falls back to the cpu backend, with `reason` naming why. A CPU-type adapter (Mesa lavapipe /
- *   llvmpipe) is a real, conformant device (Vulkan, or OpenGL when Vulkan is absent) and is used;
- *   `reason` says it is a software one and names its API.
+ * - "auto": the faster of what works. A hardware adapter (discrete, integrated or virtual GPU) that
+ *   passes verification is used as is. A CPU-type adapter (Mesa lavapipe / llvmpipe: a real,
+ *   conformant software device, Vulkan or OpenGL) runs on the same cores as the TypeScript cpu
+ *   backend, so the two are raced on a short measured probe of the job's shape
+ *   (`opts.probe`, speed-probe.ts) and the faster is kept; `reason` gives both times. On any
+ *   failure (no library, no adapter, no device, wrong results) it falls back to the cpu backend,
+ *   with `reason` naming why. With `choose: "first-adapter"` auto keeps the first adapter that
+ *   computes correctly, software or not (tests that must run WebGPU on lavapipe use it, or ask for
+ *   "webgpu" explicitly).
  *   Adapters that compute nothing (e.g. a null fallback device) fail verification.
  */
 import type { Backend } from "./backend.ts";
 import { CpuBackend, type CpuBackendOptions } from "./cpu/index.ts";
 import { WebGpuBackend, type WebGpuBackendOptions } from "./webgpu/index.ts";
+import { DEFAULT_PROBE_SHAPE, clampProbeShape, timeProbe, type ProbeShape } from "./speed-probe.ts";
 
 /** Which backend to create. */
 export type BackendKind = "auto" | "webgpu" | "cpu";
@@ -30,6 +36,11 @@ export interface CreateBackendOptions extends WebGpuBackendOptions {
   /** This rank's index among the ranks of its machine: with several GPUs, rank r takes the r-th
    * (mod count) GPU adapter (see {@link adapterIndexForRank}). Ignored when `adapterIndex` is set. */
   localRank?: number;
+  /** "auto" only: "fastest" (default) races a software adapter against the cpu backend on
+   * {@link probe}; "first-adapter" keeps the first adapter that computes correctly. */
+  choose?: "fastest" | "first-adapter";
+  /** "auto" only: the job's sizes for the speed probe (default {@link DEFAULT_PROBE_SHAPE}). */
+  probe?: ProbeShape;
 }
 
 /** What {@link adapterIndexForRank} needs to know of an adapter (our ffi binding's non-standard
@@ -178,14 +189,44 @@ export async function createBackend(kind: BackendKind, opts: CreateBackendOption
       } catch (e) {
         throw new Error(`backend "webgpu" requested but unavailable: ${(e as Error).message}`);
       }
-    case "auto":
+    case "auto": {
+      let r: SelectedBackend;
       try {
-        const r = await makeWebGpu(opts);
-        return { backend: r.backend, reason: `auto → ${r.reason}` };
+        r = await makeWebGpu(opts);
       } catch (e) {
         return { backend: new CpuBackend(opts.cpu), reason: `auto → cpu (TypeScript), because WebGPU is unusable: ${(e as Error).message}` };
       }
+      if (r.backend.info.adapterType !== "cpu" || opts.choose === "first-adapter") return { backend: r.backend, reason: `auto → ${r.reason}` };
+      return raceSoftwareAdapter(r, opts);
+    }
     default:
       throw new Error(`createBackend: kind must be "auto", "webgpu" or "cpu", got "${String(kind)}"`);
   }
+}
+
+/**
+ * "auto" with a software (CPU-type) adapter: time the speed probe (speed-probe.ts) on it and on the
+ * TypeScript cpu backend, keep the faster (ties go to cpu, which needs no driver) and free the other.
+ * A probe that throws on the adapter counts as a loss for it. The reason names both times.
+ */
+async function raceSoftwareAdapter(gpu: SelectedBackend, opts: CreateBackendOptions): Promise<SelectedBackend> {
+  const shape = clampProbeShape(opts.probe ?? DEFAULT_PROBE_SHAPE);
+  const cpu = new CpuBackend(opts.cpu);
+  const what = `probe ${shape.tokens}×${shape.hidden}×${shape.ffn}`;
+  let gpuMs: number;
+  try {
+    gpuMs = await timeProbe(gpu.backend, shape);
+  } catch (e) {
+    destroy(gpu.backend);
+    return { backend: cpu, reason: `auto → cpu (TypeScript): the only WebGPU adapter, "${gpu.backend.info.adapter}", is a software one and failed the speed ${what}: ${(e as Error).message}` };
+  }
+  const cpuMs = await timeProbe(cpu, shape);
+  const times = `${what}: cpu ${cpuMs.toFixed(1)} ms, webgpu ${gpuMs.toFixed(1)} ms`;
+  if (gpuMs < cpuMs) return { backend: gpu.backend, reason: `auto → ${gpu.reason}; faster than the TypeScript cpu backend on this job (${times})` };
+  destroy(gpu.backend);
+  return { backend: cpu, reason: `auto → cpu (TypeScript): faster on this job than webgpu on the software adapter "${gpu.backend.info.adapter}" (${gpu.backend.info.adapterBackend}) (${times})` };
+}
+
+function destroy(be: Backend): void {
+  (be as { destroy?: () => void }).destroy?.();
 }

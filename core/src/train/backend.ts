@@ -1,12 +1,15 @@
 /**
- * Backend choice of the trainer: `createBackend` (kernels/src/select.ts) as it is. `auto` picks
- * webgpu whenever a real adapter computes correctly — Mesa's lavapipe (a CPU-type software Vulkan
- * adapter) included, reported as such in the reason line — and falls back to the TypeScript cpu
- * backend, saying why, when none does. (Measured 2026-11-29 on 2 shared cores, default job: webgpu
- * on lavapipe 1634 tokens/s vs cpu about 2200–2800; both give the same losses.)
+ * Backend choice of the trainer (and of `bun run generate` / `bun run eval`): `createBackend`
+ * (kernels/src/select.ts) with a speed probe shaped like the job. `auto` takes a hardware WebGPU
+ * adapter when one computes correctly; when the only adapter is a software (CPU-type) one such as
+ * Mesa's lavapipe, it races it against the TypeScript cpu backend on the probe and keeps the faster,
+ * giving both times in the reason line; with no working adapter it falls back to cpu, saying why.
+ * (Measured 2026-12-01 on this 2-core machine, default job: cpu ≈ 2.3× faster than lavapipe on the
+ * probe, and auto picks cpu; both give the same losses.)
  */
 import type { Backend } from "@zeromoe/kernels";
-import { createBackend, type BackendKind } from "@zeromoe/kernels";
+import { createBackend, type BackendKind, type ProbeShape } from "@zeromoe/kernels";
+import type { ModelConfig } from "../config/types.ts";
 
 /** The backend a rank trains on and the one-line reason for it (printed by rank 0). */
 export interface TrainBackend {
@@ -21,12 +24,26 @@ export function destroyBackend(be: Backend): void {
 }
 
 /**
+ * The speed-probe shape of a job (kernels/src/speed-probe.ts): `tokens` per forward (micro-batch ×
+ * sequence length for training, 1 for token-by-token generation), the model's hidden size and its
+ * feed-forward width (`moe_intermediate_size` for sparse families that have one, else
+ * `intermediate_size`).
+ */
+export function probeShapeOf(model: ModelConfig, tokens: number): ProbeShape {
+  const m = model as ModelConfig & { moe_intermediate_size?: number };
+  const ffn = typeof m.moe_intermediate_size === "number" && m.moe_intermediate_size > 0 ? m.moe_intermediate_size : model.intermediate_size;
+  return { tokens: Math.max(1, tokens), hidden: model.hidden_size, ffn: Math.max(1, ffn) };
+}
+
+/**
  * Create the training backend of `kind` (see the module comment) for the rank with index
  * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
  * `adapterIndexForRank`). The `local` transport runs all ranks on one host, so local rank = rank.
+ * `probe` is the job's shape for `auto`'s speed probe ({@link probeShapeOf}; default: the built-in
+ * job's).
  * @throws Error when `kind` is "webgpu" and no working WebGPU device exists (createBackend's
  * message, which says why).
  */
-export async function selectTrainBackend(kind: BackendKind, localRank = 0): Promise<TrainBackend> {
-  return createBackend(kind, { localRank });
+export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape): Promise<TrainBackend> {
+  return createBackend(kind, { localRank, ...(probe ? { probe } : {}) });
 }

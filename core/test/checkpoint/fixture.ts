@@ -94,7 +94,7 @@ async function train(engine: Engine, comm: Communicator, steps: number, losses: 
 
 async function runOne(comm: Communicator, run: Run): Promise<RunOut> {
   const { config } = resolveJobConfig({ ...run.job, world_size: comm.worldSize });
-  const be = run.auto ? (await createBackend("auto")).backend : new CpuBackend();
+  const be = run.auto ? (await createBackend("auto", { choose: "first-adapter" })).backend : new CpuBackend();
   const out: RunOut = { losses: [], snapshots: [], save16: [], loads: [], errors: [], logs: [], backend: be.info.name };
   const engine = await Engine.create({ config, comm, backend: be, plugins: await pluginsForJob(config), log: (m) => out.logs.push(m) });
   try {

@@ -12,7 +12,7 @@ import { hfParity } from "./hf-moe-parity.ts";
 describe("sparse families on the auto-selected backend", () => {
   for (const family of ["qwen3_moe", "qwen2_moe"]) {
     test(family, async () => {
-      const { backend: be, reason } = await createBackend("auto");
+      const { backend: be, reason } = await createBackend("auto", { choose: "first-adapter" });
       const r = await hfParity(`core/test/fixtures/${family}`, "model.safetensors", be, 1e-4);
       console.log(`${family} on ${be.info.name} (${reason}): logits ${r.logits.toExponential(2)} loss ${r.loss.toExponential(2)} aux ${r.aux.toExponential(2)} router ${r.router.toExponential(2)} grads ${r.grad.toExponential(2)}`);
       expect(r.logits).toBeLessThan(1e-5);

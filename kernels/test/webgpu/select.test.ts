@@ -9,6 +9,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { adapterIndexForRank, createBackend, softwareDriverNote, verifyBackend } from "../../src/select.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
+import { PROBE_MAX_MACS, clampProbeShape, timeProbe } from "../../src/speed-probe.ts";
 
 /** Bind methods of `target` so a Proxy can forward them (ffi objects use private state). */
 function forward<T extends object>(target: T, override: Record<string, unknown>): T {
@@ -48,8 +49,8 @@ describe("createBackend", () => {
     expect(reason).toContain("requested");
   });
 
-  test("auto picks webgpu on a real adapter (lavapipe counts) and says so", async () => {
-    const { backend, reason } = await createBackend("auto"); // no navigator.gpu in Bun: loads the ffi binding
+  test("auto with choose first-adapter picks webgpu on a real adapter (lavapipe counts) and says so", async () => {
+    const { backend, reason } = await createBackend("auto", { choose: "first-adapter" }); // no navigator.gpu in Bun: loads the ffi binding
     console.log(reason);
     expect(backend).toBeInstanceOf(WebGpuBackend);
     expect(reason).toContain(backend.info.adapter);
@@ -58,6 +59,52 @@ describe("createBackend", () => {
     if (backend.info.adapterType === "cpu") expect(reason).toContain("software");
     await verifyBackend(backend); // still computes after selection
     (backend as WebGpuBackend).destroy();
+  });
+
+  test("auto (fastest): a software adapter is raced against the cpu backend on the probe and the faster is kept, with both times in the reason", async () => {
+    const first = await createBackend("auto", { choose: "first-adapter" });
+    const software = first.backend.info.adapterType === "cpu";
+    (first.backend as { destroy?: () => void }).destroy?.();
+    for (const probe of [{ tokens: 37, hidden: 29, ffn: 53 }, { tokens: 1, hidden: 64, ffn: 128 }]) {
+      const { backend, reason } = await createBackend("auto", { probe });
+      console.log(reason);
+      await verifyBackend(backend);
+      if (!software) {
+        // a hardware adapter is used without a race
+        expect(backend).toBeInstanceOf(WebGpuBackend);
+        expect(reason).not.toContain("probe");
+      } else {
+        const m = /probe (\d+)×(\d+)×(\d+): cpu ([\d.]+) ms, webgpu ([\d.]+) ms/.exec(reason);
+        expect(m).not.toBeNull();
+        expect([Number(m![1]), Number(m![2]), Number(m![3])]).toEqual([probe.tokens, probe.hidden, probe.ffn]);
+        const cpuMs = Number(m![4]);
+        const gpuMs = Number(m![5]);
+        // the kept backend is the one with the smaller time (ties to cpu)
+        if (backend instanceof CpuBackend) expect(cpuMs).toBeLessThanOrEqual(gpuMs + 0.05);
+        else expect(gpuMs).toBeLessThan(cpuMs + 0.05);
+        expect(reason).toContain(backend instanceof CpuBackend ? "auto → cpu (TypeScript): faster on this job" : "faster than the TypeScript cpu backend");
+      }
+      (backend as { destroy?: () => void }).destroy?.();
+    }
+  }, 60_000);
+
+  test("the probe shape is clamped: tokens shrink so one matmul stays within PROBE_MAX_MACS; bad sizes throw", () => {
+    expect(clampProbeShape({ tokens: 512, hidden: 64, ffn: 128 })).toEqual({ tokens: 512, hidden: 64, ffn: 128 });
+    const big = clampProbeShape({ tokens: 65536, hidden: 8192, ffn: 28672 });
+    expect(big.hidden).toBe(4096);
+    expect(big.ffn).toBe(4096);
+    expect(big.tokens * big.hidden * big.ffn).toBeLessThanOrEqual(PROBE_MAX_MACS);
+    expect(big.tokens).toBeGreaterThanOrEqual(1);
+    expect(() => clampProbeShape({ tokens: 0, hidden: 64, ffn: 128 })).toThrow(/tokens must be a positive number/);
+  });
+
+  test("timeProbe runs on the cpu backend and frees what it allocated", async () => {
+    const be = new CpuBackend();
+    const before = { ...be.memory().current };
+    const ms = await timeProbe(be, { tokens: 13, hidden: 7, ffn: 11 }, 2);
+    expect(ms).toBeGreaterThan(0);
+    expect(be.memory().current).toEqual(before);
+    expect(be.memory().peak.other).toBeGreaterThan(0);
   });
 
   test("the software-driver note names the adapter's own API (OpenGL llvmpipe is not called Vulkan)", async () => {
@@ -71,7 +118,7 @@ describe("createBackend", () => {
     for (const api of ["opengl", "vulkan"]) {
       if (!(await real.requestAdapter({ backendType: api }))) continue;
       const gpu = forward(real, { requestAdapter: (o?: GPURequestAdapterOptions) => real.requestAdapter({ ...o, backendType: api }) });
-      const { backend, reason } = await createBackend("auto", { gpu });
+      const { backend, reason } = await createBackend("auto", { gpu, choose: "first-adapter" });
       expect(backend.info.adapterBackend).toBe(api);
       if (backend.info.adapterType === "cpu") expect(reason).toContain(api === "opengl" ? "software (CPU) OpenGL driver" : "software (CPU) Vulkan driver");
       if (api === "opengl") expect(reason).not.toContain("Vulkan");
