@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_JOB, deepMerge, resolveJobConfig } from "../../src/config/index.ts";
 
-const resolveJob = (over: object) => resolveJobConfig(deepMerge(JSON.parse(JSON.stringify(DEFAULT_JOB)), over));
+const resolveJob = (over: Record<string, unknown>) => resolveJobConfig(deepMerge(JSON.parse(JSON.stringify(DEFAULT_JOB)), over));
 import { busFactor, CommsLogger } from "../../src/observe/comms-logger.ts";
 import { CsvMonitor } from "../../src/observe/csv-monitor.ts";
 import { modulePath } from "../../src/observe/flops-profiler.ts";
