@@ -124,7 +124,7 @@ export async function loadCheckpoint(engine: CheckpointTarget, path: string, tag
       const stored = u.paramStorage();
       fill(engine, src, u.name, "params", stored.start, stored.count, stored.buf, 0);
       const n = u.optimCount;
-      if (n === 0) continue;
+      if (n === 0 || !u.trainable) continue; // a frozen unit keeps no optimizer state
       if (u.optimizerDevice !== "device") {
         // offloaded states (host memory or NVMe files): through the unit's verbs
         if (withOptim) {

@@ -89,6 +89,12 @@ export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
     },
   },
   plugins: { kind: "array", items: { kind: "string" }, default: [], doc: "third-party plugins: package names or paths" },
+  freeze: {
+    kind: "array",
+    items: { kind: "string" },
+    default: [],
+    doc: 'parameters that do not train: Hugging Face parameter-name globs (`*` any characters, `?` one) or module names, e.g. ["model.embed_tokens", "model.layers.0.*"]; a frozen unit gets no gradient, optimizer state, weight decay or gradient communication; a unit is frozen whole (a pattern set covering part of one, or a pattern matching nothing, is refused)',
+  },
   moe: MOE_SPEC,
 };
 

@@ -48,7 +48,7 @@ export function ownedGrad(st: UnitState): { view: View; n: number } {
  * (unit-state.ts `countsGradient`, the rule plugins read as `UnitHandle.countsGradient`). */
 export async function globalSumSquares(env: JobView, states: readonly UnitState[]): Promise<number> {
   const be = env.be;
-  const counted = states.filter((st) => countsGradient(st.plan, st.optimCount));
+  const counted = states.filter((st) => countsGradient(st.plan, st.optimCount, st.unit.trainable));
   let local = 0;
   if (counted.length > 0) {
     const out: Buf = be.alloc("f32", counted.length, "other");
@@ -89,7 +89,7 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
     const offloaded: UnitState[] = [];
     for (const st of states) {
       const n = st.optimCount;
-      if (n === 0) continue;
+      if (n === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
       if (st.host) {
         offloaded.push(st);
         continue;
@@ -115,11 +115,12 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
   return { gradNorm: overflow ? Number.POSITIVE_INFINITY : norm, overflow, clipCoef: overflow ? 1 : clipCoef };
 }
 
-/** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them. */
+/** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them
+ * (frozen units were not updated: nothing to gather). */
 export async function allGatherUpdatedParams(env: JobView, states: readonly UnitState[]): Promise<void> {
   for (const st of states) {
     const p = st.plan;
-    if (p.params !== "replicated" || p.optim !== "sharded" || p.group.size === 1 || p.numel === 0) continue;
+    if (p.params !== "replicated" || p.optim !== "sharded" || p.group.size === 1 || p.numel === 0 || !st.unit.trainable) continue;
     const u = st.unit;
     const shard = await readPadded(env.be, u.data!, p.shardStart, p.owned, p.shardSize);
     const full = await env.comm.allGather(shard, undefined, { group: p.group });
@@ -131,7 +132,7 @@ export async function allGatherUpdatedParams(env: JobView, states: readonly Unit
  * precision; a cast on the device) or, for offloaded states, the host master (any precision: the
  * owned range read from the device and widened to f32 exactly). */
 export async function initMaster(be: Backend, st: UnitState): Promise<void> {
-  if (st.optimCount === 0) return;
+  if (st.optimCount === 0 || !st.unit.trainable) return;
   const stored = st.paramStorage();
   const src = { buf: stored.buf, off: st.optimStart - stored.start };
   if (st.host) {

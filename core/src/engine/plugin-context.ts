@@ -94,6 +94,9 @@ export interface UnitHandle extends UnitInfo {
    * statistics): its optimizer range when optimizer states are sharded, group rank 0 when they are
    * replicated — so over all ranks every element counts exactly once. The optimizer's rule. */
   readonly countsGradient: boolean;
+  /** False for a frozen unit (the job's `freeze`, engine/freeze.ts): it gets no gradient (no
+   * `gradReady`), holds no gradient or optimizer buffer, and the optimizer skips it. */
+  readonly trainable: boolean;
 
   /** The unit's full parameters when resident (replicated, or gathered under ZeRO-3), else null. */
   params(): Buf | null;

@@ -12,12 +12,14 @@
  *
  * "optim length" is `shardSize` when optimizer states are sharded, else `numel`. With f32 training
  * the parameters themselves are the master copy (domain.md §1: 4 + 4 + 8 bytes per parameter).
+ * A frozen unit (`unit.trainable` false, the job's `freeze`) holds only its parameters: no gradient
+ * and no optimizer buffer.
  *
  * A UnitState is the {@link UnitHandle} hooks receive (plugin-context.ts): plugins reach the
  * buffers only through the handle's verbs.
  */
 import type { Backend, Buf, DType, View } from "@zeromoe/kernels";
-import { DTYPE_BYTES } from "@zeromoe/kernels";
+import { bf16ToNumber, DTYPE_BYTES, f16ToNumber } from "@zeromoe/kernels";
 import type { Group } from "../comm/communicator.ts";
 import type { Unit, UnitKind } from "../nn/unit.ts";
 import { paddingElements, type UnitPlan } from "./plan.ts";
@@ -26,7 +28,8 @@ import type { HostOptimizerState, HostParamShard, OptimizerDevice, OptimizerStat
 /** Whether a rank counts a unit's reduced gradient in global sums (gradient norm; statistics):
  * its optimizer range when optimizer states are sharded, group rank 0 when they are replicated —
  * every element counts exactly once over all ranks. */
-export function countsGradient(plan: UnitPlan, optimCount: number): boolean {
+export function countsGradient(plan: UnitPlan, optimCount: number, trainable = true): boolean {
+  if (!trainable) return false; // a frozen unit has no gradient
   return plan.optim === "sharded" ? optimCount > 0 : plan.group.rank === 0 && plan.numel > 0;
 }
 
@@ -77,7 +80,11 @@ export class UnitState implements UnitHandle {
     return this.plan.group;
   }
   get countsGradient(): boolean {
-    return countsGradient(this.plan, this.optimCount);
+    return countsGradient(this.plan, this.optimCount, this.trainable);
+  }
+  /** False for a frozen unit (`freeze`, engine/freeze.ts): no gradient, no optimizer state. */
+  get trainable(): boolean {
+    return this.unit.trainable;
   }
 
   params(): Buf | null {
@@ -103,7 +110,7 @@ export class UnitState implements UnitHandle {
   }
   gradAccumulator(): Buf {
     const g = this.gradShard ?? this.gradAcc;
-    if (!g) throw new Error(`unit ${this.unit.name}: no gradient buffer (not allocated)`);
+    if (!g) throw new Error(`unit ${this.unit.name}: no gradient buffer (${this.trainable ? "not allocated" : "the unit is frozen"})`);
     return g;
   }
   ownedGrad(): { view: View; n: number } {
@@ -113,7 +120,7 @@ export class UnitState implements UnitHandle {
   }
   optimizerState(): { master: Buf | null; m: Buf; v: Buf } {
     if (this.host) throw new Error(`unit ${this.unit.name}: optimizer states are offloaded to ${this.host.device} (use readOptimizerState/writeOptimizerState)`);
-    if (!this.m || !this.v) throw new Error(`unit ${this.unit.name}: optimizer state not allocated`);
+    if (!this.m || !this.v) throw new Error(`unit ${this.unit.name}: optimizer state not allocated${this.trainable ? "" : " (the unit is frozen)"}`);
     return { master: this.master, m: this.m, v: this.v };
   }
   hostOptimizerState(): HostOptimizerState | null {
@@ -154,13 +161,29 @@ export class UnitState implements UnitHandle {
     return b;
   }
   async readOptimizerState(state: OptimizerStateName, off: number, n: number): Promise<Float32Array> {
+    if (!this.trainable) return this.frozenState(state, off, n);
     if (this.host) return this.host.read(state, off, n);
     const got = await this.be!.read({ buf: this.deviceState(state), off }, n);
     return got instanceof Float32Array ? got : Float32Array.from(got as ArrayLike<number>);
   }
   async writeOptimizerState(state: OptimizerStateName, off: number, data: Float32Array): Promise<void> {
+    if (!this.trainable) return; // a frozen unit keeps no optimizer state: nothing to write
     if (this.host) return this.host.write(state, off, data);
     this.be!.write({ buf: this.deviceState(state), off }, data);
+  }
+
+  /** A frozen unit's optimizer state as a checkpoint stores it (so a later job may unfreeze it):
+   * the master is its parameters widened to f32, m and v are zero (never updated). */
+  private async frozenState(state: OptimizerStateName, off: number, n: number): Promise<Float32Array> {
+    if (state !== "master") return new Float32Array(n);
+    const stored = this.paramStorage();
+    const raw = await this.be!.read({ buf: stored.buf, off: this.optimStart - stored.start + off }, n);
+    if (raw instanceof Float32Array) return raw;
+    if (raw instanceof Uint16Array) {
+      const dec = this.unit.dtype === "f16" ? f16ToNumber : bf16ToNumber;
+      return Float32Array.from(raw, dec);
+    }
+    return Float32Array.from(raw as ArrayLike<number>);
   }
 
   /** First element (in unit coordinates) of the optimizer's range on this rank. */
@@ -184,17 +207,20 @@ export class UnitState implements UnitHandle {
     const pb = DTYPE_BYTES[this.unit.dtype];
     let b = 0;
     if (this.plan.params === "sharded" && this.paramDevice === "device") b += pad * pb;
+    if (!this.trainable) return b; // no gradient or optimizer buffers
     if (this.plan.grads === "sharded") b += pad * pb;
     if (this.plan.optim === "sharded" && this.optimizerDevice === "device") b += pad * (mixed ? 12 : 8);
     return b;
   }
 
   /** Allocate the gradient and optimizer buffers the plan calls for (zeroed); no optimizer buffer
-   * when the states are offloaded (`optimizerDevice` not "device"). */
+   * when the states are offloaded (`optimizerDevice` not "device"); neither for a frozen unit
+   * (`unit.trainable` false: no gradient, no master, m or v). */
   allocate(be: Backend, mixed: boolean): void {
     const p = this.plan;
     const dt = this.unit.dtype;
     this.be = be;
+    if (!this.trainable) return;
     if (p.grads === "sharded") this.gradShard = be.alloc(dt, p.shardSize, "grad");
     else this.gradAcc = be.alloc(dt, Math.max(1, p.numel), "grad");
     if (this.optimizerDevice !== "device") return;
