@@ -68,10 +68,11 @@ describe("errors", () => {
     // the largest safe integer itself is accepted
     expect(resolveJobConfig(job({ steps: Number.MAX_SAFE_INTEGER })).config.steps).toBe(Number.MAX_SAFE_INTEGER);
   });
-  test("enum values get a suggestion; HF \"auto\" placeholders are explained", () => {
-    const issues = issuesOf(job({ backend: "webgpus", zero_optimization: { reduce_bucket_size: "auto" } }));
+  test("enum values get a suggestion; HF \"auto\" the Trainer does not fill is explained", () => {
+    // the "auto" values the Trainer fills are filled (core/test/auto-values.test.ts)
+    const issues = issuesOf(job({ backend: "webgpus", zero_optimization: { stage3_max_live_parameters: "auto" } }));
     expect(at(issues, "backend")[0]).toMatch(/did you mean "webgpu"\?/);
-    expect(at(issues, "zero_optimization.reduce_bucket_size")[0]).toMatch(/Hugging Face Trainer placeholder/);
+    expect(at(issues, "zero_optimization.stage3_max_live_parameters")[0]).toMatch(/"auto" is not filled for this key: the Hugging Face Trainer fills only/);
   });
   test("batch rule: three inconsistent values name all three and the dp world size", () => {
     const issues = issuesOf({ model: tinyLlama, world_size: 3, train_batch_size: 20, train_micro_batch_size_per_gpu: 2, gradient_accumulation_steps: 3 });

@@ -25,15 +25,18 @@ export interface BatchSizes {
 
 /**
  * Resolves the batch triple for `dpWorldSize` ranks. Records an issue (path
- * `train_batch_size`, naming every given value and the dp world size) and returns null when the
- * values are inconsistent or under-determined.
+ * `train_batch_size`, naming every given value and the dp world size, and saying when that came
+ * from `--world-size` on the command line) and returns null when the values are inconsistent or
+ * under-determined.
  */
 export function resolveBatchSizes(b: BatchInput, dpWorldSize: number, ctx: CheckContext): BatchSizes | null {
   const tbs = b.train_batch_size;
   const mbs = b.train_micro_batch_size_per_gpu;
   const gas = b.gradient_accumulation_steps;
   const dp = dpWorldSize;
-  const given = `train_batch_size=${tbs ?? "unset"}, train_micro_batch_size_per_gpu=${mbs ?? "unset"}, gradient_accumulation_steps=${gas ?? "unset"}, dp world size=${dp}`;
+  // a world size given on the command line is named as such: the job file may look consistent
+  const dpFrom = ctx.sourceOf?.("world_size") === "<command line>" ? " from --world-size on the command line" : "";
+  const given = `train_batch_size=${tbs ?? "unset"}, train_micro_batch_size_per_gpu=${mbs ?? "unset"}, gradient_accumulation_steps=${gas ?? "unset"}, dp world size=${dp}${dpFrom}`;
   const fail = (why: string): null => {
     addIssue(ctx, "train_batch_size", `${why} (${given})`);
     return null;

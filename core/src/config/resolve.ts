@@ -13,13 +13,26 @@ import { checkModelConsistency } from "./spec-model.ts";
 import { isSparseModel } from "./moe-shape.ts";
 import { resolveExpertParallel } from "./resolve-expert-parallel.ts";
 import { resolveBatchSizes } from "./batch.ts";
+import { fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, scanJsonBounds } from "./json-bounds.ts";
 import { isAbsolute, resolve } from "node:path";
+import { hfTokenizerVocabSize } from "../data/hf-tokenizer.ts";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
 
 /** Vocabulary size of each tokenizer (byte: 256 byte values; gpt2: r50k_base, 50257 tokens). */
 export const TOKENIZER_VOCAB_SIZE: Readonly<Record<"byte" | "gpt2", number>> = { byte: 256, gpt2: 50257 };
+
+/** Vocabulary size of `data.tokenizer`: {@link TOKENIZER_VOCAB_SIZE} by name, else read from the
+ * Hugging Face tokenizer.json it names (0 when unreadable: the data loader reports that, naming the file). */
+function tokenizerVocabSize(name: string): number {
+  if (name === "byte" || name === "gpt2") return TOKENIZER_VOCAB_SIZE[name];
+  try {
+    return hfTokenizerVocabSize(name);
+  } catch {
+    return 0;
+  }
+}
 
 /** Values given on the command line; they replace the job file's. */
 export interface JobOverrides {
@@ -85,6 +98,9 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
         }
         dsOnly[k] = v;
         origin.set(k, ds.source);
+        // an optimizer or scheduler of another type replaces the job's section (its params belong to that type)
+        const base = merged[k];
+        if ((k === "optimizer" || k === "scheduler") && isPlainObject(base) && isPlainObject(v) && v.type !== undefined && base.type !== undefined && String(v.type).toLowerCase() !== String(base.type).toLowerCase()) delete merged[k];
       }
       merged = deepMerge(merged, dsOnly);
     }
@@ -96,8 +112,14 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
     origin.set(k, "<command line>");
   }
 
+  // "auto" values of a config written for the Hugging Face Trainer, filled from the job (auto-values.ts)
+  const auto = fillAutoBeforeCheck(merged, raw, ctx);
   const out = check(merged, JOB_SPEC, "", ctx) as Record<string, unknown> | undefined;
   if (out === undefined) throw new ConfigError(issues, `invalid job ${jobSource}`);
+  if (auto.filled.length + auto.hidden.length > 0 && valid(ctx, "model", "zero_optimization")) {
+    const filled = fillAutoAfterCheck(auto, out as unknown as JobConfig & { zero_optimization: Record<string, unknown> });
+    ctx.warnings.push(`DeepSpeed "auto" values filled from the job as the Hugging Face Trainer fills them: ${filled.join("; ")}`);
+  }
   // Cross-section rules run on every part that passed the schema, so one pass reports everything.
   resolveCrossFields(out as unknown as JobConfig, merged, ctx);
   if (issues.length > 0) throw new ConfigError(issues, `invalid job ${jobSource}`);
@@ -137,7 +159,8 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
 
   // data ↔ model
   if (modelOk && valid(ctx, "data")) {
-    const tokVocab = TOKENIZER_VOCAB_SIZE[job.data.tokenizer];
+    // a pre-tokenized .bin corpus tokenizes no text: its ids are checked against the model's vocabulary when read
+    const tokVocab = job.data.dataset.endsWith(".bin") ? 0 : tokenizerVocabSize(job.data.tokenizer);
     if (model.vocab_size < tokVocab) {
       addIssue(ctx, "model.vocab_size", `model.vocab_size ${model.vocab_size} is smaller than the "${job.data.tokenizer}" tokenizer's vocabulary ${tokVocab}`);
     }
