@@ -61,7 +61,7 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
   if (e instanceof UsageError || e instanceof ConfigError || e instanceof DataError) return { message: `error: ${e.message}`, status: 2 };
   if (e instanceof LaunchError) {
     // a rank's own typed error is the cause, not another rank's report that the collective failed
-    const typed = [...USER_ERRORS, ...ENVIRONMENT_ERRORS, "DivergenceError"];
+    const typed = [...USER_ERRORS, ...ENVIRONMENT_ERRORS, "DivergenceError", "LossScaleError"];
     const own = e.failures.find((f) => !f.aborted && (typed.includes(failureName(f.message)) || SYSTEM_ERROR.test(f.message)));
     const cause = own ?? e.failures.find((f) => f.rank === e.rank);
     if (cause) {
@@ -75,13 +75,15 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
       const where = shared ? "" : `rank ${cause.rank}: `;
       if (USER_ERRORS.includes(name)) return { message: `error: ${where}${text}`, status: 2 };
       if (ENVIRONMENT_ERRORS.includes(name) || SYSTEM_ERROR.test(cause.message)) return { message: `error: ${where}${text}`, status: 1 };
-      if (name === "DivergenceError") return { message: `error: ${text}`, status: EXIT_DIVERGED };
+      // every rank stops at the same step with the same message: shown once, no stack
+      if (name === "DivergenceError" || name === "LossScaleError") return { message: `error: ${text}`, status: EXIT_DIVERGED };
       // an environment problem, not a bug: the message says why, a stack would only hide it
       if (/backend "webgpu" requested but unavailable/.test(text)) return { message: `error: ${where}${text}`, status: 1 };
     }
     return { message: `error: training failed: ${e.message}`, status: 1 };
   }
   if (e instanceof Error && ENVIRONMENT_ERRORS.includes(e.name)) return { message: `error: ${e.message}`, status: 1 };
+  if (e instanceof Error && (e.name === "LossScaleError" || e.name === "DivergenceError")) return { message: `error: ${e.message}`, status: EXIT_DIVERGED };
   return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };
 }
 

@@ -145,7 +145,11 @@ export class DynamicLossScaler implements LossScaler {
       this.count++;
       if (this.o.delayedShift === 1 || this.curHysteresis === 1) {
         if (this.curScale === this.o.minScale && this.raiseAtMin) {
-          throw new LossScaleError(`fp16 loss scale is already at min_loss_scale ${this.o.minScale} and the gradients still overflow; cannot lower it further`);
+          throw new LossScaleError(
+            `fp16 loss scale is already at min_loss_scale ${this.o.minScale} and the gradients still overflow (inf/NaN), so the step cannot be taken: ` +
+              `lower fp16.min_loss_scale (e.g. ${Math.max(this.o.minScale / 2 ** 16, 2 ** -24)}) or initial_scale_power, or train in bf16 (bf16.enabled true, no loss scaling); ` +
+              `if even small scales overflow the gradients themselves are inf/NaN: lower the learning rate, set gradient_clipping (e.g. 1.0), check the data`,
+          );
         }
         this.curScale = Math.max(this.curScale / this.scaleFactor, this.o.minScale);
       } else {
