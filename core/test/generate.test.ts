@@ -7,11 +7,11 @@ import { noGrad } from "../src/tensor/index.ts";
 import { tinyLlama, tinyMixtral } from "./tiny-models.ts";
 
 describe("generate", () => {
-  test("greedy decoding = arg-max of the full forward at every step; window of max_position_embeddings", async () => {
+  test("greedy decoding without the cache = arg-max of the full forward at every step; window of max_position_embeddings", async () => {
     const be = new CpuBackend();
     const cfg = tinyLlama({ initializer_range: 0.5, max_position_embeddings: 6 });
     const m = new LlamaForCausalLM(be, cfg, { seed: 31 });
-    const out = await generate(m, [3, 1, 4], { maxNewTokens: 7 });
+    const out = await generate(m, [3, 1, 4], { maxNewTokens: 7, cache: false });
     expect(out.length).toBe(10);
     for (let t = 3; t < out.length; t++) {
       const ctx = Array.from(out.slice(Math.max(0, t - 6), t));

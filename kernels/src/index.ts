@@ -9,7 +9,7 @@ export { CpuBackend, type CpuBackendOptions, type CpuPrecision } from "./cpu/ind
 export { WebGpuBackend, type WebGpuBackendOptions } from "./webgpu/index.ts";
 export { createGPU, enumerateAdapters, libraryVersion, type CreateGPUOptions } from "./ffi/index.ts";
 export { createBackend, verifyBackend, adapterIndexForRank, softwareDriverNote, type AdapterKind, type BackendKind, type CreateBackendOptions, type SelectedBackend } from "./select.ts";
-export { DEFAULT_PROBE_SHAPE, clampProbeShape, timeProbe, type ProbeShape } from "./speed-probe.ts";
+export { DEFAULT_PROBE_SHAPE, clampProbeShape, prepareProbe, timeProbe, type PreparedProbe, type ProbeShape } from "./speed-probe.ts";
 export { collectReport, formatReport, setAutoChoiceProvider, REPORT_LIMITS, type Report, type AdapterReport, type AutoChoice } from "./report.ts";
 export { f32ToBits, bitsToF32, f16ToNumber, f16FromNumber, f16FromF32, f16FromF32Bits, bf16ToNumber, bf16FromNumber, bf16FromF32, bf16FromF32Bits } from "./numerics/index.ts";
 export { FLASH_BLOCKS, chooseFlashBlocks, type FlashBlock } from "./wgsl/attention-flash.ts";

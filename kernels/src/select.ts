@@ -20,7 +20,7 @@
 import type { Backend } from "./backend.ts";
 import { CpuBackend, type CpuBackendOptions } from "./cpu/index.ts";
 import { WebGpuBackend, type WebGpuBackendOptions } from "./webgpu/index.ts";
-import { DEFAULT_PROBE_SHAPE, clampProbeShape, timeProbe, type ProbeShape } from "./speed-probe.ts";
+import { DEFAULT_PROBE_SHAPE, clampProbeShape, prepareProbe, type PreparedProbe, type ProbeShape } from "./speed-probe.ts";
 
 /** Which backend to create. */
 export type BackendKind = "auto" | "webgpu" | "cpu";
@@ -204,23 +204,37 @@ export async function createBackend(kind: BackendKind, opts: CreateBackendOption
   }
 }
 
+/** Timed repetitions per backend in the race (alternating between the two). */
+const RACE_ROUNDS = 5;
+
 /**
  * "auto" with a software (CPU-type) adapter: time the speed probe (speed-probe.ts) on it and on the
- * TypeScript cpu backend, keep the faster (ties go to cpu, which needs no driver) and free the other.
- * A probe that throws on the adapter counts as a loss for it. The reason names both times.
+ * TypeScript cpu backend, alternating {@link RACE_ROUNDS} repetitions each after a warm-up, keep
+ * the faster by its best repetition (ties go to cpu, which needs no driver) and free the other. A
+ * probe that throws on the adapter counts as a loss for it. The reason names both times.
  */
 async function raceSoftwareAdapter(gpu: SelectedBackend, opts: CreateBackendOptions): Promise<SelectedBackend> {
   const shape = clampProbeShape(opts.probe ?? DEFAULT_PROBE_SHAPE);
   const cpu = new CpuBackend(opts.cpu);
   const what = `probe ${shape.tokens}×${shape.hidden}×${shape.ffn}`;
-  let gpuMs: number;
+  let gpuMs = Infinity;
+  let cpuMs = Infinity;
+  let gp: PreparedProbe | null = null;
+  const cp = await prepareProbe(cpu, shape);
   try {
-    gpuMs = await timeProbe(gpu.backend, shape);
+    gp = await prepareProbe(gpu.backend, shape);
+    for (let r = 0; r < RACE_ROUNDS; r++) {
+      cpuMs = Math.min(cpuMs, await cp.run());
+      gpuMs = Math.min(gpuMs, await gp.run());
+    }
   } catch (e) {
+    gp?.free();
+    cp.free();
     destroy(gpu.backend);
     return { backend: cpu, reason: `auto → cpu (TypeScript): the only WebGPU adapter, "${gpu.backend.info.adapter}", is a software one and failed the speed ${what}: ${(e as Error).message}` };
   }
-  const cpuMs = await timeProbe(cpu, shape);
+  gp.free();
+  cp.free();
   const times = `${what}: cpu ${cpuMs.toFixed(1)} ms, webgpu ${gpuMs.toFixed(1)} ms`;
   if (gpuMs < cpuMs) return { backend: gpu.backend, reason: `auto → ${gpu.reason}; faster than the TypeScript cpu backend on this job (${times})` };
   destroy(gpu.backend);

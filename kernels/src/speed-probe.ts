@@ -8,8 +8,9 @@
  * One probe repetition is the kernel mix of one transformer feed-forward step at the job's sizes:
  * x[T,h]·W1[h,f] → silu → ·W2[f,h] → row softmax, then the backward-like matmuls dW2 = yᵀ·dz and
  * dx = dz·W2ᵀ, and one read-back of a single element (training syncs once per step the same way).
- * Each backend runs one warm-up repetition (pipeline compilation, allocation) and then `reps` timed
- * ones; the figure is the fastest repetition, in milliseconds.
+ * Each backend runs one warm-up repetition (pipeline compilation, allocation) and then timed ones;
+ * the figure is the fastest repetition, in milliseconds. When two backends are compared their
+ * repetitions alternate (select.ts), so a change of load on a shared machine hits both alike.
  */
 import type { Backend, Buf } from "./backend.ts";
 
@@ -53,14 +54,23 @@ function values(n: number, salt: number): Float32Array {
   return out;
 }
 
+/** A probe set up on one backend: `run()` times one repetition (ms); `free()` releases it. */
+export interface PreparedProbe {
+  run(): Promise<number>;
+  free(): void;
+}
+
 /**
- * Time the probe on `be` (see the module comment) and return the fastest of `reps` repetitions in
- * ms. Buffers are freed before returning, also on error.
- * @throws whatever the backend throws (allocation refused, device lost).
+ * Allocate and fill the probe's buffers on `be` and run the warm-up repetition (pipeline
+ * compilation, first allocation). The caller times repetitions with `run()` and must `free()`.
+ * @throws whatever the backend throws (allocation refused, device lost); buffers are freed then.
  */
-export async function timeProbe(be: Backend, shape: ProbeShape, reps = 3): Promise<number> {
+export async function prepareProbe(be: Backend, shape: ProbeShape): Promise<PreparedProbe> {
   const { tokens: T, hidden: h, ffn: f } = clampProbeShape(shape);
   const bufs: Buf[] = [];
+  const free = (): void => {
+    for (const b of bufs.splice(0)) be.free(b);
+  };
   const alloc = (n: number, salt?: number): Buf => {
     const b = be.alloc("f32", n, "other");
     bufs.push(b);
@@ -88,14 +98,32 @@ export async function timeProbe(be: Backend, shape: ProbeShape, reps = 3): Promi
       await be.read(v(dx), 1);
     };
     await once();
+    return {
+      run: async () => {
+        const t0 = performance.now();
+        await once();
+        return performance.now() - t0;
+      },
+      free,
+    };
+  } catch (e) {
+    free();
+    throw e;
+  }
+}
+
+/**
+ * Time the probe on `be` (see the module comment) and return the fastest of `reps` repetitions in
+ * ms. Buffers are freed before returning, also on error.
+ * @throws whatever the backend throws (allocation refused, device lost).
+ */
+export async function timeProbe(be: Backend, shape: ProbeShape, reps = 3): Promise<number> {
+  const p = await prepareProbe(be, shape);
+  try {
     let best = Infinity;
-    for (let r = 0; r < reps; r++) {
-      const t0 = performance.now();
-      await once();
-      best = Math.min(best, performance.now() - t0);
-    }
+    for (let r = 0; r < reps; r++) best = Math.min(best, await p.run());
     return best;
   } finally {
-    for (const b of bufs) be.free(b);
+    p.free();
   }
 }

@@ -8,6 +8,9 @@ import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED } from "./spec-d
 import { MODEL_SPEC } from "./spec-model.ts";
 import { addIssue, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { parseByteSize } from "./byte-size.ts";
+import { suggest } from "./errors.ts";
+import { existsSync } from "node:fs";
+import { tokenizerJsonPath } from "../data/hf-tokenizer.ts";
 
 /** `data` section. */
 export const DATA_SPEC: ObjectSpec = {
@@ -16,7 +19,20 @@ export const DATA_SPEC: ObjectSpec = {
   doc: "training data",
   fields: {
     dataset: { kind: "string", default: "moby-dick", doc: '"moby-dick", "sotu", or a path to .txt, .jsonl (a `text` field per line) or uint16 .bin tokens' },
-    tokenizer: { kind: "enum", values: ["byte", "gpt2"], default: "byte", doc: "byte (vocab 256) or gpt2 BPE (vocab 50257)" },
+    tokenizer: {
+      kind: "custom",
+      typeName: '"byte", "gpt2" or a path',
+      default: "byte",
+      doc: "byte (vocab 256), gpt2 BPE (vocab 50257), or a Hugging Face tokenizer.json / a directory holding one (e.g. the --init-from directory)",
+      check(value: unknown, path: string, ctx: CheckContext): unknown {
+        if (value === "byte" || value === "gpt2") return value;
+        if (typeof value === "string" && value !== "" && tokenizerJsonPath(value) !== null) return value;
+        const near = typeof value === "string" ? suggest(value, ["byte", "gpt2"]) : null;
+        const what = typeof value === "string" && existsSync(value) ? `${JSON.stringify(value)} holds no tokenizer.json` : `got ${JSON.stringify(value)}`;
+        addIssue(ctx, path, `expected "byte", "gpt2" or a path to a Hugging Face tokenizer.json (or a directory holding one); ${what}${near ? `; did you mean "${near}"?` : ""}`);
+        return undefined;
+      },
+    },
     seq_len: { kind: "number", int: true, min: 1, default: 64, doc: "tokens per training sequence" },
     validation_fraction: { kind: "number", min: 0, max: 0.5, default: 0.05, doc: "tail fraction of the tokens held out for validation" },
   },

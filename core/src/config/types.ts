@@ -104,7 +104,8 @@ export type ModelConfig = LlamaConfig | MixtralConfig | Qwen3MoeConfig | Qwen2Mo
 export interface DataConfig {
   /** "moby-dick" | "sotu" | a path to .txt, .jsonl (`text` field per line) or uint16 .bin tokens. */
   dataset: string;
-  tokenizer: "byte" | "gpt2";
+  /** "byte" | "gpt2" | a path to a Hugging Face tokenizer.json or a directory holding one. */
+  tokenizer: string;
   /** Tokens per training sequence (inputs); targets are the same window shifted by one. */
   seq_len: number;
   /** Fraction of the token stream (the tail) held out for validation, in [0, 0.5]. */

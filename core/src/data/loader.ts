@@ -102,12 +102,14 @@ export class DataLoader {
 
   /**
    * Builds the loader of a resolved `data` section: loads the corpus (offline) and tokenizes it.
+   * `modelVocabSize` bounds the ids of a pre-tokenized `.bin` corpus (default: the tokenizer's).
    * @throws DataError (missing file, bad format, too little data).
    */
-  static async fromConfig(data: DataConfig, opts: Omit<LoaderOptions, "seqLen" | "validationFraction">): Promise<DataLoader> {
+  static async fromConfig(data: DataConfig, opts: Omit<LoaderOptions, "seqLen" | "validationFraction"> & { modelVocabSize?: number }): Promise<DataLoader> {
     const tok = createTokenizer(data.tokenizer);
-    const corpus = await loadCorpus(data.dataset, tok);
-    return new DataLoader(corpus, tok, { ...opts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
+    const { modelVocabSize, ...loaderOpts } = opts;
+    const corpus = await loadCorpus(data.dataset, tok, modelVocabSize ?? tok.vocabSize);
+    return new DataLoader(corpus, tok, { ...loaderOpts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
   }
 
   private batchFrom(tokens: TokenArray, windows: Int32Array): MicroBatch {

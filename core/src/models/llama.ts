@@ -26,6 +26,7 @@ import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, is
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
+import type { KVCache, LayerKV } from "./kv-cache.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
@@ -46,6 +47,9 @@ export interface CausalLMInput {
   batch: number;
   seq: number;
   labels?: Int32Array | readonly number[];
+  /** Inference with a key/value cache (models/kv-cache.ts; batch 1, under noGrad): `inputIds` are
+   * the positions after the cached ones; their keys and values are appended. */
+  cache?: KVCache;
 }
 
 /** Output of a causal LM forward. Tensors belong to the tape (freed by `backward`) or, under
@@ -86,12 +90,21 @@ export interface AttentionParams {
 
 /**
  * Self-attention of one layer on normed hidden states x [B·S, hidden] → [B·S, hidden]:
- * projections, RoPE on q and k, causal GQA attention, output projection.
+ * projections, RoPE on q and k, causal GQA attention, output projection. With `kv` (inference),
+ * the layer's keys/values come from and go to a KV cache (kv-cache.ts).
  */
-export function selfAttention(x: Tensor, p: AttentionParams, cfg: ModelConfig, B: number, S: number): Tensor {
+export function selfAttention(x: Tensor, p: AttentionParams, cfg: ModelConfig, B: number, S: number, kv?: LayerKV): Tensor {
   const H = cfg.num_attention_heads;
   const Hkv = cfg.num_key_value_heads;
   const D = cfg.head_dim;
+  if (kv) {
+    // inference with a KV cache: RoPE and attention at the cached offset (kv-cache.ts)
+    const q = reshape(linear(x, p.q.tensor), [B, S, H, D]);
+    const k = reshape(linear(x, p.k.tensor), [B, S, Hkv, D]);
+    const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
+    const o = kv.cache.attend(kv.layer, q, k, v, cfg.rope_theta, 1 / Math.sqrt(D));
+    return linear(reshape(o, [B * S, H * D]), p.o.tensor);
+  }
   const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), cfg.rope_theta);
   const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), cfg.rope_theta);
   const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
@@ -134,6 +147,14 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   /** The router and token dispatcher of the model's MoE layers (nn/moe/layer.ts), which the route
    * hook replaces; null for a dense model. */
   readonly moe: MoEParts | null = null;
+  /** The KV cache of the forward in progress (input.cache), else null. */
+  protected kvCache: KVCache | null = null;
+
+  /** Layer `i`'s handle on the KV cache of the forward in progress, or undefined (training). A
+   * family with its own attention passes it on to {@link KVCache.attend}. */
+  protected kvOf(i: number): LayerKV | undefined {
+    return this.kvCache ? { cache: this.kvCache, layer: i } : undefined;
+  }
 
   constructor(be: Backend, config: C, opts: ModelOptions = {}) {
     this.be = be;
@@ -218,6 +239,10 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     if (input.inputIds.length !== B * S) throw new Error(`forward: inputIds has ${input.inputIds.length} ids, expected batch·seq = ${B * S}`);
     if (S > c.max_position_embeddings) throw new Error(`forward: seq ${S} exceeds config.max_position_embeddings ${c.max_position_embeddings}`);
     checkIds(input.inputIds, c.vocab_size, "inputIds");
+    if (input.cache) {
+      if (isGradEnabled()) throw new Error("forward: a KV cache is for inference (run under noGrad)");
+      if (input.cache.length + S > input.cache.capacity) throw new Error(`forward: ${input.cache.length} cached + ${S} new positions exceed the KV cache capacity ${input.cache.capacity}`);
+    }
     let shifted: { targets: Int32Array; numValid: number } | null = null;
     if (input.labels) {
       if (input.labels.length !== B * S) throw new Error(`forward: labels has ${input.labels.length} entries, expected ${B * S}`);
@@ -225,6 +250,18 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       shifted = shiftLabels(input.labels, B, S);
     }
     this.beginForward();
+    this.kvCache = input.cache ?? null;
+    try {
+      return await this.forwardLayers(input, shifted);
+    } finally {
+      this.kvCache = null;
+    }
+  }
+
+  /** The body of {@link forward} after the input checks. */
+  private async forwardLayers(input: CausalLMInput, shifted: { targets: Int32Array; numValid: number } | null): Promise<CausalLMOutput> {
+    const c = this.config;
+    const { batch: B, seq: S } = input;
     const be = this.be;
     const ids = fromArray(be, Int32Array.from(input.inputIds), [B * S], "i32");
 
@@ -273,7 +310,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   protected async decoderLayer(i: number, h: Tensor, B: number, S: number): Promise<Tensor> {
     const c = this.config;
     const p = this.layerParams[i]!;
-    const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn, c, B, S);
+    const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn, c, B, S, this.kvOf(i));
     const h2 = add(h, a);
     const m = await this.feedForward(i, rmsnorm(h2, p.postNorm.tensor, c.rms_norm_eps));
     return add(h2, m);

@@ -110,6 +110,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       worldSize: comm.worldSize,
       rank: comm.rank,
       seed: config.seed,
+      modelVocabSize: config.model.vocab_size,
     });
     const d = loader.info;
     out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);

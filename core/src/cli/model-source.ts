@@ -1,0 +1,219 @@
+/**
+ * The model behind `--from` of `bun run generate` and `bun run eval`, loaded whole on one backend
+ * for inference (f32 parameters, no engine), with its tokenizer:
+ *
+ * - a ZeroMoE checkpoint (a root with `latest`, or a tag directory with manifest.json): the model
+ *   config and the job come from the manifest; the values are each unit's fp32 master copy under
+ *   mixed precision, else its parameters (as `zero-to-fp32` writes them), read from whichever rank
+ *   files hold them (any world size, ZeRO stage or expert placement);
+ * - a Hugging Face directory (config.json with model.safetensors or a sharded index);
+ * - one `.safetensors` file (e.g. the fp32 export of `zero-to-fp32`): its model config is
+ *   `--config` (a job file, or a config.json), else config.json beside it, else the manifest of the
+ *   checkpoint named in its `zeromoe.source` metadata (written by zero-to-fp32).
+ *
+ * Tokenizer, first that applies: `--tokenizer` ("byte", "gpt2" or a tokenizer.json path); a
+ * tokenizer.json beside the weights; the job's `data.tokenizer` (checkpoint, job file); else
+ * "byte" (said in the log line).
+ *
+ * Bad input throws {@link UsageError} (or the ConfigError / CheckpointError / SafetensorsError /
+ * DataError of the readers), all one-line messages naming the file: the CLIs exit 2 on them.
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import type { BackendKind } from "@zeromoe/kernels";
+import { CheckpointError } from "../checkpoint/errors.ts";
+import { loadStateDict } from "../checkpoint/hf-load.ts";
+import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
+import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
+import { ShardSource } from "../checkpoint/shard-source.ts";
+import { ConfigError, parseJsonConfig, resolveJobConfig, resolveModelConfig, type JobConfig, type ModelConfig } from "../config/index.ts";
+import { DataError } from "../data/sources.ts";
+import { createTokenizer, type Tokenizer } from "../data/tokenizer.ts";
+import { tokenizerJsonPath } from "../data/hf-tokenizer.ts";
+import { createModel } from "../engine/model-factory.ts";
+import type { CausalDecoder } from "../models/llama.ts";
+import type { StateDict } from "../nn/state-dict.ts";
+import { writeParam } from "../nn/state-dict.ts";
+import { destroyBackend, probeShapeOf, selectTrainBackend } from "../train/backend.ts";
+
+/** A command-line mistake (missing/unknown option, a path that is not a model): exit 2. */
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}
+
+/** True for the errors of bad input that the inference CLIs report in one line with exit 2. */
+export function isInputError(e: unknown): e is Error {
+  return e instanceof UsageError || e instanceof ConfigError || e instanceof CheckpointError || e instanceof SafetensorsError || e instanceof DataError;
+}
+
+/** What {@link loadInferenceModel} returns. The caller destroys `model` and the backend. */
+export interface InferenceModel {
+  model: CausalDecoder;
+  config: ModelConfig;
+  /** The training job when known (checkpoint manifest or a job file), else null. */
+  job: JobConfig | null;
+  tokenizer: Tokenizer;
+  /** Where the tokenizer came from, for the log. */
+  tokenizerSource: string;
+  kind: "checkpoint" | "hf-dir" | "safetensors";
+  /** The backend's line (chosen backend and why). */
+  backendLine: string;
+}
+
+/** Options of {@link loadInferenceModel}. */
+export interface InferenceModelOptions {
+  from: string;
+  backend: BackendKind;
+  /** `--tokenizer`. */
+  tokenizer?: string;
+  /** `--config`: a job file or a Hugging Face config.json (for a lone .safetensors file). */
+  config?: string;
+  /** Tokens per forward, for `auto`'s speed probe (1 for generation). */
+  probeTokens: number;
+}
+
+function readJsonObject(path: string, what: string): Record<string, unknown> {
+  if (!existsSync(path)) throw new UsageError(`${what}: ${path} does not exist`);
+  const v = parseJsonConfig(readFileSync(path, "utf8"), path);
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new UsageError(`${what}: ${path} is not a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+/** A model config (and the job, when it is one) from a job file or a Hugging Face config.json. */
+function configFromFile(path: string, what: string): { model: ModelConfig; job: JobConfig | null } {
+  const raw = readJsonObject(path, what);
+  if ("model" in raw) {
+    const job = resolveJobConfig(raw, { source: path }).config;
+    return { model: job.model, job };
+  }
+  try {
+    return { model: resolveModelConfig(raw, "model").config, job: null };
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: path })), `invalid model config ${path}`);
+    throw e;
+  }
+}
+
+/** The checkpoint manifest a zero-to-fp32 file names in its `zeromoe.source` metadata, or null. */
+function sourceManifest(file: string): CheckpointManifest | null {
+  let src: string | undefined;
+  const r = SafetensorsReader.open(file);
+  try {
+    src = r.header.metadata?.["zeromoe.source"];
+  } finally {
+    r.close();
+  }
+  if (!src) return null;
+  for (const dir of isAbsolute(src) ? [src] : [resolve(src), resolve(dirname(file), src)]) {
+    if (existsSync(join(dir, "manifest.json"))) return readManifest(dir);
+  }
+  return null;
+}
+
+/** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit.
+ * @throws CheckpointError for a damaged checkpoint or a parameter the model does not have. */
+function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): void {
+  const state = m.param_dtype === "f32" ? "params" : "master";
+  const src = new ShardSource(tagDir, m);
+  const seen = new Set<string>();
+  try {
+    for (const u of m.units) {
+      const full = src.readF32(u.name, state, 0, u.numel);
+      for (const p of u.params) {
+        const n = p.shape.reduce((a, b) => a * b, 1);
+        let param;
+        try {
+          param = model.param(p.name);
+        } catch {
+          throw new CheckpointError(join(tagDir, "manifest.json"), `holds parameter ${p.name}, which the ${m.config.model.model_type} model does not have`);
+        }
+        writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + n) }, 0, tagDir);
+        seen.add(p.name);
+      }
+    }
+  } finally {
+    src.close();
+  }
+  const missing = model.parameters().filter((p) => !seen.has(p.name)).map((p) => p.name);
+  if (missing.length > 0) throw new CheckpointError(join(tagDir, "manifest.json"), `lacks parameters ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`);
+}
+
+/**
+ * Load the model `opts.from` names, on the backend `opts.backend` chooses, with its tokenizer
+ * (module comment).
+ * @throws UsageError / ConfigError / CheckpointError / SafetensorsError / DataError for bad input.
+ */
+export async function loadInferenceModel(opts: InferenceModelOptions): Promise<InferenceModel> {
+  const from = opts.from;
+  if (!existsSync(from)) throw new UsageError(`--from: ${from} does not exist (expected a ZeroMoE checkpoint directory, a Hugging Face model directory or a .safetensors file)`);
+  let kind: InferenceModel["kind"];
+  let config: ModelConfig;
+  let job: JobConfig | null = null;
+  let ckpt: { tagDir: string; manifest: CheckpointManifest } | null = null;
+  const isDir = statSync(from).isDirectory();
+  if (isDir && (existsSync(join(from, "manifest.json")) || existsSync(join(from, "latest")))) {
+    kind = "checkpoint";
+    const loc = locateCheckpoint(from);
+    const manifest = readManifest(loc.tagDir);
+    ckpt = { tagDir: loc.tagDir, manifest };
+    job = manifest.config;
+    config = manifest.config.model;
+  } else if (isDir) {
+    if (!existsSync(join(from, "config.json"))) throw new UsageError(`--from: ${from} is neither a ZeroMoE checkpoint (manifest.json or latest) nor a Hugging Face model directory (config.json)`);
+    kind = "hf-dir";
+    ({ model: config } = configFromFile(join(from, "config.json"), "--from"));
+  } else if (from.endsWith(".safetensors")) {
+    kind = "safetensors";
+    if (opts.config !== undefined) ({ model: config, job } = configFromFile(opts.config, "--config"));
+    else if (existsSync(join(dirname(from), "config.json"))) ({ model: config } = configFromFile(join(dirname(from), "config.json"), "--from"));
+    else {
+      const m = sourceManifest(from);
+      if (!m) throw new UsageError(`--from: ${from} has no model config: pass --config (a job file or config.json), or put config.json beside it`);
+      config = m.config.model;
+      job = m.config;
+    }
+  } else {
+    throw new UsageError(`--from: ${from} is not a directory or a .safetensors file`);
+  }
+  // --config with a checkpoint or directory: a job file supplies data settings (tokenizer, dataset)
+  if (opts.config !== undefined && kind !== "safetensors") job = configFromFile(opts.config, "--config").job ?? job;
+
+  // tokenizer first: a bad --tokenizer fails before the backend starts
+  let tokenizerName: string;
+  let tokenizerSource: string;
+  const weightsDir = isDir ? from : dirname(from);
+  if (opts.tokenizer !== undefined) {
+    tokenizerName = opts.tokenizer;
+    tokenizerSource = "--tokenizer";
+  } else if (kind !== "checkpoint" && tokenizerJsonPath(join(weightsDir, "tokenizer.json")) !== null) {
+    tokenizerName = weightsDir;
+    tokenizerSource = "tokenizer.json beside the weights";
+  } else if (job) {
+    tokenizerName = job.data.tokenizer;
+    tokenizerSource = "the job's data.tokenizer";
+  } else {
+    tokenizerName = "byte";
+    tokenizerSource = "default (pass --tokenizer for another)";
+  }
+  const tokenizer = createTokenizer(tokenizerName);
+  if (tokenizer.vocabSize > config.vocab_size) {
+    throw new UsageError(`tokenizer ${tokenizer.name} (${tokenizerSource}) has ${tokenizer.vocabSize} ids but the model's vocab_size is ${config.vocab_size}; pass --tokenizer`);
+  }
+
+  const { backend, reason } = await selectTrainBackend(opts.backend, 0, probeShapeOf(config, opts.probeTokens));
+  // inference: pure cross-entropy loss (the router's aux loss is a training term)
+  const inferenceConfig = { ...config, output_router_logits: false } as ModelConfig;
+  let model: CausalDecoder | null = null;
+  try {
+    model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
+    if (ckpt) loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest);
+    else model.loadStateDict(loadStateDict(from) as unknown as StateDict, { strict: false });
+  } catch (e) {
+    model?.destroy();
+    destroyBackend(backend);
+    const msg = e instanceof Error ? e.message : "";
+    if (!isInputError(e) && msg.startsWith("loadStateDict:")) throw new SafetensorsError(from, msg.replace(/^loadStateDict: /, ""));
+    throw e;
+  }
+  return { model, config, job, tokenizer, tokenizerSource: `${tokenizer.name} (${tokenizerSource})`, kind, backendLine: `${backend.info.name} on "${backend.info.adapter}" (${reason})` };
+}
