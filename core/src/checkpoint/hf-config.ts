@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { ModelConfig } from "../config/types.ts";
 
 /** HF config keys whose type is float in Transformers' LlamaConfig / MixtralConfig. */
-const FLOAT_KEYS = new Set(["rms_norm_eps", "rope_theta", "initializer_range", "attention_dropout", "router_aux_loss_coef", "router_jitter_noise"]);
+const FLOAT_KEYS = new Set(["rms_norm_eps", "rope_theta", "initializer_range", "attention_dropout", "router_aux_loss_coef", "router_jitter_noise", "routed_scaling_factor"]);
 
 /** Transformers dtype names of our storage dtypes. */
 const TORCH_DTYPE = { f32: "float32", bf16: "bfloat16", f16: "float16" } as const;
@@ -80,6 +80,29 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
       output_router_logits: cfg.output_router_logits,
       use_sliding_window: cfg.use_sliding_window,
       sliding_window: cfg.sliding_window,
+    };
+  }
+  if (cfg.model_type === "deepseek_v3" || cfg.model_type === "deepseek_v2") {
+    const v3 = cfg.model_type === "deepseek_v3";
+    return {
+      ...base,
+      architectures: [v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"],
+      n_routed_experts: cfg.num_local_experts,
+      num_experts_per_tok: cfg.num_experts_per_tok,
+      moe_intermediate_size: cfg.moe_intermediate_size,
+      n_shared_experts: cfg.n_shared_experts,
+      first_k_dense_replace: cfg.first_k_dense_replace,
+      n_group: cfg.n_group,
+      topk_group: cfg.topk_group,
+      routed_scaling_factor: cfg.routed_scaling_factor,
+      norm_topk_prob: cfg.norm_topk_prob,
+      q_lora_rank: cfg.q_lora_rank,
+      kv_lora_rank: cfg.kv_lora_rank,
+      qk_rope_head_dim: cfg.qk_rope_head_dim,
+      qk_nope_head_dim: cfg.qk_nope_head_dim,
+      v_head_dim: cfg.v_head_dim,
+      qk_head_dim: cfg.qk_nope_head_dim + cfg.qk_rope_head_dim,
+      ...(cfg.model_type === "deepseek_v3" ? { rope_interleave: cfg.rope_interleave } : { topk_method: cfg.topk_method, mlp_bias: cfg.mlp_bias }),
     };
   }
   return {

@@ -24,11 +24,13 @@ export function isSparseModel(m: ModelConfig): m is SparseModelConfig {
 
 /**
  * The decoder layers with experts. Mixtral: every layer. Qwen3-MoE and Qwen2-MoE (HF `Qwen3MoeDecoderLayer`, `Qwen2MoeDecoderLayer`):
- * layer l iff l ∉ mlp_only_layers and (l + 1) % decoder_sparse_step == 0. Dense models: none.
+ * layer l iff l ∉ mlp_only_layers and (l + 1) % decoder_sparse_step == 0. DeepSeek-V2/V3: l ≥
+ * first_k_dense_replace. Dense models: none.
  */
 export function moeLayerIndices(m: ModelConfig): number[] {
   const all = Array.from({ length: m.num_hidden_layers }, (_, l) => l);
   if (m.model_type === "mixtral") return all;
+  if (m.model_type === "deepseek_v3" || m.model_type === "deepseek_v2") return all.filter((l) => l >= m.first_k_dense_replace);
   if (m.model_type === "qwen3_moe" || m.model_type === "qwen2_moe") return all.filter((l) => !m.mlp_only_layers.includes(l) && m.num_local_experts > 0 && (l + 1) % m.decoder_sparse_step === 0);
   return [];
 }
@@ -55,7 +57,29 @@ export function layerExtraParams(m: ModelConfig, layer: number): number {
     const shared = moeLayerIndices(m).includes(layer) ? 3 * m.hidden_size * m.shared_expert_intermediate_size + m.hidden_size : 0;
     return bias + shared;
   }
+  if (m.model_type === "deepseek_v3" || m.model_type === "deepseek_v2") {
+    const n = m.n_shared_experts ?? 0;
+    return moeLayerIndices(m).includes(layer) && n > 0 ? 3 * m.hidden_size * m.moe_intermediate_size * n : 0;
+  }
   return 0;
+}
+
+/**
+ * Attention weights of one decoder layer. Llama-style: q/o 2·H·nH·d, k/v 2·H·nKV·d. DeepSeek's
+ * multi-head latent attention (qk = qk_nope + qk_rope): q = H·nH·qk, or with q_lora_rank r_q
+ * H·r_q + r_q (q_a_layernorm) + r_q·nH·qk; kv_a_proj_with_mqa H·(r_kv + qk_rope); kv_a_layernorm
+ * r_kv; kv_b_proj r_kv·nH·(qk_nope + v); o_proj nH·v·H. (Biases: the callers.)
+ */
+export function attentionParams(m: ModelConfig): number {
+  const H = m.hidden_size;
+  const nH = m.num_attention_heads;
+  if (m.model_type === "deepseek_v3" || m.model_type === "deepseek_v2") {
+    const qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    const q = m.q_lora_rank === null ? H * nH * qk : H * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * nH * qk;
+    const kv = H * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank + m.kv_lora_rank * nH * (m.qk_nope_head_dim + m.v_head_dim);
+    return q + kv + nH * m.v_head_dim * H;
+  }
+  return 2 * H * nH * m.head_dim + 2 * H * m.num_key_value_heads * m.head_dim;
 }
 
 /** True when every decoder layer of `m` has the same parameters (Llama, Mixtral). */

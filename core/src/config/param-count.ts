@@ -8,7 +8,7 @@
  * and a shared expert with its gate in each MoE layer (moe-shape.ts `layerExtraParams`); a final norm H; an LM head
  * V·H unless tied. Used for summaries and memory estimates.
  */
-import { layerExtraParams, moeShape } from "./moe-shape.ts";
+import { attentionParams, layerExtraParams, moeShape } from "./moe-shape.ts";
 import type { ModelConfig } from "./types.ts";
 
 /** Parameter counts (elements). */
@@ -28,11 +28,9 @@ export interface ParameterCount {
 export function countParameters(m: ModelConfig): ParameterCount {
   const H = m.hidden_size;
   const d = m.head_dim;
-  const q = H * m.num_attention_heads * d;
-  const kv = H * m.num_key_value_heads * d;
   // q/k/v/o all carry a bias when attention_bias (HF LlamaAttention / MixtralAttention)
   const attnBias = m.attention_bias ? m.num_attention_heads * d + 2 * m.num_key_value_heads * d + H : 0;
-  const attn = 2 * q + 2 * kv + attnBias;
+  const attn = attentionParams(m) + attnBias;
   const norms = 2 * H;
   const mlpOne = 3 * H * m.intermediate_size;
   const denseMlp = mlpOne + (m.model_type === "llama" && m.mlp_bias ? 2 * m.intermediate_size + H : 0);

@@ -9,9 +9,9 @@
  * layers' renormalisation of the top-k weights), grouped_mm_backend auto/sequential, top_k
  * ("auto" or the model's num_experts_per_tok, like `moe.k`). Keys that must agree with the
  * family (router/expert/shared-expert names, weight names, config attributes, score function,
- * routed_scaling_factor) are accepted when they do and refused otherwise; keys for features no
- * built family has (score_apply "pre", route_scale ≠ 1, expert groups, load_balance_coeff) are
- * refused when set.
+ * routed_scaling_factor, DeepSeek's expert groups) are accepted when they do and refused
+ * otherwise; keys for features no built family has (score_apply "pre", route_scale ≠ 1,
+ * load_balance_coeff) are refused when set.
  */
 import { AUTOEP_PRESETS } from "./autoep-presets.ts";
 import { moeShape } from "./moe-shape.ts";
@@ -91,8 +91,15 @@ export function resolveExpertParallel(job: JobConfig, model: SparseModelConfig, 
   if (given.use_grouped_mm === true) ctx.warnings.push(`expert_parallel.use_grouped_mm: true has the arithmetic of per-expert matmuls here (ZeroMoE's experts run each expert's contiguous rows as one matmul, DeepSpeed's "sequential" backend)`);
   if (ep.score_apply === "pre") addIssue(ctx, at("score_apply"), `"pre" (weighting the expert input) is not supported; the families here apply the weight after the expert ("post" or "auto")`);
   if (ep.route_scale !== 1) addIssue(ctx, at("route_scale"), `${ep.route_scale} is not supported (only 1.0: the routed weights are not rescaled)`);
-  if (ep.num_expert_groups !== null) addIssue(ctx, at("num_expert_groups"), `group-limited routing is not supported for ${ep.preset_model} (leave it null)`);
-  if (ep.num_limited_groups !== null) addIssue(ctx, at("num_limited_groups"), `group-limited routing is not supported for ${ep.preset_model} (leave it null)`);
+  // group-limited routing is the model's own (DeepSeek n_group / topk_group): a value must agree
+  const groups = "n_group" in model ? { n: model.n_group, k: model.topk_group } : null;
+  const groupKey = (key: "num_expert_groups" | "num_limited_groups", got: number | null, own: number | null | undefined, hf: string) => {
+    if (got === null) return;
+    if (!groups) addIssue(ctx, at(key), `${ep.preset_model} has no group-limited routing (leave it null)`);
+    else if (got !== own) addIssue(ctx, at(key), `${got} differs from the model's ${hf} ${own}; AutoEP keeps the model's routing (leave it null)`);
+  };
+  groupKey("num_expert_groups", ep.num_expert_groups, groups?.n, "n_group");
+  groupKey("num_limited_groups", ep.num_limited_groups, groups?.k, "topk_group");
   if (ep.load_balance_coeff !== null) {
     addIssue(ctx, at("load_balance_coeff"), `aux-loss-free load balancing (expert-bias update) is not built yet; set it to null (note: DeepSpeed's default is 1e-3, ZeroMoE's is null)`);
   }

@@ -11,7 +11,7 @@
  * ({@link resolveModelConfig} in resolve-model.ts) both go through it.
  */
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
-import type { ModelConfig } from "./types.ts";
+import type { DeepseekV2Config, DeepseekV3Config, ModelConfig } from "./types.ts";
 import { moeLayerIndices } from "./moe-shape.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
@@ -188,8 +188,64 @@ export const QWEN2_MOE_SPEC: ObjectSpec = {
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
 };
 
+/** Keys DeepseekV2Config and DeepseekV3Config share (module comment of types.ts `DeepseekConfigBase`). */
+function deepseekFields(d: { experts: number; topK: number; moeI: number; shared: number | null; firstDense: number; nGroup: number | null; topkGroup: number | null; scale: number }): Record<string, Spec> {
+  const optPos = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 1, nullable: true, default: def, doc });
+  return {
+    num_local_experts: posInt("routed experts per MoE layer (config.json: n_routed_experts)", d.experts),
+    num_experts_per_tok: posInt("routed experts each token uses (top-k)", d.topK),
+    moe_intermediate_size: posInt("each routed expert's SwiGLU hidden width", d.moeI),
+    n_shared_experts: optPos("shared experts per MoE layer (one SwiGLU of moe_intermediate_size × this); null: none", d.shared),
+    first_k_dense_replace: { kind: "number", int: true, min: 0, default: d.firstDense, doc: "layers below this index have a dense MLP of intermediate_size" },
+    n_group: optPos("expert groups for group-limited routing (null: none)", d.nGroup),
+    topk_group: optPos("groups a token may route to (with n_group)", d.topkGroup),
+    routed_scaling_factor: { kind: "number", min: 0, exclusiveMin: true, default: d.scale, doc: "factor on the routed experts' combine weights" },
+    q_lora_rank: optPos("rank of the low-rank query projection q_a_proj → q_a_layernorm → q_b_proj (null: a full q_proj)", 1536),
+    kv_lora_rank: posInt("rank of the compressed key/value projection kv_a_proj_with_mqa", 512),
+    qk_rope_head_dim: posInt("per-head query/key width with RoPE (the shared RoPE key's width)", 64),
+    qk_nope_head_dim: posInt("per-head query/key width without RoPE", 128),
+    v_head_dim: posInt("per-head value width", 128),
+    qk_head_dim: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "qk_nope_head_dim + qk_rope_head_dim (derived; a given value must agree)" },
+    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the moe section's DeepSpeed aux loss (aux_loss switch/gshard); Hugging Face's DeepSeek adds none" },
+    output_router_logits: onlyValue(false, "a Hugging Face load-balancing loss for DeepSeek (output_router_logits true)", "Hugging Face's DeepSeek computes no load-balancing loss (only false); use the moe section's aux_loss"),
+  };
+}
+
+/** DeepseekV3Config (transformers 5 defaults; `configuration_deepseek_v3.py`). */
+export const DEEPSEEK_V3_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face DeepseekV3Config",
+  fields: {
+    model_type: { kind: "enum", values: ["deepseek_v3"], required: true, doc: "selects the architecture" },
+    ...commonFields({ intermediate_size: 18432, num_key_value_heads: 128, max_position_embeddings: 4096, rms_norm_eps: 1e-6, rope_theta: 10000 }),
+    ...deepseekFields({ experts: 256, topK: 8, moeI: 2048, shared: 1, firstDense: 3, nGroup: 8, topkGroup: 4, scale: 2.5 }),
+    norm_topk_prob: { kind: "boolean", default: true, doc: "renormalise the chosen sigmoid scores to sum 1 (before routed_scaling_factor)" },
+    rope_interleave: { kind: "boolean", default: true, doc: "RoPE on interleaved pairs (x[2i], x[2i+1]) of the rope part instead of halves" },
+  },
+  aliases: { n_routed_experts: "num_local_experts" },
+  ignored: { ...HF_IGNORED, num_nextn_predict_layers: "multi-token-prediction layers are not built (Transformers does not build them either)" },
+};
+
+/** DeepseekV2Config (transformers 5 defaults; `configuration_deepseek_v2.py`; `num_experts_per_tok`
+ * has no default there). */
+export const DEEPSEEK_V2_SPEC: ObjectSpec = {
+  kind: "object",
+  doc: "Hugging Face DeepseekV2Config",
+  fields: {
+    model_type: { kind: "enum", values: ["deepseek_v2"], required: true, doc: "selects the architecture" },
+    ...commonFields({ intermediate_size: 11008, num_key_value_heads: 32, max_position_embeddings: 2048, rms_norm_eps: 1e-6, rope_theta: 10000 }),
+    ...deepseekFields({ experts: 64, topK: 6, moeI: 1407, shared: 2, firstDense: 0, nGroup: null, topkGroup: null, scale: 1.0 }),
+    num_experts_per_tok: { kind: "number", int: true, min: 1, required: true, doc: "routed experts each token uses (top-k; no default in DeepseekV2Config)" },
+    norm_topk_prob: onlyValue(false, "renormalising DeepSeek-V2's top-k weights (norm_topk_prob true)", "DeepseekV2Moe does not renormalise the top-k weights (only false)"),
+    topk_method: { kind: "enum", values: ["greedy", "group_limited_greedy"], default: "greedy", doc: "greedy top-k, or top-k within the topk_group best groups (group score: its best expert)" },
+    mlp_bias: onlyValue(false, "a bias in the MLP projections (mlp_bias true)", "bias in the MLP projections (only false is supported)"),
+  },
+  aliases: { n_routed_experts: "num_local_experts" },
+  ignored: HF_IGNORED,
+};
+
 /** Per-type specs. */
-export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC } as const;
+export const MODEL_SPECS = { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC, deepseek_v3: DEEPSEEK_V3_SPEC, deepseek_v2: DEEPSEEK_V2_SPEC } as const;
 
 /** The `model` section: picks the spec by `model_type`, then fills the HF null defaults
  * (`num_key_value_heads`, `head_dim`). */
@@ -198,7 +254,7 @@ export const MODEL_SPEC: Spec = {
   typeName: "object (Hugging Face config; keys by model_type)",
   required: true,
   doc: "Hugging Face model config",
-  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC },
+  variants: { llama: LLAMA_SPEC, mixtral: MIXTRAL_SPEC, qwen3_moe: QWEN3_MOE_SPEC, qwen2_moe: QWEN2_MOE_SPEC, deepseek_v3: DEEPSEEK_V3_SPEC, deepseek_v2: DEEPSEEK_V2_SPEC },
   check(value: unknown, path: string, ctx: CheckContext): unknown {
     if (!isPlainObject(value)) {
       addIssue(ctx, path, `expected a Hugging Face config object with model_type ${Object.keys(MODEL_SPECS).map((t) => `"${t}"`).join(", ")}, got ${typeOfJson(value)} ${show(value)}`);
@@ -224,6 +280,8 @@ export const MODEL_SPEC: Spec = {
     if (out !== undefined && typeof fromPretrained === "string") out.from_pretrained = fromPretrained;
     if (out === undefined) return undefined;
     if (out.num_key_value_heads === null && typeof out.num_attention_heads === "number") out.num_key_value_heads = out.num_attention_heads;
+    // DeepSeek: head_dim is the RoPE width (Transformers sets it to qk_rope_head_dim)
+    if (out.head_dim === null && (type === "deepseek_v3" || type === "deepseek_v2") && typeof out.qk_rope_head_dim === "number") out.head_dim = out.qk_rope_head_dim;
     if (out.head_dim === null && typeof out.hidden_size === "number" && typeof out.num_attention_heads === "number") {
       if (out.hidden_size % out.num_attention_heads !== 0) {
         addIssue(ctx, joinPath(path, "hidden_size"), `hidden_size ${out.hidden_size} is not divisible by num_attention_heads ${out.num_attention_heads}; set head_dim explicitly or change them`);
@@ -257,10 +315,32 @@ export function checkModelConsistency(m: ModelConfig, path: string, ctx: CheckCo
   if (m.model_type !== "llama" && m.num_experts_per_tok > 8) {
     addIssue(ctx, joinPath(path, "num_experts_per_tok"), `at most 8 experts per token are supported (Backend.topk k <= 8), got ${m.num_experts_per_tok}`);
   }
+  if (m.model_type === "deepseek_v3" || m.model_type === "deepseek_v2") checkDeepseek(m, path, ctx);
   if (m.model_type === "qwen3_moe" || m.model_type === "qwen2_moe") {
     m.mlp_only_layers.forEach((l, i) => {
       if (l >= m.num_hidden_layers) addIssue(ctx, joinPath(path, `mlp_only_layers[${i}]`), `layer ${l} does not exist (num_hidden_layers ${m.num_hidden_layers})`);
     });
     if (moeLayerIndices(m).length === 0) addIssue(ctx, joinPath(path, "mlp_only_layers"), `no layer has experts (decoder_sparse_step ${m.decoder_sparse_step}, mlp_only_layers [${m.mlp_only_layers.join(", ")}]); use model_type "llama" for a dense model`);
+  }
+}
+
+/** DeepSeek's cross-field rules: head_dim = qk_rope_head_dim (even), qk_head_dim = nope + rope,
+ * num_key_value_heads = num_attention_heads (MLA keys and values have every head), groups that
+ * divide the experts, at least one MoE layer. */
+function checkDeepseek(m: DeepseekV3Config | DeepseekV2Config, path: string, ctx: CheckContext): void {
+  const at = (k: string) => joinPath(path, k);
+  if (m.head_dim !== m.qk_rope_head_dim) addIssue(ctx, at("head_dim"), `head_dim ${m.head_dim} must equal qk_rope_head_dim ${m.qk_rope_head_dim} (DeepSeek's RoPE width)`);
+  const qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  if (m.qk_head_dim !== null && m.qk_head_dim !== qk) addIssue(ctx, at("qk_head_dim"), `qk_head_dim ${m.qk_head_dim} must equal qk_nope_head_dim + qk_rope_head_dim = ${qk}`);
+  if (m.num_key_value_heads !== m.num_attention_heads) addIssue(ctx, at("num_key_value_heads"), `multi-head latent attention has keys and values for every head: num_key_value_heads ${m.num_key_value_heads} must equal num_attention_heads ${m.num_attention_heads}`);
+  if (m.first_k_dense_replace >= m.num_hidden_layers) addIssue(ctx, at("first_k_dense_replace"), `first_k_dense_replace ${m.first_k_dense_replace} leaves no MoE layer (num_hidden_layers ${m.num_hidden_layers}); use model_type "llama" for a dense model`);
+  const grouped = m.model_type === "deepseek_v3" || m.topk_method === "group_limited_greedy";
+  if (grouped) {
+    if (m.n_group === null || m.topk_group === null) addIssue(ctx, at("n_group"), `${m.model_type === "deepseek_v3" ? "deepseek_v3" : "topk_method \"group_limited_greedy\""} needs n_group and topk_group (got ${m.n_group}, ${m.topk_group})`);
+    else {
+      if (m.num_local_experts % m.n_group !== 0) addIssue(ctx, at("n_group"), `num_local_experts ${m.num_local_experts} is not divisible by n_group ${m.n_group}`);
+      if (m.topk_group > m.n_group) addIssue(ctx, at("topk_group"), `topk_group ${m.topk_group} exceeds n_group ${m.n_group}`);
+      if (m.model_type === "deepseek_v3" && m.num_local_experts / m.n_group < 2) addIssue(ctx, at("n_group"), `deepseek_v3 scores a group by its two best experts: n_group ${m.n_group} leaves ${m.num_local_experts / m.n_group} per group`);
+    }
   }
 }

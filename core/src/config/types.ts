@@ -95,10 +95,58 @@ export interface Qwen2MoeConfig extends ModelConfigBase {
   sliding_window: number | null;
 }
 
-/** The model configs with MoE layers. */
-export type SparseModelConfig = MixtralConfig | Qwen3MoeConfig | Qwen2MoeConfig;
+/** Keys DeepSeek-V2 and -V3 share (HF DeepseekV2Config / DeepseekV3Config; config.json writes
+ * the routed expert count as `n_routed_experts`, accepted as the alias of `num_local_experts`).
+ * Layers l < first_k_dense_replace have a dense SwiGLU of intermediate_size, the others routed
+ * experts of moe_intermediate_size plus shared experts (moe_intermediate_size · n_shared_experts).
+ * Attention is multi-head latent attention (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+ * qk_rope_head_dim, v_head_dim); `head_dim` is qk_rope_head_dim (the RoPE width). */
+export interface DeepseekConfigBase extends ModelConfigBase {
+  num_local_experts: number;
+  num_experts_per_tok: number;
+  moe_intermediate_size: number;
+  /** Shared experts per MoE layer (their SwiGLU width is moe_intermediate_size × this); null: none. */
+  n_shared_experts: number | null;
+  first_k_dense_replace: number;
+  /** Expert groups for group-limited routing (null: none). */
+  n_group: number | null;
+  topk_group: number | null;
+  routed_scaling_factor: number;
+  norm_topk_prob: boolean;
+  /** Rank of the low-rank query projection (null: a full q_proj). */
+  q_lora_rank: number | null;
+  kv_lora_rank: number;
+  qk_rope_head_dim: number;
+  qk_nope_head_dim: number;
+  v_head_dim: number;
+  /** qk_nope_head_dim + qk_rope_head_dim as config.json gives it (null: not given). */
+  qk_head_dim: number | null;
+  /** Weight of the moe section's DeepSpeed aux loss (switch/gshard); Hugging Face's DeepSeek adds none. */
+  router_aux_loss_coef: number;
+  /** Always false: Hugging Face's DeepSeek computes no load-balancing loss. */
+  output_router_logits: boolean;
+}
 
-export type ModelConfig = LlamaConfig | MixtralConfig | Qwen3MoeConfig | Qwen2MoeConfig;
+/** DeepSeek-V3 (HF DeepseekV3Config): sigmoid scores, e_score_correction_bias for the choice,
+ * group-limited top-k by the sum of each group's two best, norm_topk_prob, routed_scaling_factor. */
+export interface DeepseekV3Config extends DeepseekConfigBase {
+  model_type: "deepseek_v3";
+  /** RoPE on interleaved pairs (x[2i], x[2i+1]) instead of halves. */
+  rope_interleave: boolean;
+}
+
+/** DeepSeek-V2 (HF DeepseekV2Config): softmax scores, greedy or group-limited greedy (groups by
+ * their best expert) top-k, routed_scaling_factor; RoPE on interleaved pairs. */
+export interface DeepseekV2Config extends DeepseekConfigBase {
+  model_type: "deepseek_v2";
+  topk_method: "greedy" | "group_limited_greedy";
+  mlp_bias: boolean;
+}
+
+/** The model configs with MoE layers. */
+export type SparseModelConfig = MixtralConfig | Qwen3MoeConfig | Qwen2MoeConfig | DeepseekV3Config | DeepseekV2Config;
+
+export type ModelConfig = LlamaConfig | SparseModelConfig;
 
 /** Dataset and tokenization. */
 export interface DataConfig {

@@ -1,10 +1,11 @@
 /**
- * Build the model a job names (`model.model_type`: "llama" | "mixtral" | "qwen3_moe" | "qwen2_moe", Hugging Face config keys).
+ * Build the model a job names (`model.model_type`: "llama" | "mixtral" | "qwen3_moe" | "qwen2_moe" | "deepseek_v3" | "deepseek_v2", Hugging Face config keys).
  */
 import type { Backend } from "@zeromoe/kernels";
 import type { ModelConfig } from "../config/types.ts";
 import { LlamaForCausalLM, type CausalDecoder, type ModelOptions } from "../models/llama.ts";
 import { MixtralForCausalLM } from "../models/mixtral.ts";
+import { DeepseekV2ForCausalLM, DeepseekV3ForCausalLM } from "../models/deepseek.ts";
 import { Qwen2MoeForCausalLM } from "../models/qwen2-moe.ts";
 import { Qwen3MoeForCausalLM } from "../models/qwen3-moe.ts";
 
@@ -21,7 +22,11 @@ export function createModel(be: Backend, cfg: ModelConfig, opts: ModelOptions): 
       return new Qwen3MoeForCausalLM(be, cfg, opts);
     case "qwen2_moe":
       return new Qwen2MoeForCausalLM(be, cfg, opts);
+    case "deepseek_v3":
+      return new DeepseekV3ForCausalLM(be, cfg, opts);
+    case "deepseek_v2":
+      return new DeepseekV2ForCausalLM(be, cfg, opts);
     default:
-      throw new Error(`model.model_type: expected "llama", "mixtral", "qwen3_moe" or "qwen2_moe", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
+      throw new Error(`model.model_type: expected "llama", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3" or "deepseek_v2", got ${JSON.stringify((cfg as { model_type: unknown }).model_type)}`);
   }
 }

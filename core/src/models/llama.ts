@@ -119,7 +119,8 @@ export function swiglu(x: Tensor, gate: Parameter, up: Parameter, down: Paramete
 
 /** Parameters of one decoder layer besides the feed-forward block. */
 interface LayerParams {
-  attn: AttentionParams;
+  /** Llama's q/k/v/o projections; null for a family with its own attention (attentionSpecs). */
+  attn: AttentionParams | null;
   inputNorm: Parameter;
   postNorm: Parameter;
 }
@@ -174,18 +175,22 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       const qd = c.num_attention_heads * c.head_dim;
       const kvd = c.num_key_value_heads * c.head_dim;
       const specs: ParamSpec[] = [
-        { name: `${pre}.self_attn.q_proj.weight`, shape: [qd, c.hidden_size], init: normal },
-        { name: `${pre}.self_attn.k_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
-        { name: `${pre}.self_attn.v_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
-        { name: `${pre}.self_attn.o_proj.weight`, shape: [c.hidden_size, qd], init: normal },
+        ...(this.attentionSpecs(i, normal) ?? [
+          { name: `${pre}.self_attn.q_proj.weight`, shape: [qd, c.hidden_size], init: normal },
+          { name: `${pre}.self_attn.k_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
+          { name: `${pre}.self_attn.v_proj.weight`, shape: [kvd, c.hidden_size], init: normal },
+          { name: `${pre}.self_attn.o_proj.weight`, shape: [c.hidden_size, qd], init: normal },
+        ]),
         ...this.feedForwardSpecs(i, normal),
         { name: `${pre}.input_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
         { name: `${pre}.post_attention_layernorm.weight`, shape: [c.hidden_size], init: { kind: "ones" } },
       ];
       this.layerUnits.push(this.units.add({ name: `layers.${i}`, kind: "layer", layer: i, dtype: dtypeOf(`layers.${i}`, "layer"), allocate, params: specs }));
       const P = (n: string) => this.units.param(`${pre}.${n}`);
+      const standard = this.units.has(`${pre}.self_attn.k_proj.weight`);
       this.layerParams.push({
-        attn: { q: P("self_attn.q_proj.weight"), k: P("self_attn.k_proj.weight"), v: P("self_attn.v_proj.weight"), o: P("self_attn.o_proj.weight") },
+        // a family with its own attention parameters (attentionSpecs) reads them itself
+        attn: standard ? { q: P("self_attn.q_proj.weight"), k: P("self_attn.k_proj.weight"), v: P("self_attn.v_proj.weight"), o: P("self_attn.o_proj.weight") } : null,
         inputNorm: P("input_layernorm.weight"),
         postNorm: P("post_attention_layernorm.weight"),
       });
@@ -197,6 +202,13 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     this.finalNorm = this.units.param("model.norm.weight");
     this.lmHead = c.tie_word_embeddings ? this.embedTokens : this.units.param("lm_head.weight");
     if (allocate) for (const u of this.units.units) initUnit(u, this.seed);
+  }
+
+  /** The attention parameters of layer `layer` when the family's differ from Llama's q/k/v/o
+   * projections (DeepSeek's multi-head latent attention), else null (Llama's). Called from the
+   * constructor: only `this.config` may be read. */
+  protected attentionSpecs(_layer: number, _normal: { kind: "normal"; std: number }): ParamSpec[] | null {
+    return null;
   }
 
   /** Feed-forward parameters that live in the layer unit (dense MLP, or the MoE router). */
@@ -310,7 +322,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   protected async decoderLayer(i: number, h: Tensor, B: number, S: number): Promise<Tensor> {
     const c = this.config;
     const p = this.layerParams[i]!;
-    const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn, c, B, S, this.kvOf(i));
+    const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn!, c, B, S, this.kvOf(i));
     const h2 = add(h, a);
     const m = await this.feedForward(i, rmsnorm(h2, p.postNorm.tensor, c.rms_norm_eps));
     return add(h2, m);

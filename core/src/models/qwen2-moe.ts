@@ -87,7 +87,7 @@ export class Qwen2MoeForCausalLM extends SparseMoEDecoder<Qwen2MoeConfig> {
   /** Self-attention with q/k/v biases (module comment); x [B·S, hidden]. */
   protected attention(i: number, x: Tensor, B: number, S: number): Tensor {
     const c = this.config;
-    const p = this.layerParams[i]!.attn;
+    const p = this.layerParams[i]!.attn!;
     const b = this.bias[i];
     const H = c.num_attention_heads;
     const Hkv = c.num_key_value_heads;

@@ -50,7 +50,7 @@ export class Qwen3MoeForCausalLM extends SparseMoEDecoder<Qwen3MoeConfig> {
   /** Self-attention with per-head q_norm/k_norm before RoPE (module comment); x [B·S, hidden]. */
   protected attention(i: number, x: Tensor, B: number, S: number): Tensor {
     const c = this.config;
-    const p = this.layerParams[i]!.attn;
+    const p = this.layerParams[i]!.attn!;
     const n = this.qkNorm[i]!;
     const H = c.num_attention_heads;
     const Hkv = c.num_key_value_heads;

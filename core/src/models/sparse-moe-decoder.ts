@@ -1,6 +1,7 @@
 /**
- * The part the Qwen-style sparse families share (Qwen3-MoE, Qwen2-MoE; Hugging Face Transformers
- * 5.17 semantics and parameter names), on the Llama decoder (llama.ts `CausalDecoder`):
+ * The part the Qwen-style sparse families share (Qwen3-MoE, Qwen2-MoE, and DeepSeek-V2/V3 with their
+ * own attention and routing; Hugging Face Transformers 5.17 semantics and parameter names), on the
+ * Llama decoder (llama.ts `CausalDecoder`):
  *
  *   feed-forward of layer l: experts when l is an MoE layer (config/moe-shape.ts `moeLayerIndices`),
  *              else a dense SwiGLU MLP of intermediate_size (`model.layers.{l}.mlp.{gate,up,down}_proj`)
@@ -23,10 +24,10 @@
  */
 import type { Backend, DType } from "@zeromoe/kernels";
 import { moeLayerIndices } from "../config/moe-shape.ts";
-import type { Qwen2MoeConfig, Qwen3MoeConfig } from "../config/types.ts";
+import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig } from "../config/types.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
-import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
+import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
@@ -34,8 +35,8 @@ import { add, fromArray, mean, mul, rmsnorm, scale, sum } from "../tensor/index.
 import type { Tensor } from "../tensor/tensor.ts";
 import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
 
-/** Configs of the Qwen-style sparse families. */
-export type QwenMoeConfig = Qwen3MoeConfig | Qwen2MoeConfig;
+/** Configs of the families built on this class (Qwen3-MoE, Qwen2-MoE, DeepSeek-V2/V3). */
+export type QwenMoeConfig = Qwen3MoeConfig | Qwen2MoeConfig | DeepseekV3Config | DeepseekV2Config;
 
 /** Per MoE layer of the last forward: mean router probability [E], pre-drop counts, gate loss. */
 export interface MoEBlockRecord {
@@ -74,7 +75,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
         row.push({ unit: this.units.unit(`layers.${l}.experts.${e}`), w1: P("gate_proj"), w2: P("down_proj"), w3: P("up_proj") });
       }
       const gate = this.units.param(`${pre}.mlp.gate.weight`);
-      this.moeLayers.push(new MoELayer(l, gate, new GroupedExperts(l, row), config.num_experts_per_tok, this.moe, { normTopkProb: config.norm_topk_prob }));
+      this.moeLayers.push(new MoELayer(l, gate, new GroupedExperts(l, row), config.num_experts_per_tok, this.moe, { normTopkProb: config.norm_topk_prob, routing: this.layerRouting(l) }));
     }
   }
 
@@ -82,6 +83,13 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
    * (Qwen3-MoE's q_norm/k_norm, Qwen2-MoE's biases and shared expert). Called from the base
    * constructor: only `this.config` may be read. */
   protected abstract familyLayerSpecs(layer: number, sparse: boolean, normal: { kind: "normal"; std: number }): ParamSpec[];
+
+  /** The family's routing of MoE layer `layer` beyond softmax top-k (DeepSeek: sigmoid scores,
+   * selection bias, group limit, routed scaling factor); {} by default. Called from the
+   * constructor: only `this.config` may be read. */
+  protected layerRouting(_layer: number): MoELayerRouting {
+    return {};
+  }
 
   /** The family's self-attention of layer `i` on normed x [B·S, hidden] → [B·S, hidden]. */
   protected abstract attention(i: number, x: Tensor, B: number, S: number): Tensor;

@@ -19,7 +19,7 @@
  * a unit is always made whole before its forward/backward region.
  */
 import { countParameters } from "../config/param-count.ts";
-import { layerExtraParams, moeShape, uniformLayers } from "../config/moe-shape.ts";
+import { attentionParams, layerExtraParams, moeShape, uniformLayers } from "../config/moe-shape.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import type { Placement } from "../engine/plan.ts";
 import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";
@@ -79,7 +79,7 @@ export function stateBytesPerParameter(mixed: boolean): StateBytesPerParameter {
  */
 export function largestUnit(m: ModelConfig): UnitSize {
   const H = m.hidden_size;
-  const attn = 2 * H * m.num_attention_heads * m.head_dim + 2 * H * m.num_key_value_heads * m.head_dim;
+  const attn = attentionParams(m);
   const shape = moeShape(m);
   const units: UnitSize[] = [{ name: "embed", numel: m.vocab_size * H }];
   for (let l = 0; l < m.num_hidden_layers; l++) {

@@ -84,7 +84,7 @@ export function createAutoEPPlugin() {
         const normTopkProb = ep.route_norm ?? true;
         for (const b of blocks) {
           const old = layers[b.layer]!;
-          const layer = new MoELayer(b.layer, old.gate, old.experts, b.topK, parts, { normTopkProb });
+          const layer = new MoELayer(b.layer, old.gate, old.experts, b.topK, parts, { normTopkProb, routing: old.routing });
           layers[b.layer] = layer;
           state.replaced.set(b.layer, layer);
         }

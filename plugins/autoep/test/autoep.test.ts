@@ -159,4 +159,31 @@ describe("numerics", () => {
       expect(d).toBeLessThan(1e-5);
     }
   }, 600_000);
+
+  test("deepseek_v3 (MLA, sigmoid + bias + group-limited routing, shared expert, dense layer 0) and deepseek_v2: autoep 2 / ZeRO-1 and 4 / ZeRO-3 equal plain data parallelism (1e-5) and world 1 (1e-4)", async () => {
+    const base = {
+      vocab_size: 256, hidden_size: 16, intermediate_size: 7, num_hidden_layers: 3, num_attention_heads: 2, num_key_value_heads: 2,
+      n_routed_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: 5, n_shared_experts: 1, first_k_dense_replace: 1, n_group: 4, topk_group: 2,
+      q_lora_rank: 6, kv_lora_rank: 5, qk_rope_head_dim: 4, qk_nope_head_dim: 3, v_head_dim: 5, max_position_embeddings: 64,
+    };
+    for (const model of [
+      { ...base, model_type: "deepseek_v3", routed_scaling_factor: 2.5, norm_topk_prob: true },
+      { ...base, model_type: "deepseek_v2", topk_method: "group_limited_greedy", routed_scaling_factor: 1.5, q_lora_rank: null },
+    ]) {
+      const ref = await train(1, job({}, model));
+      for (const [world, size, stage] of [[2, 2, 1], [4, 4, 3]] as const) {
+        const z = { stage, stage3_param_persistence_threshold: 0 };
+        const got = await train(world, job({ expert_parallel: { enabled: true, autoep_size: size, num_expert_groups: 4, num_limited_groups: 2 }, zero_optimization: z }, model));
+        // plain data parallelism at the same world size and stage: what EP must reproduce
+        const dp = await train(world, job({ zero_optimization: z }, model));
+        const d1 = maxDiff(ref.params, got.params);
+        const dDp = maxDiff(dp.params, got.params);
+        const dpVs1 = maxDiff(ref.params, dp.params);
+        console.log(`${model.model_type} world ${world} autoep_size ${size} ZeRO-${stage}: max |Δparam| vs world 1 ${d1.toExponential(2)} (plain dp vs world 1 ${dpVs1.toExponential(2)}), vs plain dp ${dDp.toExponential(2)}`);
+        expect(got.losses[0]).toBe(ref.losses[0]!);
+        expect(dDp).toBeLessThan(1e-5);
+        expect(d1).toBeLessThan(1e-4);
+      }
+    }
+  }, 600_000);
 });

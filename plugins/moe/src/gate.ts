@@ -39,8 +39,8 @@
  * routes like the ranks of a larger world).
  */
 import type { MoeConfig } from "@zeromoe/core/config";
-import { chosenProbs, expertHistogram, renormalize, routerLogits, topkExperts, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
-import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, softmax, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
+import { chooseExperts, chosenProbs, expertHistogram, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
+import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
 /** Router options (the resolved `moe` section plus the model's HF switch). */
@@ -156,7 +156,7 @@ export class TopKGate implements MoERouter {
     const T = logits.shape[0]!;
     const be = logits.be;
     const training = this.ctx.phase.training;
-    const probs = softmax(logits);
+    const probs = routerScores(logits, req.scoreFunc);
     // enqueued before the choice is read, so that read's flush also completes it
     const pMean = mean(probs, 0); // [E]
     // ---- choice (host) ----
@@ -166,9 +166,10 @@ export class TopKGate implements MoERouter {
       const lg = await logits.toArray();
       const u = new Float64Array(T * E);
       uniformFill(u, this.noiseKey("gumbel", layer), 0);
+      if (req.selectionBias || req.groupLimit || req.scoreFunc === "sigmoid") throw new Error(`moe gate: noisy_gate_policy "RSample" cannot be combined with the model's ${req.scoreFunc === "sigmoid" ? "sigmoid scores" : "biased or group-limited"} routing (layer ${layer}); use noisy_gate_policy null or Jitter`);
       chosen = rsampleChoice(p, lg, u, T, E, k);
     } else {
-      chosen = await topkExperts(probs, k);
+      chosen = await chooseExperts(probs, req);
     }
     const counts = expertHistogram(chosen, E);
     // ---- capacity ----
@@ -223,6 +224,8 @@ export class TopKGate implements MoERouter {
       const pm = await pMean.toArray();
       this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal });
     }
+    const f = req.routedScalingFactor ?? 1;
+    if (f !== 1) weights = scale(weights, f);
     return { topkIndices: routed, topkWeights: reshape(weights, [T * k]), probs, counts, loss };
   }
 

@@ -16,7 +16,10 @@ import type { Tensor } from "../../tensor/tensor.ts";
 import type { Parameter } from "../unit.ts";
 import type { TokenDispatcher } from "./dispatcher.ts";
 import type { GroupedExperts } from "./experts.ts";
-import type { MoERouter, RoutingDecision } from "./router.ts";
+import type { MoERouter, RoutingDecision, RoutingRequest } from "./router.ts";
+
+/** The routing fields an MoE layer adds to every {@link RoutingRequest} (router.ts). */
+export type MoELayerRouting = Pick<RoutingRequest, "scoreFunc" | "selectionBias" | "groupLimit" | "routedScalingFactor">;
 
 /** The swappable parts of a model's MoE layers (route hook: dispatcher, and optionally router). */
 export interface MoEParts {
@@ -42,14 +45,18 @@ export class MoELayer {
   private readonly parts: MoEParts;
   /** Renormalise the chosen probabilities (RoutingRequest.normTopkProb). */
   readonly normTopkProb: boolean;
+  /** The family's routing beyond softmax top-k (DeepSeek: sigmoid scores, selection bias — a live
+   * array the aux-loss-free balancing updates in place —, group limit, routed scaling factor). */
+  readonly routing: MoELayerRouting;
 
-  constructor(layer: number, gate: Parameter, experts: GroupedExperts, topK: number, parts: MoEParts, opts: { normTopkProb?: boolean } = {}) {
+  constructor(layer: number, gate: Parameter, experts: GroupedExperts, topK: number, parts: MoEParts, opts: { normTopkProb?: boolean; routing?: MoELayerRouting } = {}) {
     this.layer = layer;
     this.gate = gate;
     this.experts = experts;
     this.topK = topK;
     this.parts = parts;
     this.normTopkProb = opts.normTopkProb ?? true;
+    this.routing = opts.routing ?? {};
   }
 
   /** x: normed hidden states [T, hidden] f32. */
@@ -59,7 +66,7 @@ export class MoELayer {
     const numExperts = this.experts.numExperts;
     const topK = this.topK;
     const logits = await router.gating({ layer, x, weight: this.gate.tensor });
-    const decision = await router.routing({ layer, logits, numExperts, topK, normTopkProb: this.normTopkProb });
+    const decision = await router.routing({ ...this.routing, layer, logits, numExperts, topK, normTopkProb: this.normTopkProb });
     const d = await dispatcher.dispatch({ layer, x, topkIndices: decision.topkIndices, topkWeights: decision.topkWeights, numExperts, topK });
     const y = await this.experts.forward(d.rows, d.tokensPerExpert, d.experts);
     const output = await dispatcher.combine(d, y);

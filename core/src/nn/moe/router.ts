@@ -10,11 +10,15 @@
  *             weights = p[t, chosen] / Σ_k p[t, chosen]               [T·k], differentiable
  *             counts = histogram of chosen                             [E], Σ = T·k
  *
+ * DeepSeek's routing is the same line with other blocks ({@link RoutingRequest}): sigmoid scores
+ * (V3), a selection bias added for the choice only (V3 `e_score_correction_bias`, aux-loss-free
+ * balancing), group-limited top-k (V2/V3) and a routed scaling factor on the combine weights.
+ *
  * No capacity, no dropping, no extra loss. A route hook's DeepSpeed-option router (the MoE
  * plugin's: noise, clamping, capacity drops, Switch/GShard aux loss, z-loss) is
  * built from the same blocks, so with its default options it is this router, bit for bit.
  */
-import { div, gatherRows, linear, reshape, softmax, sum, topk } from "../../tensor/index.ts";
+import { div, gatherRows, linear, reshape, scale, sigmoid, softmax, sum, topk } from "../../tensor/index.ts";
 import { fromArray, type Tensor } from "../../tensor/tensor.ts";
 
 /** What the MoE layer hands to {@link MoERouter.gating}. */
@@ -40,6 +44,31 @@ export interface RoutingRequest {
   /** Renormalise the k chosen probabilities to sum 1 (HF Mixtral; Qwen-MoE `norm_topk_prob`);
    * false: the chosen probabilities are the combine weights. Absent = true. */
   normTopkProb?: boolean;
+  /** How logits become expert scores ({@link routerScores}); absent = "softmax". DeepSeek-V3: "sigmoid". */
+  scoreFunc?: ScoreFunc;
+  /** Per-expert bias [E] added to the scores for the CHOICE only, never to the combine weights
+   * (DeepSeek-V3 `e_score_correction_bias`, aux-loss-free load balancing); host values. */
+  selectionBias?: Float32Array | null;
+  /** Group-limited choice (DeepSeek): experts in `numGroups` equal groups, each token may use the
+   * `topkGroups` best groups ({@link groupLimitedTopk}). Absent/null = over all experts. */
+  groupLimit?: GroupLimit | null;
+  /** Factor on the combine weights after any renormalisation (DeepSeek `routed_scaling_factor`);
+   * absent = 1. */
+  routedScalingFactor?: number;
+}
+
+/** Score function of a router: softmax over the E experts (Mixtral, Qwen, DeepSeek-V2) or an
+ * element-wise sigmoid (DeepSeek-V3). */
+export type ScoreFunc = "softmax" | "sigmoid";
+
+/** Group-limited routing (DeepSeek-V2 `group_limited_greedy`, DeepSeek-V3 `noaux_tc`). */
+export interface GroupLimit {
+  /** Groups of E / numGroups consecutive experts (`n_group`). */
+  numGroups: number;
+  /** Groups a token may route to (`topk_group`). */
+  topkGroups: number;
+  /** A group's score: its best expert's ("max", V2) or the sum of its two best ("top2_sum", V3). */
+  groupScore: "max" | "top2_sum";
 }
 
 /** A router's decision for one layer (Megatron-Core's (probs, routing_map); DeepSpeed's gating
@@ -49,7 +78,8 @@ export interface RoutingDecision {
   topkIndices: Int32Array;
   /** Differentiable combine weight of each pair, [T·k] f32 (any value for dropped pairs). */
   topkWeights: Tensor;
-  /** Router probabilities softmax(logits) over all E experts, [T, E] f32, differentiable. */
+  /** Router scores over all E experts, [T, E] f32, differentiable: softmax(logits), or
+   * sigmoid(logits) for `scoreFunc` "sigmoid". */
   probs: Tensor;
   /** Top-k picks per expert BEFORE capacity drops (histogram of the [T·k] choices), [E],
    * Σ = T·k (DeepSpeed `exp_counts`). */
@@ -109,6 +139,87 @@ export function chosenProbs(probs: Tensor, chosen: Int32Array, k: number): Tenso
   return reshape(gatherRows(reshape(probs, [T * E, 1]), fromArray(probs.be, flat, [T * k], "i32")), [T, k]);
 }
 
+/** Expert scores from router logits [T, E] f32: softmax over the experts or element-wise sigmoid
+ * (DeepSeek-V3's `router_logits.sigmoid()`), [T, E], differentiable. */
+export function routerScores(logits: Tensor, scoreFunc: ScoreFunc = "softmax"): Tensor {
+  return scoreFunc === "sigmoid" ? sigmoid(logits) : softmax(logits);
+}
+
+/**
+ * Group-limited top-k on host scores (DeepSeek; Transformers' `DeepseekV3TopkRouter.get_topk_indices`
+ * and `DeepseekV2Moe.route_tokens_to_experts`): per token, s = scores + bias; groups of E/G
+ * consecutive experts score their best expert (max) or the sum of their best two (top2_sum); the
+ * `topkGroups` best groups are kept (ties to the lower group) and every other expert's s becomes
+ * 0 (masked_fill 0.0, as there); the k experts of largest s are chosen (ties to the lower expert).
+ * scores [T·E] row-major; bias [E] or null. Returns [T·k], descending s per token.
+ * @throws when E is not a multiple of numGroups, topkGroups is outside [1, numGroups], a
+ *   top2_sum group has fewer than 2 experts, or k exceeds E.
+ */
+export function groupLimitedTopk(scores: ArrayLike<number>, T: number, E: number, k: number, limit: GroupLimit | null, bias: ArrayLike<number> | null): Int32Array {
+  const G = limit?.numGroups ?? 1;
+  if (E % G !== 0) throw new Error(`router: ${E} experts are not divisible into n_group ${G} groups`);
+  const per = E / G;
+  const keepG = limit?.topkGroups ?? G;
+  if (!Number.isInteger(keepG) || keepG < 1 || keepG > G) throw new Error(`router: topk_group ${keepG} must be in [1, n_group ${G}]`);
+  if (limit?.groupScore === "top2_sum" && per < 2) throw new Error(`router: group scores sum the top 2 experts of a group, but each of the n_group ${G} groups has ${per}`);
+  if (k < 1 || k > E) throw new Error(`router: top-${k} of ${E} experts`);
+  const out = new Int32Array(T * k);
+  const s = new Float64Array(E);
+  const gs = new Float64Array(G);
+  const keptGroup = new Uint8Array(G);
+  const taken = new Uint8Array(E);
+  for (let t = 0; t < T; t++) {
+    for (let e = 0; e < E; e++) s[e] = Math.fround(scores[t * E + e]! + (bias ? bias[e]! : 0));
+    if (limit) {
+      for (let g = 0; g < G; g++) {
+        let a = -Infinity;
+        let b = -Infinity;
+        for (let e = g * per; e < (g + 1) * per; e++) {
+          const v = s[e]!;
+          if (v > a) { b = a; a = v; } else if (v > b) b = v;
+        }
+        gs[g] = limit.groupScore === "max" ? a : Math.fround(a + b);
+      }
+      keptGroup.fill(0);
+      for (let n = 0; n < keepG; n++) {
+        let best = -1;
+        for (let g = 0; g < G; g++) if (!keptGroup[g] && (best < 0 || gs[g]! > gs[best]!)) best = g;
+        keptGroup[best] = 1;
+      }
+      for (let e = 0; e < E; e++) if (!keptGroup[Math.floor(e / per)]) s[e] = 0;
+    }
+    taken.fill(0);
+    for (let n = 0; n < k; n++) {
+      let best = -1;
+      for (let e = 0; e < E; e++) if (!taken[e] && (best < 0 || s[e]! > s[best]!)) best = e;
+      taken[best] = 1;
+      out[t * k + n] = best;
+    }
+  }
+  return out;
+}
+
+/** The experts of each token per the request (the plain top-k of the scores, or
+ * {@link groupLimitedTopk} with the selection bias and group limit), [T·k] on the host. */
+export async function chooseExperts(scores: Tensor, req: Pick<RoutingRequest, "topK" | "selectionBias" | "groupLimit">): Promise<Int32Array> {
+  const bias = req.selectionBias ?? null;
+  const limit = req.groupLimit ?? null;
+  if (!bias && !limit) return topkExperts(scores, req.topK);
+  const T = scores.shape[0]!;
+  const E = scores.shape[1]!;
+  if (bias && bias.length !== E) throw new Error(`router: selection bias has ${bias.length} entries for ${E} experts`);
+  return groupLimitedTopk(await scores.toArray(), T, E, req.topK, limit, bias);
+}
+
+/** Combine weights [T, k] from the chosen experts' scores: renormalised to sum 1 unless
+ * `normTopkProb` is false, then × `routedScalingFactor` (when ≠ 1). */
+export function combineWeights(scores: Tensor, chosen: Int32Array, req: Pick<RoutingRequest, "topK" | "normTopkProb" | "routedScalingFactor">): Tensor {
+  const picked = chosenProbs(scores, chosen, req.topK);
+  const w = req.normTopkProb === false ? picked : renormalize(picked);
+  const f = req.routedScalingFactor ?? 1;
+  return f === 1 ? w : scale(w, f);
+}
+
 /** Renormalise [T, k] picked probabilities to sum 1 per token (Hugging Face Mixtral's combine
  * weights): picked / Σ_k picked. */
 export function renormalize(picked: Tensor): Tensor {
@@ -133,10 +244,9 @@ export class TopKRouter implements MoERouter {
   async routing(req: RoutingRequest): Promise<RoutingDecision> {
     const { logits, numExperts: E, topK: k } = req;
     const T = logits.shape[0]!;
-    const probs = softmax(logits); // [T, E]
-    const chosen = await topkExperts(probs, k);
-    const picked = chosenProbs(probs, chosen, k);
-    const weights = req.normTopkProb === false ? picked : renormalize(picked);
+    const probs = routerScores(logits, req.scoreFunc); // [T, E]
+    const chosen = await chooseExperts(probs, req);
+    const weights = combineWeights(probs, chosen, req);
     return { topkIndices: chosen, topkWeights: reshape(weights, [T * k]), probs, counts: expertHistogram(chosen, E), loss: null };
   }
 }
