@@ -5,13 +5,14 @@
  *
  * Acting keys: enabled, autoep_size (the expert-parallel group size: the job's `moe.ep_size`, which
  * the engine's process groups, the memory estimate and checkpoints read), preset_model,
- * moe_layer_pattern (checked against every MoE block by the plugin), route_norm (the replaced
+ * moe_layer_pattern (checked against every MoE block by the plugin), load_balance_coeff, route_norm (the replaced
  * layers' renormalisation of the top-k weights), grouped_mm_backend auto/sequential, top_k
  * ("auto" or the model's num_experts_per_tok, like `moe.k`). Keys that must agree with the
  * family (router/expert/shared-expert names, weight names, config attributes, score function,
  * routed_scaling_factor, DeepSeek's expert groups) are accepted when they do and refused
- * otherwise; keys for features no built family has (score_apply "pre", route_scale ≠ 1,
- * load_balance_coeff) are refused when set.
+ * otherwise; keys for features no built family has (score_apply "pre", route_scale ≠ 1) are
+ * refused when set. load_balance_coeff (null by default here; DeepSpeed's default is 1e-3) turns
+ * on the aux-loss-free expert-bias update for any family (plugins/autoep load-balance.ts).
  */
 import { AUTOEP_PRESETS } from "./autoep-presets.ts";
 import { moeShape } from "./moe-shape.ts";
@@ -100,9 +101,6 @@ export function resolveExpertParallel(job: JobConfig, model: SparseModelConfig, 
   };
   groupKey("num_expert_groups", ep.num_expert_groups, groups?.n, "n_group");
   groupKey("num_limited_groups", ep.num_limited_groups, groups?.k, "topk_group");
-  if (ep.load_balance_coeff !== null) {
-    addIssue(ctx, at("load_balance_coeff"), `aux-loss-free load balancing (expert-bias update) is not built yet; set it to null (note: DeepSpeed's default is 1e-3, ZeroMoE's is null)`);
-  }
   const scale = modelRoutedScale(model);
   if (ep.routed_scaling_factor === "auto") ep.routed_scaling_factor = scale;
   else if (ep.routed_scaling_factor !== scale) addIssue(ctx, at("routed_scaling_factor"), `${ep.routed_scaling_factor} differs from the model's ${scale}; use "auto"`);

@@ -1,6 +1,6 @@
 /**
  * The `expert_parallel` section (DeepSpeed AutoEP), with DeepSpeed's documented keys and defaults
- * except `load_balance_coeff` (DeepSpeed: 1e-3; here null, see docs/config.md). Value rules that
+ * except `load_balance_coeff` (DeepSpeed: 1e-3; here null = off, see docs/config.md). Value rules that
  * depend on the model (preset match, keys that must agree with the family) are in
  * resolve-expert-parallel.ts; each key either acts or is refused there, naming it.
  */
@@ -47,7 +47,7 @@ export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
     num_limited_groups: optPosInt("groups a token may use: must be the model's topk_group"),
     score_func: { kind: "enum", values: ["auto", "softmax", "sigmoid"], default: "auto", doc: "router score function; must be the family's (auto)" },
     top_k: autoOr("an integer ≥ 1 (experts per token, at most the number of experts)", (v) => Number.isInteger(v) && v >= 1),
-    load_balance_coeff: { kind: "number", min: 0, nullable: true, default: null, doc: "aux-loss-free load balancing (expert-bias update rate); non-null is refused until it is built (DeepSpeed's default is 1e-3)" },
+    load_balance_coeff: { kind: "number", min: 0, nullable: true, default: null, doc: "aux-loss-free load balancing: the expert-bias update rate γ, any family (null: off; DeepSpeed's default is 1e-3)" },
     routed_scaling_factor: autoOr("a number > 0 (must be the model's: 1 for families without it)", (v) => v > 0),
     expert_w1: optString("expert gate weight name (the preset's Hub name or Transformers 5's gate_up_proj)"),
     expert_w2: optString("expert down weight name (the preset's or down_proj)"),

@@ -37,7 +37,7 @@ describe("expert_parallel keys: each acts or is refused naming it", () => {
   const refused: [string, unknown][] = [
     ["router_pattern", "router"], ["expert_pattern", "mlp"], ["grouped_mm_backend", "cutlass"], ["grouped_mm_backend", "torch"],
     ["score_apply", "pre"], ["route_scale", 2], ["num_expert_groups", 2], ["num_limited_groups", 1], ["score_func", "sigmoid"],
-    ["top_k", 3], ["load_balance_coeff", 1e-3], ["routed_scaling_factor", 2.5], ["expert_w1", "w1"], ["expert_w2", "w2"],
+    ["top_k", 3], ["load_balance_coeff", -1], ["routed_scaling_factor", 2.5], ["expert_w1", "w1"], ["expert_w2", "w2"],
     ["expert_w3", "w3"], ["num_experts_attr", "n_routed_experts"], ["top_k_attr", "k"], ["has_shared_experts", true],
     ["shared_experts_pattern", "shared_expert"], ["moe_layer_pattern", "model\\.layers\\.(["], ["preset_model", "mixtral"],
   ];
