@@ -1,6 +1,8 @@
 /**
  * Consolidate a sharded checkpoint into one fp32 safetensors file with Hugging Face names (the
- * counterpart of DeepSpeed's `zero_to_fp32.py`), streaming unit by unit.
+ * counterpart of DeepSpeed's `zero_to_fp32.py`), streaming unit by unit — or, with
+ * `maxShardSize`, into a Hub directory (config.json + shards + index, as `save_pretrained` with
+ * `max_shard_size`; hub-export.ts) that Transformers' `from_pretrained` and `--init-from DIR` read.
  *
  * Values: the fp32 master copy under mixed precision (`master` records), the parameters themselves
  * under fp32 training. Memory: the output writer plus one unit's full fp32 tensors at a time (each
@@ -9,8 +11,17 @@
  */
 import { join } from "node:path";
 import { locateCheckpoint, readManifest } from "./manifest.ts";
+import { writeHfConfig } from "./hf-config.ts";
+import { HubDirWriter } from "./hub-export.ts";
 import { SafetensorsWriter } from "./safetensors.ts";
 import { ShardSource } from "./shard-source.ts";
+
+/** Options of {@link zeroToFp32}. */
+export interface ConsolidateOptions {
+  /** Write `out` as a Hugging Face Hub directory (config.json, shards of at most this many bytes,
+   * index when there are several; hub-export.ts) instead of one safetensors file. */
+  maxShardSize?: number;
+}
 
 /** What {@link zeroToFp32} wrote. */
 export interface ConsolidateResult {
@@ -33,14 +44,16 @@ export interface ConsolidateResult {
  * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record);
  *   SafetensorsError / fs errors while writing (the partial output is removed).
  */
-export function zeroToFp32(path: string, out: string, tag?: string): ConsolidateResult {
+export function zeroToFp32(path: string, out: string, tag?: string, opts: ConsolidateOptions = {}): ConsolidateResult {
   const t0 = performance.now();
   const loc = locateCheckpoint(path, tag);
   const m = readManifest(loc.tagDir);
   const source = m.param_dtype === "f32" ? "params" : "master";
   const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
   const src = new ShardSource(loc.tagDir, m);
-  const w = SafetensorsWriter.create(out, specs, { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) });
+  const meta = { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) };
+  // a Hub directory (hub-export.ts: shards of maxShardSize, index, config.json) or one file
+  const w = opts.maxShardSize !== undefined ? HubDirWriter.create(out, specs, opts.maxShardSize, meta) : SafetensorsWriter.create(out, specs, meta);
   let numel = 0;
   let largest = 0;
   try {
@@ -54,6 +67,7 @@ export function zeroToFp32(path: string, out: string, tag?: string): Consolidate
       }
     }
     w.finish();
+    if (opts.maxShardSize !== undefined) writeHfConfig(out, m.config.model, "f32");
   } catch (e) {
     w.abort();
     throw e;

@@ -1,6 +1,7 @@
 /**
- * `engine.save16bitModel(dir)`: one safetensors file (`model.safetensors`) with Hugging Face
- * parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), plus the
+ * `engine.save16bitModel(dir)`: one safetensors file (`model.safetensors`) — or, with
+ * `maxShardSize`, shards and an index as `save_pretrained` writes them (hub-export.ts) — with Hugging
+ * Face parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), plus the
  * model's `config.json` (hf-config.ts), so the directory loads with Transformers' `from_pretrained`
  * and with `--init-from`.
  *
@@ -19,12 +20,16 @@ import { mkdirSync } from "node:fs";
 import type { CheckpointTarget } from "../engine/stateful.ts";
 import { readPadded } from "../engine/host-transfer.ts";
 import { writeHfConfig } from "./hf-config.ts";
+import { HubDirWriter } from "./hub-export.ts";
 import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
 
 /** Options of {@link save16bitModel}. */
 export interface Save16Options {
-  /** File name inside `dir` (default `model.safetensors`). */
+  /** File name inside `dir` (default `model.safetensors`; not with `maxShardSize`). */
   filename?: string;
+  /** Shard the weights as `save_pretrained(max_shard_size=…)` does: files of at most this many
+   * bytes and `model.safetensors.index.json` when there are several (hub-export.ts). */
+  maxShardSize?: number;
 }
 
 const ST_DTYPE: Record<string, SafetensorsDType> = { f32: "F32", bf16: "BF16", f16: "F16" };
@@ -50,11 +55,12 @@ export async function save16bitModel(engine: CheckpointTarget, dir: string, opts
   units.forEach((u, i) => (held[i] = engine.handleOf(u) ? 1 : 0));
   const all = comm.worldSize > 1 ? await comm.allGather(held) : held;
   const path = join(dir, opts.filename ?? "model.safetensors");
-  let writer: SafetensorsWriter | null = null;
+  let writer: SafetensorsWriter | HubDirWriter | null = null;
   if (comm.rank === 0) {
     mkdirSync(dir, { recursive: true });
     const specs = units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: ST_DTYPE[u.dtype]!, shape: [...p.shape] })));
-    writer = SafetensorsWriter.create(path, specs, { format: "pt", "zeromoe.dtype": env.paramDtype });
+    const meta = { format: "pt", "zeromoe.dtype": env.paramDtype };
+    writer = opts.maxShardSize !== undefined ? HubDirWriter.create(dir, specs, opts.maxShardSize, meta) : SafetensorsWriter.create(path, specs, meta);
   }
   try {
     for (let i = 0; i < units.length; i++) {

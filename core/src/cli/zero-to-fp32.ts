@@ -9,22 +9,34 @@
  */
 import { zeroToFp32 } from "../checkpoint/consolidate.ts";
 import { CheckpointError } from "../checkpoint/errors.ts";
+import { existsSync, statSync } from "node:fs";
+import { parseByteSize } from "../config/byte-size.ts";
 import { fileOutputProblem } from "./output-paths.ts";
 
 /** Usage text. */
-export const ZERO_TO_FP32_USAGE = `usage: bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]`;
+export const ZERO_TO_FP32_USAGE = `usage: bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]
+       bun run zero-to-fp32 <checkpoint-dir> <out-dir> --max-shard-size SIZE [--tag TAG]   (a Hugging Face Hub directory: config.json, shards of at most SIZE such as 5GB or 500MiB, index)`;
 
 /** Run with `argv` (without runtime and script); returns the exit status. */
 export function main(argv: readonly string[]): number {
   const pos: string[] = [];
   let tag: string | undefined;
+  let maxShardSize: number | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--help" || a === "-h") {
       console.log(ZERO_TO_FP32_USAGE);
       return 0;
     }
-    if (a === "--tag") {
+    if (a === "--max-shard-size") {
+      const v = argv[++i];
+      const b = v === undefined ? "a value" : parseByteSize(v);
+      if (typeof b === "string") {
+        console.error(`error: --max-shard-size: ${v === undefined ? "needs a value" : b}\n${ZERO_TO_FP32_USAGE}`);
+        return 2;
+      }
+      maxShardSize = b;
+    } else if (a === "--tag") {
       tag = argv[++i];
       if (tag === undefined) {
         console.error(`error: --tag needs a value\n${ZERO_TO_FP32_USAGE}`);
@@ -39,14 +51,19 @@ export function main(argv: readonly string[]): number {
     console.error(`error: expected <checkpoint-dir> and <out.safetensors>, got ${pos.length} argument(s)\n${ZERO_TO_FP32_USAGE}`);
     return 2;
   }
-  const outProblem = fileOutputProblem(pos[1]!, false);
-  if (outProblem !== null) {
-    console.error(`error: <out.safetensors> ${pos[1]}: ${outProblem}\n${ZERO_TO_FP32_USAGE}`);
+  if (maxShardSize === undefined) {
+    const outProblem = fileOutputProblem(pos[1]!, false);
+    if (outProblem !== null) {
+      console.error(`error: <out.safetensors> ${pos[1]}: ${outProblem}\n${ZERO_TO_FP32_USAGE}`);
+      return 2;
+    }
+  } else if (existsSync(pos[1]!) && !statSync(pos[1]!).isDirectory()) {
+    console.error(`error: <out-dir> ${pos[1]} exists and is not a directory\n${ZERO_TO_FP32_USAGE}`);
     return 2;
   }
   try {
-    const r = zeroToFp32(pos[0]!, pos[1]!, tag);
-    console.log(`wrote ${pos[1]}: ${r.tensors} tensors, ${r.numel} parameters (fp32 from ${r.source}, tag ${r.tag}, largest unit ${r.largestUnit} elements) in ${r.seconds.toFixed(2)} s`);
+    const r = zeroToFp32(pos[0]!, pos[1]!, tag, { maxShardSize });
+    console.log(`wrote ${pos[1]}: ${r.tensors} tensors, ${r.numel} parameters (fp32 from ${r.source}, tag ${r.tag}, largest unit ${r.largestUnit} elements)${maxShardSize !== undefined ? " as a Hub directory" : ""} in ${r.seconds.toFixed(2)} s`);
     return 0;
   } catch (e) {
     if (e instanceof CheckpointError) {
