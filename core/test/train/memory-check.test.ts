@@ -240,11 +240,11 @@ describe("checkModelStateFits", () => {
 test("bun run train: a 33.7e9-parameter llama on cpu exits 2 at once, message only", async () => {
   const path = join(dir, "huge.json");
   writeFileSync(path, JSON.stringify({ model: HUGE_LLAMA, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 13 }, backend: "cpu", steps: 1, train_micro_batch_size_per_gpu: 1 }));
-  const t0 = performance.now();
+  // no wall-clock assertion: refusing before allocating is shown by the exit code and message (an
+  // attempt to allocate 540 GB would crash instead); the test timeout is the hang guard
   const p = Bun.spawn(["bun", resolve(import.meta.dir, "../../src/cli/train.ts"), "--config", path], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
   const [stderr, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   expect(code).toBe(2);
-  expect(performance.now() - t0).toBeLessThan(10_000);
   expect(stderr).not.toMatch(/^\s+at /m);
   expect(stderr).toMatch(/^error: the job does not fit in memory: 1 error\n {2}- zero_optimization\.stage: model states need 539\.9 GB per rank \(llama, 33\.74e9 parameters; ZeRO stage 0, fp32: 4 \+ 4 \+ 8 bytes per parameter; world_size 1\) but the cpu backend has \d+\.\d+ GB per rank/);
 });
@@ -261,4 +261,4 @@ test("bun run train --backend auto --world-size 2: the ranks' check (after choos
   // webgpu here is Mesa's lavapipe, a CPU-type adapter: its buffers are host memory
   expect(stderr).toMatch(new RegExp(`model states need 270\\.0 GB per rank \\(llama, 33\\.74e9 parameters; ZeRO stage 3, mixed precision: 2 \\+ 2 \\+ 12 bytes per parameter; world_size 2\\) but the ${be} backend has [\\d.]+ GB per rank .*shared by the 2 ranks of this process`));
   expect(stdout).not.toMatch(/^data +\S+: \d+ tokens/m); // refused before the data loader
-}, 60_000);
+}, 300_000); // ~30 s on a busy 2-core machine (backend probe + two ranks): a generous hang guard
