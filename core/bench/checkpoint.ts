@@ -16,7 +16,7 @@
  * parameters: hidden 768, 7 layers, intermediate 2048, vocab 32000; fp32, ZeRO-2: each rank writes
  * half of the params, m and v ≈ 600 MB).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RecordCodec } from "../src/checkpoint/record-file.ts";
@@ -56,8 +56,19 @@ export async function main(args: string[]): Promise<void> {
   console.log(`checkpoint bench: world ${W}, ZeRO-${stage}, cpu backend, dir ${root}`);
   console.log(`${"model".padEnd(8)} ${"params".padStart(11)} ${"codec".padEnd(10)} ${"MB/rank".padStart(8)} ${"file MB".padStart(8)} ${"cold save".padStart(10)} ${"save MB/s".padStart(10)} ${"load MB/s".padStart(10)} ${"raw write".padStart(10)} ${"raw read".padStart(10)}`);
   // an interrupted run removes its temporary folder too (the 100m model writes about 600 MB there)
+  // The rank workers (threads of this process) may still be writing while the folder is removed, so
+  // a removal can race with a file they create (ENOTEMPTY) or they can recreate a folder: retry
+  // until the folder is gone, then exit (which stops the workers).
   const onSignal = (sig: NodeJS.Signals) => {
-    if (!args.includes("--dir")) rmSync(root, { recursive: true, force: true });
+    if (!args.includes("--dir")) {
+      for (let i = 0; i < 20 && existsSync(root); i++) {
+        try {
+          rmSync(root, { recursive: true, force: true, maxRetries: 3, retryDelay: 10 });
+        } catch {
+          // a worker created a file mid-removal: try again
+        }
+      }
+    }
     process.exit(sig === "SIGINT" ? 130 : 143);
   };
   process.once("SIGINT", onSignal);
