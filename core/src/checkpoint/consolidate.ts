@@ -23,6 +23,13 @@ export interface ConsolidateOptions {
   maxShardSize?: number;
 }
 
+/** `plugins.model_buffers` of a manifest (name → values), or {} when absent or malformed. */
+function manifestBuffers(plugins: unknown): Record<string, number[]> {
+  const b = (plugins as { model_buffers?: unknown } | null | undefined)?.model_buffers;
+  if (typeof b !== "object" || b === null || Array.isArray(b)) return {};
+  return Object.fromEntries(Object.entries(b as Record<string, unknown>).filter((e): e is [string, number[]] => Array.isArray(e[1]) && e[1].every((x) => typeof x === "number")));
+}
+
 /** What {@link zeroToFp32} wrote. */
 export interface ConsolidateResult {
   tag: string;
@@ -50,6 +57,9 @@ export function zeroToFp32(path: string, out: string, tag?: string, opts: Consol
   const m = readManifest(loc.tagDir);
   const source = m.param_dtype === "f32" ? "params" : "master";
   const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
+  // the model's buffers the moe plugin saved (DeepSeek-V3's e_score_correction_bias), after the parameters
+  const buffers = Object.entries(manifestBuffers(m.plugins));
+  for (const [name, v] of buffers) specs.push({ name, dtype: "F32", shape: [v.length] });
   const src = new ShardSource(loc.tagDir, m);
   const meta = { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) };
   // a Hub directory (hub-export.ts: shards of maxShardSize, index, config.json) or one file
@@ -66,6 +76,7 @@ export function zeroToFp32(path: string, out: string, tag?: string, opts: Consol
         numel += n;
       }
     }
+    for (const [name, v] of buffers) w.writeTensor(name, Float32Array.from(v));
     w.finish();
     if (opts.maxShardSize !== undefined) writeHfConfig(out, m.config.model, "f32");
   } catch (e) {

@@ -59,6 +59,8 @@ export async function save16bitModel(engine: CheckpointTarget, dir: string, opts
   if (comm.rank === 0) {
     mkdirSync(dir, { recursive: true });
     const specs = units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: ST_DTYPE[u.dtype]!, shape: [...p.shape] })));
+    // the model's buffers (DeepSeek-V3's e_score_correction_bias), f32, after the parameters
+    for (const [name, b] of engine.modelBuffers()) specs.push({ name, dtype: "F32", shape: [b.length] });
     const meta = { format: "pt", "zeromoe.dtype": env.paramDtype };
     writer = opts.maxShardSize !== undefined ? HubDirWriter.create(dir, specs, opts.maxShardSize, meta) : SafetensorsWriter.create(path, specs, meta);
   }
@@ -86,6 +88,7 @@ export async function save16bitModel(engine: CheckpointTarget, dir: string, opts
       }
       if (writer && full) for (const q of u.params) writer.writeTensor(q.name, full.subarray(q.offset, q.offset + q.numel));
     }
+    if (writer) for (const [name, b] of engine.modelBuffers()) writer.writeTensor(name, b);
     writer?.finish();
     if (comm.rank === 0) writeHfConfig(dir, config.model, env.paramDtype);
   } catch (e) {

@@ -160,7 +160,7 @@ export interface HubPlan {
  * `lm_head.weight` is accepted unused when `tied`; `rotary_emb.inv_freq` buffers are ignored.
  * @throws SafetensorsError listing every missing tensor and every shape mismatch (both shapes) at once.
  */
-export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tied: boolean): HubPlan {
+export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tied: boolean, buffers: readonly string[] = []): HubPlan {
   const shapes = hub.shapes();
   const sources = new Map<string, TensorSource>();
   const missing: string[] = [];
@@ -183,6 +183,8 @@ export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tie
   if (mismatched.length > 0) problems.push(`${mismatched.length} shape mismatch${mismatched.length === 1 ? "" : "es"}: ${mismatched.slice(0, LIST_LIMIT).join("; ")}${mismatched.length > LIST_LIMIT ? ` … and ${mismatched.length - LIST_LIMIT} more` : ""}`);
   if (problems.length > 0) throw new SafetensorsError(hub.path, problems.join("; "));
   if (tied) used.add("lm_head.weight");
+  // the model's buffers (DeepSeek-V3's e_score_correction_bias) are read when stored, never required
+  for (const b of buffers) if (shapes.has(b)) used.add(b);
   const unexpected = [...shapes.keys()].filter((n) => !used.has(n) && !n.endsWith("rotary_emb.inv_freq")).sort();
   return { sources, unexpected };
 }
@@ -203,14 +205,15 @@ export interface HubInitResult {
  * collective; every rank calls it.
  * @throws SafetensorsError naming the path/file and tensors (missing, shapes, dtype, malformed files).
  */
-export function initFromHub(engine: CheckpointTarget, path: string): HubInitResult {
+export async function initFromHub(engine: CheckpointTarget, path: string): Promise<HubInitResult> {
   const hub = HubCheckpoint.open(path);
   const be = engine.job.be;
   let reads = 0;
   let elements = 0;
   try {
     const params = engine.modelUnits.flatMap((u) => u.params.map((p) => ({ name: p.name, shape: p.shape })));
-    const plan = planHubLoad(hub, params, engine.job.config.model.tie_word_embeddings);
+    const buffers = engine.modelBuffers();
+    const plan = planHubLoad(hub, params, engine.job.config.model.tie_word_embeddings, [...buffers.keys()]);
     for (const u of engine.modelUnits) {
       const h = engine.handleOf(u);
       if (!h) continue; // held by another rank (expert parallelism)
@@ -232,7 +235,19 @@ export function initFromHub(engine: CheckpointTarget, path: string): HubInitResu
         elements += b - a;
       }
     }
-    for (const h of engine.units()) engine.initMaster(h);
+    // buffers: small, read whole on every rank (they are the same everywhere)
+    for (const [name, arr] of buffers) {
+      const shape = hub.shapes().get(name);
+      if (!shape) continue;
+      const n = shape.reduce((a, b) => a * b, 1);
+      if (n !== arr.length) throw new SafetensorsError(hub.path, `${name}: checkpoint has [${shape.join(", ")}], the model needs [${arr.length}]`, name);
+      const { bytes, info, file } = hub.readElements(name, 0, n);
+      const dec = decodeTensor(bytes, { ...info, shape: [n], numel: n }, file);
+      if (dec.dtype !== "f32") throw new SafetensorsError(file, `holds integers (${info.dtype}); a buffer needs a floating dtype`, name);
+      arr.set(dec.data as Float32Array);
+      reads++;
+    }
+    for (const h of engine.units()) await engine.initMaster(h);
     const n = plan.unexpected.length;
     const warning = n === 0 ? null : `${hub.path}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${engine.job.config.model.model_type} model: ${listNames(plan.unexpected)}`;
     return { reads, elements, unexpected: plan.unexpected, warning };

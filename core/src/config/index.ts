@@ -9,6 +9,7 @@ export { DEFAULT_JOB } from "./default-job.ts";
 export { JOB_SPEC } from "./spec-job.ts";
 export { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 export { AUTOEP_PRESETS, type AutoEPPreset, type AutoEPPresetName } from "./autoep-presets.ts";
+export { isSparseModel, moeLayerIndices, moeShape, modelBufferNames, type MoEShape } from "./moe-shape.ts";
 export { parseByteSize, formatByteSize } from "./byte-size.ts";
 export { countParameters, type ParameterCount } from "./param-count.ts";
 export { summarizeJob, formatCount } from "./summary.ts";

@@ -82,6 +82,14 @@ export function attentionParams(m: ModelConfig): number {
   return 2 * H * nH * m.head_dim + 2 * H * m.num_key_value_heads * m.head_dim;
 }
 
+/** Hugging Face names of the model's buffers (state saved with the model, not trained):
+ * DeepSeek-V3's `model.layers.{l}.mlp.gate.e_score_correction_bias` of each MoE layer; none
+ * for the other families. */
+export function modelBufferNames(m: ModelConfig): string[] {
+  if (m.model_type !== "deepseek_v3") return [];
+  return moeLayerIndices(m).map((l) => `model.layers.${l}.mlp.gate.e_score_correction_bias`);
+}
+
 /** True when every decoder layer of `m` has the same parameters (Llama, Mixtral). */
 export function uniformLayers(m: ModelConfig): boolean {
   return m.model_type === "llama" || m.model_type === "mixtral";

@@ -395,6 +395,11 @@ export class Engine implements CheckpointTarget {
   }
 
   /** Warnings of the plugins' `check` of their saved manifest entries (CheckpointTarget). */
+  /** The model's buffers (CheckpointTarget). */
+  modelBuffers(): ReadonlyMap<string, Float32Array> {
+    return this.model.buffers();
+  }
+
   checkManifestEntries(saved: Readonly<Record<string, unknown>>): string[] {
     const out: string[] = [];
     for (const [key, { c }] of this.reg.manifest) {

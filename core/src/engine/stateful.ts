@@ -43,6 +43,9 @@ export interface CheckpointTarget extends Stateful<EngineStateDict> {
   /** Warnings of plugins whose state differs from their saved manifest entry (`plugins[key]` of a
    * loaded checkpoint; ManifestContribution `check`). */
   checkManifestEntries(saved: Readonly<Record<string, unknown>>): string[];
+  /** The model's buffers by Hugging Face name (the live arrays; the same on every rank): saved with
+   * the model, not trained (CausalDecoder.buffers; DeepSeek-V3's e_score_correction_bias). */
+  modelBuffers(): ReadonlyMap<string, Float32Array>;
   /** Set the fp32 master copy of `unit` from its stored parameters (mixed precision: the device
    * master; offloaded optimizer states: the host master, any precision). */
   initMaster(unit: UnitHandle): Promise<void>;

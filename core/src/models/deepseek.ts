@@ -119,12 +119,19 @@ export class DeepseekV3ForCausalLM extends DeepseekDecoder<DeepseekV3Config> {
     super.loadStateDict(rest, opts);
   }
 
-  override async stateDict(): Promise<StateDict> {
-    const sd = await super.stateDict();
+  /** Each MoE layer's `mlp.gate.e_score_correction_bias` (the live arrays). */
+  override buffers(): Map<string, Float32Array> {
+    const out = new Map<string, Float32Array>();
     for (let l = 0; l < this.config.num_hidden_layers; l++) {
       const bias = this.expertBias(l);
-      if (bias) sd.set(`model.layers.${l}.mlp.gate.e_score_correction_bias`, { shape: [bias.length], dtype: "f32", data: Float32Array.from(bias) });
+      if (bias) out.set(`model.layers.${l}.mlp.gate.e_score_correction_bias`, bias);
     }
+    return out;
+  }
+
+  override async stateDict(): Promise<StateDict> {
+    const sd = await super.stateDict();
+    for (const [name, b] of this.buffers()) sd.set(name, { shape: [b.length], dtype: "f32", data: Float32Array.from(b) });
     return sd;
   }
 }

@@ -328,6 +328,12 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     return add(h2, m);
   }
 
+  /** The model's buffers by Hugging Face name: state that is saved with the model but not trained
+   * (DeepSeek-V3's `e_score_correction_bias`); the live arrays. None for most families. */
+  buffers(): Map<string, Float32Array> {
+    return new Map();
+  }
+
   /** All parameters in unit order. */
   parameters(): Parameter[] {
     return this.units.parameters();

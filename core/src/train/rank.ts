@@ -126,7 +126,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     const initFrom = args.initFrom ?? (args.resume === undefined ? config.model.from_pretrained : undefined);
     if (initFrom !== undefined) {
       const t0 = performance.now();
-      const r = initFromHub(engine, initFrom);
+      const r = await initFromHub(engine, initFrom);
       out.line(`init-from  ${initFrom}: ${r.elements} parameter elements read by rank ${comm.rank} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       if (r.warning) out.line(`warning: ${r.warning}`);
     }

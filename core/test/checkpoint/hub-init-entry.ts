@@ -11,6 +11,6 @@ import { gatherFullParams } from "../../src/testing/gather-full-params.ts";
 export default async function main(comm: Communicator, _rank: number, _ws: number, args: { job: Record<string, unknown>; path: string }): Promise<{ params: Record<string, number[]>; elements: number; warning: string | null }> {
   const { config } = resolveJobConfig({ ...args.job, world_size: comm.worldSize });
   const engine = await Engine.create({ config, comm, backend: new CpuBackend(), plugins: await pluginsForJob(config), log: () => {} });
-  const r = initFromHub(engine, args.path);
+  const r = await initFromHub(engine, args.path);
   return { params: await gatherFullParams(engine, comm), elements: r.elements, warning: r.warning };
 }

@@ -37,6 +37,8 @@
  * Statistics for tests and tools: {@link moeStateOf}(engine.env).stats — see stats.ts.
  */
 import { definePlugin, type EngineHooks, type HookContext, type SetupContext, type UnitInfo } from "@zeromoe/core";
+import { modelBufferNames } from "@zeromoe/core/config";
+import type { CausalDecoder } from "@zeromoe/core/models";
 import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
@@ -193,6 +195,33 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             if (!isManifestEntry(saved) || saved.placement.ep_size !== P) return null;
             if (JSON.stringify(saved.placement.owner) === JSON.stringify(state.record.owner)) return null;
             return `the expert placement differs from the checkpoint's (plugins.moe.placement); parameters are loaded by expert, so training is unaffected, but experts now live on other ranks (resume the job with --resume, or create the moe plugin with createMoEPlugin({ manifest }), to keep it)`;
+          },
+        });
+      }
+      // the model's buffers (DeepSeek-V3's e_score_correction_bias): not trained, so not in the
+      // units' states — saved in the manifest (`plugins.model_buffers`), given back on --resume
+      if (modelBufferNames(model).length > 0) {
+        let target: CausalDecoder | null = null;
+        let saved: Record<string, number[]> | null = null;
+        const apply = (): void => {
+          if (!target || !saved) return;
+          for (const [name, arr] of target.buffers()) {
+            const v = saved[name];
+            if (!v) continue;
+            if (v.length !== arr.length) throw new Error(`moe plugin: the checkpoint's model_buffers.${name} has ${v.length} values, the model's has ${arr.length}`);
+            arr.set(v);
+          }
+        };
+        ctx.transformModel((m) => {
+          target = m;
+          apply();
+        });
+        ctx.checkpoint.contribute("model_buffers", {
+          save: () => Object.fromEntries([...(target?.buffers() ?? new Map<string, Float32Array>())].map(([n, b]) => [n, Array.from(b)])),
+          restore: (s) => {
+            if (typeof s !== "object" || s === null || Array.isArray(s)) throw new Error(`moe plugin: the checkpoint's plugins.model_buffers is not an object of arrays`);
+            saved = s as Record<string, number[]>;
+            apply();
           },
         });
       }
