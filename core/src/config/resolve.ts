@@ -208,8 +208,9 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   const sch = job.scheduler;
   if (sch && valid(ctx, "scheduler", "optimizer", "steps")) {
     const p = sch.params as unknown as Record<string, unknown>;
-    if (sch.type !== "WarmupCosineLR" && p.warmup_max_lr === undefined) p.warmup_max_lr = job.optimizer.params.lr;
-    if (sch.type !== "WarmupLR" && p.total_num_steps === undefined) {
+    const warmup = sch.type === "WarmupLR" || sch.type === "WarmupDecayLR" || sch.type === "WarmupCosineLR"; // OneCycle/LRRangeTest set their own lrs
+    if ((sch.type === "WarmupLR" || sch.type === "WarmupDecayLR") && p.warmup_max_lr === undefined) p.warmup_max_lr = job.optimizer.params.lr;
+    if (warmup && sch.type !== "WarmupLR" && p.total_num_steps === undefined) {
       if (job.steps < 1) addIssue(ctx, "scheduler.params.total_num_steps", `required when steps is 0 (scheduler ${sch.type})`);
       p.total_num_steps = job.steps;
     }

@@ -37,13 +37,34 @@ export const OPTIMIZER_PARAMS_SPEC: ObjectSpec = {
   ignored: { torch_adam: "ZeroMoE has one fused Adam kernel" },
 };
 
+/** DeepSpeed optimizers ZeroMoE refuses, with the reason (lower-case name → why). */
+export const REFUSED_OPTIMIZERS: Readonly<Record<string, string>> = {
+  onebitadam: "1-bit Adam compresses the gradient all-reduce to 1 bit with error feedback after a warmup of plain Adam steps (Tang et al. 2021); ZeroMoE's reduce paths send exact fp32/16-bit sums in a fixed rank order (bit-identical across ZeRO stages) and have no compressed collective, and DeepSpeed itself supports it only without ZeRO stage 2/3",
+  zerooneadam: "0/1 Adam adds 1-bit compressed communication and variance freezing/local steps (Lu et al. 2022); ZeroMoE has no compressed collectives and its reduce paths are exact, and DeepSpeed supports it only without ZeRO stage 2/3",
+  onebitlamb: "1-bit LAMB needs compressed (1-bit, error-feedback) communication, which ZeroMoE's exact reduce paths do not have, plus LAMB's per-tensor trust ratios, and DeepSpeed supports it only without ZeRO stage 2/3",
+  lamb: "LAMB's layer-wise trust ratio needs each parameter tensor's weight and update norms, summed over the shards of every rank holding part of the tensor, which ZeroMoE's fused per-unit AdamW step does not compute yet",
+};
+
 /** `optimizer` section. */
 export const OPTIMIZER_SPEC: ObjectSpec = {
   kind: "object",
   default: { type: "AdamW" },
   doc: "optimizer (DeepSpeed `optimizer` section)",
   fields: {
-    type: { kind: "enum", values: ["Adam", "AdamW"], caseInsensitive: true, default: "AdamW", doc: "optimizer name" },
+    type: {
+      kind: "custom",
+      typeName: '"Adam" | "AdamW" (case-insensitive)',
+      default: "AdamW",
+      doc: "optimizer name; DeepSpeed's Lamb and its compressed-communication optimizers are refused, saying why",
+      check(value: unknown, path: string, ctx: CheckContext): unknown {
+        const refused = typeof value === "string" ? REFUSED_OPTIMIZERS[value.toLowerCase()] : undefined;
+        if (refused) {
+          addIssue(ctx, path, `optimizer "${value}" is not available: ${refused}; use "AdamW" (or "Adam")`);
+          return undefined;
+        }
+        return check(value, { kind: "enum", values: ["Adam", "AdamW"], caseInsensitive: true }, path, ctx);
+      },
+    },
     params: OPTIMIZER_PARAMS_SPEC,
   },
 };
@@ -52,7 +73,7 @@ const WARMUP_TYPE: Spec = { kind: "enum", values: ["log", "linear"], default: "l
 
 /** Param specs per scheduler type. `warmup_max_lr` and `total_num_steps` defaults are filled by
  * resolve.ts (optimizer lr; job `steps`). Sources: deepspeed/runtime/lr_schedules.py. */
-export const SCHEDULER_PARAM_SPECS: Readonly<Record<"WarmupLR" | "WarmupDecayLR" | "WarmupCosineLR", ObjectSpec>> = {
+export const SCHEDULER_PARAM_SPECS: Readonly<Record<"WarmupLR" | "WarmupDecayLR" | "WarmupCosineLR" | "OneCycle" | "LRRangeTest", ObjectSpec>> = {
   WarmupLR: {
     kind: "object",
     fields: {
@@ -80,6 +101,34 @@ export const SCHEDULER_PARAM_SPECS: Readonly<Record<"WarmupLR" | "WarmupDecayLR"
       warmup_num_steps: { kind: "number", int: true, min: 0, default: 1000, doc: "warmup length (DeepSpeed uses max(2, value))" },
       cos_min_ratio: { kind: "number", min: 0, max: 1, default: 1e-4, doc: "lr ratio at the end of the cosine" },
       warmup_type: WARMUP_TYPE,
+    },
+  },
+  // 1cycle (Smith 2018); DeepSpeed OneCycle's arguments and defaults (optim/cyclic-schedulers.ts)
+  OneCycle: {
+    kind: "object",
+    fields: {
+      cycle_min_lr: { kind: "number", min: 0, required: true, doc: "lr at the start and end of the cycle" },
+      cycle_max_lr: { kind: "number", min: 0, required: true, doc: "lr at the top of the cycle" },
+      decay_lr_rate: { kind: "number", min: 0, default: 0, doc: "after the cycle: lr = cycle_min_lr / (1 + rate · steps / decay_step_size)" },
+      cycle_first_step_size: posInt("steps of the rising half", 2000),
+      cycle_second_step_size: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "steps of the falling half (null: cycle_first_step_size)" },
+      cycle_first_stair_count: nonNegInt("stairs of the rising half (0: continuous)", 0),
+      cycle_second_stair_count: { kind: "number", int: true, min: 0, nullable: true, default: null, doc: "stairs of the falling half (null: cycle_first_stair_count)" },
+      decay_step_size: nonNegInt("steps per decay interval after the cycle (0: no decay)", 0),
+      cycle_momentum: bool("cycle Adam's beta1 inversely to the lr (betas become (beta1, 0.99), as DeepSpeed sets them)", true),
+      cycle_min_mom: { kind: "number", min: 0, max: 1, exclusiveMax: true, default: 0.8, doc: "beta1 at the top of the cycle" },
+      cycle_max_mom: { kind: "number", min: 0, max: 1, exclusiveMax: true, default: 0.9, doc: "beta1 at the start and end of the cycle" },
+      decay_mom_rate: { kind: "number", min: 0, default: 0, doc: "after the cycle: beta1 = cycle_max_mom · (1 + rate · steps / decay_step_size)" },
+    },
+  },
+  // the lr range test (Smith 2017); DeepSpeed LRRangeTest's arguments and defaults
+  LRRangeTest: {
+    kind: "object",
+    fields: {
+      lr_range_test_min_lr: { kind: "number", min: 0, default: 1e-3, doc: "lr at step 0" },
+      lr_range_test_step_size: posInt("steps per interval", 2000),
+      lr_range_test_step_rate: { kind: "number", min: 0, default: 1, doc: "lr = min_lr · (1 + step_rate · interval)" },
+      lr_range_test_staircase: bool("whole intervals only (floor) instead of continuous", false),
     },
   },
 };

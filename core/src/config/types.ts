@@ -225,7 +225,35 @@ export interface WarmupCosineLRParams {
 export type SchedulerConfig =
   | { type: "WarmupLR"; params: WarmupLRParams }
   | { type: "WarmupDecayLR"; params: WarmupDecayLRParams }
-  | { type: "WarmupCosineLR"; params: WarmupCosineLRParams };
+  | { type: "WarmupCosineLR"; params: WarmupCosineLRParams }
+  | { type: "OneCycle"; params: OneCycleParams }
+  | { type: "LRRangeTest"; params: LRRangeTestParams };
+
+/** DeepSpeed OneCycle params (optim/cyclic-schedulers.ts). */
+export interface OneCycleParams {
+  cycle_min_lr: number;
+  cycle_max_lr: number;
+  decay_lr_rate: number;
+  cycle_first_step_size: number;
+  /** null: cycle_first_step_size. */
+  cycle_second_step_size: number | null;
+  cycle_first_stair_count: number;
+  /** null: cycle_first_stair_count. */
+  cycle_second_stair_count: number | null;
+  decay_step_size: number;
+  cycle_momentum: boolean;
+  cycle_min_mom: number;
+  cycle_max_mom: number;
+  decay_mom_rate: number;
+}
+
+/** DeepSpeed LRRangeTest params (optim/cyclic-schedulers.ts). */
+export interface LRRangeTestParams {
+  lr_range_test_min_lr: number;
+  lr_range_test_step_size: number;
+  lr_range_test_step_rate: number;
+  lr_range_test_staircase: boolean;
+}
 
 export interface Fp16Config {
   enabled: boolean;

@@ -310,6 +310,7 @@ export class Engine implements CheckpointTarget {
       lossScale,
       maxNorm: env.config.gradient_clipping,
       gradDivisor: accum * env.comm.worldSize,
+      betas: this.scheduler.getBetas?.() ?? null,
       offloadStep: this.hooks.offload.step ? (units, hp) => this.hooks.offload.step!(units, hp, env) : undefined,
     }));
     await this.timed("gather", () => this.hooks.gather.endStep?.(env));

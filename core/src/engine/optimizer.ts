@@ -25,6 +25,8 @@ export interface StepInputs {
   maxNorm: number;
   /** Divisor turning summed gradients into the mean: accumulation steps × world size. */
   gradDivisor: number;
+  /** Adam betas of this step when the schedule sets them (OneCycle's cycle_momentum); default optimizer.params.betas. */
+  betas?: readonly [number, number] | null;
   /** The offload hook's `step` for units whose states are off the device (required if any is). */
   offloadStep?: (units: readonly UnitState[], hp: AdamWParams) => Promise<void>;
 }
@@ -78,8 +80,8 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
     const mixed = env.paramDtype !== "f32";
     const hp: AdamWParams = {
       lr: inp.lr,
-      beta1: o.betas[0],
-      beta2: o.betas[1],
+      beta1: (inp.betas ?? o.betas)[0],
+      beta2: (inp.betas ?? o.betas)[1],
       eps: o.eps,
       weightDecay: o.weight_decay,
       decoupled: o.adam_w_mode,

@@ -21,6 +21,7 @@
  * warns) and t reaches W, DeepSpeed divides by zero or runs the cosine backwards; here the ratio is c.
  */
 import type { SchedulerConfig, WarmupCosineLRParams, WarmupDecayLRParams, WarmupLRParams, WarmupType } from "../config/types.ts";
+import { LRRangeTest, OneCycle } from "./cyclic-schedulers.ts";
 
 /** Checkpointable state (DeepSpeed's `state_dict`). */
 export interface SchedulerState {
@@ -40,6 +41,8 @@ export interface LRScheduler {
   stateDict(): SchedulerState;
   /** Restore from {@link stateDict}; throws if the state is malformed. */
   loadStateDict(state: SchedulerState): void;
+  /** Adam betas the next step uses when the schedule cycles momentum (OneCycle), else null/absent. */
+  getBetas?(): [number, number] | null;
 }
 
 /** Warmup progress γ(t) ∈ [0, 1) for 0 ≤ t < W (DeepSpeed `_get_gamma` warmup branch). */
@@ -153,5 +156,9 @@ export function createScheduler(cfg: SchedulerConfig | null, baseLr: number): LR
       return new WarmupDecayLR(cfg.params);
     case "WarmupCosineLR":
       return new WarmupCosineLR(cfg.params, baseLr);
+    case "OneCycle":
+      return new OneCycle(cfg.params);
+    case "LRRangeTest":
+      return new LRRangeTest(cfg.params);
   }
 }
