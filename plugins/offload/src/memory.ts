@@ -7,10 +7,14 @@
  * parameters leave the device likewise.
  */
 import type { PluginMemory } from "@zeromoe/core/plugin";
+import { offloadOptions } from "./options.ts";
 
 /** Memory contribution (see the module comment). */
 export const offloadMemory: PluginMemory = {
   partition(part, input) {
+    // the up-front memory check runs before any data is loaded: refuse offload settings that
+    // cannot run here already (ConfigError naming the key: exit 2), not after loading the data
+    offloadOptions(input.config);
     const z = input.config.zero_optimization;
     const oo = z.offload_optimizer;
     const op = z.offload_param;

@@ -63,6 +63,15 @@ describe("max_device_memory and offload", () => {
     expect(a.offload.moved_bytes.grad_d2h).toBe(3 * 467584 * 4);
   }, 120_000);
 
+  test("offload settings that cannot run exit 2 before any data is loaded, naming the key", async () => {
+    const f = join(dir, "bad.json");
+    writeFileSync(f, JSON.stringify({ zero_optimization: { stage: 3, offload_param: { device: "cpu" } } }));
+    const r = await train(["--deepspeed", f, "--backend", "cpu", "--steps", "1"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain("zero_optimization.offload_param.device: parameter offload needs the optimizer on the host too");
+    expect(r.out).not.toMatch(/^data +moby-dick: \d+ tokens/m);
+  }, 60_000);
+
   test("the budgeted backend refuses an allocation past the budget, naming it", () => {
     const be = withDeviceBudget(new CpuBackend(), 1000);
     const a = be.alloc("f32", 200, "param");
