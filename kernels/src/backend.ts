@@ -113,6 +113,19 @@ export interface AdamWParams {
   gradScale: number;
 }
 
+/** Hyper-parameters of {@link Backend.lambUpdate} (DeepSpeed FusedLamb, You et al. 2019). */
+export interface LambParams {
+  beta1: number;
+  beta2: number;
+  eps: number;
+  /** true: denominator √(v + eps) (DeepSpeed `eps_inside_sqrt`, its mode 0); false: √v + eps. */
+  epsInsideSqrt: boolean;
+  /** Weight decay added to the update (wd·p), so it enters the trust ratio. */
+  weightDecay: number;
+  /** Multiply gradients by this first (1/loss_scale, 1/accumulation, clip coefficients combined). */
+  gradScale: number;
+}
+
 /** Information about the device a backend runs on (for `bun run report` and summaries). */
 export interface BackendInfo {
   name: "cpu" | "webgpu";
@@ -236,6 +249,12 @@ export interface Backend {
    * grads), f32 moments m and v, in place. When `param16` is given (f16 or bf16) the updated
    * params are also written there, rounded to nearest even. */
   adamw(param: View, grad: View, m: View, v: View, param16: View | null, n: number, p: AdamWParams): void;
+  /** LAMB's first phase over n elements (DeepSpeed FusedLamb `lamb_cuda_kernel_part1`): with
+   * g = grad·gradScale, m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g² in place, and
+   * update[i] = m/(√v + eps) + wd·param (√(v + eps) when epsInsideSqrt). param and m, v, update are
+   * f32; grad f32 or 16-bit. The caller takes the norms of param and update per tensor and applies
+   * p ← p − step_size·trust_ratio·update (core/src/optim/lamb-step.ts). */
+  lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void;
   /** out[0] (f32) = Σ x[i]² over n elements (f32 or 16-bit x), accumulated in f32 per workgroup
    * then summed in fixed order, so the result is deterministic. */
   sumSquares(x: View, out: View, n: number): void;

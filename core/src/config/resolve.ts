@@ -204,6 +204,24 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
     );
   }
 
+  // Lamb's keys (DeepSpeed FusedLamb): defaults for Lamb, refused for Adam/AdamW
+  if (valid(ctx, "optimizer")) {
+    const op = job.optimizer.params;
+    const LAMB_KEYS = ["bias_correction", "max_grad_norm", "max_coeff", "min_coeff", "eps_inside_sqrt"] as const;
+    if (job.optimizer.type === "Lamb") {
+      op.bias_correction ??= true;
+      op.max_grad_norm ??= 0;
+      op.max_coeff ??= 10;
+      op.min_coeff ??= 0.01;
+      op.eps_inside_sqrt ??= false;
+      if (op.min_coeff > op.max_coeff) addIssue(ctx, "optimizer.params.min_coeff", `min_coeff (${op.min_coeff}) must not exceed max_coeff (${op.max_coeff})`);
+      if (!op.adam_w_mode) addIssue(ctx, "optimizer.params.adam_w_mode", 'optimizer.type "Lamb" adds weight decay to the update (it enters the trust ratio); adam_w_mode false has no meaning for it');
+      if ((job.zero_optimization?.offload_optimizer?.device ?? "none") !== "none") addIssue(ctx, "zero_optimization.offload_optimizer.device", 'optimizer.type "Lamb" runs on the device only; optimizer offload steps AdamW/Adam');
+    } else {
+      for (const k of LAMB_KEYS) if (op[k] !== undefined) addIssue(ctx, `optimizer.params.${k}`, `${k} is a Lamb parameter; optimizer.type is "${job.optimizer.type}"`);
+    }
+  }
+
   // scheduler defaults from optimizer lr and steps
   const sch = job.scheduler;
   if (sch && valid(ctx, "scheduler", "optimizer", "steps")) {

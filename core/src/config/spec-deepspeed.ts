@@ -33,6 +33,11 @@ export const OPTIMIZER_PARAMS_SPEC: ObjectSpec = {
     eps: { kind: "number", min: 0, exclusiveMin: true, default: 1e-8, doc: "Adam ε added to √v̂" },
     weight_decay: { kind: "number", min: 0, default: 0, doc: "weight decay (decoupled when adam_w_mode)" },
     adam_w_mode: bool("decoupled weight decay (AdamW, Loshchilov & Hutter 2019); false = L2 added to the gradient", true),
+    bias_correction: { kind: "boolean", doc: "Lamb only (default true): step size lr·√(1−β2^t)/(1−β1^t); false = lr" },
+    max_grad_norm: { kind: "number", min: 0, doc: "Lamb only (default 0 = off): gradients divided by (‖g‖ + 1e-6)/max_grad_norm when that exceeds 1" },
+    max_coeff: { kind: "number", min: 0, exclusiveMin: true, doc: "Lamb only (default 10): upper clamp of the trust ratio ‖p‖/‖update‖" },
+    min_coeff: { kind: "number", min: 0, doc: "Lamb only (default 0.01): lower clamp of the trust ratio" },
+    eps_inside_sqrt: { kind: "boolean", doc: "Lamb only (default false): denominator √(v + eps) instead of √v + eps" },
   },
   ignored: { torch_adam: "ZeroMoE has one fused Adam kernel" },
 };
@@ -42,7 +47,6 @@ export const REFUSED_OPTIMIZERS: Readonly<Record<string, string>> = {
   onebitadam: "1-bit Adam compresses the gradient all-reduce to 1 bit with error feedback after a warmup of plain Adam steps (Tang et al. 2021); ZeroMoE's reduce paths send exact fp32/16-bit sums in a fixed rank order (bit-identical across ZeRO stages) and have no compressed collective, and DeepSpeed itself supports it only without ZeRO stage 2/3",
   zerooneadam: "0/1 Adam adds 1-bit compressed communication and variance freezing/local steps (Lu et al. 2022); ZeroMoE has no compressed collectives and its reduce paths are exact, and DeepSpeed supports it only without ZeRO stage 2/3",
   onebitlamb: "1-bit LAMB needs compressed (1-bit, error-feedback) communication, which ZeroMoE's exact reduce paths do not have, plus LAMB's per-tensor trust ratios, and DeepSpeed supports it only without ZeRO stage 2/3",
-  lamb: "LAMB's layer-wise trust ratio needs each parameter tensor's weight and update norms, summed over the shards of every rank holding part of the tensor, which ZeroMoE's fused per-unit AdamW step does not compute yet",
 };
 
 /** `optimizer` section. */
@@ -53,16 +57,16 @@ export const OPTIMIZER_SPEC: ObjectSpec = {
   fields: {
     type: {
       kind: "custom",
-      typeName: '"Adam" | "AdamW" (case-insensitive)',
+      typeName: '"Adam" | "AdamW" | "Lamb" (case-insensitive)',
       default: "AdamW",
-      doc: "optimizer name; DeepSpeed's Lamb and its compressed-communication optimizers are refused, saying why",
+      doc: "optimizer name: Adam, AdamW or Lamb (DeepSpeed FusedLamb); the compressed-communication optimizers are refused, saying why",
       check(value: unknown, path: string, ctx: CheckContext): unknown {
         const refused = typeof value === "string" ? REFUSED_OPTIMIZERS[value.toLowerCase()] : undefined;
         if (refused) {
-          addIssue(ctx, path, `optimizer "${value}" is not available: ${refused}; use "AdamW" (or "Adam")`);
+          addIssue(ctx, path, `optimizer "${value}" is not available: ${refused}; use "AdamW", "Adam" or "Lamb"`);
           return undefined;
         }
-        return check(value, { kind: "enum", values: ["Adam", "AdamW"], caseInsensitive: true }, path, ctx);
+        return check(value, { kind: "enum", values: ["Adam", "AdamW", "Lamb"], caseInsensitive: true }, path, ctx);
       },
     },
     params: OPTIMIZER_PARAMS_SPEC,

@@ -191,14 +191,24 @@ export interface MoeConfig {
 
 /** DeepSpeed `optimizer` section, resolved. */
 export interface OptimizerConfig {
-  type: "Adam" | "AdamW";
+  type: "Adam" | "AdamW" | "Lamb";
   params: {
     lr: number;
     betas: [number, number];
     eps: number;
     weight_decay: number;
-    /** Decoupled weight decay (AdamW). Always true for type AdamW. */
+    /** Decoupled weight decay (AdamW). Always true for type AdamW; unused by Lamb (its decay enters the update). */
     adam_w_mode: boolean;
+    /** Lamb only (DeepSpeed FusedLamb; resolve.ts fills the defaults for Lamb): step size lr·√(1−β2^t)/(1−β1^t). Default true. */
+    bias_correction?: boolean;
+    /** Lamb only: divide gradients by (‖g‖ + 1e-6)/max_grad_norm when that exceeds 1; 0 = off. Default 0. */
+    max_grad_norm?: number;
+    /** Lamb only: upper clamp of the trust ratio ‖p‖/‖u‖. Default 10. */
+    max_coeff?: number;
+    /** Lamb only: lower clamp of the trust ratio. Default 0.01. */
+    min_coeff?: number;
+    /** Lamb only: denominator √(v + eps) instead of √v + eps. Default false. */
+    eps_inside_sqrt?: boolean;
   };
 }
 

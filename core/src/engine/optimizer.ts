@@ -11,6 +11,7 @@
 import type { AdamWParams, Backend, Buf, View } from "@zeromoe/kernels";
 import { bf16ToNumber, f16ToNumber } from "@zeromoe/kernels";
 import { unscaleAndClip } from "../optim/clip.ts";
+import { lambOptimizerStep } from "../optim/lamb-optimizer.ts";
 import type { JobView } from "./plugin-context.ts";
 import { readPadded } from "./host-transfer.ts";
 import { countsGradient, type UnitState } from "./unit-state.ts";
@@ -88,8 +89,10 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
       step: inp.step,
       gradScale,
     };
+    const lamb = env.config.optimizer.type === "Lamb";
+    if (lamb) await lambOptimizerStep(env, states, { lr: inp.lr, step: inp.step, betas: [hp.beta1, hp.beta2], gradScale, gradNorm: norm });
     const offloaded: UnitState[] = [];
-    for (const st of states) {
+    for (const st of lamb ? [] : states) { // LAMB stepped every unit above
       const n = st.optimCount;
       if (n === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
       if (st.host) {

@@ -11,7 +11,7 @@
  * finite-difference gradient checks).
  */
 
-import type { AdamWParams, Backend, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import type { AdamWParams, Backend, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
 import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
@@ -20,7 +20,7 @@ import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
 import { gatherRowsF, histogramF, scatterAddRowsF, topkF } from "./moe.ts";
 import { layernormBackwardF, layernormF, rmsnormBackwardF, rmsnormF } from "./norms.ts";
-import { adamwF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
+import { adamwF, lambUpdateF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
 import { reduceF } from "./reduce.ts";
 import { ropeF } from "./rope.ts";
 import { softmaxBackwardF, softmaxF } from "./softmax.ts";
@@ -357,6 +357,16 @@ export class CpuBackend implements Backend {
     const gsrc: FloatSource = { a: gs.a as FArr | Uint16Array, o: gs.o, dtype: grad.buf.dtype };
     const h16 = hs === null ? null : { a: hs.a as Uint16Array, o: hs.o, dtype: param16!.buf.dtype };
     adamwF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, h16, n, p);
+  }
+  lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void {
+    checkCount("lambUpdate", "n", n);
+    const ps = this.f(param, n, "lambUpdate", "param");
+    const gs = span(this.ledger, grad, n, FLOATS, "lambUpdate", "grad");
+    const ms = this.f(m, n, "lambUpdate", "m");
+    const vs = this.f(v, n, "lambUpdate", "v");
+    const us = this.f(update, n, "lambUpdate", "update");
+    const gsrc: FloatSource = { a: gs.a as FArr | Uint16Array, o: gs.o, dtype: grad.buf.dtype };
+    lambUpdateF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, us.a, us.o, n, p);
   }
   sumSquares(x: View, out: View, n: number): void {
     const xs = span(this.ledger, x, n, FLOATS, "sumSquares", "x");

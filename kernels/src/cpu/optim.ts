@@ -3,7 +3,7 @@
  * gradient norm), and the inf/NaN check (for fp16 loss scaling).
  */
 
-import type { AdamWParams, DType } from "../backend.ts";
+import type { AdamWParams, DType, LambParams } from "../backend.ts";
 import { bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
 import { f16FromNumber, f16ToNumber } from "../numerics/f16.ts";
 import type { FArr } from "./store.ts";
@@ -83,4 +83,21 @@ export function nonFiniteF(x: FloatSource, n: number): boolean {
     if (t - t !== 0) return true; // inf − inf and NaN − NaN are NaN
   }
   return false;
+}
+
+/** LAMB's first phase (DeepSpeed FusedLamb `lamb_cuda_kernel_part1`; You et al. 2019, Alg. 2):
+ * g = grad·gradScale; m ← β1 m + (1−β1) g; v ← β2 v + (1−β2) g²;
+ * update[i] = m/(√v + eps) + wd·p (√(v + eps) when epsInsideSqrt). m, v, update in place/out. */
+export function lambUpdateF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: number, v: FArr, vo: number, upd: FArr, uo: number, n: number, hp: LambParams): void {
+  const { beta1, beta2, eps, epsInsideSqrt, weightDecay, gradScale } = hp;
+  const g = decoder(grad);
+  for (let i = 0; i < n; i++) {
+    const gi = g(i) * gradScale;
+    const mi = beta1 * m[mo + i]! + (1 - beta1) * gi;
+    const vi = beta2 * v[vo + i]! + (1 - beta2) * gi * gi;
+    m[mo + i] = mi;
+    v[vo + i] = vi;
+    const denom = epsInsideSqrt ? Math.sqrt(vi + eps) : Math.sqrt(vi) + eps;
+    upd[uo + i] = mi / denom + weightDecay * param[po + i]!;
+  }
 }

@@ -20,6 +20,7 @@ import {
   type DType,
   type HostArray,
   type GroupedMatmulSpec,
+  type LambParams,
   type MatmulSpec,
   type MemoryStats,
   type MemTag,
@@ -29,6 +30,7 @@ import {
 } from "../backend.ts";
 import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
 import { adamwLaunch } from "../wgsl/adamw.ts";
+import { lambUpdateLaunch } from "../wgsl/lamb.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
@@ -707,6 +709,16 @@ export class WebGpuBackend implements Backend {
     const p16 = param16 ? this.v(param16, n, op, "param16", ["f16", "bf16"]) : null;
     if (!(p.step >= 1)) throw new Error(`webgpu adamw: step must be ≥ 1 (1-based), got ${p.step}`);
     this.run(adamwLaunch(pb, param.off, gb, grad.off, mb, m.off, vb, v.off, p16, param16?.off ?? 0, n, p));
+  }
+
+  lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void {
+    const op = "lambUpdate";
+    const pb = this.v(param, n, op, "param", F32);
+    const gb = this.v(grad, n, op, "grad", FLOATS);
+    const mb = this.v(m, n, op, "m", F32);
+    const vb = this.v(v, n, op, "v", F32);
+    const ub = this.v(update, n, op, "update", F32);
+    this.run(lambUpdateLaunch(pb, param.off, gb, grad.off, mb, m.off, vb, v.off, ub, update.off, n, p));
   }
 
   sumSquares(x: View, out: View, n: number): void {
