@@ -1,6 +1,6 @@
 /** Conformance: adamw (decoupled or L2, 16-bit grads, param16 copies), sumSquares, nonFinite. */
 
-import type { AdamWParams, DType } from "../../src/backend.ts";
+import type { AdamWParams, DType, LambParams } from "../../src/backend.ts";
 import { refBf16Bits, refBf16Value, refF16Bits, refF16Value } from "../reference/cast.ts";
 import { refAdamw } from "../reference/optim.ts";
 import { Rng } from "./harness.ts";
@@ -58,6 +58,53 @@ export function optimTests(t: T): void {
         await p.checkGuards();
         await m.checkGuards();
         await v.checkGuards();
+      }
+    });
+  }
+
+  for (const cfg of [
+    { grad: "f32" as DType, inside: false, wd: 0.01 },
+    { grad: "bf16" as DType, inside: true, wd: 0.3 },
+    { grad: "f16" as DType, inside: false, wd: 0 },
+  ]) {
+    t(`lambUpdate grad=${cfg.grad} eps_inside_sqrt=${cfg.inside} wd=${cfg.wd}`, async (c) => {
+      const r = new Rng(1150);
+      for (const n of [1, 7, 61, c.large(4099, 5)]) {
+        const hp: LambParams = { beta1: 0.9, beta2: 0.999, eps: cfg.inside ? 1e-6 : 1e-8, epsInsideSqrt: cfg.inside, weightDecay: cfg.wd, gradScale: 0.5 };
+        const p0 = r.f32(n);
+        const m0 = r.f32(n, -0.1, 0.1);
+        const v0 = r.f32(n, 0, 0.01);
+        const g32 = r.f32(n, -2, 2);
+        let gView;
+        let gVals: ArrayLike<number> = g32;
+        if (cfg.grad === "f32") gView = c.input(g32);
+        else {
+          const bits = Uint16Array.from(g32, cfg.grad === "f16" ? refF16Bits : refBf16Bits);
+          gView = c.input(bits, cfg.grad);
+          gVals = Array.from(bits, cfg.grad === "f16" ? refF16Value : refBf16Value);
+        }
+        const p = c.output(n, "f32", p0);
+        const m = c.output(n, "f32", m0);
+        const v = c.output(n, "f32", v0);
+        const u = c.output(n, "f32");
+        c.be.lambUpdate(p.view, gView, m.view, v.view, u.view, n, hp);
+        // float64 reference (DeepSpeed FusedLamb lamb_cuda_kernel_part1)
+        const rm = new Array<number>(n);
+        const rv = new Array<number>(n);
+        const ru = new Array<number>(n);
+        for (let i = 0; i < n; i++) {
+          const g = gVals[i]! * hp.gradScale;
+          rm[i] = hp.beta1 * m0[i]! + (1 - hp.beta1) * g;
+          rv[i] = hp.beta2 * v0[i]! + (1 - hp.beta2) * g * g;
+          const den = cfg.inside ? Math.sqrt(rv[i]! + hp.eps) : Math.sqrt(rv[i]!) + hp.eps;
+          ru[i] = rm[i]! / den + hp.weightDecay * p0[i]!;
+        }
+        const label = `lambUpdate n=${n}`;
+        c.exact(`${label} param unchanged`, await p.read(), p0);
+        c.close(`${label} m`, await m.read(), rm, { factor: 2 });
+        c.close(`${label} v`, await v.read(), rv, { factor: 2 });
+        c.close(`${label} update`, await u.read(), ru, { factor: 8 });
+        for (const b of [p, m, v, u]) await b.checkGuards();
       }
     });
   }
