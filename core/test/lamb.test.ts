@@ -7,7 +7,7 @@
  * - DeepSpeed's key names and defaults are accepted, unknown keys and misuse refused.
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend, type LambParams } from "@zeromoe/kernels";
+import { CpuBackend, type Buf, type LambParams } from "@zeromoe/kernels";
 import { DEFAULT_JOB, resolveJobConfig } from "../src/config/index.ts";
 import { lambApply, lambPartials, lambPieces, lambStepSize, trustRatio } from "../src/optim/lamb-step.ts";
 
@@ -71,7 +71,7 @@ async function deviceRun(world: number, h: Hyper, p0: Float64Array, grads: Float
   const hp: LambParams = { beta1: h.b1, beta2: h.b2, eps: h.eps, epsInsideSqrt: h.inside, weightDecay: h.wd, gradScale: h.gradScale };
   for (let t = 1; t <= grads.length; t++) {
     const tot = new Float64Array(2 * SEGS.length);
-    const upds = [];
+    const upds: (Buf | null)[] = [];
     for (const r of ranks) {
       if (r.n > 0) be.write({ buf: r.g, off: 0 }, Float32Array.from(grads[t - 1]!.subarray(r.start, r.start + r.n)));
       const range = { master: { buf: r.p, off: 0 }, grad: { buf: r.g, off: 0 }, m: { buf: r.m, off: 0 }, v: { buf: r.v, off: 0 }, n: r.n, pieces: r.pieces };
