@@ -293,7 +293,7 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
   const model = job.model;
   const given = raw.moe !== undefined;
   if (!isSparseModel(model)) {
-    if (given) addIssue(ctx, "moe", `a moe section needs a model with experts (model_type "mixtral" or "qwen3_moe"); model_type is "${model.model_type}"`);
+    if (given) addIssue(ctx, "moe", `a moe section needs a model with experts (model_type "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3" or "deepseek_v2"); model_type is "${model.model_type}"`);
     return null;
   }
   const m = (job.moe ?? check({}, JOB_SPEC.fields.moe, "moe", ctx)) as Partial<MoeConfig>;
