@@ -1,7 +1,8 @@
 /**
  * Finding a loaded model's MoE blocks by AutoEP preset (DeepSpeed AutoEP's detection step: module
- * names matching `moe_layer_pattern`, with a router child of weight [E, hidden] and E experts of the
- * preset's weight names, E and top-k from the config). Works on ZeroMoE's parameter names (the Hub
+ * names matching `moe_layer_pattern`, with a router child of weight [E, hidden], E experts of the
+ * preset's weight names and, for families with them, the shared experts; E and top-k from the
+ * config). Works on ZeroMoE's parameter names (the Hub
  * checkpoint's), so a model loaded from either weight layout is found the same way.
  */
 import type { AutoEPPreset, ExpertParallelConfig } from "@zeromoe/core/config";
@@ -86,6 +87,13 @@ export function detectMoEBlocks(model: CausalDecoder, presetName: string, preset
       if (ffn >= 0 && i1 !== ffn) throw new AutoEPDetectionError(`${w1.name} is [${w1.shape.join(", ")}]; expert 0 of ${module} has intermediate size ${ffn}`);
       ffn = i1;
     });
+    // the family's shared experts (Qwen2-MoE shared_expert, DeepSeek shared_experts) sit beside the
+    // routed ones in the same block; they stay dense (replicated, reduced over dp)
+    const sharedCount = (model.config as { n_shared_experts?: number | null }).n_shared_experts;
+    if (preset.sharedExperts && sharedCount !== null && sharedCount !== 0) {
+      const name = `${module}.${preset.sharedExperts}.gate_proj.weight`;
+      if (!model.units.has(name)) throw new AutoEPDetectionError(`expert_parallel.preset_model "${presetName}": ${module} has no shared experts (${name}); model_type "${type}"`);
+    }
     const topK = ep.top_k === "auto" ? moe.topK : ep.top_k;
     if (topK !== moe.topK) throw new AutoEPDetectionError(`expert_parallel.top_k ${topK} differs from layer ${l}'s top-${moe.topK}`);
     out.push({ layer: l, module, numExperts: E, topK, hidden, ffn });

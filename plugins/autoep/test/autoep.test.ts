@@ -187,3 +187,19 @@ describe("numerics", () => {
     }
   }, 600_000);
 });
+
+describe("shared experts", () => {
+  test("a deepseek_v3 with shared experts is found; presets of families with shared experts check them", async () => {
+    const model = {
+      model_type: "deepseek_v3", vocab_size: 256, hidden_size: 16, intermediate_size: 7, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 2,
+      n_routed_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 5, n_shared_experts: 1, first_k_dense_replace: 1, n_group: 2, topk_group: 1,
+      q_lora_rank: null, kv_lora_rank: 5, qk_rope_head_dim: 4, qk_nope_head_dim: 3, v_head_dim: 5, max_position_embeddings: 64,
+    };
+    const { engine } = await engineFor(job({ expert_parallel: { enabled: true, shared_experts_pattern: "shared_experts", has_shared_experts: true } }, model));
+    expect(autoepStateOf(engine.env)!.blocks.map((b) => b.module)).toEqual(["model.layers.1.mlp"]);
+    engine.destroy();
+    const none = await engineFor(job({ expert_parallel: { enabled: true } }, { ...model, n_shared_experts: null }));
+    expect(autoepStateOf(none.engine.env)!.blocks.length).toBe(1);
+    none.engine.destroy();
+  });
+});
