@@ -12,7 +12,7 @@
  * routed_scaling_factor, DeepSeek's expert groups) are accepted when they do and refused
  * otherwise; keys for features no built family has (score_apply "pre", route_scale ≠ 1) are
  * refused when set. load_balance_coeff (null by default here; DeepSpeed's default is 1e-3) turns
- * on the aux-loss-free expert-bias update for any family (plugins/autoep load-balance.ts).
+ * on the aux-loss-free expert-bias update for any family (docs/models.md).
  */
 import { AUTOEP_PRESETS } from "./autoep-presets.ts";
 import { moeShape } from "./moe-shape.ts";

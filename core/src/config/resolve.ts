@@ -277,7 +277,7 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   if (!modelOk || !valid(ctx, "moe", "world_size")) return;
   job.moe = resolveMoe(job, raw, ctx);
 
-  // AutoEP (the @zeromoe/plugin-autoep plugin replaces the MoE blocks; resolve-expert-parallel.ts)
+  // AutoEP (a plugin selected through the registry replaces the MoE blocks; resolve-expert-parallel.ts)
   const ep = job.expert_parallel;
   if (valid(ctx, "expert_parallel") && ep.enabled) {
     if (!isSparseModel(model)) {

@@ -30,7 +30,7 @@ function autoOr(what: string, ok: (v: number) => boolean): Spec {
 export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
   kind: "object",
   default: {},
-  doc: "AutoEP: replace a Hugging Face model's MoE blocks with expert-parallel ones (plugin @zeromoe/plugin-autoep)",
+  doc: "AutoEP: replace a Hugging Face model's MoE blocks with expert-parallel ones (docs/models.md)",
   fields: {
     enabled: { kind: "boolean", default: false, doc: "turn AutoEP on" },
     autoep_size: { kind: "number", int: true, min: 1, default: 1, doc: "expert-parallel group size (divides world_size and the number of experts)" },
