@@ -248,7 +248,7 @@ export const ZERO_SPEC: ObjectSpec = {
   doc: "ZeRO stages and their tuning",
   fields: {
     stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
-    overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued , in program order: a collective left running in the background could be issued at a time that differs between ranks, and ranks could then call collectives on overlapping groups in different orders", false),
+    overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued, in program order: a collective left running in the background could be issued at a time that differs between ranks, and ranks could then call collectives on overlapping groups in different orders", false),
     contiguous_gradients: bool("copy gradients into one contiguous buffer as produced", true),
     reduce_scatter: noEffect(bool("average gradients with reduce-scatter (else all-reduce)", true), "the ZeRO stage plugins choose the collective: reduce_scatter at stages 1-3, all_reduce at stage 0"),
     reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),
