@@ -42,7 +42,7 @@ import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
-const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError"];
+const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError"];
 
 /** Errors of the environment, not of the input nor a bug: message only, exit status 1. */
 const ENVIRONMENT_ERRORS = ["CheckpointWriteError"];

@@ -16,6 +16,11 @@ describe("describeTrainError", () => {
     expect(describeTrainError(new LaunchError(1, [fail(0, msg), fail(1, msg), fail(2, msg)]))).toEqual({ message: "error: data.dataset: file not found: /tmp/x7.txt", status: 2 });
     expect(describeTrainError(new LaunchError(0, [fail(0, "CheckpointError: /c/global_step3: not found")]))).toEqual({ message: "error: /c/global_step3: not found", status: 2 });
   });
+  test("a plugin's setup breaking a composition rule (undeclared claim) is a user error: exit 2, no stack", () => {
+    const msg = 'PluginConflictError: plugin "acme-undeclared" claims the "reduce" hook without declaring it: add "reduce" to its `claims` (definePlugin({ claims: [...] }))';
+    const r = describeTrainError(new LaunchError(1, [fail(1, msg), fail(0, msg)]));
+    expect(r).toEqual({ message: `error: ${msg.slice("PluginConflictError: ".length)}`, status: 2 });
+  });
   test("webgpu unavailable: no doubled 'Error:', exit 1", () => {
     const r = describeTrainError(new LaunchError(0, [fail(0, `Error: ${WEBGPU}`)]));
     expect(r).toEqual({ message: `error: ${WEBGPU}`, status: 1 });
