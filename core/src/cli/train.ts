@@ -24,7 +24,7 @@
  * than another rank's report that the collective step failed.
  */
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { ConfigError } from "../config/errors.ts";
 import { summarizeJob } from "../config/summary.ts";
 import { writePlots } from "../observe/plots.ts";
@@ -128,6 +128,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     const ckptProblem = config.checkpoint.dir === null ? null : ensureOutputDir(config.checkpoint.dir);
     if (ckptProblem !== null) throw new ConfigError([{ path: "checkpoint.dir", message: ckptProblem }], `invalid job ${a.config ?? "<default job>"}`);
     if (a.resume !== undefined) {
+      // a checkpoint that is not there is refused before any rank starts (no backend probe, no data)
+      const bareTag = config.checkpoint.dir !== null && existsSync(join(config.checkpoint.dir, a.resume));
+      if (!existsSync(a.resume) && !bareTag) throw new UsageError(`--resume: no such checkpoint: ${resolve(a.resume)} (give a checkpoint directory, a tag directory, or a tag under checkpoint.dir)`, "");
       const problem = resumeStepsProblem(a.resume, config.steps, config.checkpoint.dir, a.steps !== undefined ? "--steps" : "steps");
       if (problem !== null) throw new UsageError(problem, "");
     }

@@ -215,6 +215,7 @@ describe("bun run train", () => {
     expect(bad.stderr).toMatch(/^error: .*no-such-ckpt/m);
     expect(bad.stderr).not.toMatch(/rank \d|CheckpointError/);
     expect(bad.stderr).not.toMatch(STACK);
+    expect(bad.stdout).not.toMatch(/^(backend|data) /m); // refused before choosing a backend or loading data
   }, 60_000);
 
   test("--init-from the fp32 consolidation of a checkpoint starts from exactly the trained weights", async () => {
