@@ -13,8 +13,12 @@ export class HostLedger {
   readonly host: Record<HostTag, number> = { optim: 0, param: 0, comm: 0 };
   readonly nvme: Record<HostTag, number> = { optim: 0, param: 0, comm: 0 };
   peakHost = 0;
-  /** Bytes moved so far: gradients device→host, parameters host→device, NVMe reads and writes. */
-  readonly moved = { grad_d2h: 0, param_h2d: 0, nvme_read: 0, nvme_write: 0 };
+  /** Steps (gather-window `endStep`s) over which `moved.param_h2d*` were counted. */
+  paramSteps = 0;
+  /** Bytes moved so far: gradients device→host, parameters host→device, NVMe reads and writes;
+   * `param_h2d_skipped`: parameter bytes of expert fetches skipped because no rank routed tokens to
+   * the expert (gather-window.ts) — `param_h2d + param_h2d_skipped` is what fetching every expert moves. */
+  readonly moved = { grad_d2h: 0, param_h2d: 0, param_h2d_skipped: 0, nvme_read: 0, nvme_write: 0 };
 
   /** Record `bytes` more (negative: fewer) of `tag` in host memory. */
   addHost(tag: HostTag, bytes: number): void {

@@ -50,6 +50,9 @@ export interface OffloadPluginOptions {
   threads?: number;
   /** Fewest elements per thread (smaller updates run on the rank's own thread). Default 16384. */
   minPerThread?: number;
+  /** With `offload_param`: skip fetching (host → device and all_gather) an f32 expert that no rank
+   * of its edp group routed tokens to in the micro-batch (gather-window.ts). Default true. */
+  skipIdleExperts?: boolean;
 }
 
 /** Default host AdamW threads (see {@link OffloadPluginOptions.threads}). */
@@ -148,7 +151,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         },
         step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() }),
       });
-      if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger));
+      if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger, { skipIdleExperts: popts.skipIdleExperts }));
       if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,
@@ -157,6 +160,9 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         threads: pool.threads,
         units_offloaded: [...placed.values()].filter((d) => d !== "device").length,
         ...ledger.snapshot(),
+        skip_idle_experts: o.param !== "none" && (popts.skipIdleExperts ?? true),
+        param_h2d_bytes_per_step: ledger.paramSteps > 0 ? ledger.moved.param_h2d / ledger.paramSteps : 0,
+        param_h2d_skipped_bytes_per_step: ledger.paramSteps > 0 ? ledger.moved.param_h2d_skipped / ledger.paramSteps : 0,
         aio: { ...aio.stats },
       }));
     },

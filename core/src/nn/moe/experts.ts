@@ -70,17 +70,47 @@ export class GroupedExperts {
     if (total !== R) throw new Error(`experts of layer ${this.layer}: tokens_per_expert sum to ${total}, rows has ${R}`);
     const outs: Tensor[] = [];
     let start = 0;
-    for (let i = 0; i < experts.length; i++) {
-      const ex = this.experts[experts[i]!]!;
-      const n = tokensPerExpert[i]!;
-      const xs = n > 0 ? sliceRows(rows, start, n) : null;
-      await enterUnit(ex.unit);
-      if (xs) outs.push(expertMLP(xs, ex));
-      await leaveUnit(ex.unit);
-      start += n;
+    const routed = new Map<string, number>();
+    for (let i = 0; i < experts.length; i++) routed.set(this.experts[experts[i]!]!.unit.name, tokensPerExpert[i]!);
+    const routing: ExpertRouting = { id: ++routingId, rows: routed };
+    for (const name of routed.keys()) currentRouting.set(name, routing);
+    try {
+      for (let i = 0; i < experts.length; i++) {
+        const ex = this.experts[experts[i]!]!;
+        const n = tokensPerExpert[i]!;
+        const xs = n > 0 ? sliceRows(rows, start, n) : null;
+        await enterUnit(ex.unit);
+        if (xs) outs.push(expertMLP(xs, ex));
+        await leaveUnit(ex.unit);
+        start += n;
+      }
+    } finally {
+      for (const name of routed.keys()) if (currentRouting.get(name) === routing) currentRouting.delete(name);
     }
     return outs.length > 0 ? concatRows(outs) : empty(rows.be, [0, H]);
   }
+}
+
+/** The rows this rank routed to each expert of one {@link GroupedExperts.forward} call. */
+export interface ExpertRouting {
+  /** Distinct per forward call on this thread (increasing). */
+  readonly id: number;
+  /** Unit name (`layers.{l}.experts.{e}`) → rows routed to it on this rank, for every listed expert, ascending. */
+  readonly rows: ReadonlyMap<string, number>;
+}
+
+let routingId = 0;
+const currentRouting = new Map<string, ExpertRouting>();
+
+/**
+ * The routing of the GroupedExperts forward now running that lists expert unit `unitName` (this
+ * thread — one rank), or undefined outside such a forward. Set before the first expert is entered
+ * and cleared after the last is left, so a gather/release hook of an expert unit can read how many
+ * rows this rank routed to it and to the layer's other listed experts (the offload plugin skips
+ * fetching experts no rank of their edp group routed tokens to; docs/offload.md).
+ */
+export function expertRouting(unitName: string): ExpertRouting | undefined {
+  return currentRouting.get(unitName);
 }
 
 /** One expert on its rows xs [n, hidden] → [n, hidden]: w2(silu(w1 x) ⊙ w3 x). */

@@ -5,5 +5,5 @@ export { TopKRouter, routerLogits, topkExperts, expertHistogram, chosenProbs, re
 export type { MoERouter, GatingRequest, RoutingRequest, RoutingDecision, ScoreFunc, GroupLimit } from "./router.ts";
 export { PermutationDispatcher, LocalDispatcher, permutePlan } from "./dispatcher.ts";
 export type { TokenDispatcher, DispatchRequest, Dispatched, PermutePlan, ExchangeResult } from "./dispatcher.ts";
-export { GroupedExperts } from "./experts.ts";
-export type { ExpertParams } from "./experts.ts";
+export { GroupedExperts, expertRouting } from "./experts.ts";
+export type { ExpertParams, ExpertRouting } from "./experts.ts";
