@@ -107,6 +107,8 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         if (paramDir) removeRunDir(paramDir);
         paramDir = null;
       };
+      let paramShards = 0;
+      let warnedNoParams = false;
       ctx.claim("offload", {
         optimizerDevice: (unit) => placed.get(unit.name) ?? "device",
         createHostState: (unit): HostOptimizerState => {
@@ -131,6 +133,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         },
         paramDevice: () => (o.param === "none" ? "device" : o.param),
         createHostParams: (unit): HostParamShard => {
+          paramShards++;
           const len = unit.plan.shardSize;
           const dtype = unit.dtype as ParamDtype;
           let sh: CpuParamShard | NvmeParamShard;
@@ -149,7 +152,15 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           };
           return sh;
         },
-        step: (units, hp, hc) => offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() }),
+        step: (units, hp, hc) => {
+          // offload_param acts only on sharded parameters: when ZeRO-3 keeps every unit whole (each
+          // below stage3_param_persistence_threshold) nothing moves, which is said once, not hidden
+          if (o.param !== "none" && paramShards === 0 && !warnedNoParams) {
+            warnedNoParams = true;
+            if (ctx.rank === 0) ctx.warn(`zero_optimization.offload_param: no parameters were offloaded: every unit has fewer than stage3_param_persistence_threshold (${ctx.config.zero_optimization.stage3_param_persistence_threshold}) elements, so ZeRO-3 keeps it whole on every rank; lower the threshold to offload them`);
+          }
+          return offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() });
+        },
       });
       if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger, { skipIdleExperts: popts.skipIdleExperts }));
       if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
