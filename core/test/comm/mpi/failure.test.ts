@@ -1,7 +1,7 @@
 /**
  * Failure handling of the `mpi` transport under mpirun: a rank that throws ends the job with its
- * message (MPI_Abort from the failing rank); a rank killed with SIGKILL ends the job within 30 s
- * with mpirun's message naming the rank; a rank that stalls makes the others time out naming the
+ * message (MPI_Abort from the failing rank); a rank killed with SIGKILL ends the job through
+ * mpirun's report naming the rank (not a timeout; no wall-clock assertion, the test timeouts are hang guards); a rank that stalls makes the others time out naming the
  * collective, the group and the missing rank; a rank that returns early makes the others fail at
  * their next collective naming it; disagreeing arguments raise CommMismatchError. In every case no rank process outlives the job. Skips when Open MPI is absent.
  */
@@ -27,18 +27,16 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Run the fixture, expect failure; return the error, the seconds it took, and the ranks' pids. */
-async function failingJob(name: string, worldSize: number, mode: FailureArgs["mode"], victim: number, timeoutS = 60): Promise<{ err: LaunchError & { output: MpiJobOutput }; seconds: number; pids: number[] }> {
+/** Run the fixture, expect failure; return the error and the ranks' pids. */
+async function failingJob(name: string, worldSize: number, mode: FailureArgs["mode"], victim: number, timeoutS = 60): Promise<{ err: LaunchError & { output: MpiJobOutput }; pids: number[] }> {
   const dir = join(ROOT, name);
   require("node:fs").mkdirSync(dir);
-  const t0 = performance.now();
   let err: unknown = null;
   try {
     await launchMpi({ worldSize, entry: ENTRY, args: { dir, mode, victim } satisfies FailureArgs, timeoutS, wallTimeoutS: 120 });
   } catch (e) {
     err = e;
   }
-  const seconds = (performance.now() - t0) / 1000;
   expect(err).toBeInstanceOf(LaunchError);
   const pids: number[] = [];
   for (let r = 0; r < worldSize; r++) {
@@ -46,7 +44,7 @@ async function failingJob(name: string, worldSize: number, mode: FailureArgs["mo
     if (existsSync(f)) pids.push(Number(readFileSync(f, "utf8")));
   }
   expect(pids.length).toBe(worldSize); // every rank started and recorded itself
-  return { err: err as LaunchError & { output: MpiJobOutput }, seconds, pids };
+  return { err: err as LaunchError & { output: MpiJobOutput }, pids };
 }
 
 /** No rank process is left once launchMpi has returned (give the kernel a moment to reap). */
@@ -62,9 +60,12 @@ test.skipIf(!MPI_AVAILABLE)("a rank that throws ends the job with its message; n
   await expectNoOrphans(pids);
 }, 150_000);
 
-test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job within 30 s naming the rank; no orphans", async () => {
-  const { err, seconds, pids } = await failingJob("kill", 4, "kill", 2);
-  expect(seconds).toBeLessThan(30);
+test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job naming the rank (not by a timeout); no orphans", async () => {
+  const { err, pids } = await failingJob("kill", 4, "kill", 2);
+  // ended by mpirun's report of the killed process: not by the 60 s collective timeout, and mpirun
+  // exited by itself (the launcher's 120 s wall guard did not have to kill it)
+  expect(err.message).not.toMatch(/timed out/);
+  expect(err.output.signal).toBeNull();
   expect(err.rank).toBe(2);
   expect(err.message).toMatch(/rank 2/);
   expect(err.output.stderr + err.output.stdout).toMatch(/signal 9|Killed/);
@@ -72,9 +73,10 @@ test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job within 30 s naming
 }, 150_000);
 
 test.skipIf(!MPI_AVAILABLE)("a rank that stalls: the others time out naming the op, the group and the missing rank", async () => {
-  const { err, seconds, pids } = await failingJob("stall", 3, "stall", 0, 3);
+  const { err, pids } = await failingJob("stall", 3, "stall", 0, 3);
   expect(err.message).toMatch(/all_reduce on group world \(rank [12]\): timed out after 3 s waiting for rank\(s\) \[0\]/);
-  expect(seconds).toBeLessThan(50); // the stalled rank (60 s asleep) was ended by the abort
+  // the stalled rank (60 s asleep) was ended by the abort: mpirun exited by itself, not by the wall guard
+  expect(err.output.signal).toBeNull();
   await expectNoOrphans(pids);
 }, 150_000);
 
