@@ -24,6 +24,7 @@ import type {
   OpStats,
   ReduceOptions,
 } from "../communicator.ts";
+import { allGatherOutput, allToAllVLayout, prefix, reduceFlags, rootIndex, sharesBytes, validateReduce } from "../collective-args.ts";
 import { CommMismatchError } from "../errors.ts";
 import { reduceInto } from "../reduce.ts";
 import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
@@ -177,31 +178,13 @@ export class LocalCommunicator implements Communicator {
     throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${problem}`);
   }
 
-  private checkRoot(g: LocalGroup, root: number, op: CollectiveName): number {
-    const idx = g.ranks.indexOf(root);
-    if (idx < 0) throw new Error(`${op}: root ${root} is not a member of group ${g.name} [${g.ranks.join(",")}]`);
-    return idx;
-  }
-
-  private reduceFlags(opts: ReduceOptions | undefined): number {
-    return (opts?.op === "max" ? 1 : 0) | (opts?.average ? 2 : 0) | (opts?.half === "f16" ? 4 : 0);
-  }
-
-  private validateReduce(data: CommArray, opts: ReduceOptions | undefined, op: CollectiveName): void {
-    if (opts?.op !== undefined && opts.op !== "sum" && opts.op !== "max") throw new Error(`${op}: op must be "sum" or "max", got "${opts.op}"`);
-    if (opts?.average && opts.op === "max") throw new Error(`${op}: average is only defined with op "sum"`);
-    if (opts?.average && (data instanceof Int32Array || data instanceof Uint32Array)) {
-      throw new Error(`${op}: average is not defined for ${data.constructor.name} (integer) data`);
-    }
-  }
-
   // ---- collectives --------------------------------------------------------------------------
 
   async allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T> {
     const t0 = performance.now();
     const g = this.group(opts, "all_reduce");
     const dt = dtypeCode(data);
-    this.validateReduce(data, opts, "all_reduce");
+    validateReduce(data, opts, "all_reduce");
     const n = g.size;
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
@@ -209,7 +192,7 @@ export class LocalCommunicator implements Communicator {
     const op = opts?.op ?? "sum";
     const average = opts?.average ?? false;
     const half = opts?.half ?? "bf16";
-    this.writeHeader(g, { op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: this.reduceFlags(opts) });
+    this.writeHeader(g, { op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: reduceFlags(opts) });
     const small = Math.min(SMALL_ALL_REDUCE, Math.floor(cap / 16));
     const chunks = Math.max(1, Math.ceil(len / cap));
     for (let ch = 0; ch < chunks; ch++) {
@@ -256,7 +239,7 @@ export class LocalCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "reduce_scatter");
     const dt = dtypeCode(input);
-    this.validateReduce(input, opts, "reduce_scatter");
+    validateReduce(input, opts, "reduce_scatter");
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     if (input.length % n !== 0) {
@@ -270,7 +253,7 @@ export class LocalCommunicator implements Communicator {
     const average = opts?.average ?? false;
     const half = opts?.half ?? "bf16";
     const cap = Math.floor(this.slotElems(ctor) / n);
-    this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
+    this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
     const chunks = Math.max(1, Math.ceil(s / cap));
     const ownInSlot = sharesBytes(out, input);
     for (let ch = 0; ch < chunks; ch++) {
@@ -298,9 +281,7 @@ export class LocalCommunicator implements Communicator {
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
-    const out = output ?? (new ctor(n * s) as T);
-    if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out.length !== n * s) throw new Error(`all_gather on group ${g.name}: output length ${out.length}, expected group size × input length = ${n * s}`);
+    const out = allGatherOutput(input, output, n, g.name);
     const cap = this.slotElems(ctor);
     this.writeHeader(g, { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
@@ -333,16 +314,7 @@ export class LocalCommunicator implements Communicator {
     const n = g.size;
     const ctor = send.constructor as ArrayCtor;
     const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
-    for (const [name, counts] of [["sendCounts", sendCounts], ["recvCounts", recvCounts]] as const) {
-      if (counts.length !== n) throw new Error(`${where}: ${name} has ${counts.length} entries, expected the group size ${n}`);
-      for (const c of counts) if (!Number.isInteger(c) || c < 0) throw new Error(`${where}: ${name} must hold non-negative integers, got ${c}`);
-    }
-    const sdispl = prefix(sendCounts);
-    const rdispl = prefix(recvCounts);
-    if (sdispl[n] > send.length) throw new Error(`${where}: sendCounts sum to ${sdispl[n]} but send has ${send.length} elements`);
-    const out = recv ?? (new ctor(rdispl[n]) as T);
-    if (out.constructor !== ctor) throw new Error(`${where}: recv is ${out.constructor.name}, send is ${ctor.name}; they must match`);
-    if (out.length < rdispl[n]) throw new Error(`${where}: recvCounts sum to ${rdispl[n]} but recv has ${out.length} elements`);
+    const { out, sdispl, rdispl } = allToAllVLayout(send, sendCounts, recvCounts, recv, n, where);
 
     // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.
     this.writeHeader(g, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
@@ -397,7 +369,7 @@ export class LocalCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "broadcast");
     const dt = dtypeCode(data);
-    const rootIdx = this.checkRoot(g, root, "broadcast");
+    const rootIdx = rootIndex(g, root, "broadcast");
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
     const len = data.length;
@@ -420,7 +392,7 @@ export class LocalCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "gather");
     const dt = dtypeCode(input);
-    const rootIdx = this.checkRoot(g, root, "gather");
+    const rootIdx = rootIndex(g, root, "gather");
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
@@ -453,7 +425,7 @@ export class LocalCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "scatter");
     const dt = dtypeCode(output);
-    const rootIdx = this.checkRoot(g, root, "scatter");
+    const rootIdx = rootIndex(g, root, "scatter");
     const n = g.size;
     const ctor = output.constructor as ArrayCtor;
     const s = output.length;
@@ -491,16 +463,4 @@ export class LocalCommunicator implements Communicator {
     this.barrierOf(g, "barrier");
     this.counters.record("barrier", 0, performance.now() - t0);
   }
-}
-
-/** True when the two views share any byte. */
-function sharesBytes(a: CommArray, b: CommArray): boolean {
-  if (a.buffer !== b.buffer || a.byteLength === 0 || b.byteLength === 0) return false;
-  return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
-}
-
-function prefix(counts: readonly number[]): number[] {
-  const p = [0];
-  for (const c of counts) p.push(p[p.length - 1] + c);
-  return p;
 }

@@ -42,6 +42,7 @@ import type {
   OpStats,
   ReduceOptions,
 } from "../communicator.ts";
+import { allGatherOutput, allToAllVLayout, reduceFlags, rootIndex, sharesBytes, validateReduce } from "../collective-args.ts";
 import { CommMismatchError, CommTimeoutError } from "../errors.ts";
 import { OP_CODES, describeCallHeader, dtypeCode, type CallHeader } from "../local/call-header.ts";
 import { timeoutMsFromEnv } from "../local/local-communicator.ts";
@@ -90,12 +91,6 @@ const DUMMY = new Uint8Array(8);
 /** The address of `a`'s first element (a dummy one for empty arrays). */
 function addr(a: CommArray | Uint8Array): Pointer {
   return a.byteLength === 0 ? ptr(DUMMY) : ptr(a);
-}
-
-/** True when the two views share any byte. */
-function overlaps(a: ArrayBufferView, b: ArrayBufferView): boolean {
-  if (a.buffer !== b.buffer || a.byteLength === 0 || b.byteLength === 0) return false;
-  return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 }
 
 /** Balanced split of `len` elements in n parts: part k is [floor(k·len/n), floor((k+1)·len/n)). */
@@ -314,24 +309,6 @@ export class MpiCommunicator implements Communicator {
     }
   }
 
-  private checkRoot(g: MpiGroup, root: number, op: CollectiveName): number {
-    const idx = g.ranks.indexOf(root);
-    if (idx < 0) throw new Error(`${op}: root ${root} is not a member of group ${g.name} [${g.ranks.join(",")}]`);
-    return idx;
-  }
-
-  private reduceFlags(opts: ReduceOptions | undefined): number {
-    return (opts?.op === "max" ? 1 : 0) | (opts?.average ? 2 : 0) | (opts?.half === "f16" ? 4 : 0);
-  }
-
-  private validateReduce(data: CommArray, opts: ReduceOptions | undefined, op: CollectiveName): void {
-    if (opts?.op !== undefined && opts.op !== "sum" && opts.op !== "max") throw new Error(`${op}: op must be "sum" or "max", got "${opts.op}"`);
-    if (opts?.average && opts.op === "max") throw new Error(`${op}: average is only defined with op "sum"`);
-    if (opts?.average && (data instanceof Int32Array || data instanceof Uint32Array)) {
-      throw new Error(`${op}: average is not defined for ${data.constructor.name} (integer) data`);
-    }
-  }
-
   private fitsInt(bytes: number, op: CollectiveName, g: MpiGroup): void {
     if (bytes > INT_MAX) throw new Error(`${op} on group ${g.name} (rank ${this.rank}): ${bytes} bytes exceed the mpi transport's limit of 2^31−1 bytes per buffer (MPI int counts); split the call`);
   }
@@ -402,9 +379,9 @@ export class MpiCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "all_reduce");
     const dt = dtypeCode(data);
-    this.validateReduce(data, opts, "all_reduce");
+    validateReduce(data, opts, "all_reduce");
     const n = g.size;
-    const comm = this.arrive(g, "all_reduce", { op: OP_CODES.all_reduce, dtype: dt, length: data.length, root: 0, flags: this.reduceFlags(opts) });
+    const comm = this.arrive(g, "all_reduce", { op: OP_CODES.all_reduce, dtype: dt, length: data.length, root: 0, flags: reduceFlags(opts) });
     if (n === 1) {
       if (opts?.average || data instanceof Uint16Array) reduceInto(data, 0, [data], data.length, opts?.op ?? "sum", opts?.average ?? false, 1, opts?.half ?? "bf16");
     } else {
@@ -419,7 +396,7 @@ export class MpiCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "reduce_scatter");
     const dt = dtypeCode(input);
-    this.validateReduce(input, opts, "reduce_scatter");
+    validateReduce(input, opts, "reduce_scatter");
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     if (input.length % n !== 0) throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not a multiple of the group size ${n}`);
@@ -428,7 +405,7 @@ export class MpiCommunicator implements Communicator {
     if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
     if (out.length !== s) throw new Error(`reduce_scatter on group ${g.name}: output length ${out.length}, expected input length / group size = ${s}`);
     this.fitsInt(input.byteLength, "reduce_scatter", g);
-    const comm = this.arrive(g, "reduce_scatter", { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: this.reduceFlags(opts) });
+    const comm = this.arrive(g, "reduce_scatter", { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
     const parts = this.scratchOf(ctor, n * s);
     if (n === 1) parts.set(input);
     else {
@@ -447,14 +424,11 @@ export class MpiCommunicator implements Communicator {
     const g = this.group(opts, "all_gather");
     const dt = dtypeCode(input);
     const n = g.size;
-    const ctor = input.constructor as ArrayCtor;
     const s = input.length;
-    const out = output ?? (new ctor(n * s) as T);
-    if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out.length !== n * s) throw new Error(`all_gather on group ${g.name}: output length ${out.length}, expected group size × input length = ${n * s}`);
+    const out = allGatherOutput(input, output, n, g.name);
     this.fitsInt(out.byteLength, "all_gather", g);
     const comm = this.arrive(g, "all_gather", { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
-    const src = overlaps(input, out) ? input.slice() : input;
+    const src = sharesBytes(input, out) ? input.slice() : input;
     if (n === 1) out.set(src as T);
     else {
       const lib = this.lib;
@@ -478,16 +452,7 @@ export class MpiCommunicator implements Communicator {
     const n = g.size;
     const ctor = send.constructor as ArrayCtor;
     const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
-    for (const [name, counts] of [["sendCounts", sendCounts], ["recvCounts", recvCounts]] as const) {
-      if (counts.length !== n) throw new Error(`${where}: ${name} has ${counts.length} entries, expected the group size ${n}`);
-      for (const c of counts) if (!Number.isInteger(c) || c < 0) throw new Error(`${where}: ${name} must hold non-negative integers, got ${c}`);
-    }
-    const sdispl = prefix(sendCounts);
-    const rdispl = prefix(recvCounts);
-    if (sdispl[n]! > send.length) throw new Error(`${where}: sendCounts sum to ${sdispl[n]} but send has ${send.length} elements`);
-    const out = recv ?? (new ctor(rdispl[n]!) as T);
-    if (out.constructor !== ctor) throw new Error(`${where}: recv is ${out.constructor.name}, send is ${ctor.name}; they must match`);
-    if (out.length < rdispl[n]!) throw new Error(`${where}: recvCounts sum to ${rdispl[n]} but recv has ${out.length} elements`);
+    const { out, sdispl, rdispl } = allToAllVLayout(send, sendCounts, recvCounts, recv, n, where);
     this.fitsInt(sdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
     this.fitsInt(rdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
     const comm = this.arrive(g, "all_to_all_v", { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
@@ -511,7 +476,7 @@ export class MpiCommunicator implements Communicator {
         }
       }
       if (problems.length > 0) throw new CommMismatchError(`${where}: send/recv counts disagree: ${problems.join("; ")}`);
-      const src = overlaps(send, out) ? send.slice() : send;
+      const src = sharesBytes(send, out) ? send.slice() : send;
       this.alltoallv(comm, src, sendCounts, sdispl, out, recvCounts, rdispl, "all_to_all_v");
     } else {
       out.set(send.subarray(sdispl[me]!, sdispl[me]! + sendCounts[me]!) as T, rdispl[me]!);
@@ -525,7 +490,7 @@ export class MpiCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "broadcast");
     const dt = dtypeCode(data);
-    const rootIdx = this.checkRoot(g, root, "broadcast");
+    const rootIdx = rootIndex(g, root, "broadcast");
     const comm = this.arrive(g, "broadcast", { op: OP_CODES.broadcast, dtype: dt, length: data.length, root, flags: 0 });
     if (g.size > 1) {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -542,7 +507,7 @@ export class MpiCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "gather");
     const dt = dtypeCode(input);
-    const rootIdx = this.checkRoot(g, root, "gather");
+    const rootIdx = rootIndex(g, root, "gather");
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
@@ -552,7 +517,7 @@ export class MpiCommunicator implements Communicator {
     if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
     this.fitsInt(n * input.byteLength, "gather", g);
     const comm = this.arrive(g, "gather", { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
-    const src = out && overlaps(input, out) ? input.slice() : input;
+    const src = out && sharesBytes(input, out) ? input.slice() : input;
     if (n === 1) out!.set(src as T);
     else {
       const lib = this.lib;
@@ -569,7 +534,7 @@ export class MpiCommunicator implements Communicator {
     const t0 = performance.now();
     const g = this.group(opts, "scatter");
     const dt = dtypeCode(output);
-    const rootIdx = this.checkRoot(g, root, "scatter");
+    const rootIdx = rootIndex(g, root, "scatter");
     const n = g.size;
     const ctor = output.constructor as ArrayCtor;
     const s = output.length;
@@ -581,7 +546,7 @@ export class MpiCommunicator implements Communicator {
     }
     this.fitsInt(n * output.byteLength, "scatter", g);
     const comm = this.arrive(g, "scatter", { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
-    const src = isRoot && overlaps(input!, output) ? input!.slice() : input;
+    const src = isRoot && sharesBytes(input!, output) ? input!.slice() : input;
     if (n === 1) output.set(src!.subarray(0, s) as T);
     else {
       const lib = this.lib;
@@ -640,10 +605,4 @@ export class MpiCommunicator implements Communicator {
   finalize(): void {
     this.lib.fn.MPI_Finalize();
   }
-}
-
-function prefix(counts: readonly number[]): number[] {
-  const p = [0];
-  for (const c of counts) p.push(p[p.length - 1]! + c);
-  return p;
 }
