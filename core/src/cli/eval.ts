@@ -21,7 +21,7 @@ import type { CausalDecoder } from "../models/llama.ts";
 import { noGrad } from "../tensor/index.ts";
 import { destroyBackend } from "../train/backend.ts";
 import { parseOptions } from "./inference-args.ts";
-import { UsageError, isInputError, loadInferenceModel } from "./model-source.ts";
+import { UsageError, loadInferenceModel, reportCliError } from "./model-source.ts";
 
 /** Usage text. */
 export const EVAL_USAGE = `usage: bun run eval --from <checkpoint-dir|hf-dir|model.safetensors> [--data moby-dick|sotu|FILE] [--seq-len N] [--batch-size B (8)] [--max-batches M] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE]`;
@@ -122,12 +122,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     return 0;
   } catch (e) {
-    if (isInputError(e)) {
-      console.error(`error: ${e.message}`);
-      return 2;
-    }
-    console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    return 1;
+    return reportCliError(e);
   }
 }
 

@@ -14,7 +14,7 @@
 import { generate } from "../models/generate.ts";
 import { destroyBackend } from "../train/backend.ts";
 import { parseOptions } from "./inference-args.ts";
-import { UsageError, isInputError, loadInferenceModel } from "./model-source.ts";
+import { UsageError, loadInferenceModel, reportCliError } from "./model-source.ts";
 
 /** Usage text. */
 export const GENERATE_USAGE = `usage: bun run generate --from <checkpoint-dir|hf-dir|model.safetensors> --prompt TEXT [--max-new-tokens N (64)] [--temperature T (0 = greedy)] [--top-k K (0 = all)] [--top-p P (1 = all)] [--seed S (0)] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache]`;
@@ -75,12 +75,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     return 0;
   } catch (e) {
-    if (isInputError(e)) {
-      console.error(`error: ${e.message}`);
-      return 2;
-    }
-    console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    return 1;
+    return reportCliError(e);
   }
 }
 

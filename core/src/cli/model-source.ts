@@ -46,6 +46,17 @@ export function isInputError(e: unknown): e is Error {
   return e instanceof UsageError || e instanceof ConfigError || e instanceof CheckpointError || e instanceof SafetensorsError || e instanceof DataError;
 }
 
+/** Print an inference CLI's error and return its exit status: bad input ({@link isInputError}) is
+ * one line and 2; anything else is a failure, with its stack, and 1. */
+export function reportCliError(e: unknown): number {
+  if (isInputError(e)) {
+    console.error(`error: ${e.message}`);
+    return 2;
+  }
+  console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  return 1;
+}
+
 /** What {@link loadInferenceModel} returns. The caller destroys `model` and the backend. */
 export interface InferenceModel {
   model: CausalDecoder;
