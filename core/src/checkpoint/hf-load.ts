@@ -12,10 +12,10 @@
  * tensor.
  */
 
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { describeValue, scanJsonBounds } from "../config/json-bounds.ts";
-import { SAFETENSORS_JSON_LIMITS, SAFETENSORS_MAX_HEADER_BYTES, SafetensorsError, SafetensorsReader, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.ts";
+import { readHubIndex } from "./hub-index.ts";
+import { SafetensorsError, SafetensorsReader, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.ts";
 
 /** One loaded tensor: f32 data for floating types, i32 for integer ones. Shape is row-major. */
 export interface LoadedTensor {
@@ -100,26 +100,7 @@ function checkpointFiles(path: string): string[] {
   if (!statSync(path).isDirectory()) return [path];
   const index = join(path, "model.safetensors.index.json");
   if (existsSync(index)) {
-    if (statSync(index).size > SAFETENSORS_MAX_HEADER_BYTES) throw new SafetensorsError(index, `index is over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit`);
-    const text = readFileSync(index, "utf8");
-    // {metadata: {...}, weight_map: {name: file}}: bounded before parsing (a few levels suffice)
-    const over = scanJsonBounds(text, { ...SAFETENSORS_JSON_LIMITS, maxDepth: 8 });
-    if (over !== null) throw new SafetensorsError(index, `index ${over.path === "" ? "" : `at ${over.path} `}is out of bounds: ${over.message}`);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (e) {
-      throw new SafetensorsError(index, `index is not valid JSON (${(e as Error).message})`);
-    }
-    const map = (parsed as { weight_map?: unknown } | null)?.weight_map;
-    if (map === null || typeof map !== "object" || Array.isArray(map)) throw new SafetensorsError(index, "expected an object field weight_map {name: file}");
-    const files = new Set<string>();
-    for (const [name, f] of Object.entries(map as Record<string, unknown>)) {
-      if (typeof f !== "string" || f.includes("/") || f.includes("\\") || f === ".." || f === ".") {
-        throw new SafetensorsError(index, `weight_map entry must be a plain file name in the same directory, got ${describeValue(f)}`, name);
-      }
-      files.add(f);
-    }
+    const files = new Set(readHubIndex(index).values());
     return [...files].sort().map((f) => join(path, f));
   }
   const single = join(path, "model.safetensors");

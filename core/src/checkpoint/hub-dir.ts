@@ -15,14 +15,14 @@
  * values; optimizer moments stay zero. `tie_word_embeddings`: a tied model has no `lm_head.weight`
  * parameter, and a stored one is accepted (Transformers writes it for some tied models).
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { CheckpointTarget } from "../engine/stateful.ts";
-import { describeValue, scanJsonBounds } from "../config/json-bounds.ts";
 import { decodeTensor } from "./hf-load.ts";
 import { castTo16 } from "./hf-save.ts";
+import { readHubIndex } from "./hub-index.ts";
 import { findSource, type TensorSource } from "./hub-layouts.ts";
-import { SAFETENSORS_JSON_LIMITS, SAFETENSORS_MAX_HEADER_BYTES, SafetensorsError, SafetensorsReader, type SafetensorsTensorInfo } from "./safetensors.ts";
+import { SafetensorsError, SafetensorsReader, type SafetensorsTensorInfo } from "./safetensors.ts";
 
 /** Index file name of a sharded checkpoint. */
 export const HUB_INDEX_FILE = "model.safetensors.index.json";
@@ -68,7 +68,7 @@ export class HubCheckpoint {
       index = path;
     }
     if (index !== null) {
-      weightMap = readIndex(index);
+      weightMap = readHubIndex(index);
       files = [...new Set(weightMap.values())].sort().map((f) => join(dir, f));
     } else if (!isDir) {
       files = [path];
@@ -116,30 +116,6 @@ export class HubCheckpoint {
     for (const r of this.readers.values()) r.close();
     this.readers.clear();
   }
-}
-
-/** `weight_map` of an index file, bounded before parsing; every entry a plain file name. */
-function readIndex(index: string): Map<string, string> {
-  if (statSync(index).size > SAFETENSORS_MAX_HEADER_BYTES) throw new SafetensorsError(index, `index is over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit`);
-  const text = readFileSync(index, "utf8");
-  const over = scanJsonBounds(text, { ...SAFETENSORS_JSON_LIMITS, maxDepth: 8 });
-  if (over !== null) throw new SafetensorsError(index, `index ${over.path === "" ? "" : `at ${over.path} `}is out of bounds: ${over.message}`);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (e) {
-    throw new SafetensorsError(index, `index is not valid JSON (${(e as Error).message})`);
-  }
-  const map = (parsed as { weight_map?: unknown } | null)?.weight_map;
-  if (map === null || typeof map !== "object" || Array.isArray(map)) throw new SafetensorsError(index, "expected an object field weight_map {name: file}");
-  const out = new Map<string, string>();
-  for (const [name, f] of Object.entries(map as Record<string, unknown>)) {
-    if (typeof f !== "string" || f.includes("/") || f.includes("\\") || f === ".." || f === "." || f === "") {
-      throw new SafetensorsError(index, `weight_map entry must be a plain file name in the same directory, got ${describeValue(f)}`, name);
-    }
-    out.set(name, f);
-  }
-  return out;
 }
 
 /** A parameter as the loader sees it. */
