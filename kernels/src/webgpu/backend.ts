@@ -19,7 +19,9 @@ import {
   type Buf,
   type DType,
   type HostArray,
+  type GroupedMatmulDevSpec,
   type GroupedMatmulSpec,
+  type GroupedWeightGradSpec,
   type LambParams,
   type MatmulSpec,
   type MemoryStats,
@@ -40,9 +42,10 @@ import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
-import { groupedMatmulLaunch, groupedMatmulTiles } from "../wgsl/grouped-matmul.ts";
-import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
-import { planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
+import { groupedMatmulDevLaunch, groupedMatmulLaunch, groupedMatmulTiles, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
+import { moeCombineLaunch, moePermuteLaunches, permuteScratchWords } from "../wgsl/moe-permute.ts";
+import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
+import { type MatmulForcedTile, planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
 import { planSplitK, splitKMatmulLaunches } from "../wgsl/matmul-split-k.ts";
 import type { MatmulLimits } from "../wgsl/matmul-fast-tiles.ts";
 import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackwardLaunches, rmsnormLaunch } from "../wgsl/norm.ts";
@@ -79,9 +82,41 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * false: on the H200 the split runs measured slower than the planner's smaller tiles
    * (docs/performance.md); kept as an option for devices and shapes where it pays. */
   matmulSplitK?: boolean;
+  /** Force the matmul kernel (tuning, benchmarks): `tile` replaces the planner's tile choice for
+   * every f32/f16 matmul (it must fit the device's workgroup limits), `splitK` the split count of
+   * weight-gradient matmuls (Aᵀ·B, batch 1; ≤ 1 = never split; applies even with matmulSplitK off). */
+  matmulTuning?: MatmulTuning;
+  /** Kernel label prefixes (e.g. "mmf_" for the fast matmul) whose WGSL is compiled without naga's
+   * runtime checks (bounds clamping, loop bounding) through wgpu-native's
+   * `wgpuDeviceCreateShaderModuleTrusted` (webgpu/pipelines.ts). Default none. Needs our
+   * wgpu-native binding (TypeError on another WebGPU implementation). */
+  trustedShaders?: readonly string[];
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
+}
+
+/** {@link WebGpuBackend.stats}: counters since the backend was created. */
+export interface WebGpuStats {
+  dispatches: number;
+  submits: number;
+  pipelines: number;
+  bindGroupHits: number;
+  bindGroupMisses: number;
+  /** Host reads (`read`), each a wait for the device. */
+  reads: number;
+  /** Waits for the whole queue (`flush`). */
+  waits: number;
+  /** Milliseconds the host spent awaiting reads and waits. */
+  waitMs: number;
+  /** GPU buffers created through the ledger (`alloc` and scratch growth; staging buffers excluded). */
+  buffersCreated: number;
+}
+
+/** {@link WebGpuBackendOptions.matmulTuning}. */
+export interface MatmulTuning {
+  tile?: MatmulForcedTile;
+  splitK?: number;
 }
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
@@ -109,6 +144,7 @@ export class WebGpuBackend implements Backend {
     info: BackendInfo,
     maxBatch: number,
     private attentionMode: "auto" | "tiled" | "rows",
+    trustedShaders: readonly string[] = [],
   ) {
     this.info = info;
     const lim = device.limits;
@@ -119,7 +155,7 @@ export class WebGpuBackend implements Backend {
         }),
       );
     });
-    this.pipelines = new PipelineCache(device);
+    this.pipelines = new PipelineCache(device, trustedShaders);
     this.batcher = new CommandBatcher(device, maxBatch);
     this.maxPerDim = lim.maxComputeWorkgroupsPerDimension ?? MAX_WORKGROUPS_PER_DIM;
     this.matmulLimits = { maxComputeWorkgroupStorageSize: lim.maxComputeWorkgroupStorageSize, maxComputeInvocationsPerWorkgroup: lim.maxComputeInvocationsPerWorkgroup };
@@ -142,10 +178,11 @@ export class WebGpuBackend implements Backend {
    */
   static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const { adapter, device, info } = await openDevice(gpu, opts);
-    const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto");
+    const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", opts.trustedShaders ?? []);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
     be.attentionBlocks = opts.attentionBlocks ?? {};
     be.splitK = opts.matmulSplitK ?? false;
+    be.matmulTuning = opts.matmulTuning ?? {};
     return be;
   }
 
@@ -160,9 +197,10 @@ export class WebGpuBackend implements Backend {
 
   /** Switch kernel choices after creation (benchmarks comparing kernels on one model); the same
    * meaning as the creation options of those names. */
-  setKernelOptions(o: { attention?: "auto" | "tiled" | "rows"; matmulSplitK?: boolean }): void {
+  setKernelOptions(o: { attention?: "auto" | "tiled" | "rows"; matmulSplitK?: boolean; matmulTuning?: MatmulTuning }): void {
     if (o.attention) this.attentionMode = o.attention;
     if (o.matmulSplitK !== undefined) this.splitK = o.matmulSplitK;
+    if (o.matmulTuning !== undefined) this.matmulTuning = o.matmulTuning;
   }
 
   /** Forget the profile totals gathered so far. */
@@ -170,10 +208,12 @@ export class WebGpuBackend implements Backend {
     this.batcher.profiler?.reset();
   }
 
-  /** Counters for reports and tests: dispatches and submits so far, pipelines compiled. */
-  stats(): { dispatches: number; submits: number; pipelines: number; bindGroupHits: number; bindGroupMisses: number } {
-    const bg = this.batcher.bindGroups;
-    return { dispatches: this.batcher.dispatches, submits: this.batcher.submits, pipelines: this.pipelines.size, bindGroupHits: bg.hits, bindGroupMisses: bg.misses };
+  /** Counters since creation, for reports and tests: dispatches recorded, command batches
+   * submitted, pipelines compiled, bind-group cache hits/misses, host reads (`read`: each waits for
+   * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
+  stats(): WebGpuStats {
+    const b = this.batcher;
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates };
   }
 
   /** Release the device (the backend is unusable afterwards). */
@@ -533,9 +573,11 @@ export class WebGpuBackend implements Backend {
     // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
     // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
     // Weight-gradient shapes (Aᵀ·B, long K, small output) split K over a scratch (wgsl/matmul-split-k.ts).
-    const sk = this.splitK && ab.dtype === "f32" && bb.dtype === "f32" ? planSplitK(spec, this.matmulLimits) : null;
-    if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits));
-    this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits));
+    const { tile, splitK } = this.matmulTuning;
+    const f32 = ab.dtype === "f32" && bb.dtype === "f32";
+    const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
+    if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
+    this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
   }
 
   /** All groups in one dispatch over a host-built tile list (wgsl/grouped-matmul.ts). */
@@ -550,6 +592,31 @@ export class WebGpuBackend implements Backend {
     const tb = this.scratchBuf("grouped_matmul_tiles", "u32", tiles.length);
     this.write({ buf: tb, off: 0 }, tiles);
     this.run(groupedMatmulLaunch(xb, x.off, wb, w.off, tb, tiles.length / 3, ob, out.off, g));
+  }
+
+  /** All groups in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
+  groupedMatmulDev(x: View, w: View, out: View, offsets: View, spec: GroupedMatmulDevSpec): void {
+    const g = groupedDevGeometry(spec, "webgpu");
+    const ext = groupedDevExtents(g);
+    const op = "groupedMatmulDev";
+    const xb = this.v(x, ext.x, op, "x", F32);
+    const wb = this.v(w, ext.w, op, "w", F32);
+    const ob = this.v(out, ext.out, op, "out", F32);
+    const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
+    // K = 0: the kernel's K loop is empty and the covered rows become zeros, as with matmul
+    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, offsets.off, ob, out.off, g));
+  }
+
+  /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
+  groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void {
+    const g = groupedWGradGeometry(spec, "webgpu");
+    const ext = groupedWGradExtents(g);
+    const op = "groupedWeightGrad";
+    const db = this.v(dy, ext.dy, op, "dy", F32);
+    const xb = this.v(x, ext.x, op, "x", F32);
+    const wb = this.v(dw, ext.dw, op, "dw", F32);
+    const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
+    this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g));
   }
 
   // ---- embeddings, losses --------------------------------------------------------------------
@@ -634,6 +701,9 @@ export class WebGpuBackend implements Backend {
   /** {@link WebGpuBackendOptions.matmulSplitK}. */
   private splitK = false;
 
+  /** {@link WebGpuBackendOptions.matmulTuning}. */
+  private matmulTuning: MatmulTuning = {};
+
   /** Forced fused-attention blocks ({@link WebGpuBackendOptions.attentionBlocks}). */
   private attentionBlocks: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock } = {};
 
@@ -696,6 +766,30 @@ export class WebGpuBackend implements Backend {
     const cb = this.v(counts, bins, "histogram", "counts", ["u32"]);
     if (bins > 0) this.run(fillLaunch(cb, counts.off, bins, 0));
     this.run(histogramLaunch(ib, idx.off, cb, counts.off, n, bins));
+  }
+
+  /** The stable counting sort of pairs by expert in three dispatches (wgsl/moe-permute.ts). */
+  moePermute(idx: View, n: number, topK: number, bins: number, counts: View, offsets: View, rowOfPair: View, tokenOfRow: View, pairOfRow: View): void {
+    const op = "moePermute";
+    if (!Number.isInteger(topK) || topK < 1) throw new Error(`webgpu moePermute: topK must be a positive integer, got ${topK}`);
+    const ib = this.v(idx, n, op, "idx", I32);
+    const cb = this.v(counts, bins, op, "counts", I32);
+    const ob = this.v(offsets, bins + 1, op, "offsets", I32);
+    const rp = this.v(rowOfPair, n, op, "rowOfPair", I32);
+    const tr = this.v(tokenOfRow, n, op, "tokenOfRow", I32);
+    const pr = this.v(pairOfRow, n, op, "pairOfRow", I32);
+    const scratch = this.scratchBuf("moe_permute", "i32", permuteScratchWords(n, bins));
+    this.runAll(moePermuteLaunches(ib, idx.off, n, topK, bins, cb, counts.off, ob, offsets.off, rp, rowOfPair.off, tr, tokenOfRow.off, pr, pairOfRow.off, scratch));
+  }
+
+  /** The per-token combine in expert order, one dispatch (wgsl/moe-permute.ts). */
+  moeCombine(x: View, xRows: number, rowOfPair: View, weights: View | null, out: View, tokens: number, topK: number, dim: number, accumulate: boolean): void {
+    const op = "moeCombine";
+    const xb = this.v(x, xRows * dim, op, "x", F32);
+    const rb = this.v(rowOfPair, tokens * topK, op, "rowOfPair", I32);
+    const wb = weights ? this.v(weights, tokens * topK, op, "weights", F32) : null;
+    const ob = this.v(out, tokens * dim, op, "out", F32);
+    this.run(moeCombineLaunch(xb, x.off, xRows, rb, rowOfPair.off, wb, weights?.off ?? 0, ob, out.off, tokens, topK, dim, accumulate));
   }
 
   // ---- optimizer -----------------------------------------------------------------------------

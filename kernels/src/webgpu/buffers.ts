@@ -44,6 +44,9 @@ export class BufferLedger {
   private total = 0;
   private peakTotal = 0;
   private nextId = 1;
+  /** GPUBuffers created by {@link alloc} since creation (each an FFI round trip and a driver
+   * allocation). */
+  creates = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -73,6 +76,7 @@ export class BufferLedger {
       throw new Error(`webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${(e as Error).message}`);
     }
     this.onDeferredError(this.device.popErrorScope().then((err) => (err ? `webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${err.message}` : null)));
+    this.creates++;
     const b = new GpuBuf(dtype, length, tag, this.nextId++, gpu, bytes, this);
     this.add(tag, length * DTYPE_BYTES[dtype]);
     return b;

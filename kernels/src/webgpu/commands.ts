@@ -39,6 +39,13 @@ export class CommandBatcher {
   dispatches = 0;
   /** Batches submitted since creation. */
   submits = 0;
+  /** Host reads since creation: device→host copies the host waited for ({@link readBytes}). */
+  reads = 0;
+  /** Waits for the whole queue to go idle since creation ({@link finish}, i.e. backend flush). */
+  waits = 0;
+  /** Milliseconds the host spent awaiting reads and waits (GPU still busy, plus the event pump's
+   * wake-up latency). */
+  waitMs = 0;
 
   /** When set, each dispatch gets its own timed pass (profiler.ts). */
   profiler: GpuProfiler | null = null;
@@ -156,13 +163,20 @@ export class CommandBatcher {
 
   /** Submit and wait until the queue is idle. */
   async finish(): Promise<void> {
+    this.waits++;
     this.submit();
-    await this.device.queue.onSubmittedWorkDone();
+    const t0 = performance.now();
+    try {
+      await this.device.queue.onSubmittedWorkDone();
+    } finally {
+      this.waitMs += performance.now() - t0;
+    }
   }
 
   /** Copy `size` bytes (multiple of 4) from `src` at `srcOff` (multiple of 4) to the host, after all
    * recorded work. Returns a fresh ArrayBuffer. */
   async readBytes(src: GPUBuffer, srcOff: number, size: number): Promise<ArrayBuffer> {
+    this.reads++;
     if (size === 0) {
       await this.finish();
       return new ArrayBuffer(0);
@@ -170,8 +184,13 @@ export class CommandBatcher {
     const st = this.takeStaging(size);
     this.copy(src, srcOff, st, 0, size);
     this.submit();
+    const t0 = performance.now();
     try {
-      await st.mapAsync(MapMode.READ, 0, size);
+      try {
+        await st.mapAsync(MapMode.READ, 0, size);
+      } finally {
+        this.waitMs += performance.now() - t0;
+      }
       const out = st.getMappedRange(0, size).slice(0);
       st.unmap();
       this.giveStaging(st);
