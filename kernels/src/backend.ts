@@ -98,6 +98,39 @@ export interface GroupedMatmulSpec {
   accumulate?: boolean;
 }
 
+/** A grouped matmul whose G + 1 row offsets live in a DEVICE buffer (i32), so MoE routing never
+ * comes to the host: as {@link GroupedMatmulSpec}, group g = rows [offsets[g], offsets[g+1]) of
+ * x [R, K] times op(W_g) into the same rows of out [R, N]. The offsets must be non-decreasing from
+ * offsets[0] ≥ 0 (they are clamped to [0, R] on the device, not checked); rows outside
+ * [offsets[0], offsets[G]) are left untouched. */
+export interface GroupedMatmulDevSpec {
+  /** Groups (the offsets buffer holds G + 1 entries from its view's offset). */
+  G: number;
+  /** Rows x and out hold (an upper bound of offsets[G]). */
+  R: number;
+  N: number;
+  K: number;
+  transB?: boolean;
+  /** Elements between consecutive groups' W (default N·K). */
+  strideW?: number;
+  /** out += result instead of out = result. */
+  accumulate?: boolean;
+}
+
+/** The weight gradient of a grouped linear ({@link Backend.groupedWeightGrad}): for each group g,
+ * dw_g [M, N] (+)= dy[rows_g]ᵀ · x[rows_g] with dy [R, M], x [R, N] and rows_g = [offsets[g],
+ * offsets[g+1]) from a device i32 buffer (clamped to [0, R]); dw_g at element g·strideW of dw. An
+ * empty group gives dw_g = 0 (unchanged when accumulating). */
+export interface GroupedWeightGradSpec {
+  G: number;
+  R: number;
+  M: number;
+  N: number;
+  /** Elements between consecutive groups' dw (default M·N). */
+  strideW?: number;
+  accumulate?: boolean;
+}
+
 /** Hyper-parameters of one AdamW step (Loshchilov & Hutter 2019; DeepSpeed `adam_w_mode`). */
 export interface AdamWParams {
   lr: number;
@@ -209,6 +242,15 @@ export interface Backend {
    * Each group's rows equal a `matmul` of those rows with op(W_g) up to f32 rounding (on the cpu
    * backend exactly: the same kernel per group). */
   groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void;
+  /** See {@link GroupedMatmulDevSpec}: all groups in one op with device offsets (i32). x, w, out:
+   * f32. On the cpu backend each group is the same kernel call as `matmul` of its rows (bit-identical);
+   * on a GPU one dispatch over ceil(R/64) + G row tiles. @throws on bad sizes (naming the field); the
+   * cpu backend also throws on offsets that are not non-decreasing within [0, R]. */
+  groupedMatmulDev(x: View, w: View, out: View, offsets: View, spec: GroupedMatmulDevSpec): void;
+  /** See {@link GroupedWeightGradSpec}: per-group dW of a grouped linear in one op (one dispatch on a
+   * GPU). dy, x, dw: f32; offsets i32 on the device. On the cpu backend each group is the same
+   * kernel call as `matmul(dy_gᵀ, x_g)` with `transA` (bit-identical to a per-expert linear's dW). */
+  groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void;
 
   // ---- embeddings, losses -------------------------------------------------------------------
   /** out[i, :] = table[ids[i], :], ids i32 (n rows), table [vocab, dim]. Throws nothing on device;
@@ -243,6 +285,20 @@ export interface Backend {
   scatterAddRows(x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void;
   /** counts[b] = #{i < n : idx[i] == b} for b < bins (u32 out; idx i32; out-of-range ignored). */
   histogram(idx: View, counts: View, n: number, bins: number): void;
+  /** The MoE permutation: a stable counting sort of n (token, slot) pairs by expert, on the device
+   * and deterministic. idx [n] i32 = expert of pair p (−1 or out of [0, bins) = dropped); pair p
+   * belongs to token ⌊p / topK⌋. Writes (all i32): counts [bins] (kept pairs per expert),
+   * offsets [bins + 1] (exclusive prefix sum of counts; offsets[bins] = kept total), rowOfPair [n]
+   * (row of pair p in expert order, −1 if dropped), tokenOfRow [n] and pairOfRow [n] (for rows
+   * r < kept: the token and pair at row r; −1 past kept). Within an expert rows keep pair order.
+   * (Megatron-Core `permute`; the histogram + prefix sum + scatter of a counting sort.) */
+  moePermute(idx: View, n: number, topK: number, bins: number, counts: View, offsets: View, rowOfPair: View, tokenOfRow: View, pairOfRow: View): void;
+  /** The MoE combine, per token in expert order: out[t, :] = (accumulate ? out[t, :] : 0) + Σ over
+   * token t's pairs p = t·topK + s with rowOfPair[p] ≥ 0, in ascending row order, of w_p · x[rowOfPair[p], :]
+   * (w_p = weights[p], or 1 when weights is null), added one term at a time. x [xRows, dim] f32,
+   * rowOfPair i32 [tokens·topK], out [tokens, dim]. Deterministic (no atomics). topK ≤ 8. Also the
+   * backward of the dispatch gather (weights null, accumulate into the token gradient). */
+  moeCombine(x: View, xRows: number, rowOfPair: View, weights: View | null, out: View, tokens: number, topK: number, dim: number, accumulate: boolean): void;
 
   // ---- optimizer ----------------------------------------------------------------------------
   /** One fused AdamW/Adam step over n elements of flat f32 master params, f32 grads (or 16-bit

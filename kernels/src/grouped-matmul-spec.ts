@@ -2,7 +2,7 @@
  * Validation and extents of a grouped matmul ({@link GroupedMatmulSpec} in backend.ts), shared by
  * the cpu and webgpu backends.
  */
-import type { GroupedMatmulSpec } from "./backend.ts";
+import type { GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec } from "./backend.ts";
 
 /** A validated grouped matmul: G groups, R rows in all, row offsets, sizes, W stride. */
 export interface GroupedMatmulGeometry {
@@ -40,4 +40,55 @@ export function groupedMatmulGeometry(spec: GroupedMatmulSpec, who: string): Gro
 /** Elements x, w and out must hold from their offsets. */
 export function groupedMatmulExtents(g: GroupedMatmulGeometry): { x: number; w: number; out: number } {
   return { x: g.R * g.K, w: g.N * g.K === 0 ? 0 : (g.G - 1) * g.strideW + g.N * g.K, out: g.R * g.N };
+}
+
+/** A validated device-offset grouped matmul (GroupedMatmulDevSpec with defaults filled). */
+export interface GroupedDevGeometry {
+  G: number;
+  R: number;
+  N: number;
+  K: number;
+  transB: boolean;
+  strideW: number;
+  accumulate: boolean;
+}
+
+/** A validated grouped weight gradient (GroupedWeightGradSpec with defaults filled). */
+export interface GroupedWGradGeometry {
+  G: number;
+  R: number;
+  M: number;
+  N: number;
+  strideW: number;
+  accumulate: boolean;
+}
+
+function checkInts(who: string, op: string, fields: [string, number][]): void {
+  for (const [k, v] of fields) {
+    if (!Number.isInteger(v) || v < 0) throw new Error(`${who} ${op}: spec.${k} must be a non-negative integer, got ${v}`);
+  }
+}
+
+/** Fill defaults (strideW = N·K) and validate a GroupedMatmulDevSpec. @throws naming the field. */
+export function groupedDevGeometry(spec: GroupedMatmulDevSpec, who: string): GroupedDevGeometry {
+  const strideW = spec.strideW ?? spec.N * spec.K;
+  checkInts(who, "groupedMatmulDev", [["G", spec.G], ["R", spec.R], ["N", spec.N], ["K", spec.K], ["strideW", strideW]]);
+  return { G: spec.G, R: spec.R, N: spec.N, K: spec.K, transB: spec.transB ?? false, strideW, accumulate: spec.accumulate ?? false };
+}
+
+/** Fill defaults (strideW = M·N) and validate a GroupedWeightGradSpec. @throws naming the field. */
+export function groupedWGradGeometry(spec: GroupedWeightGradSpec, who: string): GroupedWGradGeometry {
+  const strideW = spec.strideW ?? spec.M * spec.N;
+  checkInts(who, "groupedWeightGrad", [["G", spec.G], ["R", spec.R], ["M", spec.M], ["N", spec.N], ["strideW", strideW]]);
+  return { G: spec.G, R: spec.R, M: spec.M, N: spec.N, strideW, accumulate: spec.accumulate ?? false };
+}
+
+/** Elements x, w, out (and offsets) of a device-offset grouped matmul must hold from their offsets. */
+export function groupedDevExtents(g: GroupedDevGeometry): { x: number; w: number; out: number; offsets: number } {
+  return { x: g.R * g.K, w: g.G === 0 || g.N * g.K === 0 ? 0 : (g.G - 1) * g.strideW + g.N * g.K, out: g.R * g.N, offsets: g.G + 1 };
+}
+
+/** Elements dy, x, dw (and offsets) of a grouped weight gradient must hold from their offsets. */
+export function groupedWGradExtents(g: GroupedWGradGeometry): { dy: number; x: number; dw: number; offsets: number } {
+  return { dy: g.R * g.M, x: g.R * g.N, dw: g.G === 0 || g.M * g.N === 0 ? 0 : (g.G - 1) * g.strideW + g.M * g.N, offsets: g.G + 1 };
 }

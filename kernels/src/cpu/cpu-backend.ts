@@ -11,14 +11,14 @@
  * finite-difference gradient checks).
  */
 
-import type { AdamWParams, Backend, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
-import { groupedMatmulExtents, groupedMatmulGeometry } from "../grouped-matmul-spec.ts";
+import type { AdamWParams, Backend, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
 import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
-import { gatherRowsF, histogramF, scatterAddRowsF, topkF } from "./moe.ts";
+import { gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddRowsF, topkF } from "./moe.ts";
 import { layernormBackwardF, layernormF, rmsnormBackwardF, rmsnormF } from "./norms.ts";
 import { adamwF, lambUpdateF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
 import { reduceF } from "./reduce.ts";
@@ -245,6 +245,62 @@ export class CpuBackend implements Backend {
     }
   }
 
+  /** Device offsets read from the cpu storage and checked (non-decreasing within [0, R]). */
+  private groupOffsets(offsets: View, G: number, R: number, op: string): Int32Array {
+    const os = this.i(offsets, G + 1, op, "offsets");
+    const o = os.a.slice(os.o, os.o + G + 1);
+    for (let g = 0; g <= G; g++) {
+      const v = o[g]!;
+      if (v < 0 || v > R || (g > 0 && v < o[g - 1]!)) throw new Error(`cpu ${op}: offsets must be non-decreasing within [0, ${R}], got [${Array.from(o).join(", ")}]`);
+    }
+    return o;
+  }
+
+  /** One `matmul` kernel call per non-empty group, as `groupedMatmul` (bit-identical to a per-group
+   * `matmul`); offsets read from the (host-resident) device buffer. */
+  groupedMatmulDev(x: View, w: View, out: View, offsets: View, spec: GroupedMatmulDevSpec): void {
+    const g = groupedDevGeometry(spec, "cpu");
+    const ext = groupedDevExtents(g);
+    const op = "groupedMatmulDev";
+    const xs = this.f(x, ext.x, op, "x");
+    const ws = this.f(w, ext.w, op, "w");
+    const os = this.f(out, ext.out, op, "out");
+    const off = this.groupOffsets(offsets, g.G, g.R, op);
+    for (let k = 0; k < g.G; k++) {
+      const r0 = off[k]!;
+      const M = off[k + 1]! - r0;
+      if (M === 0 || g.N === 0) continue;
+      if (g.K === 0) {
+        if (!g.accumulate) os.a.fill(0, os.o + r0 * g.N, os.o + (r0 + M) * g.N);
+        continue;
+      }
+      const geo = matmulGeometry({ M, N: g.N, K: g.K, transB: g.transB, accumulate: g.accumulate });
+      matmulF(xs.a, xs.o + r0 * g.K, ws.a, ws.o + k * g.strideW, os.a, os.o + r0 * g.N, geo);
+    }
+  }
+
+  /** Per group the same kernel call as a linear's dW (`matmul` with transA over the group's rows). */
+  groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void {
+    const g = groupedWGradGeometry(spec, "cpu");
+    const ext = groupedWGradExtents(g);
+    const op = "groupedWeightGrad";
+    const ds = this.f(dy, ext.dy, op, "dy");
+    const xs = this.f(x, ext.x, op, "x");
+    const ws = this.f(dw, ext.dw, op, "dw");
+    const off = this.groupOffsets(offsets, g.G, g.R, op);
+    for (let k = 0; k < g.G; k++) {
+      const r0 = off[k]!;
+      const rows = off[k + 1]! - r0;
+      const base = ws.o + k * g.strideW;
+      if (rows === 0) {
+        if (!g.accumulate) ws.a.fill(0, base, base + g.M * g.N);
+        continue;
+      }
+      const geo = matmulGeometry({ M: g.M, N: g.N, K: rows, transA: true, accumulate: g.accumulate });
+      matmulF(ds.a, ds.o + r0 * g.M, xs.a, xs.o + r0 * g.N, ws.a, base, geo);
+    }
+  }
+
   // ---- embeddings, losses ------------------------------------------------------------------
   embedding(table: View, ids: View, out: View, n: number, dim: number): void {
     checkCount("embedding", "n", n);
@@ -343,6 +399,30 @@ export class CpuBackend implements Backend {
     const is = this.i(idx, n, "histogram", "idx");
     const cs = span(this.ledger, counts, bins, ["u32"], "histogram", "counts") as Span<Uint32Array>;
     histogramF(is.a, is.o, cs.a, cs.o, n, bins);
+  }
+
+  moePermute(idx: View, n: number, topK: number, bins: number, counts: View, offsets: View, rowOfPair: View, tokenOfRow: View, pairOfRow: View): void {
+    this.rc("moePermute", n, bins);
+    if (!Number.isInteger(topK) || topK < 1) throw new Error(`cpu moePermute: topK must be a positive integer, got ${topK}`);
+    const op = "moePermute";
+    const is = this.i(idx, n, op, "idx");
+    const cs = this.i(counts, bins, op, "counts");
+    const os = this.i(offsets, bins + 1, op, "offsets");
+    const rp = this.i(rowOfPair, n, op, "rowOfPair");
+    const tr = this.i(tokenOfRow, n, op, "tokenOfRow");
+    const pr = this.i(pairOfRow, n, op, "pairOfRow");
+    moePermuteF(is.a, is.o, n, topK, bins, cs.a, cs.o, os.a, os.o, rp.a, rp.o, tr.a, tr.o, pr.a, pr.o);
+  }
+
+  moeCombine(x: View, xRows: number, rowOfPair: View, weights: View | null, out: View, tokens: number, topK: number, dim: number, accumulate: boolean): void {
+    const op = "moeCombine";
+    for (const [k, v] of [["xRows", xRows], ["tokens", tokens], ["dim", dim]] as const) checkCount(op, k, v);
+    if (!Number.isInteger(topK) || topK < 1 || topK > 8) throw new Error(`cpu moeCombine: topK must be an integer in 1…8, got ${topK}`);
+    const xs = this.f(x, xRows * dim, op, "x");
+    const rp = this.i(rowOfPair, tokens * topK, op, "rowOfPair");
+    const ws = weights ? this.f(weights, tokens * topK, op, "weights") : null;
+    const os = this.f(out, tokens * dim, op, "out");
+    moeCombineF(xs.a, xs.o, xRows, rp.a, rp.o, ws ? ws.a : null, ws ? ws.o : 0, os.a, os.o, tokens, topK, dim, accumulate);
   }
 
   // ---- optimizer ---------------------------------------------------------------------------

@@ -85,3 +85,73 @@ export function histogramF(idx: Int32Array, io: number, counts: Uint32Array, co:
     if (v >= 0 && v < bins) counts[co + v] = counts[co + v]! + 1;
   }
 }
+
+/** The stable counting sort of pairs by expert (Backend.moePermute): counts, offsets, rowOfPair,
+ * tokenOfRow, pairOfRow (all Int32Array storages at their offsets). Pairs of one expert keep pair
+ * order; a pair with an expert outside [0, bins) is dropped (row −1); rows past the kept total get
+ * token and pair −1. */
+export function moePermuteF(idx: Int32Array, io: number, n: number, topK: number, bins: number, counts: Int32Array, co: number, offsets: Int32Array, oo: number, rowOfPair: Int32Array, rpo: number, tokenOfRow: Int32Array, tro: number, pairOfRow: Int32Array, pro: number): void {
+  for (let e = 0; e < bins; e++) counts[co + e] = 0;
+  for (let p = 0; p < n; p++) {
+    const e = idx[io + p]!;
+    if (e >= 0 && e < bins) counts[co + e]!++;
+  }
+  let acc = 0;
+  const cursor = new Int32Array(bins);
+  for (let e = 0; e < bins; e++) {
+    offsets[oo + e] = acc;
+    cursor[e] = acc;
+    acc += counts[co + e]!;
+  }
+  offsets[oo + bins] = acc;
+  for (let p = 0; p < n; p++) {
+    const e = idx[io + p]!;
+    if (e < 0 || e >= bins) {
+      rowOfPair[rpo + p] = -1;
+      continue;
+    }
+    const r = cursor[e]!++;
+    rowOfPair[rpo + p] = r;
+    tokenOfRow[tro + r] = Math.floor(p / topK);
+    pairOfRow[pro + r] = p;
+  }
+  for (let r = acc; r < n; r++) {
+    tokenOfRow[tro + r] = -1;
+    pairOfRow[pro + r] = -1;
+  }
+}
+
+/** The combine per token in expert order (Backend.moeCombine): out[t] = (accumulate ? out[t] : 0)
+ * + Σ_{pairs of t by ascending row} w_p·x[row] (w_p = 1 without weights), one term at a time.
+ * @throws on a row outside [−1, xRows). */
+export function moeCombineF(x: FArr, xo: number, xRows: number, rowOfPair: Int32Array, rpo: number, weights: FArr | null, wo: number, out: FArr, oo: number, tokens: number, topK: number, dim: number, accumulate: boolean): void {
+  const rows: number[] = [];
+  const pairs: number[] = [];
+  for (let t = 0; t < tokens; t++) {
+    rows.length = 0;
+    pairs.length = 0;
+    for (let s = 0; s < topK; s++) {
+      const p = t * topK + s;
+      const r = rowOfPair[rpo + p]!;
+      if (r === -1) continue;
+      if (r < -1 || r >= xRows) throw new Error(`cpu moeCombine: rowOfPair[${p}] = ${r} is outside [0, ${xRows}) and is not −1`);
+      let q = rows.length;
+      rows.push(r);
+      pairs.push(p);
+      while (q > 0 && rows[q - 1]! > r) {
+        rows[q] = rows[q - 1]!;
+        pairs[q] = pairs[q - 1]!;
+        q--;
+      }
+      rows[q] = r;
+      pairs[q] = p;
+    }
+    const q0 = oo + t * dim;
+    if (!accumulate) for (let j = 0; j < dim; j++) out[q0 + j] = 0;
+    for (let i = 0; i < rows.length; i++) {
+      const w = weights === null ? 1 : weights[wo + pairs[i]!]!;
+      const p0 = xo + rows[i]! * dim;
+      for (let j = 0; j < dim; j++) out[q0 + j] = out[q0 + j]! + w * x[p0 + j]!;
+    }
+  }
+}

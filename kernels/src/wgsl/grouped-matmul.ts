@@ -12,7 +12,7 @@
  * invocation (the K loop bound is uniform).
  */
 import type { Buf } from "../backend.ts";
-import type { GroupedMatmulGeometry } from "../grouped-matmul-spec.ts";
+import type { GroupedDevGeometry, GroupedMatmulGeometry, GroupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { entry, memoKernel, u32s } from "./launch.ts";
 
@@ -93,5 +93,191 @@ export function groupedMatmulLaunch(x: Buf, xoff: number, w: Buf, woff: number, 
     bufs: [x, w, tiles, out],
     params: [xoff, woff, ooff, g.N, g.K, g.strideW, ntiles, ncol],
     workgroups: ntiles * ncol,
+  };
+}
+
+// ---- device offsets ------------------------------------------------------------------------------
+//
+// The same products with the G + 1 row offsets in a DEVICE buffer (i32), so routing never has to
+// come to the host (`Backend.groupedMatmulDev` / `groupedWeightGrad`). Register-blocked 64×64
+// output tiles, 256 invocations each computing a 4×4 block (rows ly + 16·a, columns lx + 16·b),
+// K staged through workgroup memory 16 at a time; every product accumulates in f32, k ascending.
+//
+// Forward / dX (groupedMatmulDev): the grid has ceil(R/64) + G row-tile slots × ceil(N/64) column
+// tiles. Slot s belongs to the group g with Σ_{j<g} ceil(n_j/64) ≤ s < Σ_{j≤g} ceil(n_j/64)
+// (n_j = offsets[j+1] − offsets[j]); each workgroup finds it by one uniform scan of the G counts.
+// Σ_g ceil(n_g/64) ≤ ceil(R/64) + G, so every row of every group has a slot; slots past the last
+// group compute nothing. Rows outside [offsets[0], offsets[G]) are not touched.
+//
+// Weight gradient (groupedWeightGrad): dw[g] (+)= dy[rows_g]ᵀ · x[rows_g], one workgroup per
+// (group, 64×64 tile of dw[g]); the loop over the group's rows (16 at a time) has a bound read by
+// `workgroupUniformLoad`, so the barriers inside stay in uniform control flow. An empty group
+// writes zeros (or leaves dw[g] unchanged when accumulating).
+
+/** Output tile edge of the device-offset kernels (64×64 tiles, 16-deep K steps). */
+export const GROUPED_DEV_TILE = 64;
+const DT = GROUPED_DEV_TILE;
+const DK = 16;
+
+// Shared body of the 4×4 register tile: `loadA(i, kk)` / `loadB(kk, j)` are WGSL expressions
+// evaluated only when in range (the staging writes 0 otherwise).
+function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin: string, kEnd: string): string {
+  return `  let ly = li / 16u;
+  let lx = li % 16u;
+  var acc: array<array<f32, 4>, 4>;
+  for (var a = 0u; a < 4u; a = a + 1u) { for (var b = 0u; b < 4u; b = b + 1u) { acc[a][b] = 0.0; } }
+  for (var k0 = ${kBegin}; k0 < ${kEnd}; k0 = k0 + ${DK}u) {
+    // stage A [64 × 16] and B [16 × 64]: 4 elements each per invocation
+    for (var q = 0u; q < 4u; q = q + 1u) {
+      let e = li + q * 256u;
+      let ai = e / ${DK}u;
+      let ak = k0 + e % ${DK}u;
+      var av: f32 = 0.0;
+      if (${aOk}) { av = ${aLoad}; }
+      as_[(e % ${DK}u) * ${DT}u + ai] = av;
+      let bk = k0 + e / ${DT}u;
+      let bj = e % ${DT}u;
+      var bv: f32 = 0.0;
+      if (${bOk}) { bv = ${bLoad}; }
+      bs_[(e / ${DT}u) * ${DT}u + bj] = bv;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < ${DK}u; kk = kk + 1u) {
+      var av4: array<f32, 4>;
+      var bv4: array<f32, 4>;
+      for (var a = 0u; a < 4u; a = a + 1u) { av4[a] = as_[kk * ${DT}u + ly + 16u * a]; }
+      for (var b = 0u; b < 4u; b = b + 1u) { bv4[b] = bs_[kk * ${DT}u + lx + 16u * b]; }
+      for (var a = 0u; a < 4u; a = a + 1u) { for (var b = 0u; b < 4u; b = b + 1u) { acc[a][b] = acc[a][b] + av4[a] * bv4[b]; } }
+    }
+    workgroupBarrier();
+  }
+`;
+}
+
+function groupedDevKernel(transB: boolean, accumulate: boolean): Kernel {
+  const label = `grouped_matmul_dev_${transB ? "tb" : "nb"}_${accumulate ? "acc" : "set"}`;
+  // op(W_g)[k, j]: stored N×K with transB, else K×N
+  const wLoad = transB ? "b_w[wbase + (j0 + bj) * P.K + bk]" : "b_w[wbase + bk * P.N + j0 + bj]";
+  return memoKernel(label, () => ({
+    label,
+    buffers: [
+      { name: "b_x", type: "f32", write: false },
+      { name: "b_w", type: "f32", write: false },
+      { name: "b_off", type: "i32", write: false },
+      { name: "b_out", type: "f32", write: true },
+    ],
+    params: u32s("xoff", "woff", "ooff", "offoff", "G", "R", "N", "K", "strideW", "ncol"),
+    code: `var<workgroup> as_: array<f32, ${DT * DK}>;
+var<workgroup> bs_: array<f32, ${DT * DK}>;
+fn off_at(g: u32) -> u32 { return min(u32(max(b_off[P.offoff + g], 0)), P.R); }
+${entry(256)} {
+  let lin = wg_lin(wg, nwg);
+  let slot = lin / P.ncol;
+  let j0 = (lin % P.ncol) * ${DT}u;
+  // find the group of this row-tile slot (the same answer in every invocation)
+  var g = P.G;
+  var r0 = 0u;
+  var r1 = 0u;
+  var seen = 0u;
+  for (var h = 0u; h < P.G; h = h + 1u) {
+    let s0 = off_at(h);
+    let s1 = max(off_at(h + 1u), s0);
+    let t = (s1 - s0 + ${DT - 1}u) / ${DT}u;
+    if (g == P.G && slot < seen + t) {
+      g = h;
+      r0 = s0 + (slot - seen) * ${DT}u;
+      r1 = min(r0 + ${DT}u, s1);
+    }
+    seen = seen + t;
+  }
+  let wbase = P.woff + min(g, max(P.G, 1u) - 1u) * P.strideW;
+${tileBody("b_x[P.xoff + (r0 + ai) * P.K + ak]", "r0 + ai < r1 && ak < P.K", wLoad, "j0 + bj < P.N && bk < P.K", "0u", "P.K")}
+  let ly2 = li / 16u;
+  let lx2 = li % 16u;
+  for (var a = 0u; a < 4u; a = a + 1u) {
+    let row = r0 + ly2 + 16u * a;
+    if (row >= r1) { continue; }
+    for (var b = 0u; b < 4u; b = b + 1u) {
+      let col = j0 + lx2 + 16u * b;
+      if (col >= P.N) { continue; }
+      let o = P.ooff + row * P.N + col;
+      ${accumulate ? "b_out[o] = b_out[o] + acc[a][b];" : "b_out[o] = acc[a][b];"}
+    }
+  }
+}`,
+  }));
+}
+
+/** Launch of {@link Backend.groupedMatmulDev} (null when nothing can be computed). */
+export function groupedMatmulDevLaunch(x: Buf, xoff: number, w: Buf, woff: number, off: Buf, offoff: number, out: Buf, ooff: number, g: GroupedDevGeometry): Launch | null {
+  if (g.G === 0 || g.R === 0 || g.N === 0) return null;
+  const ncol = Math.ceil(g.N / DT);
+  const slots = Math.ceil(g.R / DT) + g.G;
+  return {
+    kernel: groupedDevKernel(g.transB, g.accumulate),
+    bufs: [x, w, off, out],
+    params: [xoff, woff, ooff, offoff, g.G, g.R, g.N, g.K, g.strideW, ncol],
+    workgroups: slots * ncol,
+  };
+}
+
+function groupedWGradKernel(accumulate: boolean): Kernel {
+  const label = `grouped_wgrad_dev_${accumulate ? "acc" : "set"}`;
+  return memoKernel(label, () => ({
+    label,
+    buffers: [
+      { name: "b_dy", type: "f32", write: false },
+      { name: "b_x", type: "f32", write: false },
+      { name: "b_off", type: "i32", write: false },
+      { name: "b_dw", type: "f32", write: true },
+    ],
+    params: u32s("dyoff", "xoff", "dwoff", "offoff", "G", "R", "M", "N", "strideW", "nrt", "nct"),
+    code: `var<workgroup> as_: array<f32, ${DT * DK}>;
+var<workgroup> bs_: array<f32, ${DT * DK}>;
+var<workgroup> rows_: vec2<u32>;
+fn off_at(g: u32) -> u32 { return min(u32(max(b_off[P.offoff + g], 0)), P.R); }
+${entry(256)} {
+  let lin = wg_lin(wg, nwg);
+  let per = P.nrt * P.nct;
+  let g = lin / per;
+  let t = lin % per;
+  let i0 = (t / P.nct) * ${DT}u;
+  let j0 = (t % P.nct) * ${DT}u;
+  if (li == 0u) {
+    var s0 = 0u;
+    var s1 = 0u;
+    if (g < P.G) { s0 = off_at(g); s1 = max(off_at(g + 1u), s0); }
+    rows_ = vec2<u32>(s0, s1);
+  }
+  let rr = workgroupUniformLoad(&rows_);
+  // A(i, r) = dy[r, i] (i < M), B(r, j) = x[r, j] (j < N), r over the group's rows
+${tileBody("b_dy[P.dyoff + ak * P.M + i0 + ai]", "i0 + ai < P.M && ak < rr.y", "b_x[P.xoff + bk * P.N + j0 + bj]", "j0 + bj < P.N && bk < rr.y", "rr.x", "rr.y")}
+  if (g >= P.G) { return; }
+  let ly2 = li / 16u;
+  let lx2 = li % 16u;
+  for (var a = 0u; a < 4u; a = a + 1u) {
+    let i = i0 + ly2 + 16u * a;
+    if (i >= P.M) { continue; }
+    for (var b = 0u; b < 4u; b = b + 1u) {
+      let j = j0 + lx2 + 16u * b;
+      if (j >= P.N) { continue; }
+      let o = P.dwoff + g * P.strideW + i * P.N + j;
+      ${accumulate ? "b_dw[o] = b_dw[o] + acc[a][b];" : "b_dw[o] = acc[a][b];"}
+    }
+  }
+}`,
+  }));
+}
+
+/** Launch of {@link Backend.groupedWeightGrad} (null when dw is empty). */
+export function groupedWeightGradLaunch(dy: Buf, dyoff: number, x: Buf, xoff: number, off: Buf, offoff: number, dw: Buf, dwoff: number, g: GroupedWGradGeometry): Launch | null {
+  if (g.G === 0 || g.M === 0 || g.N === 0) return null;
+  const nrt = Math.ceil(g.M / DT);
+  const nct = Math.ceil(g.N / DT);
+  return {
+    kernel: groupedWGradKernel(g.accumulate),
+    bufs: [dy, x, off, dw],
+    params: [dyoff, xoff, dwoff, offoff, g.G, g.R, g.M, g.N, g.strideW, nrt, nct],
+    workgroups: g.G * nrt * nct,
   };
 }

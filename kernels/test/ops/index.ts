@@ -40,6 +40,7 @@ import { matmulTests } from "./matmul.ts";
 import { groupedMatmulTests } from "./grouped-matmul.ts";
 import { memoryTests } from "./memory.ts";
 import { moeTests } from "./moe.ts";
+import { moeDeviceTests } from "./moe-device.ts";
 import { optimTests } from "./optim.ts";
 import { rowTests } from "./rows.ts";
 import { transformerTests } from "./transformer.ts";
@@ -85,6 +86,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
     describe("embedding and loss", () => embeddingTests(t));
     describe("rope and attention", () => transformerTests(t));
     describe("moe primitives", () => moeTests(t));
+    describe("moe on the device", () => moeDeviceTests(t));
     describe("optimizer", () => optimTests(t));
     describe("determinism", () => determinismTests(t));
   });
