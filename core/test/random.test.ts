@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { normalFill, philox4x32, streamKey, uniformFill } from "../src/tensor/random.ts";
+import { normalFill, philox4x32, randint, streamKey, uniformFill } from "../src/tensor/random.ts";
+import { philoxBlocks, PHILOX_WASM_MAX_WORDS } from "../src/tensor/philox-wasm.ts";
+import { normalFillTasks, PARALLEL_MIN_ELEMENTS, SHARE_ELEMENTS, type NormalFillTask } from "../src/tensor/random-pool.ts";
 
 const hex = (a: Uint32Array) => Array.from(a, (x) => x.toString(16).padStart(8, "0"));
 
@@ -31,5 +33,123 @@ describe("Philox4x32-10", () => {
     uniformFill(u, key, 0);
     expect(Math.min(...u)).toBeGreaterThanOrEqual(0);
     expect(Math.max(...u)).toBeLessThan(1);
+  });
+});
+
+/** The streams' definition, one element at a time (the original implementation): element i of a
+ * normal stream is the cos (even i) / sin (odd i) half of a Box–Muller pair from Philox counter
+ * ⌊i/2⌋; element i of a uniform stream is word i mod 4 of counter ⌊i/4⌋ with c2 = 1. */
+function refNormal(n: number, key: [number, number], start: number, std: number, mean: number): Float64Array {
+  const out = new Float64Array(n);
+  const blk = new Uint32Array(4);
+  for (let j = 0; j < n; j++) {
+    const i = start + j;
+    const c = Math.floor(i / 2);
+    philox4x32(c >>> 0, Math.floor(c / 4294967296) >>> 0, 0, 0, key[0], key[1], blk);
+    const u1 = (blk[0]! + 1) / 4294967296;
+    const u2 = (blk[1]! + 1) / 4294967296;
+    const r = Math.sqrt(-2 * Math.log(u1));
+    const z = i % 2 === 0 ? r * Math.cos(2 * Math.PI * u2) : r * Math.sin(2 * Math.PI * u2);
+    out[j] = mean + std * z;
+  }
+  return out;
+}
+function refUniform(n: number, key: [number, number], start: number, lo: number, hi: number): Float64Array {
+  const out = new Float64Array(n);
+  const blk = new Uint32Array(4);
+  for (let j = 0; j < n; j++) {
+    const i = start + j;
+    const c = Math.floor(i / 4);
+    philox4x32(c >>> 0, Math.floor(c / 4294967296) >>> 0, 1, 0, key[0], key[1], blk);
+    out[j] = lo + (hi - lo) * (blk[i % 4]! / 4294967296);
+  }
+  return out;
+}
+function firstMismatch(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return -2;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return i;
+  return -1;
+}
+
+describe("fast generators equal the element-wise definition bit for bit", () => {
+  test("wasm Philox blocks = philox4x32 (counter carries into the high word, c2, 2 and 4 words)", () => {
+    const o = new Uint32Array(4);
+    for (const [k0, k1, c, c2] of [[0, 0, 0, 0], [0xffffffff, 0xffffffff, 2 ** 32 - 3, 1], [0xa4093822, 0x299f31d0, 2 ** 45 + 17, 0]] as const) {
+      for (const words of [2, 4] as const) {
+        const n = 1009;
+        const got = philoxBlocks([k0, k1], c, c2, n, words);
+        if (!got) continue; // no WebAssembly: random.ts uses philox4x32 itself
+        const copy = got.slice(0, n * words);
+        for (let i = 0; i < n; i++) {
+          const ci = c + i;
+          philox4x32(ci >>> 0, Math.floor(ci / 4294967296) >>> 0, c2, 0, k0, k1, o);
+          for (let w = 0; w < words; w++) if (copy[i * words + w] !== o[w]) throw new Error(`block ${i} word ${w}: ${copy[i * words + w]} vs ${o[w]}`);
+        }
+      }
+    }
+    expect(() => philoxBlocks([1, 2], 0, 0, PHILOX_WASM_MAX_WORDS / 2 + 1, 2)).toThrow(/exceed/);
+  });
+  test("normalFill / uniformFill / randint at odd starts and lengths, f32 and f64, near 2^32 counters", () => {
+    const starts = [0, 1, 2, 3, 8191, 8192, 8193, 2 ** 33 - 3, 2 ** 40 + 1];
+    const lens = [0, 1, 2, 3, 5, 8191, 8193, 16387];
+    for (const start of starts) {
+      for (const n of lens) {
+        const key = streamKey(start % 11, `s${n}`);
+        const rn = refNormal(n, key, start, 0.02, 0.25);
+        const ru = refUniform(n, key, start, -1, 3);
+        const a = new Float64Array(n);
+        normalFill(a, key, start, 0.02, 0.25);
+        expect(firstMismatch(a, rn)).toBe(-1);
+        const f = new Float32Array(n);
+        normalFill(f, key, start, 0.02, 0.25);
+        expect(firstMismatch(f, Float32Array.from(rn))).toBe(-1);
+        uniformFill(a, key, start, -1, 3);
+        expect(firstMismatch(a, ru)).toBe(-1);
+      }
+    }
+    const ids = randint(4099, 37, streamKey(1, "r"), 5);
+    const u = refUniform(4099, streamKey(1, "r"), 5, 0, 1);
+    expect(firstMismatch(ids, Int32Array.from(u, (x) => Math.min(36, Math.floor(x * 37))))).toBe(-1);
+  });
+});
+
+describe("normalFillTasks (thread pool)", () => {
+  const tasks: NormalFillTask[] = [
+    { key: streamKey(3, "a"), start: 0, count: 3 * SHARE_ELEMENTS + 17, dstOff: 5, std: 0.02, mean: 0 },
+    { key: streamKey(3, "b"), start: 77, count: PARALLEL_MIN_ELEMENTS + 101, dstOff: 3 * SHARE_ELEMENTS + 30, std: 1, mean: 0.5 },
+    { key: streamKey(3, "c"), start: 2 ** 33 - 1, count: 3, dstOff: 3 * SHARE_ELEMENTS + 22, std: 2, mean: -1 },
+  ];
+  const n = 3 * SHARE_ELEMENTS + 30 + PARALLEL_MIN_ELEMENTS + 101 + 7;
+  const ref = new Float32Array(n);
+  for (const t of tasks) ref.set(refNormal(t.count, t.key, t.start, t.std, t.mean), t.dstOff);
+
+  test("1, 2, 3 and 5 threads, shared and unshared memory, a view at a byte offset: same bits as one thread", () => {
+    for (const threads of [1, 2, 3, 5]) {
+      for (const sab of [true, false]) {
+        const buf = sab ? new SharedArrayBuffer(4 * (n + 9)) : new ArrayBuffer(4 * (n + 9));
+        const out = new Float32Array(buf, 4 * 9, n);
+        new Float32Array(buf, 0, 9).fill(7);
+        normalFillTasks(out, tasks, threads);
+        expect(firstMismatch(out, ref)).toBe(-1);
+        expect(Array.from(new Float32Array(buf, 0, 9))).toEqual([7, 7, 7, 7, 7, 7, 7, 7, 7]); // nothing written before the view
+      }
+    }
+    const d = new Float64Array(new SharedArrayBuffer(8 * n));
+    normalFillTasks(d, tasks, 3);
+    expect(firstMismatch(Float32Array.from(d), ref)).toBe(-1);
+  }, 120_000);
+  test("worker threads take shares (bounded retries: a worker may not have started yet)", () => {
+    const out = new Float32Array(new SharedArrayBuffer(4 * n));
+    let helped = 0;
+    for (let attempt = 0; attempt < 50 && helped === 0; attempt++) {
+      helped = normalFillTasks(out, tasks, 3);
+      expect(firstMismatch(out, ref)).toBe(-1);
+      if (helped === 0) Bun.sleepSync(50);
+    }
+    expect(helped).toBeGreaterThan(0);
+    expect(normalFillTasks(new Float32Array(n), tasks, 3)).toBe(0); // unshared memory: the caller alone
+  }, 120_000);
+  test("a task outside the destination is refused", () => {
+    expect(() => normalFillTasks(new Float32Array(10), [{ key: [1, 2], start: 0, count: 11, dstOff: 0, std: 1, mean: 0 }], 1)).toThrow(/outside the destination/);
   });
 });

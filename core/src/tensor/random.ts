@@ -8,6 +8,8 @@
  * parameter's Hugging Face name) with {@link streamKey}.
  */
 
+import { philoxBlocks } from "./philox-wasm.ts";
+
 const M0 = 0xd2511f53;
 const M1 = 0xcd9e8d57;
 const W0 = 0x9e3779b9;
@@ -62,47 +64,88 @@ export function streamKey(seed: number, name: string): [number, number] {
   return [o[0]!, o[1]!];
 }
 
-/** uint32 → uniform in (0, 1] (never 0, so log() is safe). */
-function toUnit(u: number): number {
-  return (u + 1) / 4294967296;
+/** Philox blocks generated per call of the wasm generator (two words each for normals, four for
+ * uniforms: at most one 64 KiB page). */
+const CHUNK_BLOCKS = 4096;
+const TWO_PI = 2 * Math.PI;
+
+/**
+ * Philox blocks for counters c … c+n−1 (c2 as given, c3 = 0) under `key`: `words` uint32 per block
+ * from the wasm generator (philox-wasm.ts), or from {@link philox4x32} where WebAssembly is missing.
+ * Same bits either way; the returned view is valid until the next call.
+ */
+function blocks(key: [number, number], c: number, c2: number, n: number, words: 2 | 4, scratch: Uint32Array): Uint32Array {
+  const w = philoxBlocks(key, c, c2, n, words);
+  if (w) return w;
+  const blk = new Uint32Array(4);
+  for (let i = 0; i < n; i++) {
+    const ci = c + i;
+    philox4x32(ci >>> 0, Math.floor(ci / 4294967296) >>> 0, c2, 0, key[0], key[1], blk);
+    for (let k = 0; k < words; k++) scratch[i * words + k] = blk[k]!;
+  }
+  return scratch;
 }
 
 /**
  * Fill `out` with N(mean, std²) samples for elements [start, start + out.length) of the stream
- * `key`. Element i uses Philox counter ⌊i/2⌋ and a Box–Muller pair (Box & Muller 1958): even i the
- * cosine branch, odd i the sine branch.
+ * `key` (start an integer < 2^53). Element i uses Philox counter ⌊i/2⌋ (words c0, c1; c2 = c3 = 0)
+ * and a Box–Muller pair (Box & Muller 1958) from its outputs x0, x1: u1 = (x0+1)/2^32,
+ * u2 = (x1+1)/2^32 (never 0), r = √(−2 ln u1), θ = 2π·u2; even i takes mean + std·(r cos θ), odd i
+ * mean + std·(r sin θ), evaluated in f64 (a Float32Array rounds once, to nearest). Any slice gives
+ * the values of the whole stream at those positions (counter-based).
  */
 export function normalFill(out: Float32Array | Float64Array, key: [number, number], start: number, std: number, mean = 0): void {
-  const blk = new Uint32Array(4);
-  let cached = -1;
-  for (let j = 0; j < out.length; j++) {
-    const i = start + j;
-    const c = Math.floor(i / 2);
-    if (c !== cached) {
-      philox4x32(c >>> 0, Math.floor(c / 4294967296) >>> 0, 0, 0, key[0], key[1], blk);
-      cached = c;
+  const n = out.length;
+  if (n === 0) return;
+  const scratch = new Uint32Array(2 * CHUNK_BLOCKS);
+  let c = Math.floor(start / 2);
+  let j = 0;
+  if (start % 2 === 1) {
+    // the first element is the sine half of its block
+    const blk = blocks(key, c, 0, 1, 2, scratch);
+    const r = Math.sqrt(-2 * Math.log((blk[0]! + 1) / 4294967296));
+    out[0] = mean + std * (r * Math.sin(TWO_PI * ((blk[1]! + 1) / 4294967296)));
+    c++;
+    j = 1;
+  }
+  while (j < n) {
+    const pairs = Math.min(CHUNK_BLOCKS, Math.ceil((n - j) / 2));
+    const blk = blocks(key, c, 0, pairs, 2, scratch);
+    const full = Math.min(pairs, (n - j) >> 1); // pairs whose both halves are inside `out`
+    for (let p = 0; p < full; p++, j += 2) {
+      const r = Math.sqrt(-2 * Math.log((blk[2 * p]! + 1) / 4294967296));
+      const th = TWO_PI * ((blk[2 * p + 1]! + 1) / 4294967296);
+      out[j] = mean + std * (r * Math.cos(th));
+      out[j + 1] = mean + std * (r * Math.sin(th));
     }
-    const u1 = toUnit(blk[0]!);
-    const u2 = toUnit(blk[1]!);
-    const r = Math.sqrt(-2 * Math.log(u1));
-    const z = i % 2 === 0 ? r * Math.cos(2 * Math.PI * u2) : r * Math.sin(2 * Math.PI * u2);
-    out[j] = mean + std * z;
+    if (full < pairs) {
+      // a last element that is the cosine half of its block
+      const r = Math.sqrt(-2 * Math.log((blk[2 * full]! + 1) / 4294967296));
+      out[j] = mean + std * (r * Math.cos(TWO_PI * ((blk[2 * full + 1]! + 1) / 4294967296)));
+      j++;
+    }
+    c += pairs;
   }
 }
 
-/** Fill `out` with uniform samples in [lo, hi) for elements [start, …) of the stream `key`
- * (one Philox block per 4 elements). */
+/** Fill `out` with uniform samples lo + (hi − lo)·(x/2^32) in [lo, hi) for elements [start, …) of the
+ * stream `key`: element i is output word i mod 4 of Philox counter ⌊i/4⌋ (c2 = 1, c3 = 0). */
 export function uniformFill(out: Float32Array | Float64Array, key: [number, number], start: number, lo = 0, hi = 1): void {
-  const blk = new Uint32Array(4);
-  let cached = -1;
-  for (let j = 0; j < out.length; j++) {
-    const i = start + j;
-    const c = Math.floor(i / 4);
-    if (c !== cached) {
-      philox4x32(c >>> 0, Math.floor(c / 4294967296) >>> 0, 1, 0, key[0], key[1], blk);
-      cached = c;
-    }
-    out[j] = lo + (hi - lo) * (blk[i % 4]! / 4294967296);
+  const n = out.length;
+  if (n === 0) return;
+  const scratch = new Uint32Array(4 * (CHUNK_BLOCKS >> 1));
+  const c0 = Math.floor(start / 4);
+  const skip = start - 4 * c0; // words of the first block before `start`
+  const span = hi - lo;
+  let c = c0;
+  let j = 0;
+  while (j < n) {
+    const first = c === c0 ? skip : 0;
+    const nb = Math.min(CHUNK_BLOCKS >> 1, Math.ceil((n - j + first) / 4));
+    const blk = blocks(key, c, 1, nb, 4, scratch);
+    const end = Math.min(4 * nb, n - j + first);
+    for (let w = first; w < end; w++, j++) out[j] = lo + span * (blk[w]! / 4294967296);
+    c += nb;
   }
 }
 
