@@ -19,8 +19,8 @@
  * `* top_k_weights`, `index_add_`) in the same summation order (experts ascending per token).
  * A dropped pair contributes nothing (the token keeps its residual path).
  */
-import { gatherRows, reshape, scatterAddRows } from "../../tensor/index.ts";
 import { fromArray, type Tensor } from "../../tensor/tensor.ts";
+import { combineRows, dispatchRows, permuteByExpert, type DevicePermutation } from "./permutation.ts";
 
 /** What the MoE layer hands to {@link TokenDispatcher.dispatch}. */
 export interface DispatchRequest {
@@ -28,8 +28,11 @@ export interface DispatchRequest {
   layer: number;
   /** Token hidden states [T, hidden] (f32). */
   x: Tensor;
-  /** Chosen expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped pair. */
-  topkIndices: Int32Array;
+  /** Chosen expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped pair. Null when
+   * the router kept the choice on the device (then `expertIndices` is required). */
+  topkIndices: Int32Array | null;
+  /** The same choices on the device (i32 [T·k]); absent = uploaded from `topkIndices`. */
+  expertIndices?: Tensor | null;
   /** Differentiable combine weight of each pair, [T·k] f32. */
   topkWeights: Tensor;
   /** Experts in the layer (global count E). */
@@ -57,17 +60,19 @@ export interface Dispatched {
   /** The experts (global indices, ascending) this rank computes — every one of them, also those
    * that got no rows (their units are still entered, so ZeRO hooks fire alike on every rank). */
   readonly experts: readonly number[];
-  /** tokensPerExpert[i] = rows of experts[i]; Σ = R. */
-  readonly tokensPerExpert: Int32Array;
-  /** This rank's permutation plan (its own tokens' pairs). */
-  readonly plan: PermutePlan;
+  /** tokensPerExpert[i] = rows of experts[i]; Σ = R — on the host when known (null when the
+   * routing stayed on the device: then only {@link offsets} says where each expert's rows are). */
+  readonly tokensPerExpert: Int32Array | null;
+  /** Group offsets of `rows` on the device, i32 [experts.length + 1]. */
+  readonly offsets: Tensor;
+  /** This rank's permutation plan on the host (its own tokens' pairs), when the host has the choices. */
+  readonly plan: PermutePlan | null;
+  /** This rank's permutation on the device (permutation.ts). */
+  readonly perm: DevicePermutation;
   /** Layer index, tokens T, and the request's weights, for combine. */
   readonly layer: number;
   readonly tokens: number;
   readonly topkWeights: Tensor;
-  /** tokenOf / pairOf of {@link plan} on the device (i32). */
-  readonly tokenIdx: Tensor;
-  readonly pairIdx: Tensor;
   /** The subclass's exchange state (e.g. the all_to_all_v layout). */
   readonly exchange: unknown;
 }
@@ -113,7 +118,10 @@ export function permutePlan(topkIndices: Int32Array, numExperts: number, topK: n
 export interface ExchangeResult<S> {
   rows: Tensor;
   experts: readonly number[];
-  tokensPerExpert: Int32Array;
+  /** Rows per expert on the host (null when unknown: then `offsets` is required). */
+  tokensPerExpert: Int32Array | null;
+  /** Group offsets of `rows` on the device (i32 [experts + 1]); absent = uploaded from tokensPerExpert. */
+  offsets?: Tensor;
   state: S;
 }
 
@@ -126,7 +134,7 @@ export abstract class PermutationDispatcher<S = unknown> implements TokenDispatc
   abstract readonly name: string;
 
   /** xs [n, hidden]: this rank's kept pairs' rows in plan order → the rows its experts compute. */
-  protected abstract exchange(xs: Tensor, plan: PermutePlan, req: DispatchRequest): Promise<ExchangeResult<S>>;
+  protected abstract exchange(xs: Tensor, plan: PermutePlan | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<S>>;
 
   /** expertOutput [R, hidden] (as the exchange's rows) → [n, hidden] in plan order. */
   protected abstract exchangeBack(expertOutput: Tensor, state: S, d: Dispatched): Promise<Tensor>;
@@ -134,38 +142,50 @@ export abstract class PermutationDispatcher<S = unknown> implements TokenDispatc
   async dispatch(req: DispatchRequest): Promise<Dispatched> {
     const { x, topkIndices, topkWeights, numExperts, topK } = req;
     const T = x.shape[0]!;
-    if (topkIndices.length !== T * topK) throw new Error(`dispatcher ${this.name}: ${topkIndices.length} pairs for ${T} tokens × k = ${topK}`);
-    if (topkWeights.numel !== T * topK) throw new Error(`dispatcher ${this.name}: ${topkWeights.numel} weights for ${T} tokens × k = ${topK}`);
+    const P = T * topK;
+    if (topkIndices && topkIndices.length !== P) throw new Error(`dispatcher ${this.name}: ${topkIndices.length} pairs for ${T} tokens × k = ${topK}`);
+    if (req.expertIndices && req.expertIndices.numel !== P) throw new Error(`dispatcher ${this.name}: ${req.expertIndices.numel} device pairs for ${T} tokens × k = ${topK}`);
+    if (!topkIndices && !req.expertIndices) throw new Error(`dispatcher ${this.name}: the routing decision has neither host nor device expert indices`);
+    if (topkWeights.numel !== P) throw new Error(`dispatcher ${this.name}: ${topkWeights.numel} weights for ${T} tokens × k = ${topK}`);
     const be = x.be;
-    const plan = permutePlan(topkIndices, numExperts, topK);
-    const tokenIdx = fromArray(be, plan.tokenOf, [plan.tokenOf.length], "i32");
-    const pairIdx = fromArray(be, plan.pairOf, [plan.pairOf.length], "i32");
-    const xs = gatherRows(x, tokenIdx);
-    const ex = await this.exchange(xs, plan, req);
+    const plan = topkIndices ? permutePlan(topkIndices, numExperts, topK) : null;
+    const idx = req.expertIndices ?? fromArray(be, topkIndices!, [P], "i32");
+    const perm = permuteByExpert(idx, numExperts, topK);
+    const xs = dispatchRows(x, perm, plan ? plan.pairOf.length : P);
+    const ex = await this.exchange(xs, plan, req, perm);
     const R = ex.rows.shape[0]!;
-    const sum = ex.tokensPerExpert.reduce((a, b) => a + b, 0);
-    if (ex.experts.length !== ex.tokensPerExpert.length || sum !== R) {
-      throw new Error(`dispatcher ${this.name}: ${ex.experts.length} experts with ${sum} rows in all, ${R} rows dispatched`);
-    }
-    return { rows: ex.rows, experts: ex.experts, tokensPerExpert: ex.tokensPerExpert, plan, layer: req.layer, tokens: T, topkWeights, tokenIdx, pairIdx, exchange: ex.state };
+    if (ex.tokensPerExpert) {
+      const sum = ex.tokensPerExpert.reduce((a, b) => a + b, 0);
+      if (ex.experts.length !== ex.tokensPerExpert.length || sum !== R) {
+        throw new Error(`dispatcher ${this.name}: ${ex.experts.length} experts with ${sum} rows in all, ${R} rows dispatched`);
+      }
+    } else if (!ex.offsets) throw new Error(`dispatcher ${this.name}: the exchange gave neither row counts nor device offsets`);
+    const offsets = ex.offsets ?? fromArray(be, offsetsOf(ex.tokensPerExpert!), [ex.experts.length + 1], "i32");
+    return { rows: ex.rows, experts: ex.experts, tokensPerExpert: ex.tokensPerExpert, offsets, plan, perm, layer: req.layer, tokens: T, topkWeights, exchange: ex.state };
   }
 
   async combine(d: Dispatched, expertOutput: Tensor): Promise<Tensor> {
     const R = d.rows.shape[0]!;
     if (expertOutput.shape[0] !== R) throw new Error(`dispatcher ${this.name}: expert output has ${expertOutput.shape[0]} rows, ${R} were dispatched`);
     const ys = await this.exchangeBack(expertOutput, d.exchange as S, d);
-    const w = gatherRows(reshape(d.topkWeights, [d.topkWeights.numel, 1]), d.pairIdx);
-    return scatterAddRows(ys, d.tokenIdx, w, d.tokens);
+    return combineRows(ys, d.perm, d.topkWeights);
   }
+}
+
+/** Exclusive prefix sum with the total appended: [0, c0, c0 + c1, …]. */
+function offsetsOf(counts: ArrayLike<number>): Int32Array {
+  const o = new Int32Array(counts.length + 1);
+  for (let i = 0; i < counts.length; i++) o[i + 1] = o[i]! + counts[i]!;
+  return o;
 }
 
 /** The default dispatcher: every expert on this rank; the exchange is the identity. */
 export class LocalDispatcher extends PermutationDispatcher<null> {
   readonly name = "local";
 
-  protected async exchange(xs: Tensor, plan: PermutePlan, req: DispatchRequest): Promise<ExchangeResult<null>> {
+  protected async exchange(xs: Tensor, plan: PermutePlan | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<null>> {
     const experts = Array.from({ length: req.numExperts }, (_, e) => e);
-    return { rows: xs, experts, tokensPerExpert: plan.counts, state: null };
+    return { rows: xs, experts, tokensPerExpert: plan ? plan.counts : null, offsets: perm.offsets, state: null };
   }
 
   protected async exchangeBack(expertOutput: Tensor): Promise<Tensor> {

@@ -11,8 +11,9 @@
  * so the hooks fire in the same order on every rank of that expert's edp group whatever the routing.
  * The per-expert arithmetic is the dense MLP's (models/llama.ts `swiglu`): three `linear`s.
  */
-import { concatRows, linear, mul, silu, sliceRows } from "../../tensor/index.ts";
-import { empty, type Tensor } from "../../tensor/tensor.ts";
+import { mul, silu } from "../../tensor/index.ts";
+import { empty, fromArray, type Tensor } from "../../tensor/tensor.ts";
+import { groupedLinear } from "./grouped-linear.ts";
 import { enterUnit, leaveUnit, type Parameter, type Unit } from "../unit.ts";
 
 /** One SwiGLU expert's unit and parameters. */
@@ -49,45 +50,57 @@ export class GroupedExperts {
   }
 
   /**
-   * rows [R, hidden] f32, grouped: experts[i] owns rows [Σ_{j<i} tokensPerExpert[j], +tokensPerExpert[i]).
-   * Returns [R, hidden], row r = its expert's output for input row r. Every expert of `experts`
-   * (global indices, strictly ascending) is entered and left once, in order.
-   * @throws on mismatched lengths, row counts that do not sum to R, or experts not strictly
-   *   ascending within [0, E).
+   * rows [R, hidden] f32, grouped: experts[i] owns rows [offsets[i], offsets[i+1]).
+   * Returns [R, hidden], row r = its expert's output for input row r (rows past the last group:
+   * zeros). Each projection of all listed experts is ONE grouped matmul ({@link groupedLinear}):
+   * h = w1·x, u = w3·x, y = w2·(silu(h) ⊙ u) over the groups — no per-expert loop on the device.
+   * Every expert of `experts` (global indices, strictly ascending) is entered before the products
+   * and left after them, in ascending order (all listed experts are resident together, as in
+   * Megatron-Core's GroupedMLP).
+   * @param tokensPerExpert rows of each listed expert when the host knows them (checked to sum to
+   *   R; used for {@link expertRouting} and to skip gradients of experts without rows), or null.
+   * @param offsets i32 [experts.length + 1] group offsets on the device; absent = built (uploaded)
+   *   from `tokensPerExpert`.
+   * @throws on mismatched lengths, row counts that do not sum to R, experts not strictly
+   *   ascending within [0, E), or neither counts nor offsets.
    */
-  async forward(rows: Tensor, tokensPerExpert: ArrayLike<number>, experts: readonly number[]): Promise<Tensor> {
+  async forward(rows: Tensor, tokensPerExpert: ArrayLike<number> | null, experts: readonly number[], offsets?: Tensor): Promise<Tensor> {
     const R = rows.shape[0]!;
     const H = rows.shape[1]!;
-    if (experts.length !== tokensPerExpert.length) throw new Error(`experts of layer ${this.layer}: ${experts.length} experts, ${tokensPerExpert.length} row counts`);
-    let total = 0;
-    for (let i = 0; i < experts.length; i++) {
+    const G = experts.length;
+    if (tokensPerExpert && G !== tokensPerExpert.length) throw new Error(`experts of layer ${this.layer}: ${G} experts, ${tokensPerExpert.length} row counts`);
+    for (let i = 0; i < G; i++) {
       const e = experts[i]!;
       if (!Number.isInteger(e) || e < 0 || e >= this.experts.length || (i > 0 && e <= experts[i - 1]!)) {
         throw new Error(`experts of layer ${this.layer}: expert list [${experts.join(", ")}] must be strictly ascending within [0, ${this.experts.length})`);
       }
-      total += tokensPerExpert[i]!;
     }
-    if (total !== R) throw new Error(`experts of layer ${this.layer}: tokens_per_expert sum to ${total}, rows has ${R}`);
-    const outs: Tensor[] = [];
-    let start = 0;
-    const routed = new Map<string, number>();
-    for (let i = 0; i < experts.length; i++) routed.set(this.experts[experts[i]!]!.unit.name, tokensPerExpert[i]!);
-    const routing: ExpertRouting = { id: ++routingId, rows: routed };
-    for (const name of routed.keys()) currentRouting.set(name, routing);
+    let hostOffsets: Int32Array | null = null;
+    if (tokensPerExpert) {
+      hostOffsets = new Int32Array(G + 1);
+      for (let i = 0; i < G; i++) hostOffsets[i + 1] = hostOffsets[i]! + tokensPerExpert[i]!;
+      if (hostOffsets[G] !== R) throw new Error(`experts of layer ${this.layer}: tokens_per_expert sum to ${hostOffsets[G]}, rows has ${R}`);
+    }
+    if (!offsets && !hostOffsets) throw new Error(`experts of layer ${this.layer}: neither row counts nor device offsets given`);
+    if (offsets && (offsets.dtype !== "i32" || offsets.numel !== G + 1)) throw new Error(`experts of layer ${this.layer}: offsets must be i32 [${G + 1}], got ${offsets}`);
+    if (G === 0) return empty(rows.be, [R, H]);
+    const off = offsets ?? fromArray(rows.be, hostOffsets!, [G + 1], "i32");
+    const listed = experts.map((e) => this.experts[e]!);
+    let routing: ExpertRouting | null = null;
+    if (tokensPerExpert) {
+      const routed = new Map<string, number>();
+      for (let i = 0; i < G; i++) routed.set(listed[i]!.unit.name, tokensPerExpert[i]!);
+      routing = { id: ++routingId, rows: routed };
+      for (const name of routed.keys()) currentRouting.set(name, routing);
+    }
     try {
-      for (let i = 0; i < experts.length; i++) {
-        const ex = this.experts[experts[i]!]!;
-        const n = tokensPerExpert[i]!;
-        const xs = n > 0 ? sliceRows(rows, start, n) : null;
-        await enterUnit(ex.unit);
-        if (xs) outs.push(expertMLP(xs, ex));
-        await leaveUnit(ex.unit);
-        start += n;
-      }
+      for (const ex of listed) await enterUnit(ex.unit);
+      const y = R > 0 ? groupedSwiGLU(rows, listed, off, tokensPerExpert) : empty(rows.be, [0, H]);
+      for (const ex of listed) await leaveUnit(ex.unit);
+      return y;
     } finally {
-      for (const name of routed.keys()) if (currentRouting.get(name) === routing) currentRouting.delete(name);
+      if (routing) for (const name of routing.rows.keys()) if (currentRouting.get(name) === routing) currentRouting.delete(name);
     }
-    return outs.length > 0 ? concatRows(outs) : empty(rows.be, [0, H]);
   }
 }
 
@@ -113,7 +126,11 @@ export function expertRouting(unitName: string): ExpertRouting | undefined {
   return currentRouting.get(unitName);
 }
 
-/** One expert on its rows xs [n, hidden] → [n, hidden]: w2(silu(w1 x) ⊙ w3 x). */
-function expertMLP(xs: Tensor, ex: ExpertParams): Tensor {
-  return linear(mul(silu(linear(xs, ex.w1.tensor)), linear(xs, ex.w3.tensor)), ex.w2.tensor);
+/** All listed experts on their row groups, x [R, hidden] → [R, hidden]: w2(silu(w1 x) ⊙ w3 x), each
+ * projection one grouped matmul (the per-expert arithmetic of the dense MLP, in the same order:
+ * w1 first, then w3, so dX accumulates as a per-expert loop does). */
+function groupedSwiGLU(x: Tensor, listed: readonly ExpertParams[], offsets: Tensor, rowsPerGroup: ArrayLike<number> | null): Tensor {
+  const h = silu(groupedLinear(x, listed.map((e) => e.w1.tensor), offsets, rowsPerGroup));
+  const u = groupedLinear(x, listed.map((e) => e.w3.tensor), offsets, rowsPerGroup);
+  return groupedLinear(mul(h, u), listed.map((e) => e.w2.tensor), offsets, rowsPerGroup);
 }
