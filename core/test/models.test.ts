@@ -201,13 +201,16 @@ describe("mixtral", () => {
     const fwd = events.slice(0, events.indexOf("release head fwd") + 1);
     expect(fwd).toEqual([
       "gather embed fwd", "release embed fwd", "gather layers.0 fwd",
-      ...[0, 1, 2, 3, 4, 5, 6].flatMap((e) => [`gather ${ex(e)} fwd`, `release ${ex(e)} fwd`]),
+      // the grouped experts hold every expert of the layer during the grouped products
+      ...[0, 1, 2, 3, 4, 5, 6].map((e) => `gather ${ex(e)} fwd`),
+      ...[0, 1, 2, 3, 4, 5, 6].map((e) => `release ${ex(e)} fwd`),
       "release layers.0 fwd", "gather head fwd", "release head fwd",
     ]);
     expect(events.slice(fwd.length)).toEqual([
       "gather head bwd", "gradReady head", "release head bwd",
       "gather layers.0 bwd",
-      ...[6, 5, 4, 3, 2, 1, 0].flatMap((e) => [`gather ${ex(e)} bwd`, `gradReady ${ex(e)}`, `release ${ex(e)} bwd`]),
+      ...[6, 5, 4, 3, 2, 1, 0].map((e) => `gather ${ex(e)} bwd`),
+      ...[6, 5, 4, 3, 2, 1, 0].flatMap((e) => [`gradReady ${ex(e)}`, `release ${ex(e)} bwd`]),
       "gradReady layers.0", "release layers.0 bwd",
       "gather embed bwd", "gradReady embed", "release embed bwd",
     ]);

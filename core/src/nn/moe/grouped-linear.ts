@@ -40,7 +40,7 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
   const wn = outF * inF;
   const out = empty(be, [R, outF]);
   if (R > 0 && outF > 0) {
-    const stack = stackViews(be, weights.map((w) => w.view), wn);
+    const stack = stackWeights(be, weights, rowsPerGroup, wn);
     be.groupedMatmulDev(x.view, { buf: stack, off: 0 }, out.view, offsets.view, { G, R, N: outF, K: inF, transB: true });
     be.free(stack);
   }
@@ -48,7 +48,7 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
     if (R === 0 || outF === 0 || inF === 0) return;
     const needW = weights.map((w, i) => w.requiresGrad && (!rowsPerGroup || rowsPerGroup[i]! > 0));
     if (!x.requiresGrad && !needW.some((b) => b)) return;
-    const stack = stackViews(be, weights.map((w) => w.view), wn);
+    const stack = stackWeights(be, weights, rowsPerGroup, wn);
     accumulateGrad(x, (dst, acc) => be.groupedMatmulDev(g.view, { buf: stack, off: 0 }, dst, offsets.view, { G, R, N: inF, K: outF, accumulate: acc }), true);
     be.free(stack);
     if (!needW.some((b) => b)) return;
@@ -68,9 +68,13 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
   });
 }
 
-/** A fresh f32 buffer [G, n] holding the G views' first n elements, in order (one copy each). */
-function stackViews(be: Backend, views: readonly { buf: Buf; off: number }[], n: number): Buf {
-  const stack = be.alloc("f32", Math.max(1, views.length * n), "activation");
-  views.forEach((v, i) => be.copy(v, { buf: stack, off: i * n }, n));
+/** A fresh f32 buffer [G, n] holding the G weights in order (one copy each). A group the host
+ * knows to have no rows is not read (its slot stays zero): its unit may not be resident (the
+ * offload plugin skips fetching experts no rank routed tokens to). */
+function stackWeights(be: Backend, weights: readonly Tensor[], rowsPerGroup: ArrayLike<number> | null, n: number): Buf {
+  const stack = be.alloc("f32", Math.max(1, weights.length * n), "activation");
+  weights.forEach((w, i) => {
+    if (!rowsPerGroup || rowsPerGroup[i]! > 0) be.copy(w.view, { buf: stack, off: i * n }, n);
+  });
   return stack;
 }
