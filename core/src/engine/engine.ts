@@ -30,6 +30,7 @@ import { backward, fromArray, noGrad } from "../tensor/index.ts";
 import { defaultHooks } from "./defaults.ts";
 import type { EngineHooks, EnginePlugin } from "./hooks.ts";
 import { applyFreeze } from "./freeze.ts";
+import { GradReducedEvents } from "./grad-reduced.ts";
 import { initUnitRange } from "./init-shard.ts";
 import { createModel } from "./model-factory.ts";
 import { initMaster, optimizerStep } from "./optimizer.ts";
@@ -106,6 +107,7 @@ export class Engine implements CheckpointTarget {
   private readonly micro: { index: number; count: number };
   private readonly byUnit: ReadonlyMap<Unit, UnitState>;
   private readonly reg: PluginRegistrations;
+  private readonly reduced: GradReducedEvents;
 
   private constructor(
     ctx: HookContext,
@@ -113,7 +115,7 @@ export class Engine implements CheckpointTarget {
     hooks: EngineHooks,
     owners: Record<string, string>,
     states: UnitState[],
-    live: { phase: { training: boolean; backward: boolean; step: number }; micro: { index: number; count: number } },
+    live: { phase: { training: boolean; backward: boolean; step: number }; micro: { index: number; count: number }; reduced: GradReducedEvents },
     reg: PluginRegistrations,
   ) {
     this.env = ctx;
@@ -124,6 +126,7 @@ export class Engine implements CheckpointTarget {
     this.byUnit = new Map(states.map((s) => [s.unit, s]));
     this.phase = live.phase;
     this.micro = live.micro;
+    this.reduced = live.reduced;
     this.reg = reg;
     const cfg = ctx.config;
     this.scheduler = createScheduler(cfg.scheduler, cfg.optimizer.params.lr);
@@ -154,6 +157,7 @@ export class Engine implements CheckpointTarget {
     const byName = new Map<string, UnitState>();
     const held: UnitState[] = [];
     const lookup = (u: UnitInfo | string): UnitState | undefined => byName.get(typeof u === "string" ? u : u.name);
+    const reduced = new GradReducedEvents();
     const ctx: HookContext = {
       config, rank: comm.rank, worldSize: comm.worldSize, groups, comm, be, paramDtype, phase, micro,
       log,
@@ -168,6 +172,7 @@ export class Engine implements CheckpointTarget {
       },
       holds: (u) => lookup(u) !== undefined,
       units: () => held,
+      gradReduced: (u) => reduced.announce(u),
     };
     const reg: PluginRegistrations = { afterStep: [], summary: new Map(), manifest: new Map(), transforms: [] };
     const modelUnits: readonly UnitInfo[] = model.units.units;
@@ -202,6 +207,7 @@ export class Engine implements CheckpointTarget {
       setupContext,
     );
     const hooks = composed.hooks as EngineHooks;
+    if (hooks.offload.gradReduced) reduced.connect((u) => hooks.offload.gradReduced!(u, ctx));
     if (opts.restore) {
       for (const [key, { c }] of reg.manifest) if (Object.hasOwn(opts.restore, key) && c.restore) c.restore(opts.restore[key]);
     }
@@ -260,7 +266,7 @@ export class Engine implements CheckpointTarget {
       if (dispatcher) model.moe.dispatcher = dispatcher;
       if (router) model.moe.router = router;
     }
-    return new Engine(ctx, model, hooks, composed.owners, held, { phase, micro }, reg);
+    return new Engine(ctx, model, hooks, composed.owners, held, { phase, micro, reduced }, reg);
   }
 
   /**
@@ -280,6 +286,7 @@ export class Engine implements CheckpointTarget {
     // each micro-batch's loss is copied on the device and all are read once after the last
     // backward: no device→host sync between a forward and its backward
     const microLosses = be.alloc("f32", micros.length, "other");
+    this.reduced.reset();
     try {
       for (let i = 0; i < micros.length; i++) {
         this.micro.index = i;
@@ -303,6 +310,7 @@ export class Engine implements CheckpointTarget {
     }
     this.micro.index = accum - 1;
     await this.timed("reduce", () => this.hooks.reduce.finish(env));
+    this.reduced.completeStep(this.states); // units no reduce hook announced (grad-reduced.ts)
     const lr = this.scheduler.getLr();
     const out = await this.timed("optimizer", () => optimizerStep(env, this.states, {
       lr,

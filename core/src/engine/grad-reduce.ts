@@ -9,7 +9,15 @@
  * accumulates the same micro-batches in rank order.
  */
 import { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded } from "./host-transfer.ts";
-import type { JobView, UnitHandle } from "./plugin-context.ts";
+import type { HookContext, JobView, UnitHandle } from "./plugin-context.ts";
+
+/** During the last micro-batch, tell the engine that `unit`'s owned gradient is final for the step
+ * (`HookContext.gradReduced`; the offload hook's `gradReduced` copies it out during backward). A
+ * context without the verb (a test's stand-in) is left alone. */
+function announceReduced(ctx: JobView, unit: UnitHandle): void {
+  const h = ctx as JobView & Partial<Pick<HookContext, "isLastMicro" | "gradReduced">>;
+  if (h.isLastMicro && h.gradReduced) h.gradReduced(unit);
+}
 
 /** Add this micro-batch's gradient (`unit.microGrad()`) into the unit's whole-unit accumulator
  * (replicated gradients) and free the micro-batch gradient.
@@ -24,11 +32,13 @@ export function accumulateLocal(ctx: JobView, unit: UnitHandle): void {
 /** all_reduce (sum, fixed rank order) of the unit's accumulated whole gradient over its group, in place. */
 export async function allReduceAccumulated(ctx: JobView, unit: UnitHandle): Promise<void> {
   const g = unit.group;
-  if (g.size === 1 || unit.numel === 0) return;
-  const acc = unit.gradAccumulator();
-  const host = await readPadded(ctx.be, acc, 0, unit.numel, unit.numel);
-  await ctx.comm.allReduce(host, { group: g, half: halfKind(unit.dtype) });
-  ctx.be.write({ buf: acc, off: 0 }, host);
+  if (g.size > 1 && unit.numel > 0) {
+    const acc = unit.gradAccumulator();
+    const host = await readPadded(ctx.be, acc, 0, unit.numel, unit.numel);
+    await ctx.comm.allReduce(host, { group: g, half: halfKind(unit.dtype) });
+    ctx.be.write({ buf: acc, off: 0 }, host);
+  }
+  announceReduced(ctx, unit);
 }
 
 /** reduce_scatter (sum) of the accumulated whole gradient; this rank's summed shard is written
@@ -36,11 +46,13 @@ export async function allReduceAccumulated(ctx: JobView, unit: UnitHandle): Prom
  * owned region is meaningful afterwards). */
 export async function reduceScatterAccumulated(ctx: JobView, unit: UnitHandle): Promise<void> {
   const p = unit.plan;
-  if (p.group.size === 1 || unit.numel === 0) return;
-  const acc = unit.gradAccumulator();
-  const host = await readPadded(ctx.be, acc, 0, unit.numel, p.shardSize * p.group.size);
-  const shard = await ctx.comm.reduceScatter(host, undefined, { group: p.group, half: halfKind(unit.dtype) });
-  if (p.owned > 0) ctx.be.write({ buf: acc, off: p.shardStart }, shard.subarray(0, p.owned));
+  if (p.group.size > 1 && unit.numel > 0) {
+    const acc = unit.gradAccumulator();
+    const host = await readPadded(ctx.be, acc, 0, unit.numel, p.shardSize * p.group.size);
+    const shard = await ctx.comm.reduceScatter(host, undefined, { group: p.group, half: halfKind(unit.dtype) });
+    if (p.owned > 0) ctx.be.write({ buf: acc, off: p.shardStart }, shard.subarray(0, p.owned));
+  }
+  announceReduced(ctx, unit);
 }
 
 /** One reduce_scatter input: a unit's fresh micro-batch gradient read to the host, padded to
@@ -49,6 +61,9 @@ export async function reduceScatterAccumulated(ctx: JobView, unit: UnitHandle): 
 export interface PendingGrad {
   unit: UnitHandle;
   host: Float32Array | Uint16Array | null;
+  /** Taken during the last micro-batch of the step: adding its reduction completes the unit's owned
+   * gradient (a bucket may still hold the same unit's entry of an earlier micro-batch). */
+  lastMicro?: boolean;
 }
 
 /** Read the unit's micro-batch gradient to the host (padded for reduce_scatter) and free it.
@@ -60,12 +75,13 @@ export async function takeMicroGrad(ctx: JobView, unit: UnitHandle): Promise<Pen
   if (p.group.size === 1) {
     if (g && unit.numel > 0) accumulateDevice(ctx.be, unit.gradAccumulator(), 0, g, 0, unit.numel);
     unit.releaseMicroGrad();
+    announceReduced(ctx, unit);
     return { unit, host: null };
   }
   const len = p.shardSize * p.group.size;
   const host = g && unit.numel > 0 ? await readPadded(ctx.be, g, 0, unit.numel, len) : hostArrayFor(unit.dtype, len);
   unit.releaseMicroGrad();
-  return { unit, host };
+  return { unit, host, lastMicro: (ctx as Partial<HookContext>).isLastMicro === true };
 }
 
 /**
@@ -95,6 +111,7 @@ export async function reduceScatterBucket(ctx: JobView, bucket: PendingGrad[]): 
   for (const b of bucket) {
     const s = b.unit.plan.shardSize;
     accumulateHost(ctx.be, b.unit.gradAccumulator(), 0, recv.subarray(o, o + s) as Float32Array | Uint16Array, s);
+    if (b.lastMicro) announceReduced(ctx, b.unit);
     o += s;
   }
 }

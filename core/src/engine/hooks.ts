@@ -12,7 +12,7 @@
  * | gather     | make a unit's full params resident before use; release after    | no-op              |
  * | reduce     | turn local gradients into the averaged gradients this rank owns | all_reduce         |
  * | route      | MoE dispatch/combine across ranks                               | all experts local  |
- * | offload    | where optimizer state lives                                     | device             |
+ * | offload    | where optimizer state and sharded params live; per-unit gradReduced | device         |
  * | checkpoint | what each rank writes and reads                                 | (see checkpoint/)  |
  */
 import type { Plugin } from "../hooks/plugin.ts";
@@ -78,6 +78,13 @@ export interface OffloadHook {
   paramDevice?(unit: UnitHandle, ctx: HookContext): OptimizerDevice;
   /** The host copy of an offloaded parameter shard (required when `paramDevice` is not "device"). */
   createHostParams?(unit: UnitHandle, ctx: HookContext): HostParamShard;
+  /** `unit`'s owned gradient (`ownedGrad()`) is final for this step: called once per step for every
+   * trainable unit this rank holds — during the last micro-batch's backward as soon as the reduce
+   * hook announces it (`ctx.gradReduced`), at the latest right after `reduce.finish` — and always
+   * before the gradient norm and `step` (grad-reduced.ts). Must not block: start work (e.g.
+   * ZeRO-Offload's device → host gradient copy, overlapped with the rest of backward) and return;
+   * the device gradient stays valid and unchanged until the end of the optimizer step. */
+  gradReduced?(unit: UnitHandle, ctx: HookContext): void;
 }
 
 /** checkpoint: which units' states this rank writes. */

@@ -201,6 +201,12 @@ export interface HookContext extends JobView {
   holds(u: UnitInfo | string): boolean;
   /** Handles of every unit this rank holds, in model order. */
   units(): readonly UnitHandle[];
+  /** A reduce hook says that `unit`'s owned gradient (`ownedGrad()`) is final for this step: the
+   * reduction of its last micro-batch's gradient has been added in. Core's reduction helpers
+   * (`accumulateLocal`… `reduceScatterBucket`) call it during the last micro-batch; the engine
+   * announces every unit not announced by the end of `reduce.finish` itself (grad-reduced.ts). It
+   * reaches the offload hook's `gradReduced` once per unit per step; repeats are ignored. */
+  gradReduced(unit: UnitHandle): void;
 }
 
 /** What a per-step metrics callback returns: a line for the step log and warnings (printed at once). */

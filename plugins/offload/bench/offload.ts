@@ -9,7 +9,9 @@
  *    engine (src/nvme-state.ts, default `aio` settings) beside raw sequential writeSync/readSync of the
  *    same bytes to a file in the same directory (`--dir`, default the OS temp dir);
  * 3. step time of the default job's model (core's DEFAULT_JOB, world 1, ZeRO-1) without offload, with
- *    offload_optimizer cpu and nvme: mean seconds per step, first step excluded.
+ *    offload_optimizer cpu and nvme (gradients copied to the host as each unit's reduction completes
+ *    in backward, src/grad-copy.ts), and cpu/nvme with the copy at the optimizer step instead
+ *    (`overlapGradCopy: false`): mean seconds per step, first step excluded.
  * Best of R repetitions for 1 and 2. With `--write` the "Offload" section of docs/performance.md is
  * replaced by the tables.
  */
@@ -24,6 +26,7 @@ import { CpuBackend, type AdamWParams } from "@zeromoe/kernels";
 import { HostAdamWPool } from "../src/adamw-pool.ts";
 import { Aio } from "../src/aio.ts";
 import { HostLedger } from "../src/host-ledger.ts";
+import { createOffloadPlugin } from "../src/index.ts";
 import { NvmeOptimizerState } from "../src/nvme-state.ts";
 
 const GB = 1e9;
@@ -127,10 +130,18 @@ async function stepRows(steps: number, dir: string): Promise<string[][]> {
   const rows: string[][] = [];
   const nvme = mkdtempSync(join(dir, "offload-bench-step-"));
   try {
-    for (const [label, oo] of [["no offload", { device: "none" }], ["offload_optimizer cpu", { device: "cpu" }], ["offload_optimizer nvme", { device: "nvme", nvme_path: nvme }]] as const) {
+    const variants = [
+      ["no offload", { device: "none" }, true],
+      ["offload_optimizer cpu (gradient copy overlapped with backward)", { device: "cpu" }, true],
+      ["offload_optimizer cpu (gradient copy at the optimizer step)", { device: "cpu" }, false],
+      ["offload_optimizer nvme (gradient copy overlapped with backward)", { device: "nvme", nvme_path: nvme }, true],
+      ["offload_optimizer nvme (gradient copy at the optimizer step)", { device: "nvme", nvme_path: nvme }, false],
+    ] as const;
+    for (const [label, oo, overlap] of variants) {
       const { config } = resolveJobConfig({ ...DEFAULT_JOB, backend: "cpu", world_size: 1, zero_optimization: { stage: 1, offload_optimizer: oo } });
       const be = new CpuBackend();
-      const engine = await Engine.create({ config, comm: createSoloCommunicator(), backend: be, plugins: await pluginsForJob(config), log: () => {} });
+      const plugins = (await pluginsForJob(config)).map((p) => (p.name === "offload" ? createOffloadPlugin({ overlapGradCopy: overlap }) : p));
+      const engine = await Engine.create({ config, comm: createSoloCommunicator(), backend: be, plugins, log: () => {} });
       const micro = config.train_micro_batch_size_per_gpu;
       let t = 0;
       let loss = 0;

@@ -1,17 +1,18 @@
 /**
  * Bytes the offload plugin holds off the device on this rank, per tag (the backend's tags: `optim`
- * for master/m/v, `param` for offloaded parameters, `comm` for staging buffers), in host memory and
+ * for master/m/v, `param` for offloaded parameters, `grad` for the host copies of the owned gradient
+ * shards, `comm` for staging buffers), in host memory and
  * in NVMe files, and bytes moved between device, host and NVMe. Reported in the run summary
  * (`offload` section) and the per-step line.
  */
 
 /** Tags of host-side buffers. */
-export type HostTag = "optim" | "param" | "comm";
+export type HostTag = "optim" | "param" | "grad" | "comm";
 
 /** Byte counters (see the module comment). */
 export class HostLedger {
-  readonly host: Record<HostTag, number> = { optim: 0, param: 0, comm: 0 };
-  readonly nvme: Record<HostTag, number> = { optim: 0, param: 0, comm: 0 };
+  readonly host: Record<HostTag, number> = { optim: 0, param: 0, grad: 0, comm: 0 };
+  readonly nvme: Record<HostTag, number> = { optim: 0, param: 0, grad: 0, comm: 0 };
   peakHost = 0;
   /** Steps (gather-window `endStep`s) over which `moved.param_h2d*` were counted. */
   paramSteps = 0;
@@ -23,7 +24,7 @@ export class HostLedger {
   /** Record `bytes` more (negative: fewer) of `tag` in host memory. */
   addHost(tag: HostTag, bytes: number): void {
     this.host[tag] += bytes;
-    const tot = this.host.optim + this.host.param + this.host.comm;
+    const tot = this.host.optim + this.host.param + this.host.grad + this.host.comm;
     if (tot > this.peakHost) this.peakHost = tot;
   }
 

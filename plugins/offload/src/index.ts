@@ -6,8 +6,9 @@
  * "none"; works on top of ZeRO stages 1–3 (their partitioning decides the range; this plugin only
  * moves where it lives).
  *
- * Per step (the engine calls the offload hook after the global gradient norm and clipping): each
- * offloaded unit's reduced gradient is copied device → host, AdamW runs on the host over worker
+ * Per step: each offloaded unit's reduced gradient is copied device → host as soon as its reduction
+ * completes in backward (the offload hook's `gradReduced`, grad-copy.ts); after the global gradient
+ * norm and clipping the engine calls the hook's `step`: AdamW runs on the host over worker
  * threads on shared memory (adamw-pool.ts; the arithmetic of the cpu backend's fused kernel, so
  * bit-identical on the cpu backend), and the updated parameters go back to the device (16-bit with
  * mixed precision). The device keeps no `optim` buffer for an offloaded unit.
@@ -16,7 +17,7 @@
  */
 import { availableParallelism } from "node:os";
 import { ConfigError } from "@zeromoe/core/config";
-import { definePlugin, type EngineHooks, type HostOptimizerState, type HostParamShard, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
+import { definePlugin, type EngineHooks, type HookContext, type HostOptimizerState, type HostParamShard, type SetupContext, type UnitHandle } from "@zeromoe/core/plugin";
 import { offloadGatherWindow } from "./gather-window.ts";
 import { CpuParamShard, NvmeParamShard, ParamCache, type ParamDtype } from "./param-state.ts";
 import { join } from "node:path";
@@ -24,6 +25,7 @@ import { HostAdamWPool } from "./adamw-pool.ts";
 import { Aio } from "./aio.ts";
 import { createRunDir, NvmeOptimizerState, NvmeStaging, removeRunDir } from "./nvme-state.ts";
 import { CpuOptimizerState } from "./cpu-state.ts";
+import { GradCopies } from "./grad-copy.ts";
 import { HostLedger } from "./host-ledger.ts";
 import { offloadMemory } from "./memory.ts";
 import { cpuStates, GradStaging, offloadStep, type StagedStates } from "./offload-step.ts";
@@ -39,6 +41,7 @@ export { NvmeOptimizerState, NvmeStaging } from "./nvme-state.ts";
 export { CpuParamShard, NvmeParamShard, ParamCache } from "./param-state.ts";
 export { offloadGatherWindow } from "./gather-window.ts";
 export { HostLedger } from "./host-ledger.ts";
+export { GradCopies } from "./grad-copy.ts";
 export { offloadMemory } from "./memory.ts";
 export { offloadOptions, type OffloadOptions } from "./options.ts";
 
@@ -53,6 +56,10 @@ export interface OffloadPluginOptions {
   /** With `offload_param`: skip fetching (host → device and all_gather) an f32 expert that no rank
    * of its edp group routed tokens to in the micro-batch (gather-window.ts). Default true. */
   skipIdleExperts?: boolean;
+  /** Copy each offloaded unit's gradient device → host as its reduction completes during backward
+   * (the offload hook's `gradReduced`; grad-copy.ts), into a host buffer per unit. false: copy at the
+   * optimizer step through two staging slots (the comparison run). Default true. */
+  overlapGradCopy?: boolean;
 }
 
 /** Default host AdamW threads (see {@link OffloadPluginOptions.threads}). */
@@ -75,6 +82,8 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
       const ledger = new HostLedger();
       const pool = new HostAdamWPool({ threads: popts.threads ?? defaultThreads(ctx.worldSize), minPerThread: popts.minPerThread });
       const staging = new GradStaging(ledger);
+      const overlapGrad = popts.overlapGradCopy ?? true;
+      const grads = new GradCopies(ledger);
       // ratio: units in model order go to the host until `ratio` of the optimizer's elements are there
       const total = ctx.modelUnits.reduce((s, u) => s + u.numel, 0);
       const placed = new Map<string, "cpu" | "nvme" | "device">();
@@ -100,6 +109,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         if (--live > 0) return;
         pool.close();
         staging.free();
+        grads.free();
         nvmeStaging?.dispose();
         nvmeStaging = null;
         if (runDir) removeRunDir(runDir);
@@ -111,6 +121,10 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
       let warnedNoParams = false;
       ctx.claim("offload", {
         optimizerDevice: (unit) => placed.get(unit.name) ?? "device",
+        // ZeRO-Offload's copy-out overlapped with backward: start the offloaded gradient's copy now
+        ...(overlapGrad ? { gradReduced: (unit: UnitHandle, hc: HookContext) => {
+          if (unit.optimizerDevice !== "device" && unit.optimCount > 0) grads.start(hc.be, unit);
+        } } : {}),
         createHostState: (unit): HostOptimizerState => {
           const len = unit.plan.optim === "sharded" ? unit.plan.shardSize : Math.max(1, unit.numel);
           let st: CpuOptimizerState | NvmeOptimizerState;
@@ -159,7 +173,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
             warnedNoParams = true;
             if (ctx.rank === 0) ctx.warn(`zero_optimization.offload_param: no parameters were offloaded: every unit has fewer than stage3_param_persistence_threshold (${ctx.config.zero_optimization.stage3_param_persistence_threshold}) elements, so ZeRO-3 keeps it whole on every rank; lower the threshold to offload them`);
           }
-          return offloadStep(units, hp, hc, { pool, staging, ledger, states: (u) => (provider.get(u) ?? (() => cpuStates))() });
+          return offloadStep(units, hp, hc, { pool, staging, ledger, grads, states: (u) => (provider.get(u) ?? (() => cpuStates))() });
         },
       });
       if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger, { skipIdleExperts: popts.skipIdleExperts }));
@@ -169,6 +183,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         param_device: o.param,
         ratio: o.ratio,
         threads: pool.threads,
+        grad_copy: overlapGrad ? "overlapped with backward" : "at the optimizer step",
         units_offloaded: [...placed.values()].filter((d) => d !== "device").length,
         ...ledger.snapshot(),
         skip_idle_experts: o.param !== "none" && (popts.skipIdleExperts ?? true),

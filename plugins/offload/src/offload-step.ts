@@ -1,7 +1,8 @@
 /**
  * The optimizer step over offloaded units (the offload hook's `step`), pipelined: while the host
- * AdamW threads update unit i, unit i+1's gradient is already being copied device → host (and, for
- * nvme, its states read from their files into the other staging slot). After unit i's update its
+ * AdamW threads update unit i, unit i+1's gradient is already on the host — copied during backward
+ * as its reduction completed (grad-copy.ts) — or, without that, being copied device → host now
+ * (and, for nvme, its states read from their files into the other staging slot). After unit i's update its
  * new parameters go back to the device — 16-bit bits with mixed precision, else the fp32 master —
  * into `paramStorage()` at the unit's optimizer range, and (nvme) its states are written back.
  */
@@ -9,6 +10,7 @@ import type { Backend } from "@zeromoe/kernels";
 import type { HookContext, OffloadStepInputs, UnitHandle } from "@zeromoe/core/plugin";
 import type { HostAdamWPool } from "./adamw-pool.ts";
 import { CpuOptimizerState } from "./cpu-state.ts";
+import type { GradCopies } from "./grad-copy.ts";
 import type { GradDtype } from "./host-adamw.ts";
 import type { HostLedger } from "./host-ledger.ts";
 
@@ -87,13 +89,15 @@ async function fetchGrad(be: Backend, u: UnitHandle, staging: GradStaging, slot:
  */
 export async function offloadStep(
   units: readonly UnitHandle[], hp: OffloadStepInputs, ctx: HookContext,
-  deps: { pool: HostAdamWPool; staging: GradStaging; ledger: HostLedger; states: (u: UnitHandle) => StagedStates },
+  deps: { pool: HostAdamWPool; staging: GradStaging; ledger: HostLedger; states: (u: UnitHandle) => StagedStates; grads?: GradCopies },
 ): Promise<void> {
   const be = ctx.be;
   const mixed = ctx.paramDtype !== "f32";
   const prefetch = (i: number) => {
     const u = units[i]!;
-    return Promise.all([fetchGrad(be, u, deps.staging, i % 2, deps.ledger), deps.states(u).acquire(u)]);
+    // the copy started when the unit's reduction completed in backward, else one now
+    const grad = deps.grads?.take(u) ?? fetchGrad(be, u, deps.staging, i % 2, deps.ledger);
+    return Promise.all([grad, deps.states(u).acquire(u)]);
   };
   let next = units.length > 0 ? prefetch(0) : null;
   const writes: Promise<void>[] = [];
