@@ -100,12 +100,16 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
         continue;
       }
       const u = st.unit;
+      // offload_param with the optimizer on the device: the host shard is copied to the device for the
+      // update (paramStorage marks it dirty) and written back to the host right after it
+      if (st.paramHost) st.paramStorage();
       const paramBuf = st.paramShard ?? u.data;
       if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
       const pOff = st.paramShard ? 0 : st.optimStart;
       const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
       const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
       be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, hp);
+      if (st.paramHost) await st.evictParams();
     }
     if (offloaded.length > 0) {
       if (!inp.offloadStep) throw new Error(`optimizer: unit ${offloaded[0]!.name}'s states are offloaded but the offload hook has no step`);

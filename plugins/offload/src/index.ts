@@ -167,16 +167,26 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           return sh;
         },
         step: (units, hp, hc) => {
-          // offload_param acts only on sharded parameters: when ZeRO-3 keeps every unit whole (each
-          // below stage3_param_persistence_threshold) nothing moves, which is said once, not hidden
-          if (o.param !== "none" && paramShards === 0 && !warnedNoParams) {
-            warnedNoParams = true;
-            if (ctx.rank === 0) ctx.warn(`zero_optimization.offload_param: no parameters were offloaded: every unit has fewer than stage3_param_persistence_threshold (${ctx.config.zero_optimization.stage3_param_persistence_threshold}) elements, so ZeRO-3 keeps it whole on every rank; lower the threshold to offload them`);
-          }
           return offloadStep(units, hp, hc, { pool, staging, ledger, grads, states: (u) => (provider.get(u) ?? (() => cpuStates))() });
         },
       });
-      if (o.param !== "none") ctx.wrap("gather", (prev) => offloadGatherWindow(prev, ledger, { skipIdleExperts: popts.skipIdleExperts }));
+      if (o.param !== "none") {
+        ctx.wrap("gather", (prev) => {
+          const w = offloadGatherWindow(prev, ledger, { skipIdleExperts: popts.skipIdleExperts });
+          return {
+            ...w,
+            async endStep(hc) {
+              // offload_param acts only on sharded parameters: when ZeRO-3 keeps every unit whole (each
+              // below stage3_param_persistence_threshold) nothing moves, which is said once, not hidden
+              if (paramShards === 0 && !warnedNoParams) {
+                warnedNoParams = true;
+                if (ctx.rank === 0) ctx.warn(`zero_optimization.offload_param: no parameters were offloaded: every unit has fewer than stage3_param_persistence_threshold (${ctx.config.zero_optimization.stage3_param_persistence_threshold}) elements, so ZeRO-3 keeps it whole on every rank; lower the threshold to offload them`);
+              }
+              await w.endStep!(hc);
+            },
+          };
+        });
+      }
       if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,

@@ -10,7 +10,7 @@
  * | `offload_optimizer.buffer_count` | nvme: host staging buffers (one state of one unit each; ≥ 3) |
  * | `offload_optimizer.fast_init` | nvme: initial m/v files sparse (ftruncate) instead of written |
  * | `offload_optimizer.ratio` | fraction of optimizer elements on the host (units in model order) |
- * | `offload_param.device` | stage 3 + offload_optimizer: sharded parameters on the host or NVMe, copied to the device within the prefetch window |
+ * | `offload_param.device` | stage 3: sharded parameters on the host or NVMe, copied to the device within the prefetch window (and, with the optimizer on the device, for its update) |
  * | `offload_param.nvme_path` | the directory of the shard files |
  * | `offload_param.pin_memory` | true is warned about: Bun has no page-locked memory |
  * | `offload_param.buffer_count` | nvme: at most this many shards cached in host memory |
@@ -53,7 +53,9 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   const warnings: string[] = [];
   if (op.device !== "none") {
     if (z.stage !== 3) issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}` });
-    if (oo.device === "none") issues.push({ path: "zero_optimization.offload_param.device", message: `parameter offload needs the optimizer on the host too (it updates the host parameter shards): set zero_optimization.offload_optimizer.device "cpu" or "nvme"` });
+    // without offload_optimizer (DeepSpeed allows it: offload_param is "valid only with stage 3"), the
+    // device AdamW updates each offloaded shard on the device and writes it back (core optimizer.ts)
+    if (config.optimizer.type === "Lamb") issues.push({ path: "zero_optimization.offload_param.device", message: `optimizer.type "Lamb" updates parameters on the device in place and does not support offloaded parameter shards: use AdamW/Adam, or offload_param.device "none"` });
     if (op.device === "nvme" && op.nvme_path === null) issues.push({ path: "zero_optimization.offload_param.nvme_path", message: `device "nvme" needs nvme_path (a directory), got null` });
     if (op.pin_memory) warnings.push("zero_optimization.offload_param.pin_memory: Bun has no page-locked (pinned) host memory; host shards are ordinary SharedArrayBuffers");
     if (op.device === "cpu") {
@@ -79,7 +81,7 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   if (oo.device === "cpu" && oo.fast_init) warnings.push(`zero_optimization.offload_optimizer.fast_init applies to device "nvme" only; no effect with "cpu"`);
   if (oo.device === "cpu" && oo.nvme_path !== null) warnings.push(`zero_optimization.offload_optimizer.nvme_path applies to device "nvme" only; no effect with "cpu"`);
   if (oo.device === "none" && oo.ratio !== 1) warnings.push(`zero_optimization.offload_optimizer.ratio ${oo.ratio} has no effect without an offload device`);
-  if (op.device !== "none" && oo.ratio !== 1) issues.push({ path: "zero_optimization.offload_optimizer.ratio", message: `with offload_param every offloaded unit's optimizer must run on the host: ratio must be 1, got ${oo.ratio}` });
+  if (op.device !== "none" && oo.device !== "none" && oo.ratio !== 1) issues.push({ path: "zero_optimization.offload_optimizer.ratio", message: `with offload_param every offloaded unit's optimizer must run on the host: ratio must be 1, got ${oo.ratio}` });
   if (issues.length > 0) throw new ConfigError(issues, "the offload settings cannot run");
   return {
     optimizer: oo.device, nvmePath: oo.nvme_path, bufferCount: oo.buffer_count, fastInit: oo.fast_init, ratio: oo.ratio, aio: a, warnings,

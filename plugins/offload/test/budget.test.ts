@@ -65,10 +65,10 @@ describe("max_device_memory and offload", () => {
 
   test("offload settings that cannot run exit 2 before any data is loaded, naming the key", async () => {
     const f = join(dir, "bad.json");
-    writeFileSync(f, JSON.stringify({ zero_optimization: { stage: 3, offload_param: { device: "cpu" } } }));
+    writeFileSync(f, JSON.stringify({ zero_optimization: { stage: 3, offload_optimizer: { device: "nvme", nvme_path: dir, buffer_count: 2 } } }));
     const r = await train(["--deepspeed", f, "--backend", "cpu", "--steps", "1"]);
     expect(r.code).toBe(2);
-    expect(r.out).toContain("zero_optimization.offload_param.device: parameter offload needs the optimizer on the host too");
+    expect(r.out).toContain("zero_optimization.offload_optimizer.buffer_count: nvme offload stages master, m and v of a unit at once: buffer_count must be at least 3");
     expect(r.out).not.toMatch(/^data +moby-dick: \d+ tokens/m);
   }, 60_000);
 
