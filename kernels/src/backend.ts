@@ -299,6 +299,13 @@ export interface Backend {
    * rowOfPair i32 [tokens·topK], out [tokens, dim]. Deterministic (no atomics). topK ≤ 8. Also the
    * backward of the dispatch gather (weights null, accumulate into the token gradient). */
   moeCombine(x: View, xRows: number, rowOfPair: View, weights: View | null, out: View, tokens: number, topK: number, dim: number, accumulate: boolean): void;
+  /** Gather along the last axis (torch `gather(x, -1, idx)`): out[r, s] = x[r, idx[r, s]] for
+   * x [rows, cols] f32, idx and out [rows, k] (idx i32; outside [0, cols) gives 0). The router's
+   * chosen probabilities with the choice on the device. */
+  gatherAlongRows(x: View, idx: View, out: View, rows: number, cols: number, k: number): void;
+  /** Backward of {@link gatherAlongRows}: dx[r, idx[r, s]] += dout[r, s], s ascending per row
+   * (deterministic; indices outside [0, cols) skipped). dx [rows, cols], dout [rows, k] f32. */
+  scatterAddAlongRows(dout: View, idx: View, dx: View, rows: number, cols: number, k: number): void;
 
   // ---- optimizer ----------------------------------------------------------------------------
   /** One fused AdamW/Adam step over n elements of flat f32 master params, f32 grads (or 16-bit

@@ -18,7 +18,7 @@ import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
 import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
-import { gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddRowsF, topkF } from "./moe.ts";
+import { gatherAlongRowsF, gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddAlongRowsF, scatterAddRowsF, topkF } from "./moe.ts";
 import { layernormBackwardF, layernormF, rmsnormBackwardF, rmsnormF } from "./norms.ts";
 import { adamwF, lambUpdateF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
 import { reduceF } from "./reduce.ts";
@@ -423,6 +423,24 @@ export class CpuBackend implements Backend {
     const ws = weights ? this.f(weights, tokens * topK, op, "weights") : null;
     const os = this.f(out, tokens * dim, op, "out");
     moeCombineF(xs.a, xs.o, xRows, rp.a, rp.o, ws ? ws.a : null, ws ? ws.o : 0, os.a, os.o, tokens, topK, dim, accumulate);
+  }
+
+  gatherAlongRows(x: View, idx: View, out: View, rows: number, cols: number, k: number): void {
+    const op = "gatherAlongRows";
+    for (const [n, v] of [["rows", rows], ["cols", cols], ["k", k]] as const) checkCount(op, n, v);
+    const xs = this.f(x, rows * cols, op, "x");
+    const is = this.i(idx, rows * k, op, "idx");
+    const os = this.f(out, rows * k, op, "out");
+    gatherAlongRowsF(xs.a, xs.o, is.a, is.o, os.a, os.o, rows, cols, k);
+  }
+
+  scatterAddAlongRows(dout: View, idx: View, dx: View, rows: number, cols: number, k: number): void {
+    const op = "scatterAddAlongRows";
+    for (const [n, v] of [["rows", rows], ["cols", cols], ["k", k]] as const) checkCount(op, n, v);
+    const gs = this.f(dout, rows * k, op, "dout");
+    const is = this.i(idx, rows * k, op, "idx");
+    const xs = this.f(dx, rows * cols, op, "dx");
+    scatterAddAlongRowsF(gs.a, gs.o, is.a, is.o, xs.a, xs.o, rows, cols, k);
   }
 
   // ---- optimizer ---------------------------------------------------------------------------

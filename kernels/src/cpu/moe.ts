@@ -155,3 +155,23 @@ export function moeCombineF(x: FArr, xo: number, xRows: number, rowOfPair: Int32
     }
   }
 }
+
+/** out[r·k + s] = x[r·cols + idx[r·k + s]] (0 for an index outside [0, cols)). */
+export function gatherAlongRowsF(x: FArr, xo: number, idx: Int32Array, io: number, out: FArr, oo: number, rows: number, cols: number, k: number): void {
+  for (let r = 0; r < rows; r++) {
+    for (let s = 0; s < k; s++) {
+      const c = idx[io + r * k + s]!;
+      out[oo + r * k + s] = c >= 0 && c < cols ? x[xo + r * cols + c]! : 0;
+    }
+  }
+}
+
+/** dx[r·cols + idx[r·k + s]] += dout[r·k + s], s ascending (indices outside [0, cols) skipped). */
+export function scatterAddAlongRowsF(dout: FArr, go: number, idx: Int32Array, io: number, dx: FArr, xo: number, rows: number, cols: number, k: number): void {
+  for (let r = 0; r < rows; r++) {
+    for (let s = 0; s < k; s++) {
+      const c = idx[io + r * k + s]!;
+      if (c >= 0 && c < cols) dx[xo + r * cols + c] = dx[xo + r * cols + c]! + dout[go + r * k + s]!;
+    }
+  }
+}

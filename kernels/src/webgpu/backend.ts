@@ -43,7 +43,7 @@ import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
 import { groupedMatmulDevLaunch, groupedMatmulLaunch, groupedMatmulTiles, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
-import { moeCombineLaunch, moePermuteLaunches, permuteScratchWords } from "../wgsl/moe-permute.ts";
+import { gatherAlongRowsLaunch, moeCombineLaunch, moePermuteLaunches, permuteScratchWords, scatterAddAlongRowsLaunch } from "../wgsl/moe-permute.ts";
 import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { type MatmulForcedTile, planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
 import { planSplitK, splitKMatmulLaunches } from "../wgsl/matmul-split-k.ts";
@@ -790,6 +790,22 @@ export class WebGpuBackend implements Backend {
     const wb = weights ? this.v(weights, tokens * topK, op, "weights", F32) : null;
     const ob = this.v(out, tokens * dim, op, "out", F32);
     this.run(moeCombineLaunch(xb, x.off, xRows, rb, rowOfPair.off, wb, weights?.off ?? 0, ob, out.off, tokens, topK, dim, accumulate));
+  }
+
+  gatherAlongRows(x: View, idx: View, out: View, rows: number, cols: number, k: number): void {
+    const op = "gatherAlongRows";
+    const xb = this.v(x, rows * cols, op, "x", F32);
+    const ib = this.v(idx, rows * k, op, "idx", I32);
+    const ob = this.v(out, rows * k, op, "out", F32);
+    this.run(gatherAlongRowsLaunch(xb, x.off, ib, idx.off, ob, out.off, rows, cols, k));
+  }
+
+  scatterAddAlongRows(dout: View, idx: View, dx: View, rows: number, cols: number, k: number): void {
+    const op = "scatterAddAlongRows";
+    const gb = this.v(dout, rows * k, op, "dout", F32);
+    const ib = this.v(idx, rows * k, op, "idx", I32);
+    const xb = this.v(dx, rows * cols, op, "dx", F32);
+    this.run(scatterAddAlongRowsLaunch(gb, dout.off, ib, idx.off, xb, dx.off, rows, cols, k));
   }
 
   // ---- optimizer -----------------------------------------------------------------------------

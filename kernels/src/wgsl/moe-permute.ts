@@ -195,3 +195,52 @@ export function moeCombineLaunch(x: Buf, xoff: number, xrows: number, rowOfPair:
   }));
   return { kernel, bufs: hasW ? [x, rowOfPair, weights, out] : [x, rowOfPair, out], params: [xoff, xrows, rpoff, woff, ooff, tokens, topK, dim], workgroups: groups(tokens * dim) };
 }
+
+/** Launch of gatherAlongRows: one invocation per output element (r, s). */
+export function gatherAlongRowsLaunch(x: Buf, xoff: number, idx: Buf, ioff: number, out: Buf, ooff: number, rows: number, cols: number, k: number): Launch | null {
+  if (rows * k === 0) return null;
+  const kernel: Kernel = memoKernel("gather_along_rows", () => ({
+    label: "gather_along_rows",
+    buffers: [
+      { name: "b_x", type: "f32", write: false },
+      { name: "b_idx", type: "i32", write: false },
+      { name: "b_out", type: "f32", write: true },
+    ],
+    params: u32s("xoff", "ioff", "ooff", "rows", "cols", "k"),
+    code: `${entry(EW_WG)} {
+  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (t >= P.rows * P.k) { return; }
+  let r = t / P.k;
+  let c = b_idx[P.ioff + t];
+  var v: f32 = 0.0;
+  if (c >= 0 && u32(c) < P.cols) { v = b_x[P.xoff + r * P.cols + u32(c)]; }
+  b_out[P.ooff + t] = v;
+}`,
+  }));
+  return { kernel, bufs: [x, idx, out], params: [xoff, ioff, ooff, rows, cols, k], workgroups: groups(rows * k) };
+}
+
+/** Launch of scatterAddAlongRows: one invocation per row, its k entries in order (deterministic). */
+export function scatterAddAlongRowsLaunch(dout: Buf, goff: number, idx: Buf, ioff: number, dx: Buf, xoff: number, rows: number, cols: number, k: number): Launch | null {
+  if (rows * k === 0) return null;
+  const kernel: Kernel = memoKernel("scatter_add_along_rows", () => ({
+    label: "scatter_add_along_rows",
+    buffers: [
+      { name: "b_g", type: "f32", write: false },
+      { name: "b_idx", type: "i32", write: false },
+      { name: "b_dx", type: "f32", write: true },
+    ],
+    params: u32s("goff", "ioff", "xoff", "rows", "cols", "k"),
+    code: `${entry(EW_WG)} {
+  let r = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (r >= P.rows) { return; }
+  for (var s = 0u; s < P.k; s = s + 1u) {
+    let c = b_idx[P.ioff + r * P.k + s];
+    if (c < 0 || u32(c) >= P.cols) { continue; }
+    let o = P.xoff + r * P.cols + u32(c);
+    b_dx[o] = b_dx[o] + b_g[P.goff + r * P.k + s];
+  }
+}`,
+  }));
+  return { kernel, bufs: [dout, idx, dx], params: [goff, ioff, xoff, rows, cols, k], workgroups: groups(rows) };
+}

@@ -211,4 +211,25 @@ export function moeDeviceTests(t: T): void {
       }
     }
   });
+
+  t("gatherAlongRows / scatterAddAlongRows (the router's chosen probabilities and their gradient)", async (c) => {
+    const r = new Rng(4500);
+    for (const [rows, cols, k] of [[1, 1, 1], [7, 5, 2], [c.large(131, 9), 8, 2], [29, 64, 8], [13, 300, 3]] as [number, number, number][]) {
+      const x = r.f32(rows * cols);
+      const idx = Int32Array.from({ length: rows * k }, (_, i) => (i % 7 === 5 ? -1 : r.int(0, cols)));
+      const out = c.output(rows * k, "f32", r.f32(rows * k));
+      c.be.gatherAlongRows(c.input(x), c.ints(idx), out.view, rows, cols, k);
+      const want = Float32Array.from(idx, (col, i) => (col >= 0 ? x[Math.floor(i / k) * cols + col]! : 0));
+      c.exact(`gatherAlongRows [${rows},${cols}] k=${k}`, await out.read(), want);
+      await out.checkGuards();
+      const g = r.f32(rows * k);
+      const init = r.f32(rows * cols);
+      const dx = c.output(rows * cols, "f32", init);
+      c.be.scatterAddAlongRows(c.input(g), c.ints(idx), dx.view, rows, cols, k);
+      const wantDx = Float64Array.from(init);
+      for (let i = 0; i < rows * k; i++) if (idx[i]! >= 0) wantDx[Math.floor(i / k) * cols + idx[i]!]! += g[i]!;
+      c.close(`scatterAddAlongRows [${rows},${cols}] k=${k}`, await dx.read(), wantDx, { normwise: true });
+      await dx.checkGuards();
+    }
+  });
 }
