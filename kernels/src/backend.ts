@@ -209,6 +209,16 @@ export interface Backend {
   unary(op: UnaryOp, x: View, y: View, n: number): void;
   /** dx = dy · op'(x) (x is the forward input), n elements. For neg/square/abs too. */
   unaryBackward(op: UnaryOp, x: View, dy: View, dx: View, n: number): void;
+  /** SwiGLU's activation fused (Shazeer 2020; vLLM `silu_and_mul`): out[i] = silu(gate[i])·up[i]
+   * for i < n, silu(x) = x·σ(x). One kernel instead of `unary("silu")` + `binary("mul")`; the cpu
+   * backend rounds silu(gate) to the storage type before the product, so it equals that pair bit for
+   * bit. `out` must not overlap the inputs. */
+  siluMul(gate: View, up: View, out: View, n: number): void;
+  /** Backward of {@link siluMul} from its forward inputs, for i < n (both outputs overwritten, must
+   * not overlap each other or the inputs): dUp[i] = dy[i]·silu(gate[i]) and
+   * dGate[i] = (dy[i]·up[i])·σ(g)·(1 + g·(1 − σ(g))), g = gate[i]. One kernel instead of two
+   * `binary("mul")` and an `unaryBackward("silu")`; cpu results equal those bit for bit. */
+  siluMulBackward(gate: View, up: View, dy: View, dGate: View, dUp: View, n: number): void;
   /** y = alpha·x + beta (n elements). `scale` is alpha with beta 0. */
   affine(x: View, y: View, n: number, alpha: number, beta: number): void;
   /** out = a op b with numpy broadcasting. Shapes are given explicitly and right-aligned; `out`

@@ -16,6 +16,7 @@ import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMat
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
+import { siluMulBackwardF, siluMulF } from "./silu-mul.ts";
 import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
 import { gatherAlongRowsF, gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddAlongRowsF, scatterAddRowsF, topkF } from "./moe.ts";
@@ -129,6 +130,20 @@ export class CpuBackend implements Backend {
     const gs = this.f(dy, n, "unaryBackward", "dy");
     const ds = this.f(dx, n, "unaryBackward", "dx");
     unaryBackwardF(op, xs.a, xs.o, gs.a, gs.o, ds.a, ds.o, n);
+  }
+  siluMul(gate: View, up: View, out: View, n: number): void {
+    const g = this.f(gate, n, "siluMul", "gate");
+    const u = this.f(up, n, "siluMul", "up");
+    const o = this.f(out, n, "siluMul", "out");
+    siluMulF(g.a, g.o, u.a, u.o, o.a, o.o, n);
+  }
+  siluMulBackward(gate: View, up: View, dy: View, dGate: View, dUp: View, n: number): void {
+    const g = this.f(gate, n, "siluMulBackward", "gate");
+    const u = this.f(up, n, "siluMulBackward", "up");
+    const d = this.f(dy, n, "siluMulBackward", "dy");
+    const dg = this.f(dGate, n, "siluMulBackward", "dGate");
+    const du = this.f(dUp, n, "siluMulBackward", "dUp");
+    siluMulBackwardF(g.a, g.o, u.a, u.o, d.a, d.o, dg.a, dg.o, du.a, du.o, n);
   }
   affine(x: View, y: View, n: number, alpha: number, beta: number): void {
     const xs = this.f(x, n, "affine", "x");

@@ -56,6 +56,7 @@ import { gatherRowsLaunch, scatterAddRowsLaunches, scatterScratchWords } from ".
 import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
 import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
+import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
@@ -461,6 +462,22 @@ export class WebGpuBackend implements Backend {
     const dyb = this.v(dy, n, `unaryBackward ${op}`, "dy", F32);
     const dxb = this.v(dx, n, `unaryBackward ${op}`, "dx", F32);
     if (n > 0) this.run(unaryBackwardLaunch(op, xb, x.off, dyb, dy.off, dxb, dx.off, n));
+  }
+
+  siluMul(gate: View, up: View, out: View, n: number): void {
+    const gb = this.v(gate, n, "siluMul", "gate", F32);
+    const ub = this.v(up, n, "siluMul", "up", F32);
+    const ob = this.v(out, n, "siluMul", "out", F32);
+    if (n > 0) this.run(siluMulLaunch(gb, gate.off, ub, up.off, ob, out.off, n));
+  }
+
+  siluMulBackward(gate: View, up: View, dy: View, dGate: View, dUp: View, n: number): void {
+    const gb = this.v(gate, n, "siluMulBackward", "gate", F32);
+    const ub = this.v(up, n, "siluMulBackward", "up", F32);
+    const db = this.v(dy, n, "siluMulBackward", "dy", F32);
+    const dgb = this.v(dGate, n, "siluMulBackward", "dGate", F32);
+    const dub = this.v(dUp, n, "siluMulBackward", "dUp", F32);
+    if (n > 0) this.run(siluMulBackwardLaunch(gb, gate.off, ub, up.off, db, dy.off, dgb, dGate.off, dub, dUp.off, n));
   }
 
   affine(x: View, y: View, n: number, alpha: number, beta: number): void {

@@ -34,6 +34,7 @@ import { afterAll, beforeAll, describe, test } from "bun:test";
 import type { Backend } from "../../src/backend.ts";
 import { determinismTests } from "./determinism.ts";
 import { elementwiseTests } from "./elementwise.ts";
+import { fusedTests } from "./fused.ts";
 import { embeddingTests } from "./embedding.ts";
 import { Ctx, type OpSuiteOptions } from "./harness.ts";
 import { matmulTests } from "./matmul.ts";
@@ -80,6 +81,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
       );
     describe("memory and transfer", () => memoryTests(t));
     describe("elementwise", () => elementwiseTests(t));
+    describe("fused elementwise", () => fusedTests(t));
     describe("reductions, softmax, norms", () => rowTests(t));
     describe("matmul", () => matmulTests(t));
     describe("grouped matmul", () => groupedMatmulTests(t));
