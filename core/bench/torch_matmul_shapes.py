@@ -1,41 +1,54 @@
-"""PyTorch counterpart of core/bench/matmul-shapes.ts: the same named matmul shapes (fp32, TF32 off),
-CUDA-event time per call after warm-up, TFLOP/s.
+"""PyTorch counterpart of core/bench/matmul-shapes.ts: the same named matmul shapes
+(core/bench/matmul-shapes.json; fp32, TF32 off), CUDA-event time per call, TFLOP/s.
 
-  python core/bench/torch_matmul_shapes.py [--reps 20]
+  python core/bench/torch_matmul_shapes.py [--shapes a,b,...] [--target-ms 40] [--warmup-ms 1500]
 
-transA means A is stored [K, M] (used as A.t()), transB means B is stored [N, K]; acc shapes run
-torch.addmm(C, A, B, out=C) (the parameter-gradient accumulation), others torch.matmul(A, B, out=C).
+transA means A is stored [K, M] (used as A.t()), transB means B is stored [N, K]; accumulate shapes
+run torch.addmm(C, opA, opB, out=C) (the parameter-gradient accumulation), others
+torch.matmul(opA, opB, out=C). As in the bun bench: the GPU is kept busy for --warmup-ms first, each
+shape runs 3 untimed calls, then enough timed calls for about --target-ms (at least 5).
 """
 import argparse
 import json
+import os
+import time
 
 import torch
 
-SHAPES = {
-    "qo_proj_fwd": (8192, 1024, 1024, False, True, False),
-    "kv_proj_fwd": (8192, 512, 1024, False, True, False),
-    "proj_dX": (8192, 1024, 1024, False, False, False),
-    "qo_proj_dW": (1024, 1024, 8192, True, False, True),
-    "kv_proj_dW": (512, 1024, 8192, True, False, True),
-    "head_fwd": (8192, 256, 1024, False, True, False),
-    "head_dX": (8192, 1024, 256, False, False, False),
-    "head_dW": (256, 1024, 8192, True, False, True),
-    "expert_fwd": (2048, 2816, 1024, False, True, False),
-    "expert_dX": (2048, 1024, 2816, False, False, False),
-    "expert_dW": (2816, 1024, 2048, True, False, True),
-    "square_4096": (4096, 4096, 4096, False, False, False),
-}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_shapes() -> dict:
+    with open(os.path.join(HERE, "matmul-shapes.json")) as f:
+        raw = json.load(f)
+    return {k: v for k, v in raw.items() if not k.startswith("_")}
 
 
 def main() -> None:
+    shapes = load_shapes()
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--shapes", default=",".join(shapes))
+    ap.add_argument("--target-ms", type=float, default=40.0)
+    ap.add_argument("--warmup-ms", type=float, default=1500.0)
     a = ap.parse_args()
+    names = a.shapes.split(",")
+    for n in names:
+        if n not in shapes:
+            raise SystemExit(f"--shapes: unknown shape {n!r}; expected some of {', '.join(shapes)}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
-    for name, (M, N, K, ta, tb, acc) in SHAPES.items():
-        A = torch.rand(K, M, device="cuda") if ta else torch.rand(M, K, device="cuda")
-        B = torch.rand(N, K, device="cuda") if tb else torch.rand(K, N, device="cuda")
+    # keep the GPU busy so its clocks are up before timing
+    X = torch.rand(4096, 4096, device="cuda")
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < a.warmup_ms:
+        for _ in range(4):
+            X @ X
+        torch.cuda.synchronize()
+    del X
+    for name in names:
+        M, N, K, ta, tb, acc = shapes[name]
+        A = torch.rand(K, M, device="cuda") * 2 - 1 if ta else torch.rand(M, K, device="cuda") * 2 - 1
+        B = torch.rand(N, K, device="cuda") * 2 - 1 if tb else torch.rand(K, N, device="cuda") * 2 - 1
         C = torch.rand(M, N, device="cuda")
         opA = A.t() if ta else A
         opB = B.t() if tb else B
@@ -45,12 +58,19 @@ def main() -> None:
         torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        for _ in range(a.reps):
+        for _ in range(3):
             fn()
         e.record()
         torch.cuda.synchronize()
-        ms = s.elapsed_time(e) / a.reps
-        print(json.dumps(dict(name=name, M=M, N=N, K=K, torch_ms=round(ms, 4), torch_tflops=round(2 * M * N * K / ms / 1e9, 2), device=torch.cuda.get_device_name())))
+        probe = s.elapsed_time(e) / 3
+        reps = max(5, min(500, int(a.target_ms / max(probe, 1e-3)) + 1))
+        s.record()
+        for _ in range(reps):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        ms = s.elapsed_time(e) / reps
+        print(json.dumps(dict(name=name, M=M, N=N, K=K, reps=reps, torch_ms=round(ms, 4), torch_tflops=round(2 * M * N * K / ms / 1e9, 2), device=torch.cuda.get_device_name())))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,15 @@ export interface AdapterReport {
   limits: Record<(typeof REPORT_LIMITS)[number], number>;
   /** Result of the compute check (a 1-workgroup WGSL dispatch read back); null when not probed. */
   check: { ok: boolean; ms: number; error?: string } | null;
+  /** Subgroup sizes the adapter reports, or null when it offers no subgroup feature (neither the
+   * standard "subgroups" nor wgpu-native's native "wgpu-subgroup", which is what wgpu-native 29
+   * lists on Vulkan) or reports no sizes (0). */
+  subgroupSizes: { min: number; max: number } | null;
+}
+
+/** The subgroup feature an adapter offers under either name ("subgroups" standard first), or null. */
+export function subgroupFeature(features: readonly string[]): string | null {
+  return ["subgroups", "wgpu-subgroup"].find((f) => features.includes(f)) ?? null;
 }
 
 /** Everything {@link formatReport} prints. */
@@ -169,6 +178,7 @@ export async function collectReport(options: { probe?: boolean; libraryPath?: st
         features: [...a.features].sort(),
         limits: Object.fromEntries(REPORT_LIMITS.map((k) => [k, lim[k]])) as AdapterReport["limits"],
         check: options.probe === false ? null : await checkAdapter(a),
+        subgroupSizes: subgroupFeature([...a.features]) && (info.subgroupMinSize ?? 0) > 0 && (info.subgroupMaxSize ?? 0) > 0 ? { min: info.subgroupMinSize!, max: info.subgroupMaxSize! } : null,
       });
     }
   } catch (e) {
@@ -210,7 +220,9 @@ export function formatReport(r: Report): string {
       const v = a.limits[k];
       out.push(row(`  ${k}`, k.endsWith("Size") && !k.includes("Workgroup") ? `${v} (${bytes(v)})` : k === "maxComputeWorkgroupStorageSize" ? `${v} (${bytes(v)})` : String(v)));
     }
-    const key = ["shader-f16", "subgroups", "timestamp-query"].map((f) => `${f} ${a.features.includes(f) ? "yes" : "no"}`).join(", ");
+    const sg = subgroupFeature(a.features);
+    const sgText = sg ? `yes (${sg}${a.subgroupSizes ? `, size ${a.subgroupSizes.min === a.subgroupSizes.max ? a.subgroupSizes.min : `${a.subgroupSizes.min}–${a.subgroupSizes.max}`}` : ""})` : "no";
+    const key = [`shader-f16 ${a.features.includes("shader-f16") ? "yes" : "no"}`, `subgroups ${sgText}`, `timestamp-query ${a.features.includes("timestamp-query") ? "yes" : "no"}`].join(", ");
     out.push(row("  key features", key));
     out.push(row("  all features", a.features.join(" ")));
     if (a.check) out.push(row("  compute check", a.check.ok ? `ok (${a.check.ms.toFixed(1)} ms)` : `FAILED: ${a.check.error}`));

@@ -32,7 +32,7 @@ import { slotMessage, utf8 } from "./native.ts";
 import { GPUComputePipelineImpl } from "./pipeline.ts";
 import { GPUQuerySetImpl } from "./query.ts";
 import { GPUQueueImpl } from "./queue.ts";
-import { GPUShaderModuleImpl } from "./shader.ts";
+import { createShaderModuleTrusted, GPUShaderModuleImpl, type ShaderRuntimeChecks } from "./shader.ts";
 
 type Listener = Parameters<EventTarget["addEventListener"]>[1];
 
@@ -258,6 +258,12 @@ export class GPUDeviceImpl extends EventTarget {
     }
     if (!h) throw new Error(`createShaderModule: wgpu-native returned no module for '${descriptor.label ?? ""}'`);
     return new GPUShaderModuleImpl(this, h, descriptor.label ?? "");
+  }
+
+  /** Non-standard: a module with naga's runtime checks chosen by `checks` (wgpu.h
+   * `wgpuDeviceCreateShaderModuleTrusted`; see {@link createShaderModuleTrusted} in shader.ts). */
+  createShaderModuleTrusted(descriptor: GPUShaderModuleDescriptor, checks: ShaderRuntimeChecks): GPUShaderModuleImpl {
+    return createShaderModuleTrusted(this as unknown as GPUDevice, descriptor, checks);
   }
 
   /** Spec createBindGroupLayout; only `buffer` entries (the compute subset). */

@@ -32,7 +32,7 @@ export { GPUAdapterImpl, type AdapterInfoEx } from "./adapter.ts";
 export { GPUDeviceImpl } from "./device.ts";
 export { GPUBufferImpl } from "./buffer.ts";
 export { GPUQueueImpl } from "./queue.ts";
-export { GPUShaderModuleImpl } from "./shader.ts";
+export { GPUShaderModuleImpl, createShaderModuleTrusted, type ShaderRuntimeChecks } from "./shader.ts";
 export { GPUComputePipelineImpl } from "./pipeline.ts";
 export { GPUBindGroupImpl, GPUBindGroupLayoutImpl, GPUPipelineLayoutImpl } from "./binding.ts";
 export { GPUCommandBufferImpl, GPUCommandEncoderImpl, GPUComputePassEncoderImpl } from "./encoder.ts";

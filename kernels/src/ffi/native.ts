@@ -99,6 +99,7 @@ const SHIM = {
   zm_create_buffer: { args: [P, P, U64, U64, U64, U32], returns: P },
   zm_buffer_map_async: { args: [P, U64, U64, U64, P], returns: U64R },
   zm_create_shader_module_wgsl: { args: [P, P, U64, P, U64], returns: P },
+  zm_create_shader_module_wgsl_trusted: { args: [P, P, U64, P, U64, U32], returns: P },
   zm_create_bind_group_layout: { args: [P, P, U64, P, U64], returns: P },
   zm_create_pipeline_layout: { args: [P, P, U64, U32, P, U64], returns: P },
   zm_create_compute_pipeline: { args: [P, P, P, P, U64, P, P, P, U64, P, U64], returns: P },

@@ -349,6 +349,19 @@ WGPUShaderModule zm_create_shader_module_wgsl(WGPUDevice device, const char *cod
   return wgpuDeviceCreateShaderModule(device, &d);
 }
 
+/* wgpu.h's wgpuDeviceCreateShaderModuleTrusted: the same module with naga's runtime checks chosen by
+ * `checks` (WGPUShaderRuntimeChecks bits: 1 bounds checks, 2 forced loop bounding; 0 = none). */
+WGPUShaderModule zm_create_shader_module_wgsl_trusted(WGPUDevice device, const char *code, size_t code_len, const char *label, size_t label_len, uint32_t checks) {
+  WGPUShaderSourceWGSL src;
+  WGPUShaderModuleDescriptor d;
+  memset(&src, 0, sizeof src); memset(&d, 0, sizeof d);
+  src.chain.sType = WGPUSType_ShaderSourceWGSL;
+  src.code = zm_sv(code, code_len);
+  d.nextInChain = &src.chain;
+  d.label = zm_sv(label, label_len);
+  return wgpuDeviceCreateShaderModuleTrusted(device, &d, (WGPUShaderRuntimeChecks)checks);
+}
+
 /* entries: 5 uint64 per entry: binding, visibility, buffer binding type, hasDynamicOffset, minBindingSize. */
 WGPUBindGroupLayout zm_create_bind_group_layout(WGPUDevice device, const uint64_t *entries, size_t count, const char *label, size_t label_len) {
   WGPUBindGroupLayoutDescriptor d;

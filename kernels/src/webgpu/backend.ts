@@ -79,13 +79,13 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * head dim where it fits the device's workgroup memory; elsewhere the default choice
    * (chooseFlashBlocks in wgsl/attention-flash.ts) applies. */
   attentionBlocks?: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock };
-  /** Split K for weight-gradient matmuls with few output tiles (wgsl/matmul-split-k.ts). Default
-   * false: on the H200 the split runs measured slower than the planner's smaller tiles
-   * (docs/performance.md); kept as an option for devices and shapes where it pays. */
+  /** Split K for matmuls whose output has too few tiles to fill the GPU (weight gradients above
+   * all; rules in wgsl/matmul-split-k.ts). Default true: on the H200 it took the step's dW shapes
+   * from 0.2–0.5 to 0.6–0.8 of cuBLAS (docs/performance.md). Deterministic (no atomics). */
   matmulSplitK?: boolean;
   /** Force the matmul kernel (tuning, benchmarks): `tile` replaces the planner's tile choice for
    * every f32/f16 matmul (it must fit the device's workgroup limits), `splitK` the split count of
-   * weight-gradient matmuls (Aᵀ·B, batch 1; ≤ 1 = never split; applies even with matmulSplitK off). */
+   * batch-1 matmuls of any layout (≤ 1 = never split; applies even with matmulSplitK off). */
   matmulTuning?: MatmulTuning;
   /** Kernel label prefixes (e.g. "mmf_" for the fast matmul) whose WGSL is compiled without naga's
    * runtime checks (bounds clamping, loop bounding) through wgpu-native's
@@ -182,7 +182,7 @@ export class WebGpuBackend implements Backend {
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", opts.trustedShaders ?? []);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
     be.attentionBlocks = opts.attentionBlocks ?? {};
-    be.splitK = opts.matmulSplitK ?? false;
+    be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
     return be;
   }
@@ -589,7 +589,8 @@ export class WebGpuBackend implements Backend {
     const ob = this.v(out, ext.out, "matmul", "out", F32);
     // The register-blocked kernel (kernels/src/wgsl/matmul_fast*.ts), tiles chosen per shape within
     // this device's workgroup limits (the baseline tiled kernel in wgsl/matmul.ts stays as reference).
-    // Weight-gradient shapes (Aᵀ·B, long K, small output) split K over a scratch (wgsl/matmul-split-k.ts).
+    // Shapes with few output tiles and long K (weight gradients above all) split K over a scratch
+    // (wgsl/matmul-split-k.ts).
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
@@ -716,7 +717,7 @@ export class WebGpuBackend implements Backend {
   }
 
   /** {@link WebGpuBackendOptions.matmulSplitK}. */
-  private splitK = false;
+  private splitK = true;
 
   /** {@link WebGpuBackendOptions.matmulTuning}. */
   private matmulTuning: MatmulTuning = {};

@@ -4,9 +4,19 @@
  * explicit bind-group layout: binding 0 the `Params` uniform (dynamic offset: one bind group serves
  * every uniform slot of the batch arena), bindings 1…k storage buffers
  * (read-only or read-write as the kernel declares).
+ *
+ * Trusted kernels: kernels whose label starts with one of `trustedPrefixes` are compiled without
+ * naga's runtime checks (index clamping, loop bounding) through the non-standard
+ * `device.createShaderModuleTrusted` of our wgpu-native binding (ffi/shader.ts); only kernels
+ * whose every index is guarded in the WGSL itself and covered by tests belong there.
  */
 import { ShaderStage } from "./constants.ts";
 import type { AssembledKernel } from "./kernel.ts";
+
+/** The non-standard method of the FFI binding's device (ffi/shader.ts). */
+interface TrustedDevice {
+  createShaderModuleTrusted(d: GPUShaderModuleDescriptor, checks: { boundsChecks: boolean; forceLoopBounding: boolean }): GPUShaderModule;
+}
 
 /** A compiled kernel ready to bind. */
 export interface CachedPipeline {
@@ -19,7 +29,18 @@ export interface CachedPipeline {
 /** Creates pipelines on first use and returns the cached one afterwards. */
 export class PipelineCache {
   private readonly cache = new Map<string, CachedPipeline>();
-  constructor(private readonly device: GPUDevice) {}
+  /**
+   * @param trustedPrefixes kernel label prefixes compiled without runtime checks (see the file
+   *   comment); non-empty only on a device that has `createShaderModuleTrusted` (else TypeError).
+   */
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly trustedPrefixes: readonly string[] = [],
+  ) {
+    if (trustedPrefixes.length > 0 && typeof (device as unknown as TrustedDevice).createShaderModuleTrusted !== "function") {
+      throw new TypeError(`webgpu: trusted shaders (${trustedPrefixes.join(", ")}) need the wgpu-native FFI binding's createShaderModuleTrusted; this WebGPU implementation has none`);
+    }
+  }
 
   /** Number of distinct pipelines compiled so far. */
   get size(): number {
@@ -38,7 +59,10 @@ export class PipelineCache {
     const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform", hasDynamicOffset: true } }];
     k.slots.forEach((s, i) => entries.push({ binding: i + 1, visibility: ShaderStage.COMPUTE, buffer: { type: s.write ? "storage" : "read-only-storage" } }));
     const layout = this.device.createBindGroupLayout({ label, entries });
-    const module = this.device.createShaderModule({ label, code: k.source });
+    const trusted = this.trustedPrefixes.some((p) => label.startsWith(p));
+    const module = trusted
+      ? (this.device as unknown as TrustedDevice).createShaderModuleTrusted({ label, code: k.source }, { boundsChecks: false, forceLoopBounding: false })
+      : this.device.createShaderModule({ label, code: k.source });
     const pipeline = this.device.createComputePipeline({
       label,
       layout: this.device.createPipelineLayout({ label, bindGroupLayouts: [layout] }),

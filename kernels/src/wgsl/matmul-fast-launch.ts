@@ -11,7 +11,16 @@ import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
 import { planMatmulFast } from "./matmul-fast.ts";
 import { DEFAULT_MATMUL_LIMITS, type MatmulLimits } from "./matmul-fast-tiles.ts";
-import { MATMUL_PARAM_NAMES, type MatmulVariant, matmulFastWGSL } from "./matmul-fast-wgsl.ts";
+import { MATMUL_PARAM_NAMES, type MatmulTile, type MatmulVariant, matmulFastWGSL } from "./matmul-fast-wgsl.ts";
+
+/** A forced kernel choice for {@link planMatmulFastLaunches} (tuning and tests): the tile and its
+ * K-loop schedule ({@link MatmulVariant.prefetchDistance}, {@link MatmulVariant.unroll2}; both
+ * default to the plain schedule). */
+export interface MatmulForcedTile {
+  tile: MatmulTile;
+  prefetchDistance?: number;
+  unroll2?: boolean;
+}
 
 function fastKernel(key: string, v: MatmulVariant): Kernel {
   const label = `${key}_k`;
@@ -34,16 +43,21 @@ function fastKernel(key: string, v: MatmulVariant): Kernel {
  * maxComputeWorkgroupsPerDimension (at least 65535 on every WebGPU device; the grid is folded into
  * x·y below it); `limits` bound the tile choice (default: WebGPU's default limits, which admit
  * the 128×128×8 tile). Returns [] when there is nothing to compute (M, N or batch 0).
- * Throws when a/b/out dtypes are not f32/f32/f32 or f16/f16/f32, on invalid sizes, or when the
- * output needs more than maxPerDim² workgroups.
+ * `force` replaces the planner's tile choice (it must fit `limits`); `ldk` is the row stride of the
+ * operands whose rows run along K (see {@link MatmulFastOptions.ldk}; default K).
+ * Throws when a/b/out dtypes are not f32/f32/f32 or f16/f16/f32, on invalid sizes, when a forced
+ * tile does not fit, or when the output needs more than maxPerDim² workgroups.
  */
-export function planMatmulFastLaunches(a: Buf, aoff: number, b: Buf, boff: number, out: Buf, ooff: number, spec: MatmulSpec, maxPerDim = 65535, limits: MatmulLimits = DEFAULT_MATMUL_LIMITS): Launch[] {
+export function planMatmulFastLaunches(a: Buf, aoff: number, b: Buf, boff: number, out: Buf, ooff: number, spec: MatmulSpec, maxPerDim = 65535, limits: MatmulLimits = DEFAULT_MATMUL_LIMITS, force?: MatmulForcedTile, ldk?: number): Launch[] {
   const storage = a.dtype === "f16" && b.dtype === "f16" ? "f16" : a.dtype === "f32" && b.dtype === "f32" ? "f32" : null;
   if (storage === null || out.dtype !== "f32") {
     throw new Error(`webgpu matmul: a, b, out must be f32/f32/f32 or f16/f16/f32, got ${a.dtype}/${b.dtype}/${out.dtype}`);
   }
   if (maxPerDim < 65535) throw new Error(`webgpu matmul: maxPerDim must be ≥ 65535 (WebGPU's minimum), got ${maxPerDim}`);
-  const plan = planMatmulFast(spec, aoff, boff, ooff, { storage, limits, scalarOnly: true });
+  const plan = planMatmulFast(spec, aoff, boff, ooff, {
+    storage, limits, scalarOnly: true, ...(ldk !== undefined ? { ldk } : {}),
+    ...(force ? { tile: force.tile, prefetchDistance: force.prefetchDistance ?? 0, unroll2: force.unroll2 ?? false } : {}),
+  });
   if (plan.workgroups[0] === 0) return [];
   const params = Array.from(plan.params.subarray(0, MATMUL_PARAM_NAMES.length));
   return [{ kernel: fastKernel(plan.key, plan.variant), bufs: [a, b, out], params, workgroups: plan.workgroups }];

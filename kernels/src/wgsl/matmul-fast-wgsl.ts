@@ -137,14 +137,16 @@ export function variantKey(v: MatmulVariant): string {
  * Layout of the params uniform, as u32 words:
  * 0 M, 1 N, 2 K, 3 batch, 4 offA, 5 offB, 6 offC (element offsets), 7 strideA, 8 strideB,
  * 9 strideC (element strides between batch matrices; 0 broadcasts), 10 tilesM, 11 tilesN,
- * 12 gridX (workgroups along x of the dispatch), 13 accumulate (0 or 1), 14–15 unused.
+ * 12 gridX (workgroups along x of the dispatch), 13 accumulate (0 or 1), 14 ldk (row stride, in
+ * elements, of the operands whose rows run along K: A when not transA, B when transB; K unless a
+ * split-K chunk reads part of longer rows), 15 unused.
  */
 export function matmulParamWords(p: {
   M: number; N: number; K: number; batch: number; offA: number; offB: number; offC: number;
-  strideA: number; strideB: number; strideC: number; tilesM: number; tilesN: number; gridX: number; accumulate: boolean;
+  strideA: number; strideB: number; strideC: number; tilesM: number; tilesN: number; gridX: number; accumulate: boolean; ldk: number;
 }): Uint32Array {
   const w = new Uint32Array(MATMUL_PARAM_WORDS);
-  const vals = [p.M, p.N, p.K, p.batch, p.offA, p.offB, p.offC, p.strideA, p.strideB, p.strideC, p.tilesM, p.tilesN, p.gridX, p.accumulate ? 1 : 0];
+  const vals = [p.M, p.N, p.K, p.batch, p.offA, p.offB, p.offC, p.strideA, p.strideB, p.strideC, p.tilesM, p.tilesN, p.gridX, p.accumulate ? 1 : 0, p.ldk];
   vals.forEach((x, i) => {
     if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) throw new Error(`matmul params: word ${i} must be a u32, got ${x}`);
     w[i] = x;
@@ -162,8 +164,8 @@ export function matmulParamWords(p: {
  */
 export type MatmulBindingMode = "standalone" | "kernel";
 
-/** Names of the params (u32 each, in uniform order) — the first 14 words of {@link matmulParamWords}. */
-export const MATMUL_PARAM_NAMES = ["M", "N", "K", "batch", "offA", "offB", "offC", "strideA", "strideB", "strideC", "tilesM", "tilesN", "gridX", "accumulate"] as const;
+/** Names of the params (u32 each, in uniform order) — the first 15 words of {@link matmulParamWords}. */
+export const MATMUL_PARAM_NAMES = ["M", "N", "K", "batch", "offA", "offB", "offC", "strideA", "strideB", "strideC", "tilesM", "tilesN", "gridX", "accumulate", "ldk"] as const;
 
 /** Generates the WGSL compute shader for one variant. Throws if the tile is inconsistent, or in
  * "kernel" mode when the variant asks for vec4 access or native f16. */
@@ -189,7 +191,7 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
       if (v.f16Native) return vec ? "array<vec4<f16>>" : "array<f16>";
       return vec ? "array<vec2<u32>>" : "array<u32>";
     };
-    e(`struct Params { ${MATMUL_PARAM_NAMES.map((n) => `${n}: u32`).join(", ")}, pad0: u32, pad1: u32 };`);
+    e(`struct Params { ${MATMUL_PARAM_NAMES.map((n) => `${n}: u32`).join(", ")}, pad0: u32 };`);
     e(`@group(0) @binding(0) var<storage, read> b_a: ${elemDecl(v.vecA)};`);
     e(`@group(0) @binding(1) var<storage, read> b_b: ${elemDecl(v.vecB)};`);
     e(`@group(0) @binding(2) var<storage, read_write> b_out: ${v.vecC ? "array<vec4<f32>>" : "array<f32>"};`);
@@ -266,7 +268,7 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
     e(`  let va${i} = lid + ${i * WG}u;`);
     if (!v.transA) {
       e(`  let ar${i} = va${i} / ${BK / 4}u; let ak${i} = (va${i} % ${BK / 4}u) * 4u;`);
-      e(`  let am${i} = m0 + ar${i}; let aOk${i} = am${i} < M; let aRow${i} = baseA + am${i} * K;`);
+      e(`  let am${i} = m0 + ar${i}; let aOk${i} = am${i} < M; let aRow${i} = baseA + am${i} * P.ldk;`);
     } else {
       e(`  let ak${i} = va${i} / ${BM / 4}u; let aq${i} = va${i} % ${BM / 4}u;`);
       e(`  let am${i} = m0 + aq${i} * 4u;`);
@@ -279,7 +281,7 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
       e(`  let bn${i} = n0 + bq${i} * 4u;`);
     } else {
       e(`  let br${i} = vb${i} / ${BK / 4}u; let bk${i} = (vb${i} % ${BK / 4}u) * 4u;`);
-      e(`  let bn${i} = n0 + br${i}; let bOk${i} = bn${i} < N; let bRow${i} = baseB + bn${i} * K;`);
+      e(`  let bn${i} = n0 + br${i}; let bOk${i} = bn${i} < N; let bRow${i} = baseB + bn${i} * P.ldk;`);
     }
   }
 

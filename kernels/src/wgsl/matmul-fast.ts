@@ -31,6 +31,9 @@ export interface MatmulFastOptions {
   groupM?: number;
   /** Device limits (default: WebGPU's defaults). */
   limits?: MatmulLimits;
+  /** Row stride (elements) of the operands whose rows run along K (A when not transA, B when
+   * transB); default K. Larger than K when the matmul reads a K-chunk of longer rows (split-K). */
+  ldk?: number;
   /** Never emit vec4 global loads/stores. Default: the chosen tile's preference
    * ({@link MatmulTileChoice.vecLoads}), or false (vec4 where legal) with a forced tile. */
   scalarOnly?: boolean;
@@ -79,8 +82,10 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
   const storage = opts.storage ?? "f32";
   const scalar = opts.scalarOnly ?? (choice ? !choice.vecLoads : false);
   const multi = batch > 1;
-  const vecA = !scalar && (transA ? M : K) % 4 === 0 && offA % 4 === 0 && (!multi || strideA % 4 === 0);
-  const vecB = !scalar && (transB ? K : N) % 4 === 0 && offB % 4 === 0 && (!multi || strideB % 4 === 0);
+  const ldk = opts.ldk ?? K;
+  checkCount("ldk", ldk, K);
+  const vecA = !scalar && (transA ? M % 4 === 0 : K % 4 === 0 && ldk % 4 === 0) && offA % 4 === 0 && (!multi || strideA % 4 === 0);
+  const vecB = !scalar && (transB ? K % 4 === 0 && ldk % 4 === 0 : N % 4 === 0) && offB % 4 === 0 && (!multi || strideB % 4 === 0);
   const vecC = !scalar && N % 4 === 0 && offOut % 4 === 0 && (!multi || strideC % 4 === 0);
   const edges = M % tile.BM !== 0 || N % tile.BN !== 0 || K % tile.BK !== 0;
   const variant: MatmulVariant = {
@@ -99,7 +104,7 @@ export function planMatmulFast(spec: MatmulSpec, offA: number, offB: number, off
     workgroups = [gridX, gridY, 1];
   }
   const params = matmulParamWords({
-    M, N, K, batch, offA, offB, offC: offOut, strideA, strideB, strideC, tilesM, tilesN, gridX, accumulate: spec.accumulate ?? false,
+    M, N, K, batch, offA, offB, offC: offOut, strideA, strideB, strideC, tilesM, tilesN, gridX, accumulate: spec.accumulate ?? false, ldk,
   });
   return { variant, key: variantKey(variant), params, workgroups };
 }

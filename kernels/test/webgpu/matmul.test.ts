@@ -10,7 +10,7 @@ import type { MatmulSpec } from "../../src/backend.ts";
 import { f16FromNumber, f16ToNumber } from "../../src/numerics/index.ts";
 import { planMatmulFast, type MatmulFastOptions } from "../../src/wgsl/matmul-fast.ts";
 import { MatmulFastPipelines } from "../../src/wgsl/matmul-fast-pipeline.ts";
-import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TILES } from "../../src/wgsl/matmul-fast-tiles.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TILES, waveEfficiency } from "../../src/wgsl/matmul-fast-tiles.ts";
 import { type MatmulTile, matmulFastWGSL, tileWorkgroupBytes, validateTile } from "../../src/wgsl/matmul-fast-wgsl.ts";
 import { planMatmulFastLaunches } from "../../src/wgsl/matmul-fast-launch.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
@@ -291,6 +291,14 @@ describe("fast matmul: planning (no device)", () => {
     const small = chooseMatmulTile(64, 64, 1, h200).tile;
     expect(small.BM * small.BN).toBeLessThanOrEqual(32 * 32);
     expect(chooseMatmulTile(1024, 1024, 1, h200).tile.BM).toBe(64);
+    // wave quantisation (132 SMs assumed): 8192×1024 is 128 tiles of 128×256 (one full wave), but
+    // 2048×2816 is 176 (1.33 waves) and 8192×512 only 64: those take 128×128×16
+    expect(chooseMatmulTile(8192, 1024, 1, h200).tile).toEqual(MATMUL_TILE_CHOICES[0]!.tile);
+    expect(chooseMatmulTile(2048, 2816, 1, h200).tile).toMatchObject({ BM: 128, BN: 128, BK: 16 });
+    expect(chooseMatmulTile(8192, 512, 1, h200).tile).toMatchObject({ BM: 128, BN: 128, BK: 16 });
+    expect(waveEfficiency(128)).toBeCloseTo(128 / 132);
+    expect(waveEfficiency(176)).toBeCloseTo(176 / 264);
+    expect(waveEfficiency(0)).toBe(0);
     // a tile needing more workgroup memory than allowed is never chosen
     const t = chooseMatmulTile(4096, 4096, 1, { ...DEFAULT_MATMUL_LIMITS, maxComputeWorkgroupStorageSize: 8192 }).tile;
     expect(tileWorkgroupBytes(t)).toBeLessThanOrEqual(8192);
