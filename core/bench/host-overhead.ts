@@ -7,14 +7,14 @@
  * created, bind-group cache misses (`WebGpuBackend.stats()`).
  *
  *   bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10]
- *       [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--json out.json]
+ *       [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--json out.json]
  *
  * `llama-small` is the layer structure of the train bench's llama-small (hidden 512, 8 layers,
  * 8 heads, vocab 256); `default` the built-in job's MoE model. The first `warmup` steps compile
  * pipelines and grow pools and are not measured. Exits 2 on bad arguments.
  */
 import { WebGpuBackend, createBackend, type WebGpuStats } from "@zeromoe/kernels";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { createSoloCommunicator } from "../src/comm/solo.ts";
 import { DEFAULT_JOB } from "../src/config/default-job.ts";
@@ -42,10 +42,14 @@ export interface HostOverheadRow {
   hostUsPerDispatch: number;
   /** Time awaiting the device per step (ms). */
   waitMsPerStep: number;
+  /** CPU time of the main thread per dispatch (µs; NaN off Linux): the host's cost, measured apart
+   * from the device's even where they share the cores ({@link mainThreadCpuMs}). */
+  cpuUsPerDispatch: number;
   readsPerStep: number;
   waitsPerStep: number;
   submitsPerStep: number;
   buffersCreatedPerStep: number;
+  buffersReusedPerStep: number;
   bindGroupMissesPerStep: number;
   finalLoss: number;
 }
@@ -60,6 +64,22 @@ export interface HostOverheadOptions {
   stage: number;
   clip: number;
   precision: "fp32" | "bf16";
+  /** Dispatches per command batch (WebGpuBackendOptions.maxBatch); default the backend's. */
+  maxBatch?: number;
+  /** WebGpuBackendOptions.bufferPoolBytes; default the backend's. */
+  poolBytes?: number;
+  /** WebGpuBackendOptions.submitAfter; default the backend's. */
+  submitAfter?: number;
+}
+
+/** CPU time of the calling (main JS) thread in ms, from Linux's /proc/self/task/<pid>/schedstat
+ * (nanoseconds on CPU); NaN where that file does not exist. It counts the host's own work —
+ * JavaScript, FFI calls into wgpu-native, polling — and not the device's (lavapipe runs its work on
+ * other threads), so it separates host cost from GPU cost even where the two share the cores. */
+export function mainThreadCpuMs(): number {
+  const f = `/proc/self/task/${process.pid}/schedstat`;
+  if (!existsSync(f)) return NaN;
+  return Number(readFileSync(f, "utf8").split(" ")[0]) / 1e6;
 }
 
 function jobFor(o: HostOverheadOptions): Record<string, unknown> {
@@ -82,26 +102,29 @@ function jobFor(o: HostOverheadOptions): Record<string, unknown> {
 /** Run `warmup + steps` training steps on a fresh webgpu backend and measure the last `steps`. */
 export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOverheadRow> {
   const { config } = resolveJobConfig(jobFor(o), { source: "bench host-overhead" });
-  const { backend } = await createBackend("webgpu");
+  const { backend } = await createBackend("webgpu", { ...(o.maxBatch ? { maxBatch: o.maxBatch } : {}), ...(o.poolBytes !== undefined ? { bufferPoolBytes: o.poolBytes } : {}), ...(o.submitAfter ? { submitAfter: o.submitAfter } : {}) });
   if (!(backend instanceof WebGpuBackend)) throw new Error("bench host-overhead: needs the webgpu backend");
   const engine = await Engine.create({ config, comm: createSoloCommunicator(), backend, plugins: await pluginsForJob(config), log: () => {} });
   const vocab = config.model.vocab_size;
   let loss = NaN;
   let before: WebGpuStats | null = null;
   let t0 = 0;
+  let cpu0 = 0;
   for (let s = 0; s < o.warmup + o.steps; s++) {
     if (s === o.warmup) {
       await backend.flush();
       before = backend.stats();
       t0 = performance.now();
+      cpu0 = mainThreadCpuMs();
     }
     const r = await engine.trainBatch([microBatch(s, 0, o.micro, o.seq, vocab)]);
     loss = r.loss;
   }
   await backend.flush();
   const ms = performance.now() - t0;
+  const cpuMs = mainThreadCpuMs() - cpu0;
   const after = backend.stats();
-  const d = (k: keyof WebGpuStats): number => (after[k] - before![k]) / o.steps;
+  const d = (k: Exclude<keyof WebGpuStats, "pooledBytes">): number => (after[k] - before![k]) / o.steps;
   engine.destroy();
   const adapter = backend.info.adapter;
   backend.destroy();
@@ -118,16 +141,18 @@ export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOve
     usPerDispatch: (1000 * ms) / (after.dispatches - before!.dispatches),
     hostUsPerDispatch: (1000 * (ms - (after.waitMs - before!.waitMs))) / (after.dispatches - before!.dispatches),
     waitMsPerStep: d("waitMs"),
+    cpuUsPerDispatch: (1000 * cpuMs) / (after.dispatches - before!.dispatches),
     readsPerStep: d("reads"),
     waitsPerStep: d("waits"),
     submitsPerStep: d("submits"),
     buffersCreatedPerStep: d("buffersCreated"),
+    buffersReusedPerStep: d("buffersReused"),
     bindGroupMissesPerStep: d("bindGroupMisses"),
     finalLoss: loss,
   };
 }
 
-const USAGE = "usage: bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10] [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--json out.json]";
+const USAGE = "usage: bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10] [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--json out.json]";
 
 function positiveInt(flag: string, raw: string, min: number): number {
   const v = Number(raw);
@@ -152,6 +177,9 @@ export async function main(args: string[]): Promise<void> {
         clip: { type: "string", default: "1.0" },
         precision: { type: "string", default: "fp32" },
         json: { type: "string" },
+        "max-batch": { type: "string" },
+        "pool-bytes": { type: "string" },
+        "submit-after": { type: "string" },
       },
     });
     if (values.model !== "llama-small" && values.model !== "default") throw new Error(`--model: expected llama-small or default, got "${values.model}"\n${USAGE}`);
@@ -169,6 +197,9 @@ export async function main(args: string[]): Promise<void> {
       stage,
       clip,
       precision: values.precision,
+      maxBatch: values["max-batch"] === undefined ? undefined : positiveInt("max-batch", values["max-batch"], 1),
+      poolBytes: values["pool-bytes"] === undefined ? undefined : positiveInt("pool-bytes", values["pool-bytes"], 0),
+      submitAfter: values["submit-after"] === undefined ? undefined : positiveInt("submit-after", values["submit-after"], 1),
     };
     json = values.json;
   } catch (e) {
@@ -178,8 +209,8 @@ export async function main(args: string[]): Promise<void> {
   const row = await benchHostOverhead(o);
   console.log(
     `${row.model} ${row.precision} stage ${row.stage} micro ${row.micro} × seq ${row.seq} on ${row.adapter}: ` +
-      `${row.msPerStep.toFixed(2)} ms/step, ${row.dispatchesPerStep.toFixed(0)} dispatches/step, ${row.usPerDispatch.toFixed(1)} µs/dispatch wall, ${row.hostUsPerDispatch.toFixed(1)} µs/dispatch host (awaiting the device ${row.waitMsPerStep.toFixed(2)} ms/step); ` +
-      `per step: ${row.readsPerStep} reads, ${row.waitsPerStep} waits, ${row.submitsPerStep} submits, ${row.buffersCreatedPerStep} buffers created, ${row.bindGroupMissesPerStep} bind-group misses (loss ${row.finalLoss.toFixed(4)})`,
+      `${row.msPerStep.toFixed(2)} ms/step, ${row.dispatchesPerStep.toFixed(0)} dispatches/step, ${row.usPerDispatch.toFixed(1)} µs/dispatch wall, ${row.cpuUsPerDispatch.toFixed(1)} µs/dispatch main-thread CPU, ${row.hostUsPerDispatch.toFixed(1)} µs/dispatch not awaiting the device (awaiting ${row.waitMsPerStep.toFixed(2)} ms/step); ` +
+      `per step: ${row.readsPerStep} reads, ${row.waitsPerStep} waits, ${row.submitsPerStep} submits, ${row.buffersCreatedPerStep} buffers created, ${row.buffersReusedPerStep} reused, ${row.bindGroupMissesPerStep} bind-group misses (loss ${row.finalLoss.toFixed(4)})`,
   );
   if (json) writeFileSync(json, JSON.stringify(row, null, 2) + "\n");
 }

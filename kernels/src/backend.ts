@@ -144,6 +144,19 @@ export interface AdamWParams {
   step: number;
   /** Multiply gradients by this first (1/loss_scale, 1/accumulation, clip coefficient combined). */
   gradScale: number;
+  /** A device-side scale: the f32 pair [scale, skip] at this view (as {@link Backend.clipScale}
+   * writes it). Gradients are multiplied by gradScale·scale, and when skip ≠ 0 nothing is updated
+   * (param, m, v unchanged; param16 rewritten from the unchanged param). Lets the step run without
+   * the host reading the gradient norm first. */
+  scaleFrom?: View;
+}
+
+/** Inputs of {@link Backend.clipScale}. */
+export interface ClipScaleParams {
+  /** Loss scale × accumulation steps × world size: what the summed gradients are divided by. */
+  lsDiv: number;
+  /** `gradient_clipping` (≤ 0: no clipping). */
+  maxNorm: number;
 }
 
 /** Hyper-parameters of {@link Backend.lambUpdate} (DeepSpeed FusedLamb, You et al. 2019). */
@@ -333,4 +346,10 @@ export interface Backend {
   sumSquares(x: View, out: View, n: number): void;
   /** out[0] (u32) = 1 if any of n elements of x is inf or NaN, else 0. */
   nonFinite(x: View, out: View, n: number): void;
+  /** The optimizer's gradient scale from `count` f32 partial sums of squares (of the summed,
+   * still loss-scaled gradients) at `partials`, without a host read: with Σ their sum,
+   * norm = √Σ / lsDiv and coef = min(1, maxNorm / (norm + 1e-6)) (1 when maxNorm ≤ 0; PyTorch
+   * `clip_grad_norm_`), writes out[0..3) = [coef / lsDiv, skip, Σ] as f32, skip = 1 (and scale 0)
+   * when Σ is inf or NaN. Feed out[0..2) to {@link AdamWParams.scaleFrom}. */
+  clipScale(partials: View, count: number, out: View, p: ClipScaleParams): void;
 }

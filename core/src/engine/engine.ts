@@ -33,7 +33,7 @@ import { applyFreeze } from "./freeze.ts";
 import { GradReducedEvents } from "./grad-reduced.ts";
 import { initUnitRange } from "./init-shard.ts";
 import { createModel } from "./model-factory.ts";
-import { initMaster, optimizerStep } from "./optimizer.ts";
+import { initMaster, optimizerStep, outcomeFromSumSquares, type StepOutcome } from "./optimizer.ts";
 import type { HookContext, JobView, ManifestContribution, MetricsRegistry, SetupContext, StepMetrics, UnitHandle, UnitInfo } from "./plugin-context.ts";
 import type { CheckpointTarget, EngineStateDict } from "./stateful.ts";
 import { UnitState } from "./unit-state.ts";
@@ -239,15 +239,17 @@ export class Engine implements CheckpointTarget {
       if (plan.params === "sharded") st.paramDevice = hooks.offload.paramDevice?.(st, ctx) ?? "device";
       byName.set(unit.name, st);
       held.push(st);
+      // parameter offload: the initialised shard moves to the host at once (its master first), so
+      // the device never holds more than one unit's shard beside the gradients (a budget that fits
+      // the gradients and one unit fits the set-up too)
+      if (st.paramDevice !== "device") {
+        if (!hooks.offload.createHostParams) throw new Error(`the offload hook (owner ${composed.owners.offload}) places unit ${st.name}'s parameters on "${st.paramDevice}" but implements no createHostParams`);
+        await initMaster(be, st);
+        st.paramHost = hooks.offload.createHostParams(st, ctx);
+        await st.evictParams(true);
+      }
     }
-    for (const st of held) await initMaster(be, st);
-    // parameter offload: the initialised shards move to the host; the device keeps none
-    for (const st of held) {
-      if (st.paramDevice === "device") continue;
-      if (!hooks.offload.createHostParams) throw new Error(`the offload hook (owner ${composed.owners.offload}) places unit ${st.name}'s parameters on "${st.paramDevice}" but implements no createHostParams`);
-      st.paramHost = hooks.offload.createHostParams(st, ctx);
-      await st.evictParams(true);
-    }
+    for (const st of held) if (st.paramDevice === "device") await initMaster(be, st);
     const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
     const of = (u: Unit): UnitState => {
       const s = byUnit.get(u);
@@ -283,17 +285,22 @@ export class Engine implements CheckpointTarget {
     let lossSum = 0;
     phase.training = true;
     phase.step = this.globalSteps;
-    // each micro-batch's loss is copied on the device and all are read once after the last
-    // backward: no device→host sync between a forward and its backward
-    const microLosses = be.alloc("f32", micros.length, "other");
+    // each micro-batch's loss is copied on the device and all are read once, at the end of the
+    // step: no device→host sync between a forward and its backward, nor before the optimizer. The
+    // 3 elements after the losses take the optimizer's [scale, skip, Σ] when its clip scale stays
+    // on the device (optimizer.ts deviceScale), so then the step's only host read is this one.
+    const nm = micros.length;
+    const stepScalars = be.alloc("f32", nm + 3, "other");
     this.reduced.reset();
+    let out: StepOutcome;
+    let lr: number;
     try {
       for (let i = 0; i < micros.length; i++) {
         this.micro.index = i;
         const mb = micros[i]!;
         const out = await this.timed("forward", () => this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq }));
         const loss = out.loss!;
-        be.copy(loss.view, { buf: microLosses, off: i }, 1);
+        be.copy(loss.view, { buf: stepScalars, off: i }, 1);
         const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
         phase.backward = true;
         try {
@@ -303,25 +310,28 @@ export class Engine implements CheckpointTarget {
         }
         seed?.dispose();
       }
-      const losses = await be.read({ buf: microLosses, off: 0 }, micros.length);
-      for (let i = 0; i < micros.length; i++) lossSum += losses[i]!;
+      this.micro.index = accum - 1;
+      await this.timed("reduce", () => this.hooks.reduce.finish(env));
+      this.reduced.completeStep(this.states); // units no reduce hook announced (grad-reduced.ts)
+      lr = this.scheduler.getLr();
+      const gradDivisor = accum * env.comm.worldSize;
+      out = await this.timed("optimizer", () => optimizerStep(env, this.states, {
+        lr,
+        step: this.appliedSteps + 1,
+        lossScale,
+        maxNorm: env.config.gradient_clipping,
+        gradDivisor,
+        betas: this.scheduler.getBetas?.() ?? null,
+        offloadStep: this.hooks.offload.step ? (units, hp) => this.hooks.offload.step!(units, hp, env) : undefined,
+        deviceScale: { buf: stepScalars, off: nm },
+      }));
+      await this.timed("gather", () => this.hooks.gather.endStep?.(env));
+      const host = await be.read({ buf: stepScalars, off: 0 }, out.deferred ? nm + 3 : nm);
+      for (let i = 0; i < nm; i++) lossSum += host[i]!;
+      if (out.deferred) out = outcomeFromSumSquares(host[nm + 2]!, lossScale * gradDivisor, env.config.gradient_clipping);
     } finally {
-      be.free(microLosses);
+      be.free(stepScalars);
     }
-    this.micro.index = accum - 1;
-    await this.timed("reduce", () => this.hooks.reduce.finish(env));
-    this.reduced.completeStep(this.states); // units no reduce hook announced (grad-reduced.ts)
-    const lr = this.scheduler.getLr();
-    const out = await this.timed("optimizer", () => optimizerStep(env, this.states, {
-      lr,
-      step: this.appliedSteps + 1,
-      lossScale,
-      maxNorm: env.config.gradient_clipping,
-      gradDivisor: accum * env.comm.worldSize,
-      betas: this.scheduler.getBetas?.() ?? null,
-      offloadStep: this.hooks.offload.step ? (units, hp) => this.hooks.offload.step!(units, hp, env) : undefined,
-    }));
-    await this.timed("gather", () => this.hooks.gather.endStep?.(env));
     this.scaler.update(out.overflow);
     this.globalSteps++;
     if (!out.overflow) {

@@ -7,6 +7,14 @@
  * Gradients arrive *summed* over ranks and micro-batches (reduce hook); AdamW's `gradScale`
  * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
  * same arithmetic to the same values (domain.md §5).
+ *
+ * Where the norm needs no collective (one rank), no state is offloaded and the optimizer is AdamW,
+ * a device backend keeps the whole computation on the device (`deviceScale`): the per-unit sums of
+ * squares feed `Backend.clipScale`, whose [scale, skip, Σ] AdamW reads as `scaleFrom`, so the host
+ * records the step without waiting for the norm; the caller reads Σ later together with the loss
+ * (engine.ts: one host read per step) and settles the outcome with {@link outcomeFromSumSquares}.
+ * The cpu backend keeps the host path: a read costs it nothing, and the host's float64 arithmetic
+ * is the reference its results are pinned to.
  */
 import type { AdamWParams, Backend, Buf, View } from "@zeromoe/kernels";
 import { bf16ToNumber, f16ToNumber } from "@zeromoe/kernels";
@@ -30,6 +38,9 @@ export interface StepInputs {
   betas?: readonly [number, number] | null;
   /** The offload hook's `step` for units whose states are off the device (required if any is). */
   offloadStep?: (units: readonly UnitState[], hp: AdamWParams) => Promise<void>;
+  /** Three f32 where the device path (see the module comment) may write [scale, skip, Σ]; when it
+   * does, the outcome is `deferred` and the caller settles it from Σ. Omitted: host path. */
+  deviceScale?: View | null;
 }
 
 /** Outcome of one optimizer step. */
@@ -39,6 +50,23 @@ export interface StepOutcome {
   /** True when the step was skipped because gradients held inf/NaN. */
   overflow: boolean;
   clipCoef: number;
+  /** True when the step ran on the device path: gradNorm/overflow/clipCoef are not known yet (NaN,
+   * false, NaN); read Σ (deviceScale[2]) and call {@link outcomeFromSumSquares}. */
+  deferred?: boolean;
+}
+
+/** Whether this step's scale can stay on the device (module comment): a device backend, one rank
+ * (no all_reduce of the norm), AdamW, and no optimizer state or parameter off the device. */
+export function deviceScaleEligible(env: JobView, states: readonly UnitState[]): boolean {
+  return env.be.info.name !== "cpu" && env.comm.worldSize === 1 && env.config.optimizer.type !== "Lamb" && states.every((st) => !st.host && !st.paramHost);
+}
+
+/** The outcome of a device-path step from Σ (the summed squares of the loss-scaled gradients, read
+ * back from deviceScale[2]); the same arithmetic as the host path. */
+export function outcomeFromSumSquares(sumsq: number, lsDiv: number, maxNorm: number): StepOutcome {
+  const overflow = !Number.isFinite(sumsq);
+  const { norm, clipCoef } = unscaleAndClip(overflow ? 0 : sumsq, lsDiv, maxNorm);
+  return { gradNorm: overflow ? Number.POSITIVE_INFINITY : norm, overflow, clipCoef: overflow ? 1 : clipCoef };
 }
 
 /** View of the summed gradient region the optimizer of `st` updates, and its length. */
@@ -68,9 +96,24 @@ export async function globalSumSquares(env: JobView, states: readonly UnitState[
   return tot[0]!;
 }
 
+/** Record the local sums of squares into a device buffer (one partial per counted state) and
+ * `Backend.clipScale` from them into `out` (3 f32). No host read. */
+function deviceClipScale(env: JobView, states: readonly UnitState[], out: View, lsDiv: number, maxNorm: number): void {
+  const be = env.be;
+  const counted = states.filter((st) => countsGradient(st.plan, st.optimCount, st.unit.trainable));
+  const parts: Buf = be.alloc("f32", Math.max(1, counted.length), "other");
+  counted.forEach((st, i) => {
+    const g = ownedGrad(st);
+    be.sumSquares(g.view, { buf: parts, off: i }, g.n);
+  });
+  be.clipScale({ buf: parts, off: 0 }, counted.length, out, { lsDiv, maxNorm });
+  be.free(parts);
+}
+
 /** Run one optimizer step over `states` (see the module comment). On overflow nothing is
  * updated. Gradient accumulators are zeroed either way. */
 export async function optimizerStep(env: JobView, states: readonly UnitState[], inp: StepInputs): Promise<StepOutcome> {
+  if (inp.deviceScale && deviceScaleEligible(env, states)) return deviceOptimizerStep(env, states, inp, inp.deviceScale);
   const be = env.be;
   const sumsq = await globalSumSquares(env, states);
   const overflow = !Number.isFinite(sumsq);
@@ -117,11 +160,59 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
     }
     await allGatherUpdatedParams(env, states);
   }
+  zeroGradients(be, states);
+  return { gradNorm: overflow ? Number.POSITIVE_INFINITY : norm, overflow, clipCoef: overflow ? 1 : clipCoef };
+}
+
+/** The {@link AdamWParams} of a step with gradient multiplier `gradScale`. */
+function adamwParams(env: JobView, inp: StepInputs, gradScale: number): AdamWParams {
+  const o = env.config.optimizer.params;
+  return {
+    lr: inp.lr,
+    beta1: (inp.betas ?? o.betas)[0],
+    beta2: (inp.betas ?? o.betas)[1],
+    eps: o.eps,
+    weightDecay: o.weight_decay,
+    decoupled: o.adam_w_mode,
+    step: inp.step,
+    gradScale,
+  };
+}
+
+/** AdamW on every trainable unit of `states` whose states are on the device. */
+function adamwDeviceUnits(env: JobView, states: readonly UnitState[], hp: AdamWParams): void {
+  const be = env.be;
+  const mixed = env.paramDtype !== "f32";
+  for (const st of states) {
+    const n = st.optimCount;
+    if (n === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
+    const u = st.unit;
+    const paramBuf = st.paramShard ?? u.data;
+    if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
+    const pOff = st.paramShard ? 0 : st.optimStart;
+    const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
+    const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
+    be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, hp);
+  }
+}
+
+/** The device path (module comment): clip scale and AdamW recorded with no host read; the outcome
+ * is deferred to the caller's read of Σ. On overflow (Σ inf/NaN) AdamW changes nothing. */
+async function deviceOptimizerStep(env: JobView, states: readonly UnitState[], inp: StepInputs, out: View): Promise<StepOutcome> {
+  const lsDiv = inp.lossScale * inp.gradDivisor;
+  deviceClipScale(env, states, out, lsDiv, inp.maxNorm);
+  adamwDeviceUnits(env, states, { ...adamwParams(env, inp, 1), scaleFrom: out });
+  await allGatherUpdatedParams(env, states); // nothing at one rank; kept so the paths stay alike
+  zeroGradients(env.be, states);
+  return { gradNorm: NaN, overflow: false, clipCoef: NaN, deferred: true };
+}
+
+/** Zero every gradient accumulator (after the step, applied or skipped). */
+function zeroGradients(be: Backend, states: readonly UnitState[]): void {
   for (const st of states) {
     const g = st.gradShard ?? st.gradAcc;
     if (g) be.fill({ buf: g, off: 0 }, 0, g.length);
   }
-  return { gradNorm: overflow ? Number.POSITIVE_INFINITY : norm, overflow, clipCoef: overflow ? 1 : clipCoef };
 }
 
 /** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them

@@ -11,7 +11,7 @@
  * finite-difference gradient checks).
  */
 
-import type { AdamWParams, Backend, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import type { AdamWParams, Backend, ClipScaleParams, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
 import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
@@ -21,7 +21,7 @@ import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
 import { gatherAlongRowsF, gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddAlongRowsF, scatterAddRowsF, topkF } from "./moe.ts";
 import { layernormBackwardF, layernormF, rmsnormBackwardF, rmsnormF } from "./norms.ts";
-import { adamwF, lambUpdateF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
+import { adamwF, adamwScaledF, clipScaleF, lambUpdateF, nonFiniteF, sumSquaresF, type FloatSource } from "./optim.ts";
 import { reduceF } from "./reduce.ts";
 import { ropeF } from "./rope.ts";
 import { softmaxBackwardF, softmaxF } from "./softmax.ts";
@@ -469,7 +469,18 @@ export class CpuBackend implements Backend {
     const hs = param16 === null ? null : span(this.ledger, param16, n, HALVES, "adamw", "param16");
     const gsrc: FloatSource = { a: gs.a as FArr | Uint16Array, o: gs.o, dtype: grad.buf.dtype };
     const h16 = hs === null ? null : { a: hs.a as Uint16Array, o: hs.o, dtype: param16!.buf.dtype };
-    adamwF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, h16, n, p);
+    if (p.scaleFrom) {
+      const ss = this.f(p.scaleFrom, 2, "adamw", "scaleFrom");
+      adamwScaledF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, h16, n, p, ss.a[ss.o]!, ss.a[ss.o + 1]!);
+    } else adamwF(ps.a, ps.o, gsrc, ms.a, ms.o, vs.a, vs.o, h16, n, p);
+  }
+  clipScale(partials: View, count: number, out: View, p: ClipScaleParams): void {
+    checkCount("clipScale", "count", count);
+    if (!(p.lsDiv > 0)) throw new Error(`cpu clipScale: lsDiv must be > 0, got ${p.lsDiv}`);
+    const ps = this.f(partials, count, "clipScale", "partials");
+    const os = this.f(out, 3, "clipScale", "out");
+    const r = clipScaleF(ps.a, ps.o, count, p);
+    for (let i = 0; i < 3; i++) os.a[os.o + i] = r[i]!;
   }
   lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void {
     checkCount("lambUpdate", "n", n);

@@ -3,7 +3,7 @@
  * gradient norm), and the inf/NaN check (for fp16 loss scaling).
  */
 
-import type { AdamWParams, DType, LambParams } from "../backend.ts";
+import type { AdamWParams, ClipScaleParams, DType, LambParams } from "../backend.ts";
 import { bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
 import { f16FromNumber, f16ToNumber } from "../numerics/f16.ts";
 import type { FArr } from "./store.ts";
@@ -46,6 +46,28 @@ export function adamwF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: 
     param[po + i] = p;
     if (enc !== null) p16!.a[p16!.o + i] = enc(param[po + i]!);
   }
+}
+
+/** Backend.clipScale in float64: Σ of `count` partials (ascending), then [coef / lsDiv, skip, Σ]
+ * with norm = √Σ / lsDiv and coef = min(1, maxNorm / (norm + 1e-6)) (1 when maxNorm ≤ 0); skip = 1
+ * and scale 0 when Σ is inf or NaN. The same arithmetic as core/src/optim/clip.ts. */
+export function clipScaleF(part: FArr, po: number, count: number, p: ClipScaleParams): [number, number, number] {
+  let sum = 0;
+  for (let i = 0; i < count; i++) sum += part[po + i]!;
+  if (!Number.isFinite(sum)) return [0, 1, sum];
+  const norm = Math.sqrt(sum) / p.lsDiv;
+  const coef = p.maxNorm > 0 ? Math.min(1, p.maxNorm / (norm + 1e-6)) : 1;
+  return [coef / p.lsDiv, 0, sum];
+}
+
+/** AdamW with a device-side scale pair [scale, skip] (AdamWParams.scaleFrom): skip ≠ 0 leaves
+ * param, m and v unchanged (a 16-bit copy is rewritten from the unchanged param); otherwise
+ * {@link adamwF} with gradScale·scale. */
+export function adamwScaledF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: number, v: FArr, vo: number, p16: { a: Uint16Array; o: number; dtype: DType } | null, n: number, hp: AdamWParams, scale: number, skip: number): void {
+  if (skip === 0) return adamwF(param, po, grad, m, mo, v, vo, p16, n, { ...hp, gradScale: hp.gradScale * scale });
+  if (p16 === null) return;
+  const enc = p16.dtype === "f16" ? f16FromNumber : bf16FromNumber;
+  for (let i = 0; i < n; i++) p16.a[p16.o + i] = enc(param[po + i]!);
 }
 
 /** Σ x[i]² over i < n in a float64 accumulator, ascending order. */

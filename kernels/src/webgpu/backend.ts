@@ -17,6 +17,7 @@ import {
   type BackendInfo,
   type BinaryOp,
   type Buf,
+  type ClipScaleParams,
   type DType,
   type HostArray,
   type GroupedMatmulDevSpec,
@@ -32,6 +33,7 @@ import {
 } from "../backend.ts";
 import { bf16FromF32, f16FromF32, f32ToBits } from "../numerics/index.ts";
 import { adamwLaunch } from "../wgsl/adamw.ts";
+import { clipScaleLaunch } from "../wgsl/clip-scale.ts";
 import { lambUpdateLaunch } from "../wgsl/lamb.ts";
 import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
@@ -95,6 +97,14 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
+  /** Most bytes of freed buffers kept for reuse by later allocations of the same size
+   * (webgpu/buffer-pool.ts; default {@link DEFAULT_BUFFER_POOL_BYTES}, 0 destroys every freed
+   * buffer). Pooled bytes are device memory outside the per-tag accounts: `stats().pooledBytes`. */
+  bufferPoolBytes?: number;
+  /** Dispatches after which the open command batch is submitted without waiting (default
+   * {@link DEFAULT_SUBMIT_AFTER}; at most `maxBatch`): the device starts on a phase's first ops
+   * while the host records the rest. Larger values mean fewer submits, later device start. */
+  submitAfter?: number;
 }
 
 /** {@link WebGpuBackend.stats}: counters since the backend was created. */
@@ -112,6 +122,10 @@ export interface WebGpuStats {
   waitMs: number;
   /** GPU buffers created through the ledger (`alloc` and scratch growth; staging buffers excluded). */
   buffersCreated: number;
+  /** Allocations served from the pool of freed buffers instead. */
+  buffersReused: number;
+  /** Bytes of freed buffers held for reuse now (device memory outside the per-tag accounts). */
+  pooledBytes: number;
 }
 
 /** {@link WebGpuBackendOptions.matmulTuning}. */
@@ -119,6 +133,12 @@ export interface MatmulTuning {
   tile?: MatmulForcedTile;
   splitK?: number;
 }
+
+/** Default {@link WebGpuBackendOptions.submitAfter}. */
+export const DEFAULT_SUBMIT_AFTER = 32;
+
+/** Default {@link WebGpuBackendOptions.bufferPoolBytes}: 1 GiB. */
+export const DEFAULT_BUFFER_POOL_BYTES = 1 << 30;
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
@@ -149,13 +169,18 @@ export class WebGpuBackend implements Backend {
   ) {
     this.info = info;
     const lim = device.limits;
-    this.ledger = new BufferLedger(device, Math.min(lim.maxBufferSize, lim.maxStorageBufferBindingSize), (p) => {
-      this.pendingChecks.push(
-        p.then((msg) => {
-          if (msg) this.errors.push(msg);
-        }),
-      );
-    });
+    this.ledger = new BufferLedger(
+      device,
+      Math.min(lim.maxBufferSize, lim.maxStorageBufferBindingSize),
+      (p) => {
+        this.pendingChecks.push(
+          p.then((msg) => {
+            if (msg) this.errors.push(msg);
+          }),
+        );
+      },
+      (bytes) => this.batcher.reuse(bytes),
+    );
     this.pipelines = new PipelineCache(device, trustedShaders);
     this.batcher = new CommandBatcher(device, maxBatch);
     this.maxPerDim = lim.maxComputeWorkgroupsPerDimension ?? MAX_WORKGROUPS_PER_DIM;
@@ -181,6 +206,12 @@ export class WebGpuBackend implements Backend {
     const { adapter, device, info } = await openDevice(gpu, opts);
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", opts.trustedShaders ?? []);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
+    const poolBytes = opts.bufferPoolBytes ?? DEFAULT_BUFFER_POOL_BYTES;
+    if (!(Number.isFinite(poolBytes) && poolBytes >= 0)) throw new Error(`webgpu: bufferPoolBytes must be a number ≥ 0, got ${poolBytes}`);
+    be.batcher.pool.capacity = poolBytes;
+    const submitAfter = opts.submitAfter ?? DEFAULT_SUBMIT_AFTER;
+    if (!(Number.isInteger(submitAfter) && submitAfter >= 1)) throw new Error(`webgpu: submitAfter must be an integer ≥ 1, got ${submitAfter}`);
+    be.batcher.submitAfter = Math.min(submitAfter, be.batcher.maxBatch);
     be.attentionBlocks = opts.attentionBlocks ?? {};
     be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
@@ -214,7 +245,7 @@ export class WebGpuBackend implements Backend {
    * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
   stats(): WebGpuStats {
     const b = this.batcher;
-    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates };
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes };
   }
 
   /** Release the device (the backend is unusable afterwards). */
@@ -273,7 +304,7 @@ export class WebGpuBackend implements Backend {
     asm.slotOf.forEach((slot, i) => {
       if (storage[slot] === undefined) {
         storage[slot] = gbufs[i]!.gpu!;
-        ids[slot] = gbufs[i]!.id;
+        ids[slot] = this.batcher.idOf(storage[slot]!);
       }
     });
     const grid: [number, number, number] = typeof l.workgroups === "number" ? grid2d(l.workgroups, this.maxPerDim) : [l.workgroups[0], l.workgroups[1], l.workgroups[2]];
@@ -315,8 +346,7 @@ export class WebGpuBackend implements Backend {
   }
 
   free(buf: Buf): void {
-    this.batcher.destroyWhenSubmitted(this.ledger.freeDeferred(buf));
-    this.batcher.bindGroups.forget(buf.id);
+    this.batcher.recycle(this.ledger.freeDeferred(buf));
   }
 
   retag(buf: Buf, tag: MemTag): void {
@@ -361,7 +391,7 @@ export class WebGpuBackend implements Backend {
     const eb = DTYPE_BYTES[b.dtype];
     const gpu = b.gpu!;
     if (eb === 4 || (dst.off % 2 === 0 && n % 2 === 0)) {
-      if (this.batcher.uses(gpu)) this.batcher.submit();
+      this.batcher.beforeWrite(gpu, dst.off * eb, n * eb);
       this.device.queue.writeBuffer(gpu, dst.off * eb, bytes.buffer, bytes.byteOffset, n * eb);
       return;
     }
@@ -370,6 +400,7 @@ export class WebGpuBackend implements Backend {
     const tmp = this.ledger.alloc(b.dtype, n, "other");
     const padded = new Uint16Array(n + (n % 2));
     padded.set(data as Uint16Array);
+    this.batcher.beforeWrite(tmp.gpu!, 0, padded.byteLength);
     this.device.queue.writeBuffer(tmp.gpu!, 0, padded.buffer, 0, padded.byteLength);
     this.run(copyCastLaunch(tmp, 0, b, dst.off, n));
     this.free(tmp);
@@ -672,6 +703,7 @@ export class WebGpuBackend implements Backend {
     if (!table) {
       const t = ropeInvFreq(headDim, theta);
       table = this.ledger.alloc("f32", t.length, "other");
+      this.batcher.beforeWrite(table.gpu!, 0, t.byteLength);
       this.device.queue.writeBuffer(table.gpu!, 0, t.buffer, 0, t.byteLength);
       this.ropeTables.set(key, table);
     }
@@ -836,7 +868,16 @@ export class WebGpuBackend implements Backend {
     const vb = this.v(v, n, op, "v", F32);
     const p16 = param16 ? this.v(param16, n, op, "param16", ["f16", "bf16"]) : null;
     if (!(p.step >= 1)) throw new Error(`webgpu adamw: step must be ≥ 1 (1-based), got ${p.step}`);
-    this.run(adamwLaunch(pb, param.off, gb, grad.off, mb, m.off, vb, v.off, p16, param16?.off ?? 0, n, p));
+    const sb = p.scaleFrom ? this.v(p.scaleFrom, 2, op, "scaleFrom", F32) : null;
+    this.run(adamwLaunch(pb, param.off, gb, grad.off, mb, m.off, vb, v.off, p16, param16?.off ?? 0, n, p, sb ? { buf: sb, off: p.scaleFrom!.off } : null));
+  }
+
+  clipScale(partials: View, count: number, out: View, p: ClipScaleParams): void {
+    if (!Number.isInteger(count) || count < 0) throw new Error(`webgpu clipScale: count must be a non-negative integer, got ${count}`);
+    if (!(p.lsDiv > 0)) throw new Error(`webgpu clipScale: lsDiv must be > 0, got ${p.lsDiv}`);
+    const pb = this.v(partials, count, "clipScale", "partials", F32);
+    const ob = this.v(out, 3, "clipScale", "out", F32);
+    this.run(clipScaleLaunch(pb, partials.off, count, ob, out.off, p.lsDiv, p.maxNorm));
   }
 
   lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void {

@@ -3,6 +3,15 @@
  * submitted when the host needs a result ({@link CommandBatcher.submit}), when a batch reaches its
  * length limit, or before a host write that must not overtake recorded work.
  *
+ * Freed buffers are recycled through a {@link BufferPool} (buffer-pool.ts): a buffer freed while the
+ * unsubmitted batch uses it waits ("cooling") until that batch is submitted; a buffer taken from the
+ * pool is zeroed by a `clearBuffer` in a prologue command buffer submitted just ahead of the batch
+ * (so clears never split the batch's compute pass). Queue order makes both safe: the previous
+ * owner's commands were submitted earlier, the new owner's come later. A host write to a buffer
+ * whose clear is pending cancels the clear when it covers the whole buffer, and otherwise submits
+ * the clear first ({@link CommandBatcher.beforeWrite}): `queue.writeBuffer` data is applied at the
+ * start of the next submit, before any command of it.
+ *
  * Uniform parameters of all dispatches of a batch live in one arena: a host ArrayBuffer of
  * 256-byte slots (`minUniformBufferOffsetAlignment`), uploaded with `queue.writeBuffer` just before
  * the batch is submitted. Queue operations are ordered, so the one GPU uniform buffer can be reused
@@ -10,6 +19,7 @@
  */
 import { BufferUsage, MapMode } from "./constants.ts";
 import { BindGroupCache } from "./bindgroups.ts";
+import { BufferPool } from "./buffer-pool.ts";
 import type { GpuProfiler } from "./profiler.ts";
 import type { CachedPipeline } from "./pipelines.ts";
 
@@ -30,8 +40,15 @@ export class CommandBatcher {
   private readonly staging: GPUBuffer[] = [];
   /** GPUBuffers bound or copied by commands of the unsubmitted batch. */
   private readonly used = new Set<GPUBuffer>();
-  /** Buffers to destroy once the current batch is submitted. */
-  private readonly doomed: GPUBuffer[] = [];
+  /** Freed buffers the unsubmitted batch uses: recycled once it is submitted. */
+  private readonly cooling: GPUBuffer[] = [];
+  /** Buffers taken from the pool whose zeroing clear is still to be recorded (at submit). */
+  private readonly pendingClears = new Set<GPUBuffer>();
+  /** Freed buffers kept for reuse (buffer-pool.ts). */
+  readonly pool: BufferPool;
+  /** Stable small integer per GPUBuffer (bind-group cache keys survive reuse). */
+  private readonly ids = new WeakMap<GPUBuffer, number>();
+  private nextId = 1;
   /** Bind groups reused across dispatches (see bindgroups.ts). */
   readonly bindGroups = new BindGroupCache();
   private readonly dynOffset = new Uint32Array(1);
@@ -49,12 +66,21 @@ export class CommandBatcher {
 
   /** When set, each dispatch gets its own timed pass (profiler.ts). */
   profiler: GpuProfiler | null = null;
+  /** Dispatches after which an open batch is submitted without waiting, so the device starts on
+   * the first ops of a phase while the host still records the rest (host recording and device
+   * execution overlap, as CUDA's asynchronous launches do). Defaults to `maxBatch` (no early
+   * submit); the backend sets its own default. */
+  submitAfter: number;
 
   constructor(
     private readonly device: GPUDevice,
     /** Dispatches per batch before an automatic submit. */
     readonly maxBatch = 512,
+    /** Most bytes of freed buffers kept for reuse (0: destroy every freed buffer). */
+    poolBytes = 0,
   ) {
+    this.pool = new BufferPool(poolBytes, (b) => this.idOf(b));
+    this.submitAfter = maxBatch;
     this.arena = new ArrayBuffer(maxBatch * UNIFORM_SLOT_BYTES);
     this.arenaU32 = new Uint32Array(this.arena);
     this.arenaI32 = new Int32Array(this.arena);
@@ -115,6 +141,7 @@ export class CommandBatcher {
     this.pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
     this.commands++;
     this.dispatches++;
+    if (this.slotsUsed >= this.submitAfter) this.submit();
   }
 
   /** Record a buffer-to-buffer copy (offsets and size multiples of 4, distinct buffers). */
@@ -127,26 +154,80 @@ export class CommandBatcher {
     this.commands++;
   }
 
-  /** Submit everything recorded (no-op when nothing is). Does not wait. */
+  /** Submit everything recorded (no-op when nothing is), preceded by the pending clears of reused
+   * buffers. Does not wait. */
   submit(): void {
     this.endPass();
-    if (!this.encoder) {
-      for (const b of this.doomed) b.destroy();
-      this.doomed.length = 0;
-      return;
+    const cbs: GPUCommandBuffer[] = [];
+    if (this.pendingClears.size > 0) {
+      const pro = this.device.createCommandEncoder({ label: "zeromoe clears" });
+      for (const b of this.pendingClears) pro.clearBuffer(b);
+      this.pendingClears.clear();
+      cbs.push(pro.finish());
     }
-    const afterSubmit = this.profiler?.finishBatch(this.encoder) ?? null;
-    const cb = this.encoder.finish();
-    this.encoder = null;
-    if (this.slotsUsed > 0) this.device.queue.writeBuffer(this.uniform, 0, this.arena, 0, this.slotsUsed * UNIFORM_SLOT_BYTES);
-    this.device.queue.submit([cb]);
-    afterSubmit?.();
+    let afterSubmit: (() => void) | null = null;
+    if (this.encoder) {
+      afterSubmit = this.profiler?.finishBatch(this.encoder) ?? null;
+      cbs.push(this.encoder.finish());
+      this.encoder = null;
+    }
+    if (cbs.length > 0) {
+      if (this.slotsUsed > 0) this.device.queue.writeBuffer(this.uniform, 0, this.arena, 0, this.slotsUsed * UNIFORM_SLOT_BYTES);
+      this.device.queue.submit(cbs);
+      afterSubmit?.();
+      this.submits++;
+    }
     this.slotsUsed = 0;
     this.commands = 0;
-    this.submits++;
     this.used.clear();
-    for (const b of this.doomed) b.destroy();
-    this.doomed.length = 0;
+    for (const b of this.cooling) this.keepOrDestroy(b);
+    this.cooling.length = 0;
+  }
+
+  /** The stable id of GPUBuffer `b` (bind-group cache key). */
+  idOf(b: GPUBuffer): number {
+    let id = this.ids.get(b);
+    if (id === undefined) {
+      id = this.nextId++;
+      this.ids.set(b, id);
+    }
+    return id;
+  }
+
+  /** A pooled buffer of exactly `bytes` bytes, zeroed ahead of the next batch; null when the pool
+   * has none. */
+  reuse(bytes: number): GPUBuffer | null {
+    const b = this.pool.take(bytes);
+    if (b) this.pendingClears.add(b);
+    return b;
+  }
+
+  /** A buffer the program freed: pooled (or destroyed when the pool is full) once no unsubmitted
+   * command uses it. */
+  recycle(b: GPUBuffer): void {
+    if (this.used.has(b)) this.cooling.push(b); // a pending clear stays: recorded work relies on it
+    else {
+      this.pendingClears.delete(b); // nothing used it: it is cleared again when next taken
+      this.keepOrDestroy(b);
+    }
+  }
+
+  private keepOrDestroy(b: GPUBuffer): void {
+    if (this.pool.give(b)) return;
+    this.bindGroups.forget(this.idOf(b));
+    b.destroy();
+  }
+
+  /**
+   * Call before `queue.writeBuffer` of `size` bytes at byte `offset` into `b` (a program buffer):
+   * submits recorded work that must not see the new data first (a batch using `b`, or a pending
+   * clear of `b` that the write does not fully cover); a whole-buffer write cancels the clear.
+   */
+  beforeWrite(b: GPUBuffer, offset: number, size: number): void {
+    if (this.pendingClears.has(b)) {
+      if (offset === 0 && size >= b.size) this.pendingClears.delete(b);
+      else this.submit();
+    } else if (this.used.has(b)) this.submit();
   }
 
   /** Whether the unsubmitted batch references `b`. */
@@ -154,12 +235,6 @@ export class CommandBatcher {
     return this.used.has(b);
   }
 
-  /** Destroy `b` now, or right after the batch that references it is submitted (WebGPU defers the
-   * destruction of submitted buffers until the GPU is done with them). */
-  destroyWhenSubmitted(b: GPUBuffer): void {
-    if (this.used.has(b)) this.doomed.push(b);
-    else b.destroy();
-  }
 
   /** Submit and wait until the queue is idle. */
   async finish(): Promise<void> {
@@ -214,10 +289,11 @@ export class CommandBatcher {
     else b.destroy();
   }
 
-  /** Release the staging pool and the uniform arena. */
+  /** Release the staging buffers, the pooled buffers and the uniform arena. */
   destroy(): void {
     for (const b of this.staging) b.destroy();
     this.staging.length = 0;
+    for (const b of this.pool.drain()) b.destroy();
     this.uniform.destroy();
   }
 }
