@@ -160,7 +160,8 @@ function binBytes(bytes: number): string {
  * communication buffers come on top (the backend's allocator enforces the whole budget at run
  * time). No budget: nothing to check.
  * @throws MemoryBudgetError on `max_device_memory` naming the estimate, the budget and the fixes —
- *   offloading the optimizer states first (with the device bytes it leaves), then ZeRO stage 3 with it
+ *   offloading the optimizer states first (with the device bytes it leaves), then ZeRO stage 3 with it,
+ *   then ZeRO stage 3 with the parameters offloaded too
  */
 export function checkDeviceBudget(config: JobConfig, mp: MemoryPlugins = { plugins: [] }): ModelStateEstimate {
   const e = estimateModelState(config, mp.plugins);
@@ -168,8 +169,8 @@ export function checkDeviceBudget(config: JobConfig, mp: MemoryPlugins = { plugi
   if (budget === null || e.total <= budget) return e;
   const z = config.zero_optimization;
   const fixes: string[] = [];
-  const tryVariant = (stage: 0 | 1 | 2 | 3, what: string) => {
-    const v: JobConfig = { ...config, zero_optimization: { ...z, stage, offload_optimizer: { ...z.offload_optimizer, device: "cpu", ratio: 1 } } };
+  const tryVariant = (stage: 0 | 1 | 2 | 3, what: string, param = false) => {
+    const v: JobConfig = { ...config, zero_optimization: { ...z, stage, offload_optimizer: { ...z.offload_optimizer, device: "cpu", ratio: 1 }, ...(param ? { offload_param: { ...z.offload_param, device: "cpu" as const } } : {}) } };
     const plugins = mp.pluginsFor ? mp.pluginsFor(v) : mp.plugins;
     let ve = estimateModelState(v, plugins);
     // when no installed plugin's contribution moved the optimizer states to the host (the plugin
@@ -182,6 +183,7 @@ export function checkDeviceBudget(config: JobConfig, mp: MemoryPlugins = { plugi
   const offloaded = z.offload_optimizer.device !== "none" && z.offload_optimizer.ratio === 1;
   if (!offloaded) tryVariant(z.stage === 0 ? 1 : z.stage, `offload the optimizer states: zero_optimization.offload_optimizer.device "cpu"${z.stage === 0 ? " with zero_optimization.stage 1" : ""}`);
   if (z.stage !== 3) tryVariant(3, `zero_optimization.stage 3 with offload_optimizer.device "cpu"`);
+  if (z.offload_param.device === "none") tryVariant(3, `zero_optimization.stage 3 with offload_optimizer.device and offload_param.device "cpu"`, true);
   throw new MemoryBudgetError(
     "max_device_memory",
     `model states need ${binBytes(e.total)} per rank on the device (params ${binBytes(e.params)} + grads ${binBytes(e.grads)} + optimizer states ${binBytes(e.optim)}; ZeRO stage ${e.stage}, ${e.mixed ? "mixed precision" : "fp32"}, world_size ${e.worldSize}${e.host > 0 ? `; ${binBytes(e.host)} already offloaded to the host` : ""}) but max_device_memory is ${binBytes(budget)}; activations come on top. ${fixes.length > 0 ? `To fit: ${fixes.join("; or ")}.` : "Nothing left to offload: raise max_device_memory or use more ranks."}`,

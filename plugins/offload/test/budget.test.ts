@@ -46,6 +46,7 @@ describe("max_device_memory and offload", () => {
     expect(refused.code).toBe(2);
     expect(refused.out).toContain("max_device_memory: model states need 7.13 MiB (7481344 bytes) per rank on the device");
     expect(refused.out).toContain('zero_optimization.offload_optimizer.device "cpu" → 3.57 MiB (3740672 bytes) on the device');
+    expect(refused.out).toContain('zero_optimization.stage 3 with offload_optimizer.device and offload_param.device "cpu" → ');
     expect(refused.out).not.toMatch(/^data +moby-dick: \d+ tokens/m); // refused before the data was loaded
     const s1 = join(dir, "s1.json");
     const s2 = join(dir, "s2.json");
