@@ -9,6 +9,11 @@
 #   5. Open MPI (openmpi-bin, libopenmpi-dev: the `mpi` transport, docs/comm.md) when asked:
 #      ZEROMOE_WITH_MPI=1, or in CI (CI=true) as root, so CI runs the mpi transport's tests.
 #      ZEROMOE_WITH_MPI=0 skips it even in CI.
+#   6. Our own wgpu library (native/wgpu-coop: webgpu.h on the wgpu 30 crate with experimental
+#      features, for the tensor-core matmul; selected at run time by ZEROMOE_WGPU=coop) when asked:
+#      ZEROMOE_WITH_COOP=1 and cargo present. Opt-in because a clean build compiles wgpu/naga
+#      (about 2 min of CPU on 2 cores, crates from crates.io pinned by Cargo.lock); cached in
+#      $ZEROMOE_CACHE/zm-wgpu by a hash of Cargo.lock, Cargo.toml and the sources.
 # Nothing is downloaded at training time; everything needed is fetched here.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -93,5 +98,25 @@ if [ "$with_mpi" = 1 ]; then
     say "ZEROMOE_WITH_MPI=1 but cannot install system packages here: install Open MPI yourself (openmpi-bin, libopenmpi-dev)"
     exit 1
   fi
+fi
+# 6. our own wgpu library (native/wgpu-coop), when asked
+if [ "${ZEROMOE_WITH_COOP:-0}" = 1 ]; then
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "[setup] ZEROMOE_WITH_COOP=1 needs cargo (Rust) to build native/wgpu-coop; install rustup/cargo or unset it" >&2
+    exit 1
+  fi
+  coop_key=$(cat native/wgpu-coop/Cargo.lock native/wgpu-coop/Cargo.toml native/wgpu-coop/src/*.rs | sha256sum | cut -c1-16)
+  coop_dest="$cache/zm-wgpu"
+  if [ ! -f "$coop_dest/libzm_wgpu.so" ] || [ "$(cat "$coop_dest/KEY" 2>/dev/null)" != "$coop_key" ]; then
+    say "building native/wgpu-coop (cargo build --release --locked)"
+    coop_start=$(date +%s)
+    (cd native/wgpu-coop && cargo build --release --locked --quiet)
+    mkdir -p "$coop_dest"
+    cp native/wgpu-coop/target/release/libzm_wgpu.so "$coop_dest/libzm_wgpu.so.tmp"
+    mv "$coop_dest/libzm_wgpu.so.tmp" "$coop_dest/libzm_wgpu.so"
+    echo "$coop_key" > "$coop_dest/KEY"
+    say "native/wgpu-coop built in $(( $(date +%s) - coop_start )) s"
+  fi
+  say "zm-wgpu at $coop_dest/libzm_wgpu.so (select it with ZEROMOE_WGPU=coop)"
 fi
 say "done"

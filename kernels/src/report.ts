@@ -11,6 +11,8 @@
 import { arch, cpus, platform, release, totalmem } from "node:os";
 import { createGPU, libraryVersion, type AdapterInfoEx } from "./ffi/index.ts";
 import { resolveLibrary } from "./ffi/library.ts";
+import { libraryKind, loadNative } from "./ffi/native.ts";
+import { cooperativeMatrixProperties, formatCoopConfig } from "./ffi/cooperative-matrix.ts";
 
 /** The limits the report shows (WebGPU names). */
 export const REPORT_LIMITS = [
@@ -41,6 +43,9 @@ export interface AdapterReport {
   limits: Record<(typeof REPORT_LIMITS)[number], number>;
   /** Result of the compute check (a 1-workgroup WGSL dispatch read back); null when not probed. */
   check: { ok: boolean; ms: number; error?: string } | null;
+  /** The driver's cooperative-matrix configurations ("16x16x16 f16→f32", …); null when the
+   * loaded library cannot list them (the prebuilt wgpu-native). */
+  cooperativeMatrix: string[] | null;
   /** Subgroup sizes the adapter reports, or null when it offers no subgroup feature (neither the
    * standard "subgroups" nor wgpu-native's native "wgpu-subgroup", which is what wgpu-native 29
    * lists on Vulkan) or reports no sizes (0). */
@@ -61,6 +66,10 @@ export interface Report {
   memoryBytes: number;
   wgpuNativeVersion: string | null;
   wgpuNativeLibrary: string | null;
+  /** Which library is loaded ("wgpu-native" prebuilt, or "zm-wgpu": native/wgpu-coop) and what
+   * selected it (option, WGPU_NATIVE_LIB, ZEROMOE_WGPU=coop, default); null when none loaded. */
+  wgpuLibraryKind: string | null;
+  wgpuLibrarySelectedBy: string | null;
   /** Why wgpu-native could not be loaded or queried (null when it could). */
   wgpuError: string | null;
   adapters: AdapterReport[];
@@ -154,13 +163,18 @@ export async function collectReport(options: { probe?: boolean; libraryPath?: st
     memoryBytes: totalmem(),
     wgpuNativeVersion: null,
     wgpuNativeLibrary: null,
+    wgpuLibraryKind: null,
+    wgpuLibrarySelectedBy: null,
     wgpuError: null,
     adapters: [],
     auto: null,
     autoNote: null,
   };
   try {
-    report.wgpuNativeLibrary = resolveLibrary(options.libraryPath).libraryPath;
+    const location = resolveLibrary(options.libraryPath);
+    report.wgpuNativeLibrary = location.libraryPath;
+    report.wgpuLibrarySelectedBy = location.selectedBy;
+    report.wgpuLibraryKind = libraryKind(loadNative(options.libraryPath));
     report.wgpuNativeVersion = libraryVersion({ libraryPath: options.libraryPath });
     const gpu = createGPU({ libraryPath: options.libraryPath }) as unknown as { enumerateAdapters(): Promise<GPUAdapter[]> };
     const adapters = await gpu.enumerateAdapters();
@@ -178,6 +192,7 @@ export async function collectReport(options: { probe?: boolean; libraryPath?: st
         features: [...a.features].sort(),
         limits: Object.fromEntries(REPORT_LIMITS.map((k) => [k, lim[k]])) as AdapterReport["limits"],
         check: options.probe === false ? null : await checkAdapter(a),
+        cooperativeMatrix: cooperativeMatrixProperties(a)?.map(formatCoopConfig) ?? null,
         subgroupSizes: subgroupFeature([...a.features]) && (info.subgroupMinSize ?? 0) > 0 && (info.subgroupMaxSize ?? 0) > 0 ? { min: info.subgroupMinSize!, max: info.subgroupMaxSize! } : null,
       });
     }
@@ -208,6 +223,7 @@ export function formatReport(r: Report): string {
   out.push(row("memory", bytes(r.memoryBytes)));
   out.push(row("wgpu-native", r.wgpuNativeVersion ?? "not available"));
   if (r.wgpuNativeLibrary) out.push(row("wgpu-native library", r.wgpuNativeLibrary));
+  if (r.wgpuLibraryKind) out.push(row("wgpu library kind", `${r.wgpuLibraryKind} (selected by ${r.wgpuLibrarySelectedBy}; ZEROMOE_WGPU=coop picks zm-wgpu)`));
   if (r.wgpuError) out.push(`wgpu-native error: ${r.wgpuError}`);
   out.push(line, `adapters (${r.adapters.length})`, line);
   if (r.adapters.length === 0) out.push(r.wgpuError ? "none (wgpu-native unavailable)" : "none found (no Vulkan/Metal/DX12/GL driver?)");
@@ -225,6 +241,7 @@ export function formatReport(r: Report): string {
     const key = [`shader-f16 ${a.features.includes("shader-f16") ? "yes" : "no"}`, `subgroups ${sgText}`, `timestamp-query ${a.features.includes("timestamp-query") ? "yes" : "no"}`].join(", ");
     out.push(row("  key features", key));
     out.push(row("  all features", a.features.join(" ")));
+    out.push(row("  cooperative matrix", a.cooperativeMatrix === null ? "not listed (prebuilt wgpu-native; ZEROMOE_WGPU=coop lists them)" : a.cooperativeMatrix.length ? a.cooperativeMatrix.join(", ") : "none"));
     if (a.check) out.push(row("  compute check", a.check.ok ? `ok (${a.check.ms.toFixed(1)} ms)` : `FAILED: ${a.check.error}`));
   }
   out.push(line);

@@ -124,11 +124,25 @@ type Narrow<T> = {
 type DirectLib = Narrow<ReturnType<typeof dlopen<typeof DIRECT>>["symbols"]>;
 type ShimLib = Narrow<ReturnType<typeof cc<typeof SHIM>>["symbols"]>;
 
-/** The loaded native layer: `lib` = direct wgpu-native functions, `shim` = shim.c functions. */
+/** Extensions only our own library (native/wgpu-coop) exports; absent from wgpu-native. */
+const COOP_EXT = {
+  zmAdapterCooperativeMatrixProperties: { args: [P, P, U64], returns: U64R },
+} as const;
+type CoopExtLib = Narrow<ReturnType<typeof dlopen<typeof COOP_EXT>>["symbols"]>;
+
+/** The loaded native layer: `lib` = direct wgpu-native functions, `shim` = shim.c functions,
+ * `coop` = our library's extensions (null when the library is the prebuilt wgpu-native). */
 export interface Native {
   readonly location: LibraryLocation;
   readonly lib: DirectLib;
   readonly shim: ShimLib;
+  readonly coop: CoopExtLib | null;
+}
+
+/** Which library a {@link Native} is: our native/wgpu-coop build ("zm-wgpu") or the prebuilt
+ * "wgpu-native" (told apart by the extension symbol, not by the file name). */
+export function libraryKind(native: Native): "zm-wgpu" | "wgpu-native" {
+  return native.coop ? "zm-wgpu" : "wgpu-native";
 }
 
 /**
@@ -184,7 +198,13 @@ export function loadNative(libraryPath?: string): Native {
     throw new Error(`dlopen of wgpu-native at ${location.libraryPath} failed: ${(e as Error).message}`);
   }
   const shim = compileShim(location.libraryPath, location.headerDir);
-  const native: Native = { location, lib, shim };
+  let coop: CoopExtLib | null = null;
+  try {
+    coop = dlopen(location.libraryPath, COOP_EXT).symbols as unknown as CoopExtLib;
+  } catch {
+    coop = null; // the prebuilt wgpu-native: no extensions
+  }
+  const native: Native = { location, lib, shim, coop };
   cache.set(location.libraryPath, native);
   return native;
 }

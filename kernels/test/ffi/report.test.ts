@@ -2,13 +2,21 @@
 import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
 import { collectReport, formatReport, REPORT_LIMITS, setAutoChoiceProvider } from "../../src/report.ts";
+import { libraryKind, loadNative } from "../../src/ffi/native.ts";
+import { WGPU_NATIVE_VERSION, ZM_WGPU_VERSION } from "../../src/ffi/library.ts";
+
+/** The version the selected library must report: prebuilt wgpu-native, or our native/wgpu-coop. */
+const expectedVersion = () => (libraryKind(loadNative()) === "zm-wgpu" ? ZM_WGPU_VERSION : WGPU_NATIVE_VERSION);
 
 afterEach(() => setAutoChoiceProvider(null));
 
 test("collectReport lists Bun, wgpu-native and every adapter with key limits and a passing compute check", async () => {
   const r = await collectReport();
   expect(r.bunVersion).toBe(Bun.version);
-  expect(r.wgpuNativeVersion).toBe("29.0.1.1");
+  expect(r.wgpuNativeVersion).toBe(expectedVersion());
+  expect(r.wgpuLibraryKind).toBe(libraryKind(loadNative()));
+  // our library lists the driver's cooperative-matrix configurations (maybe none); wgpu-native cannot
+  for (const a of r.adapters) expect(a.cooperativeMatrix === null).toBe(r.wgpuLibraryKind === "wgpu-native");
   expect(r.wgpuError).toBeNull();
   expect(r.adapters.length).toBeGreaterThan(0);
   for (const a of r.adapters) {
@@ -49,7 +57,7 @@ test("bun run report --json --no-probe prints parseable JSON", async () => {
   const out = await new Response(p.stdout).text();
   expect(await p.exited).toBe(0);
   const r = JSON.parse(out);
-  expect(r.wgpuNativeVersion).toBe("29.0.1.1");
+  expect(r.wgpuNativeVersion).toBe(expectedVersion());
   expect(r.adapters[0].check).toBeNull();
   const bad = Bun.spawn(["bun", cli, "--bogus"], { stdout: "pipe", stderr: "pipe" });
   expect(await bad.exited).toBe(2);

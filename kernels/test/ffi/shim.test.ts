@@ -4,7 +4,8 @@ import { ptr } from "bun:ffi";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadNative, slotMessage } from "../../src/ffi/native.ts";
+import { libraryKind, loadNative, slotMessage } from "../../src/ffi/native.ts";
+import { WGPU_NATIVE_VERSION, ZM_WGPU_VERSION } from "../../src/ffi/library.ts";
 import { createGPU, libraryVersion, resolveLibrary, WgpuLibraryNotFoundError } from "../../src/ffi/index.ts";
 
 test("shim passes a WGPUStringView built in C by value", () => {
@@ -39,8 +40,8 @@ test("limit names come from webgpu.h's WGPULimits through the shim", () => {
   expect(n.shim.zm_limit_bits(names.indexOf("maxComputeWorkgroupSizeX"))).toBe(32);
 });
 
-test("libraryVersion reports wgpu-native 29.0.1.1", () => {
-  expect(libraryVersion()).toBe("29.0.1.1");
+test("libraryVersion reports wgpu-native 29.0.1.1 (or 30.0.2.0 for our native/wgpu-coop library)", () => {
+  expect(libraryVersion()).toBe(libraryKind(loadNative()) === "zm-wgpu" ? ZM_WGPU_VERSION : WGPU_NATIVE_VERSION);
 });
 
 test("a missing library is a clear error naming the paths tried and scripts/setup.sh", () => {

@@ -1,0 +1,125 @@
+/**
+ * Running the tensor-core matmul (matmul-coop-wgsl.ts) on a WebGPU device of this binding:
+ * support check, pipelines (one per kernel variant, explicit layouts), and dispatch encoding.
+ *
+ * Support needs the library that can enable experimental features (ours: ZEROMOE_WGPU=coop, see
+ * kernels/src/ffi/library.ts), a device created with "shader-f16" and "wgpu-cooperative-matrix",
+ * a driver configuration 16×16×16 f16→f32 (queried with cooperativeMatrixProperties), subgroups
+ * of 32 and enough workgroup memory.
+ */
+import { cooperativeMatrixProperties, type CoopMatrixConfig } from "../ffi/cooperative-matrix.ts";
+import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
+
+/** Device features the tensor-core matmul needs. */
+export const COOP_FEATURES: readonly GPUFeatureName[] = ["shader-f16", "wgpu-cooperative-matrix" as GPUFeatureName];
+
+/** Whether an adapter can run the tensor-core matmul, and why not. */
+export interface CoopSupport {
+  ok: boolean;
+  reason: string;
+  /** The driver's configurations (null: the library cannot list them). */
+  configs: CoopMatrixConfig[] | null;
+}
+
+/**
+ * Check `adapter` for the tensor-core matmul: both features, a 16×16×16 f16→f32 configuration,
+ * subgroup size 32 (adapter info subgroupMinSize ≤ 32 ≤ subgroupMaxSize) and the workgroup memory
+ * of the largest variant. Never throws.
+ */
+export function coopSupport(adapter: GPUAdapter): CoopSupport {
+  let configs: CoopMatrixConfig[] | null = null;
+  try {
+    configs = cooperativeMatrixProperties(adapter);
+  } catch (e) {
+    return { ok: false, reason: (e as Error).message, configs: null };
+  }
+  for (const f of COOP_FEATURES) {
+    if (adapter.features.has(f)) continue;
+    const hint = f.startsWith("wgpu-") ? (configs === null ? " (the prebuilt wgpu-native never enables it; run with ZEROMOE_WGPU=coop)" : " (the driver does not offer VK_KHR_cooperative_matrix)") : "";
+    return { ok: false, reason: `the adapter lacks feature '${f}'${hint}`, configs };
+  }
+  if (configs === null) return { ok: false, reason: "the loaded library cannot list cooperative-matrix configurations (run with ZEROMOE_WGPU=coop)", configs };
+  if (!configs.some((c) => c.M === 16 && c.N === 16 && c.K === 16 && c.abType === "f16" && c.crType === "f32")) {
+    return { ok: false, reason: `the driver offers no 16x16x16 f16→f32 configuration (offers ${configs.length})`, configs };
+  }
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
+  const lo = info.subgroupMinSize ?? 0;
+  const hi = info.subgroupMaxSize ?? 0;
+  if (!(lo <= COOP_TILE.SUBGROUP && COOP_TILE.SUBGROUP <= hi)) return { ok: false, reason: `subgroup size ${lo}..${hi} does not admit ${COOP_TILE.SUBGROUP}`, configs };
+  const need = Math.max(coopWorkgroupBytes({ transA: false, transB: false }), coopWorkgroupBytes({ transA: true, transB: true }), coopWorkgroupBytes({ transA: false, transB: true }), coopWorkgroupBytes({ transA: true, transB: false }));
+  if (adapter.limits.maxComputeWorkgroupStorageSize < need) return { ok: false, reason: `maxComputeWorkgroupStorageSize ${adapter.limits.maxComputeWorkgroupStorageSize} < ${need} bytes`, configs };
+  return { ok: true, reason: "16x16x16 f16→f32 offered", configs };
+}
+
+/** One matmul for {@link CoopMatmul.encode}: out[b] (+)= op(A[b])·op(B[b]) over `batch` (default 1). */
+export interface CoopMatmulCall {
+  M: number;
+  N: number;
+  K: number;
+  batch?: number;
+  transA?: boolean;
+  transB?: boolean;
+  accumulate?: boolean;
+  /** Element offsets of A, B, out (default 0) and batch strides (default the packed sizes). */
+  aOff?: number;
+  bOff?: number;
+  outOff?: number;
+  strideA?: number;
+  strideB?: number;
+  strideOut?: number;
+}
+
+/** Pipelines and dispatch of the tensor-core matmul on one device (created with {@link COOP_FEATURES}
+ * and a maxComputeWorkgroupStorageSize of at least {@link coopWorkgroupBytes}). */
+export class CoopMatmul {
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
+  private readonly layout: GPUBindGroupLayout;
+  private readonly pipelineLayout: GPUPipelineLayout;
+
+  constructor(readonly device: GPUDevice) {
+    const storage = (binding: number, type: GPUBufferBindingType): GPUBindGroupLayoutEntry => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } });
+    this.layout = device.createBindGroupLayout({
+      label: "matmul_coop",
+      entries: [storage(0, "uniform"), storage(1, "read-only-storage"), storage(2, "read-only-storage"), storage(3, "storage")],
+    });
+    this.pipelineLayout = device.createPipelineLayout({ label: "matmul_coop", bindGroupLayouts: [this.layout] });
+  }
+
+  /** The pipeline of a variant (compiled on first use). */
+  pipeline(o: CoopMatmulOptions): GPUComputePipeline {
+    const key = coopKernelKey(o);
+    let p = this.pipelines.get(key);
+    if (!p) {
+      const module = this.device.createShaderModule({ label: key, code: matmulCoopWGSL(o) });
+      p = this.device.createComputePipeline({ label: key, layout: this.pipelineLayout, compute: { module, entryPoint: "main" } });
+      this.pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  /**
+   * A bind group + uniform buffer for one call on buffers `a`, `b` (elements `input`: f16 or
+   * f32) and `out` (f32). Reusable for repeated dispatches of the same call.
+   * @throws Error on sizes that are not non-negative integers or exceed 2³² elements.
+   */
+  prepare(call: CoopMatmulCall, input: "f16" | "f32", a: GPUBuffer, b: GPUBuffer, out: GPUBuffer): { pipeline: GPUComputePipeline; bindGroup: GPUBindGroup; workgroups: [number, number, number]; params: GPUBuffer } {
+    const { M, N, K } = call;
+    const batch = call.batch ?? 1;
+    for (const [k, v] of Object.entries({ M, N, K, batch })) if (!Number.isInteger(v) || v < 0) throw new Error(`matmul_coop: ${k} must be a non-negative integer, got ${v}`);
+    const vals = [M, N, K, call.aOff ?? 0, call.bOff ?? 0, call.outOff ?? 0, call.strideA ?? M * K, call.strideB ?? K * N, call.strideOut ?? M * N, batch];
+    if (vals.some((v) => v >= 2 ** 32)) throw new Error("matmul_coop: sizes, offsets and strides must stay below 2^32 elements");
+    const params = this.device.createBuffer({ label: "matmul_coop_params", size: 4 * COOP_PARAM_NAMES.length, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.device.queue.writeBuffer(params, 0, new Uint32Array(vals));
+    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate });
+    const bindGroup = this.device.createBindGroup({
+      layout: this.layout,
+      entries: [
+        { binding: 0, resource: { buffer: params } },
+        { binding: 1, resource: { buffer: a } },
+        { binding: 2, resource: { buffer: b } },
+        { binding: 3, resource: { buffer: out } },
+      ],
+    });
+    return { pipeline, bindGroup, workgroups: [Math.ceil(N / COOP_TILE.BN), Math.ceil(M / COOP_TILE.BM), batch], params };
+  }
+}

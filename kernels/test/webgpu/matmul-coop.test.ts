@@ -1,0 +1,144 @@
+/**
+ * The tensor-core matmul (kernels/src/wgsl/matmul-coop*.ts) against a float64 reference of the same
+ * f16-rounded inputs, at awkward sizes (1×1×1, primes, sizes that straddle the 128×128×32 block),
+ * all four transpose layouts, f16 and f32 inputs, accumulate, element offsets and a batch with
+ * strides. It needs the cooperative-matrix feature, which only our library (ZEROMOE_WGPU=coop)
+ * enables and lavapipe does not offer: there the GPU tests skip, naming the reason; they ran on
+ * the H200 (docs/performance.md, "Tensor cores (cooperative matrix)").
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createGPU } from "../../src/ffi/index.ts";
+import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
+import { COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL } from "../../src/wgsl/matmul-coop-wgsl.ts";
+import { COOP_FEATURES, CoopMatmul, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
+
+function rand16(n: number, seed: number): Uint16Array {
+  let s = seed >>> 0 || 1;
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    out[i] = f16FromF32(((s / 2 ** 32) * 2 - 1) || 0.25);
+  }
+  return out;
+}
+
+test("every variant fits WebGPU's 48 KiB-class workgroup memory and names its choices", () => {
+  for (const transA of [false, true]) for (const transB of [false, true]) expect(coopWorkgroupBytes({ transA, transB })).toBeLessThanOrEqual(49152);
+  const keys = new Set<string>();
+  for (const input of ["f16", "f32"] as const) for (const transA of [false, true]) for (const transB of [false, true]) for (const accumulate of [false, true]) {
+    const o = { input, transA, transB, accumulate };
+    keys.add(coopKernelKey(o));
+    const w = matmulCoopWGSL(o);
+    expect(w.startsWith("enable f16;\nenable wgpu_cooperative_matrix;")).toBe(true);
+    expect(w).toContain(`array<${input}>`);
+  }
+  expect(keys.size).toBe(16);
+});
+
+// Decided at load time, so unsupported runs report the GPU tests as skipped (not as passed).
+const adapter = await createGPU().requestAdapter({ powerPreference: "high-performance" });
+const support = adapter ? coopSupport(adapter) : { ok: false, reason: "no adapter", configs: null };
+const skipReason = support.ok ? "" : support.reason;
+let device: GPUDevice | null = null;
+let coop: CoopMatmul | null = null;
+beforeAll(async () => {
+  if (!adapter || !support.ok) return;
+  device = await adapter.requestDevice({
+    requiredFeatures: [...COOP_FEATURES],
+    requiredLimits: { maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize },
+  });
+  coop = new CoopMatmul(device);
+});
+afterAll(() => device?.destroy());
+
+test("support check: the tensor-core matmul runs here, or the reason is named", () => {
+  if (!support.ok) console.log(`matmul-coop: GPU tests skipped: ${skipReason}`);
+  expect(support.ok || skipReason.length > 0).toBe(true);
+});
+
+interface Case extends CoopMatmulCall {
+  input: "f16" | "f32";
+}
+
+const CASES: Case[] = [
+  { M: 1, N: 1, K: 1, input: "f16" },
+  { M: 129, N: 67, K: 37, input: "f16" },
+  { M: 129, N: 67, K: 37, input: "f16", transA: true },
+  { M: 67, N: 131, K: 45, input: "f16", transB: true },
+  { M: 131, N: 129, K: 33, input: "f16", transA: true, transB: true },
+  { M: 257, N: 139, K: 97, input: "f32", transB: true },
+  { M: 97, N: 61, K: 259, input: "f32", transA: true, accumulate: true },
+  { M: 37, N: 41, K: 43, input: "f16", batch: 3, aOff: 8, bOff: 4, outOff: 5, strideA: 37 * 43 + 3, strideB: 43 * 41 + 7, strideOut: 37 * 41 + 2, accumulate: true },
+];
+
+describe("tensor-core matmul vs float64 reference", () => {
+  for (const c of CASES) {
+    const name = `${c.input} ${c.M}x${c.N}x${c.K} ${c.transA ? "T" : "N"}${c.transB ? "T" : "N"}${c.accumulate ? " accumulate" : ""}${c.batch ? ` batch ${c.batch} with offsets` : ""}`;
+    test.skipIf(!support.ok)(name, async () => {
+      if (!device || !coop) throw new Error("device not created");
+      const batch = c.batch ?? 1;
+      const sA = c.strideA ?? c.M * c.K, sB = c.strideB ?? c.K * c.N, sO = c.strideOut ?? c.M * c.N;
+      const aOff = c.aOff ?? 0, bOff = c.bOff ?? 0, oOff = c.outOff ?? 0;
+      const a16 = rand16(aOff + batch * sA, 11 + c.M), b16 = rand16(bOff + batch * sB, 23 + c.N);
+      const o0 = Float32Array.from(rand16(oOff + batch * sO, 5), (x) => f16ToNumber(x));
+      const av = (bi: number, m: number, k: number) => f16ToNumber(a16[aOff + bi * sA + (c.transA ? k * c.M + m : m * c.K + k)]!);
+      const bv = (bi: number, k: number, n: number) => f16ToNumber(b16[bOff + bi * sB + (c.transB ? n * c.K + k : k * c.N + n)]!);
+      const upload = (data: ArrayBufferView, usage: number) => {
+        const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
+        bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+        const buf = device!.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.COPY_DST });
+        device!.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
+        return buf;
+      };
+      const aData = c.input === "f16" ? a16 : Float32Array.from(a16, (x) => f16ToNumber(x));
+      const bData = c.input === "f16" ? b16 : Float32Array.from(b16, (x) => f16ToNumber(x));
+      const A = upload(aData, GPUBufferUsage.STORAGE), B = upload(bData, GPUBufferUsage.STORAGE);
+      const out = upload(o0, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC);
+      const read = device.createBuffer({ size: o0.byteLength, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      const p = coop.prepare(c, c.input, A, B, out);
+      const enc = device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(p.pipeline);
+      pass.setBindGroup(0, p.bindGroup);
+      pass.dispatchWorkgroups(...p.workgroups);
+      pass.end();
+      enc.copyBufferToBuffer(out, 0, read, 0, o0.byteLength);
+      device.queue.submit([enc.finish()]);
+      await read.mapAsync(GPUMapMode.READ);
+      const got = new Float32Array(read.getMappedRange().slice(0));
+      read.unmap();
+      let worst = 0;
+      const touched = new Uint8Array(got.length);
+      for (let bi = 0; bi < batch; bi++) {
+        for (let m = 0; m < c.M; m++) {
+          for (let n = 0; n < c.N; n++) {
+            let ref = 0, mag = 0;
+            for (let k = 0; k < c.K; k++) {
+              const prod = av(bi, m, k) * bv(bi, k, n);
+              ref += prod;
+              mag += Math.abs(prod);
+            }
+            const o = oOff + bi * sO + m * c.N + n;
+            touched[o] = 1;
+            if (c.accumulate) ref += o0[o]!;
+            worst = Math.max(worst, Math.abs(got[o]! - ref) / (mag + Math.abs(c.accumulate ? o0[o]! : 0) || 1));
+          }
+        }
+      }
+      // f16 products are exact in f32: only the f32 accumulation order differs from float64
+      expect(worst).toBeLessThan(1e-5);
+      // nothing outside the outputs is written (padding, offsets, batch gaps)
+      for (let i = 0; i < got.length; i++) if (!touched[i]) expect(got[i]).toBe(o0[i]!);
+      for (const x of [A, B, out, read, p.params]) x.destroy();
+    }, 60_000);
+  }
+});
+
+test("block shape constants are the kernel's", () => {
+  expect(COOP_TILE.BM * COOP_TILE.BK % COOP_TILE.WG).toBe(0);
+  expect(COOP_TILE.WG / COOP_TILE.SUBGROUP).toBe(8);
+});
