@@ -55,7 +55,15 @@ pub unsafe extern "C" fn wgpuInstanceRequestAdapter(
     cb: abi::CallbackInfo<abi::RequestAdapterCallback>,
 ) -> abi::Future {
     let inst = &*(i as *mut Inst);
-    let (power, fallback) = if options.is_null() { (0, 0) } else { ((*options).powerPreference, (*options).forceFallbackAdapter) };
+    let (power, fallback, backend) = if options.is_null() { (0, 0, 0) } else { ((*options).powerPreference, (*options).forceFallbackAdapter, (*options).backendType) };
+    // WGPUBackendType: 0 undefined (any), 6 Vulkan; this library has no other backend.
+    if backend != 0 && backend != 6 {
+        if let Some(f) = cb.callback {
+            let m = format!("no adapter of WGPUBackendType {backend}: zm_wgpu is built with the Vulkan backend only");
+            f(abi::REQUEST_ADAPTER_UNAVAILABLE, std::ptr::null_mut(), StringView::of(&m), cb.userdata1, cb.userdata2);
+        }
+        return abi::Future { id: 1 };
+    }
     let opts = wgpu::RequestAdapterOptions {
         power_preference: match power {
             1 => wgpu::PowerPreference::LowPower,
