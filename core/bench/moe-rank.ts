@@ -61,7 +61,7 @@ class SkewGate implements MoERouter {
   async routing(req: RoutingRequest): Promise<RoutingDecision> {
     const d = await this.inner.routing(req);
     const { numExperts: E, topK: k } = req;
-    const T = d.topkIndices.length / k;
+    const T = req.logits.shape[0]!;
     const w = Array.from({ length: E }, (_, e) => 1 / (e + 1) ** this.s);
     const u = new Float64Array(T * k * 4);
     uniformFill(u, streamKey(99, `skew/${this.env.comm.rank}/${this.env.phase.step}/${this.env.micro.index}/${req.layer}`), 0);

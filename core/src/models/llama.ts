@@ -240,7 +240,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   }
 
   /** Extra loss terms added to the CE loss (Mixtral's aux loss); null for none. */
-  protected extraLoss(_tokens: number): Tensor | null {
+  protected extraLoss(_tokens: number): Tensor | null | Promise<Tensor | null> {
     return null;
   }
 
@@ -315,7 +315,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     await leaveUnit(this.headUnit);
 
     let loss = ce;
-    const extra = this.extraLoss(B * S);
+    const extra = await this.extraLoss(B * S);
     if (loss && extra) loss = add(loss, extra);
     return { logits, loss, numTargets: shifted?.numValid ?? 0, auxLoss: this.auxLossOfLastForward() };
   }

@@ -39,7 +39,7 @@ import { initUnit } from "../nn/init.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
-import { TopKRouter } from "../nn/moe/router.ts";
+import { TopKRouter, readCounts } from "../nn/moe/router.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, scale, sum } from "../tensor/index.ts";
@@ -53,8 +53,11 @@ export interface MoEBlockOutput {
   output: Tensor;
   /** Mean router probability per expert over this layer's tokens, [E] (differentiable). */
   routerProbMean: Tensor;
-  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T (before any capacity drop). */
-  expertCounts: Int32Array;
+  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T (before any capacity drop) — null
+   * while only `countsDevice` has them (the router kept the choice on the device). */
+  expertCounts: Int32Array | null;
+  /** The same counts on the device (u32 [E]), or null when the host has them. */
+  countsDevice: Tensor | null;
   /** The gate's weighted extra loss of this layer (Switch/GShard aux, z-loss), or null. */
   gateLoss: Tensor | null;
 }
@@ -65,7 +68,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
    * Hugging Face's router and the local dispatcher. */
   override readonly moe: MoEParts;
   /** Per-layer block outputs' statistics from the last forward. */
-  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array; gateLoss: Tensor | null }[] = [];
+  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array | null; countsDevice: Tensor | null; gateLoss: Tensor | null }[] = [];
   /** The load-balancing loss of the last forward (before the coefficient), or null. */
   lastAuxLoss: Tensor | null = null;
   /** The MoE layer of each decoder layer. */
@@ -118,7 +121,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   protected override layerOutputsToKeep(layer: number): Tensor[] {
     const b = this.lastBlocks[layer];
     if (!b) return [];
-    return b.gateLoss ? [b.routerProbMean, b.gateLoss] : [b.routerProbMean];
+    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : [])];
   }
 
   protected override beginForward(): void {
@@ -128,38 +131,44 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
     const r = await this.sparseMoeBlock(layer, x);
-    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, gateLoss: r.gateLoss };
+    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, countsDevice: r.countsDevice, gateLoss: r.gateLoss };
     return r.output;
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
     const b = this.lastBlocks[layer];
-    if (b && extras[0]) b.routerProbMean = extras[0];
-    if (b && extras[1]) b.gateLoss = extras[1];
+    if (!b) return;
+    let i = 0;
+    if (extras[i]) b.routerProbMean = extras[i++]!;
+    if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
+    if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
   }
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
     const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
-    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, gateLoss: d.loss };
+    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), gateLoss: d.loss };
   }
 
   protected override auxLossOfLastForward(): Tensor | null {
     return this.lastAuxLoss;
   }
 
-  /** HF load-balancing loss over all layers of the last forward (module comment). */
-  protected override extraLoss(tokens: number): Tensor | null {
+  /** HF load-balancing loss over all layers of the last forward (module comment). Expert counts
+   * the routers kept on the device are read here, all layers in one read (router.ts readCounts). */
+  protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     const c = this.config;
     const L = this.lastBlocks.length;
     if (L === 0) return null;
+    const host = await readCounts(this.lastBlocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
+    this.lastBlocks.forEach((b, l) => (b.expertCounts = host[l]!));
     const E = c.num_local_experts;
     // mean over all L·T rows of p = average of the per-layer means (every layer has T rows).
     let pSum = this.lastBlocks[0]!.routerProbMean;
     for (let l = 1; l < L; l++) pSum = add(pSum, this.lastBlocks[l]!.routerProbMean);
     const pMean = scale(pSum, 1 / L);
     const frac = new Float64Array(E);
-    for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts[e]! / (L * tokens);
+    for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
     const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;

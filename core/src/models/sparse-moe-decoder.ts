@@ -28,7 +28,7 @@ import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
-import { TopKRouter } from "../nn/moe/router.ts";
+import { TopKRouter, readCounts } from "../nn/moe/router.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, rmsnorm, scale, sum } from "../tensor/index.ts";
@@ -41,7 +41,9 @@ export type QwenMoeConfig = Qwen3MoeConfig | Qwen2MoeConfig | DeepseekV3Config |
 /** Per MoE layer of the last forward: mean router probability [E], pre-drop counts, gate loss. */
 export interface MoEBlockRecord {
   routerProbMean: Tensor;
-  expertCounts: Int32Array;
+  /** Host counts, or null while only `countsDevice` (u32 [E]) has them. */
+  expertCounts: Int32Array | null;
+  countsDevice: Tensor | null;
   gateLoss: Tensor | null;
 }
 
@@ -157,7 +159,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       return swiglu(x, d.gate, d.up, d.down);
     }
     const { output, decision } = await moe.forward(x);
-    this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, gateLoss: decision.loss };
+    this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), gateLoss: decision.loss };
     const shared = this.sharedOutput(layer, x);
     return shared ? add(output, shared) : output;
   }
@@ -165,13 +167,16 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
   protected override layerOutputsToKeep(layer: number): Tensor[] {
     const b = this.lastBlocks[layer];
     if (!b) return [];
-    return b.gateLoss ? [b.routerProbMean, b.gateLoss] : [b.routerProbMean];
+    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : [])];
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
     const b = this.lastBlocks[layer];
-    if (b && extras[0]) b.routerProbMean = extras[0];
-    if (b && extras[1]) b.gateLoss = extras[1];
+    if (!b) return;
+    let i = 0;
+    if (extras[i]) b.routerProbMean = extras[i++]!;
+    if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
+    if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
   }
 
   protected override beginForward(): void {
@@ -185,16 +190,19 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
 
   /** HF load-balancing loss over the MoE layers of the last forward (module comment), plus the
    * router's per-layer weighted losses. */
-  protected override extraLoss(tokens: number): Tensor | null {
+  protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     const blocks = this.lastBlocks.filter((b) => b !== undefined);
     const L = blocks.length;
     if (L === 0) return null;
+    // counts the routers kept on the device: every layer's in one read (router.ts readCounts)
+    const host = await readCounts(blocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
+    blocks.forEach((b, l) => (b.expertCounts = host[l]!));
     const E = this.config.num_local_experts;
     let pSum = blocks[0]!.routerProbMean;
     for (let l = 1; l < L; l++) pSum = add(pSum, blocks[l]!.routerProbMean);
     const pMean = scale(pSum, 1 / L);
     const frac = new Float64Array(E);
-    for (const b of blocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts[e]! / (L * tokens);
+    for (const b of blocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
     const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;

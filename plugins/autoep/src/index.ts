@@ -143,7 +143,7 @@ export function createAutoEPPlugin() {
               gating: (req) => inner.gating(req),
               routing: async (req) => {
                 const d = await inner.routing(req);
-                if (hc.phase.training && !hc.phase.backward) state.balancer?.observe(req.layer, d.counts);
+                if (hc.phase.training && !hc.phase.backward) state.balancer?.observe(req.layer, d.counts ?? Int32Array.from(await d.expertCounts!.toArray()));
                 return d;
               },
             };

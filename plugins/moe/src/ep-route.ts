@@ -22,7 +22,7 @@
  * edp group), so they differ from a single rank's micro-batch accumulation by f32 rounding only.
  */
 import { allToAllVRows, type Communicator, type Group } from "@zeromoe/core/comm";
-import { PermutationDispatcher, type DispatchRequest, type Dispatched, type ExchangeResult, type PermutePlan } from "@zeromoe/core/nn";
+import { PermutationDispatcher, type DispatchRequest, type Dispatched, type ExchangeResult, type PermuteCounts } from "@zeromoe/core/nn";
 import { fromArray, gatherRows, type Tensor } from "@zeromoe/core/tensor";
 import { exchangeLayout, type ExchangeLayout } from "./exchange.ts";
 import type { LayerPlacement } from "./placement.ts";
@@ -62,7 +62,12 @@ export class ExpertParallelDispatcher extends PermutationDispatcher<ExchangeLayo
     this.placement = placement;
   }
 
-  protected async exchange(xs: Tensor, plan: PermutePlan, req: DispatchRequest): Promise<ExchangeResult<ExchangeLayout>> {
+  /** The all_to_all_v sizes need the per-expert counts on the host (one read per layer when the
+   * router kept the choice on the device). */
+  protected override readonly needsHostCounts = true;
+
+  protected async exchange(xs: Tensor, counts: PermuteCounts | null, req: DispatchRequest): Promise<ExchangeResult<ExchangeLayout>> {
+    const plan = counts!;
     const { layer, numExperts } = req;
     const group = this.group;
     const pl = this.placement[layer];

@@ -15,7 +15,7 @@
  * the identity (then no gather is needed).
  */
 import type { Communicator, Group } from "@zeromoe/core/comm";
-import type { PermutePlan } from "@zeromoe/core/nn";
+import type { PermuteCounts } from "@zeromoe/core/nn";
 import type { LayerPlacement } from "./placement.ts";
 
 /** The row layout of one layer's exchange on this rank (see the module comment). */
@@ -49,14 +49,14 @@ export interface ExchangeLayout {
  * group, so every rank learns how many rows it receives for each of its experts from each source.
  * Every member of `group` must call it (same layer, same order).
  */
-export async function exchangeLayout(comm: Communicator, group: Group, plan: PermutePlan, placement: LayerPlacement, hidden: number): Promise<ExchangeLayout> {
+export async function exchangeLayout(comm: Communicator, group: Group, plan: PermuteCounts, placement: LayerPlacement, hidden: number): Promise<ExchangeLayout> {
   const P = group.size;
   const me = group.rank;
   const local = placement.local;
   const nl = local[me]!.length;
   // counts addressed to each destination, for the destination's local experts in ascending order
   const sendCounts = new Int32Array(P * nl);
-  const sendOrder = new Int32Array(plan.pairOf.length);
+  const sendOrder = new Int32Array(plan.kept);
   const sendRows: number[] = [];
   let q = 0;
   let identity = true;

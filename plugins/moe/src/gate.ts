@@ -39,7 +39,7 @@
  * routes like the ranks of a larger world).
  */
 import type { MoeConfig } from "@zeromoe/core/config";
-import { chooseExperts, chosenProbs, expertHistogram, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
+import { chooseExperts, chooseExpertsOnDevice, chosenProbs, expertHistogram, expertHistogramDevice, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
 import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
@@ -92,6 +92,20 @@ export interface GateRecord {
   zLoss: number | null;
 }
 
+/** A {@link GateRecord} whose device values are read later, batched with the other layers' (the
+ * statistics recorder resolves it once per step: stats.ts `observeDeferred`). The tensors are
+ * retained for the recorder, which disposes them after reading. */
+export interface DeferredGateRecord {
+  layer: number;
+  tokens: number;
+  /** Pre-drop picks per expert, u32 [E] on the device. */
+  counts: Tensor;
+  /** Mean router probability per expert, f32 [E] on the device. */
+  probMean: Tensor;
+  /** Unweighted z-loss, f32 [1] on the device, or null when z_loss_coef is 0. */
+  zLoss: Tensor | null;
+}
+
 /** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed.
  * `phase` and `micro` are read at every call (the engine's live objects). */
 export interface GateContext {
@@ -106,6 +120,9 @@ export interface GateContext {
   seed: number;
   /** Called once per layer per training forward (not during a backward recomputation). */
   observe?: (rec: GateRecord) => void;
+  /** With the choice on the device, called instead of `observe` with device values the recorder
+   * reads batched (once per step) — absent: the gate reads them at once and calls `observe`. */
+  observeDeferred?: (rec: DeferredGateRecord) => void;
 }
 
 /** Multiplicative jitter ε (DeepSpeed `multiplicative_jitter(x, epsilon=1e-2)`). */
@@ -159,9 +176,12 @@ export class TopKGate implements MoERouter {
     const probs = routerScores(logits, req.scoreFunc);
     // enqueued before the choice is read, so that read's flush also completes it
     const pMean = mean(probs, 0); // [E]
+    // ---- the device path: plain top-k, no drops, HF's weights — nothing is read back here ----
+    const rsample = training && o.noisyGatePolicy === "RSample";
+    if (!rsample && !o.dropTokens && o.auxLoss === "mixtral") return this.routeOnDevice(req, probs, pMean);
     // ---- choice (host) ----
     let chosen: Int32Array;
-    if (training && o.noisyGatePolicy === "RSample") {
+    if (rsample) {
       const p = await probs.toArray();
       const lg = await logits.toArray();
       const u = new Float64Array(T * E);
@@ -227,6 +247,45 @@ export class TopKGate implements MoERouter {
     const f = req.routedScalingFactor ?? 1;
     if (f !== 1) weights = scale(weights, f);
     return { topkIndices: routed, topkWeights: reshape(weights, [T * k]), probs, counts, loss };
+  }
+
+  /** Routing with the choice kept on the device (no capacity drops, aux type "mixtral"): top-k on the
+   * device (router.ts chooseExpertsOnDevice; the host only for a selection bias or group limit),
+   * counts by a device histogram, the z-loss as on the host path; statistics handed to the recorder
+   * as device tensors (read batched once per step) — the same values as the host path, bit for bit
+   * on the cpu backend. */
+  private async routeOnDevice(req: RoutingRequest, probs: Tensor, pMean: Tensor): Promise<RoutingDecision> {
+    const o = this.opts;
+    const { logits, numExperts: E, topK: k, layer } = req;
+    const T = logits.shape[0]!;
+    const be = logits.be;
+    const { host, device } = await chooseExpertsOnDevice(probs, req);
+    const picked = chosenProbs(probs, host ?? device, k);
+    let weights = req.normTopkProb === false ? picked : renormalize(picked);
+    const counts = host ? expertHistogram(host, E) : null;
+    const countsDevice = counts ? null : expertHistogramDevice(device, E);
+    let loss: Tensor | null = null;
+    let z: Tensor | null = null;
+    if (o.zLossCoef > 0) {
+      const lse = sub(logits, logSoftmax(logits));
+      const col0 = Int32Array.from({ length: T }, (_, t) => t * E);
+      const lse0 = gatherRows(reshape(lse, [T * E, 1]), fromArray(be, col0, [T], "i32"));
+      z = mean(square(lse0));
+      loss = scale(z, o.zLossCoef);
+    }
+    if (this.observing()) {
+      const deferred = this.ctx.observeDeferred;
+      if (deferred && countsDevice) {
+        deferred({ layer, tokens: T, counts: countsDevice.retain(), probMean: pMean.retain(), zLoss: z ? z.retain() : null });
+      } else {
+        const [pm, zv] = await Promise.all([pMean.toArray(), z ? z.toArray() : Promise.resolve(null)]);
+        const c = counts ?? Int32Array.from(await countsDevice!.toArray());
+        this.ctx.observe!({ layer, tokens: T, counts: c, dropped: 0, probMean: Float64Array.from(pm as Float32Array), aux: null, zLoss: zv ? zv[0]! : null });
+      }
+    }
+    const f = req.routedScalingFactor ?? 1;
+    if (f !== 1) weights = scale(weights, f);
+    return { topkIndices: host, expertIndices: host ? null : device, topkWeights: reshape(weights, [T * k]), probs, counts, expertCounts: countsDevice, loss };
   }
 
   /** Statistics are recorded in training forwards only (not evaluation, not recomputation). */

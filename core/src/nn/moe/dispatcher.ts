@@ -31,7 +31,8 @@ export interface DispatchRequest {
   /** Chosen expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped pair. Null when
    * the router kept the choice on the device (then `expertIndices` is required). */
   topkIndices: Int32Array | null;
-  /** The same choices on the device (i32 [T·k]); absent = uploaded from `topkIndices`. */
+  /** The same choices on the device (i32 [T·k]), used when `topkIndices` is null (host choices win
+   * when both are given: a wrapping router may rewrite them). */
   expertIndices?: Tensor | null;
   /** Differentiable combine weight of each pair, [T·k] f32. */
   topkWeights: Tensor;
@@ -41,12 +42,18 @@ export interface DispatchRequest {
   topK: number;
 }
 
-/** Host-side plan of the permutation of (token, slot) pairs by expert. */
-export interface PermutePlan {
+/** The sizes of the permutation on the host: what an exchange needs (the all_to_all_v counts). */
+export interface PermuteCounts {
   /** counts[e] = number of kept pairs routed to expert e. */
   counts: Int32Array;
   /** starts[e] = first row of expert e in the permuted order. */
   starts: Int32Array;
+  /** Kept pairs in all (Σ counts): the rows of the permuted order. */
+  kept: number;
+}
+
+/** Host-side plan of the permutation of (token, slot) pairs by expert. */
+export interface PermutePlan extends PermuteCounts {
   /** pairOf[r] = pair index (t·k + slot) at permuted row r (dropped pairs have no row). */
   pairOf: Int32Array;
   /** tokenOf[r] = token of permuted row r. */
@@ -65,8 +72,10 @@ export interface Dispatched {
   readonly tokensPerExpert: Int32Array | null;
   /** Group offsets of `rows` on the device, i32 [experts.length + 1]. */
   readonly offsets: Tensor;
-  /** This rank's permutation plan on the host (its own tokens' pairs), when the host has the choices. */
-  readonly plan: PermutePlan | null;
+  /** This rank's permutation on the host: the full plan when the host has the choices, its sizes
+   * only when a dispatcher that needs them ({@link PermutationDispatcher.needsHostCounts}) read
+   * the device counts, else null. */
+  readonly plan: PermuteCounts | null;
   /** This rank's permutation on the device (permutation.ts). */
   readonly perm: DevicePermutation;
   /** Layer index, tokens T, and the request's weights, for combine. */
@@ -111,7 +120,14 @@ export function permutePlan(topkIndices: Int32Array, numExperts: number, topK: n
     pairOf[r] = p;
     tokenOf[r] = Math.floor(p / topK);
   }
-  return { counts, starts, pairOf, tokenOf };
+  return { counts, starts, kept, pairOf, tokenOf };
+}
+
+/** The host sizes of a permutation from its per-expert counts (no pair order). */
+export function permuteCounts(counts: Int32Array): PermuteCounts {
+  const starts = new Int32Array(counts.length);
+  for (let e = 1; e < counts.length; e++) starts[e] = starts[e - 1]! + counts[e - 1]!;
+  return { counts, starts, kept: counts.length === 0 ? 0 : starts[counts.length - 1]! + counts[counts.length - 1]! };
 }
 
 /** What a subclass's exchange returns. */
@@ -134,7 +150,11 @@ export abstract class PermutationDispatcher<S = unknown> implements TokenDispatc
   abstract readonly name: string;
 
   /** xs [n, hidden]: this rank's kept pairs' rows in plan order → the rows its experts compute. */
-  protected abstract exchange(xs: Tensor, plan: PermutePlan | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<S>>;
+  protected abstract exchange(xs: Tensor, plan: PermuteCounts | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<S>>;
+
+  /** Whether the exchange needs the per-expert counts on the host (an all_to_all_v's sizes): with
+   * the choice on the device they are read then — one read of E integers per layer. */
+  protected readonly needsHostCounts: boolean = false;
 
   /** expertOutput [R, hidden] (as the exchange's rows) → [n, hidden] in plan order. */
   protected abstract exchangeBack(expertOutput: Tensor, state: S, d: Dispatched): Promise<Tensor>;
@@ -148,10 +168,12 @@ export abstract class PermutationDispatcher<S = unknown> implements TokenDispatc
     if (!topkIndices && !req.expertIndices) throw new Error(`dispatcher ${this.name}: the routing decision has neither host nor device expert indices`);
     if (topkWeights.numel !== P) throw new Error(`dispatcher ${this.name}: ${topkWeights.numel} weights for ${T} tokens × k = ${topK}`);
     const be = x.be;
-    const plan = topkIndices ? permutePlan(topkIndices, numExperts, topK) : null;
-    const idx = req.expertIndices ?? fromArray(be, topkIndices!, [P], "i32");
+    let plan: PermuteCounts | null = topkIndices ? permutePlan(topkIndices, numExperts, topK) : null;
+    // host choices win when both are given (a wrapping router may have rewritten them)
+    const idx = topkIndices ? fromArray(be, topkIndices, [P], "i32") : req.expertIndices!;
     const perm = permuteByExpert(idx, numExperts, topK);
-    const xs = dispatchRows(x, perm, plan ? plan.pairOf.length : P);
+    if (!plan && this.needsHostCounts) plan = permuteCounts(Int32Array.from(await perm.counts.toArray()));
+    const xs = dispatchRows(x, perm, plan ? plan.kept : P);
     const ex = await this.exchange(xs, plan, req, perm);
     const R = ex.rows.shape[0]!;
     if (ex.tokensPerExpert) {
@@ -183,7 +205,7 @@ function offsetsOf(counts: ArrayLike<number>): Int32Array {
 export class LocalDispatcher extends PermutationDispatcher<null> {
   readonly name = "local";
 
-  protected async exchange(xs: Tensor, plan: PermutePlan | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<null>> {
+  protected async exchange(xs: Tensor, plan: PermuteCounts | null, req: DispatchRequest, perm: DevicePermutation): Promise<ExchangeResult<null>> {
     const experts = Array.from({ length: req.numExperts }, (_, e) => e);
     return { rows: xs, experts, tokensPerExpert: plan ? plan.counts : null, offsets: perm.offsets, state: null };
   }

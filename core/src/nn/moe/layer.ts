@@ -67,7 +67,7 @@ export class MoELayer {
     const topK = this.topK;
     const logits = await router.gating({ layer, x, weight: this.gate.tensor });
     const decision = await router.routing({ ...this.routing, layer, logits, numExperts, topK, normTopkProb: this.normTopkProb });
-    const d = await dispatcher.dispatch({ layer, x, topkIndices: decision.topkIndices, topkWeights: decision.topkWeights, numExperts, topK });
+    const d = await dispatcher.dispatch({ layer, x, topkIndices: decision.topkIndices, expertIndices: decision.expertIndices ?? null, topkWeights: decision.topkWeights, numExperts, topK });
     const y = await this.experts.forward(d.rows, d.tokensPerExpert, d.experts, d.offsets);
     const output = await dispatcher.combine(d, y);
     return { output, decision };

@@ -6,7 +6,7 @@
  *
  *   gating:   logits = x · Wᵀ                                        [T, E]  (`block_sparse_moe.gate.weight`)
  *   routing:  p = softmax(logits) in f32 over all E experts
- *             chosen = top-k of p per token, ties to the lower expert  [T·k], host
+ *             chosen = top-k of p per token, ties to the lower expert  [T·k], on the device
  *             weights = p[t, chosen] / Σ_k p[t, chosen]               [T·k], differentiable
  *             counts = histogram of chosen                             [E], Σ = T·k
  *
@@ -19,7 +19,9 @@
  * built from the same blocks, so with its default options it is this router, bit for bit.
  */
 import { div, gatherRows, linear, reshape, scale, sigmoid, softmax, sum, topk } from "../../tensor/index.ts";
-import { fromArray, type Tensor } from "../../tensor/tensor.ts";
+import { empty, fromArray, type Tensor } from "../../tensor/tensor.ts";
+import { takeAlongRows } from "./pick.ts";
+import { readTensorsBatched } from "./readback.ts";
 
 /** What the MoE layer hands to {@link MoERouter.gating}. */
 export interface GatingRequest {
@@ -74,16 +76,23 @@ export interface GroupLimit {
 /** A router's decision for one layer (Megatron-Core's (probs, routing_map); DeepSpeed's gating
  * output). */
 export interface RoutingDecision {
-  /** Expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped (past capacity). */
-  topkIndices: Int32Array;
+  /** Expert of each (token, slot) pair, row-major [T·k], host; −1 = dropped (past capacity). Null
+   * when the choice stayed on the device (`expertIndices`): plain softmax/sigmoid top-k without
+   * capacity drops never reads it back. */
+  topkIndices: Int32Array | null;
+  /** The same choices on the device, i32 [T·k] (absent/null: only on the host). */
+  expertIndices?: Tensor | null;
   /** Differentiable combine weight of each pair, [T·k] f32 (any value for dropped pairs). */
   topkWeights: Tensor;
   /** Router scores over all E experts, [T, E] f32, differentiable: softmax(logits), or
    * sigmoid(logits) for `scoreFunc` "sigmoid". */
   probs: Tensor;
   /** Top-k picks per expert BEFORE capacity drops (histogram of the [T·k] choices), [E],
-   * Σ = T·k (DeepSpeed `exp_counts`). */
-  counts: Int32Array;
+   * Σ = T·k (DeepSpeed `exp_counts`), on the host — or null when only `expertCounts` (device) has
+   * them (read them batched with {@link readCounts}). */
+  counts: Int32Array | null;
+  /** The same counts on the device, u32 [E] (absent/null: only on the host). */
+  expertCounts?: Tensor | null;
   /** This layer's extra loss, already weighted by its coefficients (Switch/GShard aux loss,
    * router z-loss), [1]; null when there is none. The model adds it to the training loss. */
   loss: Tensor | null;
@@ -117,6 +126,34 @@ export async function topkExperts(probs: Tensor, k: number): Promise<Int32Array>
   return chosen;
 }
 
+/** The k experts of largest probability per token, probs [T, E] → i32 [T·k] on the device
+ * (descending per token, ties to the lower expert; Backend.topk) — nothing is read back.
+ * @throws for k outside [1, min(8, E)]. */
+export function topkExpertsDevice(probs: Tensor, k: number): Tensor {
+  const { values, indices } = topk(probs, k);
+  values.dispose();
+  return reshape(indices, [indices.numel]);
+}
+
+/** Picks per expert of device choices idx i32 [T·k] (entries outside [0, E) ignored), u32 [E] on
+ * the device (Backend.histogram; integer atomics, deterministic). */
+export function expertHistogramDevice(idx: Tensor, numExperts: number): Tensor {
+  const counts = empty(idx.be, [numExperts], "u32");
+  idx.be.histogram(idx.view, counts.view, idx.numel, numExperts);
+  return counts;
+}
+
+/** Host expert counts of every decision, reading the device ones (`expertCounts`) of all of them
+ * in ONE batched read (readback.ts) — the once-per-forward read of the MoE statistics. */
+export async function readCounts(decisions: readonly Pick<RoutingDecision, "counts" | "expertCounts">[]): Promise<Int32Array[]> {
+  const need = decisions.map((d, i) => (d.counts ? -1 : i)).filter((i) => i >= 0);
+  for (const i of need) if (!decisions[i]!.expertCounts) throw new Error(`router: decision ${i} has neither host nor device expert counts`);
+  const got = need.length > 0 ? await readTensorsBatched(need.map((i) => decisions[i]!.expertCounts!)) : [];
+  const out = decisions.map((d) => d.counts);
+  need.forEach((i, j) => (out[i] = Int32Array.from(got[j]!)));
+  return out as Int32Array[];
+}
+
 /** Picks per expert of `chosen` [T·k] (entries in [0, E)), [E]. @throws on an index outside. */
 export function expertHistogram(chosen: Int32Array, numExperts: number): Int32Array {
   const counts = new Int32Array(numExperts);
@@ -129,8 +166,10 @@ export function expertHistogram(chosen: Int32Array, numExperts: number): Int32Ar
 
 /** The router probabilities of the chosen experts, differentiable: probs [T, E], chosen [T·k]
  * (entries in [0, E)) → [T, k] with out[t, s] = probs[t, chosen[t·k + s]] (a gather by the flat
- * index t·E + e). */
-export function chosenProbs(probs: Tensor, chosen: Int32Array, k: number): Tensor {
+ * index t·E + e; with the choice on the device, Backend.gatherAlongRows — the same values and
+ * gradient additions). */
+export function chosenProbs(probs: Tensor, chosen: Int32Array | Tensor, k: number): Tensor {
+  if (!(chosen instanceof Int32Array)) return takeAlongRows(probs, chosen, k);
   const T = probs.shape[0]!;
   const E = probs.shape[1]!;
   if (chosen.length !== T * k) throw new Error(`router: ${chosen.length} choices for ${T} tokens × k = ${k}`);
@@ -199,6 +238,15 @@ export function groupLimitedTopk(scores: ArrayLike<number>, T: number, E: number
   return out;
 }
 
+/** The experts of each token per the request on the device when the choice is the plain top-k of
+ * the scores ({@link topkExpertsDevice}: `host` null, nothing read), else on the host by
+ * {@link chooseExperts} (bias or group limit; `device` uploaded). */
+export async function chooseExpertsOnDevice(scores: Tensor, req: Pick<RoutingRequest, "topK" | "selectionBias" | "groupLimit">): Promise<{ host: Int32Array | null; device: Tensor }> {
+  if (!req.selectionBias && !req.groupLimit) return { host: null, device: topkExpertsDevice(scores, req.topK) };
+  const host = await chooseExperts(scores, req);
+  return { host, device: fromArray(scores.be, host, [host.length], "i32") };
+}
+
 /** The experts of each token per the request (the plain top-k of the scores, or
  * {@link groupLimitedTopk} with the selection bias and group limit), [T·k] on the host. */
 export async function chooseExperts(scores: Tensor, req: Pick<RoutingRequest, "topK" | "selectionBias" | "groupLimit">): Promise<Int32Array> {
@@ -213,7 +261,7 @@ export async function chooseExperts(scores: Tensor, req: Pick<RoutingRequest, "t
 
 /** Combine weights [T, k] from the chosen experts' scores: renormalised to sum 1 unless
  * `normTopkProb` is false, then × `routedScalingFactor` (when ≠ 1). */
-export function combineWeights(scores: Tensor, chosen: Int32Array, req: Pick<RoutingRequest, "topK" | "normTopkProb" | "routedScalingFactor">): Tensor {
+export function combineWeights(scores: Tensor, chosen: Int32Array | Tensor, req: Pick<RoutingRequest, "topK" | "normTopkProb" | "routedScalingFactor">): Tensor {
   const picked = chosenProbs(scores, chosen, req.topK);
   const w = req.normTopkProb === false ? picked : renormalize(picked);
   const f = req.routedScalingFactor ?? 1;
@@ -245,8 +293,9 @@ export class TopKRouter implements MoERouter {
     const { logits, numExperts: E, topK: k } = req;
     const T = logits.shape[0]!;
     const probs = routerScores(logits, req.scoreFunc); // [T, E]
-    const chosen = await chooseExperts(probs, req);
-    const weights = combineWeights(probs, chosen, req);
-    return { topkIndices: chosen, topkWeights: reshape(weights, [T * k]), probs, counts: expertHistogram(chosen, E), loss: null };
+    const { host, device } = await chooseExpertsOnDevice(probs, req);
+    const weights = combineWeights(probs, host ?? device, req);
+    const counts = host ? expertHistogram(host, E) : null;
+    return { topkIndices: host, expertIndices: host ? null : device, topkWeights: reshape(weights, [T * k]), probs, counts, expertCounts: counts ? null : expertHistogramDevice(device, E), loss: null };
   }
 }

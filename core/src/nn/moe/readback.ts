@@ -1,0 +1,51 @@
+/**
+ * One host read for many small device tensors (the MoE statistics and expert counts of every layer
+ * of a forward): the tensors are copied into one staging buffer per dtype with buffer copies, then
+ * read once — instead of one device round trip per tensor. The step's allowed host reads (issue 11:
+ * "MoE statistics, batched once per step") go through here.
+ */
+import type { HostArray } from "@zeromoe/kernels";
+import type { Tensor } from "../../tensor/tensor.ts";
+
+/**
+ * Host copies of `tensors` (each its own typed array: Int32Array, Uint32Array, Float32Array…),
+ * with one `Backend.read` per distinct dtype among them (one in practice). Tensors on different
+ * backends are read per backend. @throws if a tensor was freed.
+ */
+export async function readTensorsBatched(tensors: readonly Tensor[]): Promise<HostArray[]> {
+  const out: HostArray[] = new Array(tensors.length);
+  const groups: { t: Tensor; idx: number[] }[] = [];
+  tensors.forEach((t, i) => {
+    const g = groups.find((x) => x.t.be === t.be && x.t.dtype === t.dtype);
+    if (g) g.idx.push(i);
+    else groups.push({ t, idx: [i] });
+  });
+  for (const { idx } of groups) {
+    const first = tensors[idx[0]!]!;
+    const be = first.be;
+    const total = idx.reduce((a, i) => a + tensors[i]!.numel, 0);
+    if (idx.length === 1 || total === 0) {
+      for (const i of idx) out[i] = await tensors[i]!.toArray();
+      continue;
+    }
+    const buf = be.alloc(first.dtype, total, "other");
+    try {
+      let off = 0;
+      for (const i of idx) {
+        const t = tensors[i]!;
+        if (t.numel > 0) be.copy(t.view, { buf, off }, t.numel);
+        off += t.numel;
+      }
+      const all = await be.read({ buf, off: 0 }, total);
+      off = 0;
+      for (const i of idx) {
+        const n = tensors[i]!.numel;
+        out[i] = all.slice(off, off + n) as HostArray;
+        off += n;
+      }
+    } finally {
+      be.free(buf);
+    }
+  }
+  return out;
+}
