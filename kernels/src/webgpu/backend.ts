@@ -59,6 +59,8 @@ import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
 import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
 import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
+import { COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
+import { coopSupport } from "../wgsl/matmul-coop.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
@@ -94,6 +96,13 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * `wgpuDeviceCreateShaderModuleTrusted` (webgpu/pipelines.ts). Default none. Needs our
    * wgpu-native binding (TypeError on another WebGPU implementation). */
   trustedShaders?: readonly string[];
+  /** Run f32 matmuls on the tensor cores (wgsl/matmul-coop*.ts: operands rounded to f16 when
+   * staged, f32 accumulation — autocast's numerics, so for mixed-precision jobs only) where the
+   * output has at least COOP_MIN_BLOCKS 128×128 blocks; other matmuls keep the FMA path. Needs the
+   * `wgpu-cooperative-matrix` feature with a 16×16×16 f16→f32 configuration, i.e. our library
+   * (ZEROMOE_WGPU=coop) on a GPU that offers it; create throws naming the reason otherwise.
+   * Default false. */
+  tensorCores?: boolean;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -215,6 +224,14 @@ export class WebGpuBackend implements Backend {
     be.attentionBlocks = opts.attentionBlocks ?? {};
     be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
+    if (opts.tensorCores) {
+      const s = coopSupport(adapter);
+      if (!s.ok || !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName)) {
+        be.destroy();
+        throw new Error(`webgpu: tensorCores requested but ${s.ok ? "the device was created without 'wgpu-cooperative-matrix'" : s.reason}`);
+      }
+      be.tensorCores = true;
+    }
     return be;
   }
 
@@ -624,6 +641,7 @@ export class WebGpuBackend implements Backend {
     // (wgsl/matmul-split-k.ts).
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
+    if (this.tensorCores && f32 && coopBlocks(spec) >= COOP_MIN_BLOCKS) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
@@ -750,6 +768,8 @@ export class WebGpuBackend implements Backend {
 
   /** {@link WebGpuBackendOptions.matmulSplitK}. */
   private splitK = true;
+  /** Tensor-core matmuls on (creation option tensorCores, checked there). */
+  private tensorCores = false;
 
   /** {@link WebGpuBackendOptions.matmulTuning}. */
   private matmulTuning: MatmulTuning = {};

@@ -40,7 +40,7 @@ const WANTED_LIMITS = [
 ] as const;
 
 /** Optional features enabled when offered. */
-const WANTED_FEATURES = ["shader-f16", "timestamp-query"] as const;
+const WANTED_FEATURES = ["shader-f16", "timestamp-query", "wgpu-cooperative-matrix"] as const;
 
 /** Classify an adapter for {@link BackendInfo.adapterType}. Uses a non-standard `adapterType` field
  * when the implementation provides one, else the description: software rasterisers (llvmpipe,

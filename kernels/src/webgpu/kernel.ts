@@ -40,7 +40,8 @@ export interface Kernel {
   label: string;
   buffers: readonly BufferDecl[];
   params: readonly ParamDecl[];
-  /** WGSL: functions and the `@compute @workgroup_size(...) fn main(...)` entry point. */
+  /** WGSL: functions and the `@compute @workgroup_size(...) fn main(...)` entry point; `enable`
+   * directives (lines of their own) are moved to the top of the assembled module. */
   code: string;
 }
 
@@ -105,7 +106,10 @@ export function assembleWgsl(kernel: Kernel, identity: readonly number[]): Assem
       return `@group(0) @binding(${i + 1}) var<storage, ${access}> ${s.name}: ${wgslArrayType(s.type)};`;
     })
     .join("\n");
-  const source = `${PRELUDE}\nstruct Params {\n${fields}\n};\n@group(0) @binding(0) var<uniform> P: Params;\n${decls}\n${code}`;
+  // WGSL requires `enable` directives before any declaration: hoist the kernel's above the prelude.
+  const enables = code.match(/^enable [a-z0-9_, ]+;[ \t]*$/gm) ?? [];
+  if (enables.length > 0) code = code.replace(/^enable [a-z0-9_, ]+;[ \t]*$/gm, "");
+  const source = `${enables.map((e) => `${e.trim()}\n`).join("")}${PRELUDE}\nstruct Params {\n${fields}\n};\n@group(0) @binding(0) var<uniform> P: Params;\n${decls}\n${code}`;
   return { source, slots: slots.map((s) => ({ write: s.write || s.type === "atomic" })), slotOf };
 }
 

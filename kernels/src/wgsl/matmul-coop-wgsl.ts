@@ -27,6 +27,13 @@ export interface CoopMatmulOptions {
   transB: boolean;
   /** out += result instead of out = result. */
   accumulate: boolean;
+  /** "module" (default): a complete WGSL module with its own bindings; "kernel": the body for the
+   * webgpu backend's Kernel (webgpu/kernel.ts adds `P` and the bindings `b_a`, `b_b`, `b_out`;
+   * vec 1 only, since its bindings are scalar arrays). */
+  mode?: "module" | "kernel";
+  /** Elements per global load: 1 (any shape), or 4 (`array<vec4<…>>`: the operands' row lengths
+   * (K or M for A, N or K for B), element offsets and batch strides must be multiples of 4). */
+  vec?: 1 | 4;
 }
 
 /** Block shape of the tiled kernel. */
@@ -45,7 +52,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 
 /** A stable key naming every choice that changes the WGSL. */
 export function coopKernelKey(o: CoopMatmulOptions): string {
-  return `matmul_coop_${o.input}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}`;
 }
 
 /**
@@ -61,33 +68,48 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const SA = o.transA ? BK * SA_LD : BM * SA_LD;
   const SB_LD = o.transB ? BK + PAD : BN + PAD;
   const SB = o.transB ? BN * SB_LD : BK * SB_LD;
-  const PER = (BM * BK) / WG; // elements of each tile per invocation (16)
-  const cvt = o.input === "f16" ? (x: string) => x : (x: string) => `f16(${x})`;
-  // Per-invocation element i of the A tile: fast dimension = the stored rows' contiguous one.
-  // !transA: A [M, K], tile rows m (BM) × cols k (BK); transA: A [K, M], tile rows k (BK) × cols m (BM).
+  const V = o.vec ?? 1; // elements per global load (1, or 4 when rows and offsets are multiples of 4)
+  const PER = (BM * BK) / WG / V; // loads of each tile per invocation (16 scalar or 4 vec4)
+  const elt = V === 1 ? o.input : `vec4<${o.input}>`;
+  const reg = V === 1 ? "f16" : "vec4<f16>";
+  const zero = V === 1 ? "0.0h" : "vec4<f16>()";
+  const cvt = (x: string) => (o.input === "f16" ? x : `${reg}(${x})`);
+  // Tiles are staged in the operand's stored orientation. Tile of A: !transA: A [M, K] → rows m
+  // (BM) × columns k (BK); transA: A [K, M] → rows k (BK) × columns m (BM). B: !transB: [K, N] →
+  // rows k × columns n; transB: [N, K] → rows n × columns k. Invocation li loads, on pass i, the
+  // V elements at row li / (cols/V) + i·(WG·V/cols), column (li % (cols/V))·V.
   const aCols = o.transA ? BM : BK;
   const bCols = o.transB ? BK : BN;
+  const stage = (mat: "a" | "b", i: number): { load: string; store: string } => {
+    const cols = mat === "a" ? aCols : bCols;
+    const step = (i * WG * V) / cols;
+    const [rowVar, colVar] = mat === "a" ? ["ar", "ac"] : ["br", "bc"];
+    // (stored row, stored column) → (origin, bound, leading dimension) per layout
+    const layout = mat === "a"
+      ? (o.transA ? { r0: "k0", rb: "P.K", c0: "m0", cb: "P.M", ld: "P.M" } : { r0: "m0", rb: "P.M", c0: "k0", cb: "P.K", ld: "P.K" })
+      : (o.transB ? { r0: "n0", rb: "P.N", c0: "k0", cb: "P.K", ld: "P.K" } : { r0: "k0", rb: "P.K", c0: "n0", cb: "P.N", ld: "P.N" });
+    const base = mat === "a" ? "a_base" : "b_base";
+    const idx = `${base} + r * ${layout.ld} + c`;
+    const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
+    const load = `    { let r = ${layout.r0} + ${rowVar} + ${step}u; let c = ${layout.c0} + ${colVar}; r${mat}[${i}] = select(${zero}, ${cvt(at)}, r < ${layout.rb} && c < ${layout.cb}); }`;
+    const ld = mat === "a" ? SA_LD : SB_LD;
+    const size = mat === "a" ? SA : SB;
+    const dst = `s${mat}[buf * ${size}u + (${rowVar} + ${step}u) * ${ld}u + ${colVar}`;
+    const store = V === 1
+      ? `    ${dst}] = r${mat}[${i}];`
+      : ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${j}u] = r${mat}[${i}].${q};`).join("\n");
+    return { load, store };
+  };
   const loadA: string[] = [];
   const storeA: string[] = [];
   const loadB: string[] = [];
   const storeB: string[] = [];
   for (let i = 0; i < PER; i++) {
-    const rowStepA = (i * WG) / aCols;
-    const rowStepB = (i * WG) / bCols;
-    if (o.transA) {
-      // stored row = k (k0 + r), column = m (m0 + c)
-      loadA.push(`    { let k = k0 + ar + ${rowStepA}u; let m = m0 + ac; ra[${i}] = select(0.0h, ${cvt("mat_a[a_base + k * P.M + m]")}, k < P.K && m < P.M); }`);
-    } else {
-      loadA.push(`    { let m = m0 + ar + ${rowStepA}u; let k = k0 + ac; ra[${i}] = select(0.0h, ${cvt("mat_a[a_base + m * P.K + k]")}, m < P.M && k < P.K); }`);
-    }
-    storeA.push(`    sa[buf * ${SA}u + (ar + ${rowStepA}u) * ${SA_LD}u + ac] = ra[${i}];`);
-    if (o.transB) {
-      // B [N, K]: stored row = n, column = k
-      loadB.push(`    { let n = n0 + br + ${rowStepB}u; let k = k0 + bc; rb[${i}] = select(0.0h, ${cvt("mat_b[b_base + n * P.K + k]")}, n < P.N && k < P.K); }`);
-    } else {
-      loadB.push(`    { let k = k0 + br + ${rowStepB}u; let n = n0 + bc; rb[${i}] = select(0.0h, ${cvt("mat_b[b_base + k * P.N + n]")}, k < P.K && n < P.N); }`);
-    }
-    storeB.push(`    sb[buf * ${SB}u + (br + ${rowStepB}u) * ${SB_LD}u + bc] = rb[${i}];`);
+    const a = stage("a", i), b = stage("b", i);
+    loadA.push(a.load);
+    storeA.push(a.store);
+    loadB.push(b.load);
+    storeB.push(b.store);
   }
   // Fragment loads for the subgroup's 4 (m) × 2 (n) fragments at k offset kk within the tile.
   const fragA = (i: number, kk: number) =>
@@ -120,15 +142,15 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   }
   const accs: string[] = [];
   for (let i = 0; i < 4; i++) for (let j = 0; j < 2; j++) accs.push(`  var c${i}${j} = coop_mat16x16<f32, C>();`);
-  return `enable f16;
+  const module = `enable f16;
 enable wgpu_cooperative_matrix;
 // ${coopKernelKey(o)}: tensor-core matmul, ${BM}x${BN}x${BK} blocks, 8 subgroups of ${SUBGROUP}, double-buffered staging
 struct Params {
 ${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
 };
 @group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> mat_a: array<${o.input}>;
-@group(0) @binding(2) var<storage, read> mat_b: array<${o.input}>;
+@group(0) @binding(1) var<storage, read> mat_a: array<${elt}>;
+@group(0) @binding(2) var<storage, read> mat_b: array<${elt}>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 var<workgroup> sa: array<f16, ${2 * SA}>;
 var<workgroup> sb: array<f16, ${2 * SB}>;
@@ -145,12 +167,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let lane = li % ${SUBGROUP}u;
   let wm = (sg / 4u) * 64u;
   let wn = (sg % 4u) * 32u;
-  let ar = li / ${aCols}u;
-  let ac = li % ${aCols}u;
-  let br = li / ${bCols}u;
-  let bc = li % ${bCols}u;
-  var ra: array<f16, ${PER}>;
-  var rb: array<f16, ${PER}>;
+  let ar = li / ${aCols / V}u;
+  let ac = (li % ${aCols / V}u) * ${V}u;
+  let br = li / ${bCols / V}u;
+  let bc = (li % ${bCols / V}u) * ${V}u;
+  var ra: array<${reg}, ${PER}>;
+  var rb: array<${reg}, ${PER}>;
 ${accs.join("\n")}
   let nk = (P.K + ${BK - 1}u) / ${BK}u;
   var k0 = 0u;
@@ -180,6 +202,15 @@ ${storeB.map((l) => "  " + l).join("\n")}
 ${epilogue.join("\n")}
 }
 `;
+  if ((o.mode ?? "module") === "module") return module;
+  if (V !== 1) throw new Error("matmulCoopWGSL: kernel mode needs vec 1 (the backend binds scalar arrays)");
+  // drop the module's own Params and bindings; the backend's assembler declares P, b_a, b_b, b_out
+  return module
+    .replace(/struct Params \{[^}]*\};\n/, "")
+    .replace(/^@group\(0\).*\n/gm, "")
+    .replace(/\bmat_a\[/g, "b_a[")
+    .replace(/\bmat_b\[/g, "b_b[")
+    .replace(/\bout\[/g, "b_out[");
 }
 
 /** A cooperative-matrix configuration expressible in WGSL (naga 30): square 8 or 16, f16/f32. */

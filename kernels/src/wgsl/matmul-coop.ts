@@ -67,6 +67,8 @@ export interface CoopMatmulCall {
   strideA?: number;
   strideB?: number;
   strideOut?: number;
+  /** Elements per global load (default: 4 when aligned, else 1). */
+  vec?: 1 | 4;
 }
 
 /** Pipelines and dispatch of the tensor-core matmul on one device (created with {@link COOP_FEATURES}
@@ -110,7 +112,12 @@ export class CoopMatmul {
     if (vals.some((v) => v >= 2 ** 32)) throw new Error("matmul_coop: sizes, offsets and strides must stay below 2^32 elements");
     const params = this.device.createBuffer({ label: "matmul_coop_params", size: 4 * COOP_PARAM_NAMES.length, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     this.device.queue.writeBuffer(params, 0, new Uint32Array(vals));
-    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate });
+    // vec4 global loads when every row, offset and batch stride of A and B is a multiple of 4
+    const rowA = call.transA ? M : K, rowB = call.transB ? K : N;
+    const aligned = [rowA, rowB, vals[3]!, vals[4]!, ...(batch > 1 ? [vals[6]!, vals[7]!] : [])].every((v) => v % 4 === 0);
+    const vec = call.vec ?? (aligned ? 4 : 1);
+    if (vec === 4 && !aligned) throw new Error(`matmul_coop: vec 4 needs A/B rows (${rowA}, ${rowB}), offsets and batch strides that are multiples of 4`);
+    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec });
     const bindGroup = this.device.createBindGroup({
       layout: this.layout,
       entries: [

@@ -11,6 +11,9 @@ import { createGPU } from "../../src/ffi/index.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL } from "../../src/wgsl/matmul-coop-wgsl.ts";
 import { COOP_FEATURES, CoopMatmul, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
+import { COOP_MIN_BLOCKS, coopBlocks } from "../../src/wgsl/matmul-coop-launch.ts";
+import type { MatmulSpec } from "../../src/backend.ts";
+import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 function rand16(n: number, seed: number): Uint16Array {
   let s = seed >>> 0 || 1;
@@ -29,14 +32,14 @@ function rand16(n: number, seed: number): Uint16Array {
 test("every variant fits WebGPU's 48 KiB-class workgroup memory and names its choices", () => {
   for (const transA of [false, true]) for (const transB of [false, true]) expect(coopWorkgroupBytes({ transA, transB })).toBeLessThanOrEqual(49152);
   const keys = new Set<string>();
-  for (const input of ["f16", "f32"] as const) for (const transA of [false, true]) for (const transB of [false, true]) for (const accumulate of [false, true]) {
-    const o = { input, transA, transB, accumulate };
+  for (const input of ["f16", "f32"] as const) for (const transA of [false, true]) for (const transB of [false, true]) for (const accumulate of [false, true]) for (const vec of [1, 4] as const) {
+    const o = { input, transA, transB, accumulate, vec };
     keys.add(coopKernelKey(o));
     const w = matmulCoopWGSL(o);
     expect(w.startsWith("enable f16;\nenable wgpu_cooperative_matrix;")).toBe(true);
-    expect(w).toContain(`array<${input}>`);
+    expect(w).toContain(vec === 4 ? `array<vec4<${input}>>` : `array<${input}>`);
   }
-  expect(keys.size).toBe(16);
+  expect(keys.size).toBe(32);
 });
 
 // Decided at load time, so unsupported runs report the GPU tests as skipped (not as passed).
@@ -72,12 +75,18 @@ const CASES: Case[] = [
   { M: 131, N: 129, K: 33, input: "f16", transA: true, transB: true },
   { M: 257, N: 139, K: 97, input: "f32", transB: true },
   { M: 97, N: 61, K: 259, input: "f32", transA: true, accumulate: true },
+  { M: 128, N: 256, K: 96, input: "f16", vec: 4 },
+  { M: 132, N: 68, K: 36, input: "f16", transA: true, vec: 4 },
+  { M: 68, N: 132, K: 44, input: "f32", transB: true, vec: 4 },
+  { M: 36, N: 44, K: 52, input: "f16", transA: true, transB: true, vec: 4, accumulate: true },
+  { M: 40, N: 44, K: 48, input: "f32", vec: 4, batch: 2, aOff: 4, bOff: 8, outOff: 3, strideA: 40 * 48 + 4, strideB: 48 * 44 + 12, strideOut: 40 * 44 + 1 },
+  { M: 64, N: 64, K: 64, input: "f16", vec: 1 },
   { M: 37, N: 41, K: 43, input: "f16", batch: 3, aOff: 8, bOff: 4, outOff: 5, strideA: 37 * 43 + 3, strideB: 43 * 41 + 7, strideOut: 37 * 41 + 2, accumulate: true },
 ];
 
 describe("tensor-core matmul vs float64 reference", () => {
   for (const c of CASES) {
-    const name = `${c.input} ${c.M}x${c.N}x${c.K} ${c.transA ? "T" : "N"}${c.transB ? "T" : "N"}${c.accumulate ? " accumulate" : ""}${c.batch ? ` batch ${c.batch} with offsets` : ""}`;
+    const name = `${c.input}${c.vec === 4 ? " vec4" : ""} ${c.M}x${c.N}x${c.K} ${c.transA ? "T" : "N"}${c.transB ? "T" : "N"}${c.accumulate ? " accumulate" : ""}${c.batch ? ` batch ${c.batch} with offsets` : ""}`;
     test.skipIf(!support.ok)(name, async () => {
       if (!device || !coop) throw new Error("device not created");
       const batch = c.batch ?? 1;
@@ -141,4 +150,56 @@ describe("tensor-core matmul vs float64 reference", () => {
 test("block shape constants are the kernel's", () => {
   expect(COOP_TILE.BM * COOP_TILE.BK % COOP_TILE.WG).toBe(0);
   expect(COOP_TILE.WG / COOP_TILE.SUBGROUP).toBe(8);
+});
+
+describe("webgpu backend option tensorCores", () => {
+  test.skipIf(support.ok)("refused with the reason where the feature is absent", async () => {
+    await expect(WebGpuBackend.create(createGPU(), { tensorCores: true })).rejects.toThrow(/tensorCores requested but .*cooperative-matrix/);
+  });
+
+  const SHAPES: MatmulSpec[] = [
+    { M: 1290, N: 1160, K: 37 },
+    { M: 1161, N: 1289, K: 45, transB: true, accumulate: true },
+    { M: 1031, N: 1300, K: 29, transA: true },
+    { M: 640, N: 700, K: 33, transA: true, transB: true, batch: 4 },
+  ];
+  for (const spec of SHAPES) {
+    const name = `${spec.M}x${spec.N}x${spec.K} ${spec.transA ? "T" : "N"}${spec.transB ? "T" : "N"}${spec.accumulate ? " accumulate" : ""}${spec.batch ? ` batch ${spec.batch}` : ""}: f16-rounded operands, f32 accumulation`;
+    test.skipIf(!support.ok)(name, async () => {
+      expect(coopBlocks(spec)).toBeGreaterThanOrEqual(COOP_MIN_BLOCKS);
+      const be = await WebGpuBackend.create(createGPU(), { tensorCores: true });
+      try {
+        const batch = spec.batch ?? 1;
+        const { M, N, K } = spec;
+        const rnd = (n: number, seed: number) => Float32Array.from(rand16(n, seed), (x) => f16ToNumber(x) * 1.37 + 1e-3); // not f16-exact
+        const a = rnd(batch * M * K, 3), b = rnd(batch * K * N, 4), o0 = rnd(batch * M * N, 5);
+        const h = (x: number) => f16ToNumber(f16FromF32(x));
+        const A = be.alloc("f32", a.length, "other"), B = be.alloc("f32", b.length, "other"), O = be.alloc("f32", o0.length, "other");
+        be.write({ buf: A, off: 0 }, a);
+        be.write({ buf: B, off: 0 }, b);
+        be.write({ buf: O, off: 0 }, o0);
+        be.matmul({ buf: A, off: 0 }, { buf: B, off: 0 }, { buf: O, off: 0 }, spec);
+        const got = (await be.read({ buf: O, off: 0 }, o0.length)) as Float32Array;
+        let worst16 = 0, worst32 = 0;
+        for (let s = 0; s < 400; s++) {
+          const bi = s % batch, m = (s * 7919) % M, n = (s * 104729 + (s % 3 === 0 ? N - 1 : 0)) % N;
+          let r16 = 0, r32 = 0, mag = 0;
+          for (let k = 0; k < K; k++) {
+            const av = a[bi * M * K + (spec.transA ? k * M + m : m * K + k)]!, bv = b[bi * K * N + (spec.transB ? n * K + k : k * N + n)]!;
+            r16 += h(av) * h(bv);
+            r32 += av * bv;
+            mag += Math.abs(av * bv);
+          }
+          const o = bi * M * N + m * N + n;
+          const base = spec.accumulate ? o0[o]! : 0;
+          worst16 = Math.max(worst16, Math.abs(got[o]! - base - r16) / (mag + Math.abs(base)));
+          worst32 = Math.max(worst32, Math.abs(got[o]! - base - r32) / (mag + Math.abs(base)));
+        }
+        expect(worst16).toBeLessThan(1e-5); // the f16-rounded product, f32-accumulated
+        expect(worst32).toBeGreaterThan(1e-5); // …and not the f32 product: the tensor-core path ran
+      } finally {
+        be.destroy();
+      }
+    }, 120_000);
+  }
 });

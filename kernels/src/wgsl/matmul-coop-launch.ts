@@ -1,0 +1,52 @@
+/**
+ * The tensor-core matmul (matmul-coop-wgsl.ts, "kernel" mode) as a backend {@link Launch}, for the
+ * webgpu backend's `tensorCores` option: f32 operands are rounded to f16 when staged (as autocast
+ * does), products accumulate in f32, out is f32.
+ */
+import type { Buf, MatmulSpec } from "../backend.ts";
+import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import { memoKernel, u32s } from "./launch.ts";
+import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
+
+/** Fewest 128×128 output blocks for which the tensor-core kernel is used; below it the FMA path
+ * (with split-K) is faster. Measured on the H200 (132 SMs): the Aᵀ·B weight gradients of
+ * mixtral-med with 16–64 blocks and K = 8192 ran at 13–32 TFLOP/s on tensor cores, below the FMA
+ * split-K kernel; shapes with ≥ 128 blocks ran at 62–112 (docs/performance.md). */
+export const COOP_MIN_BLOCKS = 96;
+
+function coopKernel(o: CoopMatmulOptions): Kernel {
+  const label = coopKernelKey(o);
+  return memoKernel(label, () => ({
+    label,
+    buffers: [
+      { name: "b_a", type: "f32", write: false },
+      { name: "b_b", type: "f32", write: false },
+      { name: "b_out", type: "f32", write: true },
+    ],
+    params: u32s(...COOP_PARAM_NAMES),
+    code: matmulCoopWGSL(o),
+  }));
+}
+
+/** Output blocks of the tensor-core kernel for `spec` (ceil(M/128)·ceil(N/128)·batch). */
+export function coopBlocks(spec: MatmulSpec): number {
+  return Math.ceil(spec.M / COOP_TILE.BM) * Math.ceil(spec.N / COOP_TILE.BN) * (spec.batch ?? 1);
+}
+
+/**
+ * One tensor-core matmul `out[b] (+)= op(a[b])·op(b[b])` (see {@link MatmulSpec}; element offsets
+ * aoff/boff/ooff; default batch strides are the packed sizes). Returns [] when M, N or batch is 0.
+ * @throws Error unless a, b, out are f32 buffers, or when a dimension needs more than 65535
+ *   workgroups.
+ */
+export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, out: Buf, ooff: number, spec: MatmulSpec): Launch[] {
+  if (a.dtype !== "f32" || b.dtype !== "f32" || out.dtype !== "f32") throw new Error(`webgpu tensor-core matmul: a, b, out must be f32, got ${a.dtype}/${b.dtype}/${out.dtype}`);
+  const { M, N, K } = spec;
+  const batch = spec.batch ?? 1;
+  if (M === 0 || N === 0 || batch === 0) return [];
+  const wg: [number, number, number] = [Math.ceil(N / COOP_TILE.BN), Math.ceil(M / COOP_TILE.BM), batch];
+  if (wg.some((g) => g > 65535)) throw new Error(`webgpu tensor-core matmul: grid ${wg} exceeds 65535 workgroups per dimension`);
+  const o: CoopMatmulOptions = { input: "f32", transA: !!spec.transA, transB: !!spec.transB, accumulate: !!spec.accumulate, mode: "kernel", vec: 1 };
+  const params = [M, N, K, aoff, boff, ooff, spec.strideA ?? M * K, spec.strideB ?? K * N, spec.strideOut ?? M * N, batch];
+  return [{ kernel: coopKernel(o), bufs: [a, b, out], params, workgroups: wg }];
+}
