@@ -253,6 +253,16 @@ export interface Backend {
   rmsnorm(x: View, w: View, y: View, rstd: View, rows: number, cols: number, eps: number): void;
   /** dx, and dw accumulated (+=) over rows. */
   rmsnormBackward(x: View, w: View, rstd: View, dy: View, dx: View, dw: View, rows: number, cols: number): void;
+  /** Residual add + RMSNorm fused (the pre-norm decoder's h2 = h + a; rmsnorm(h2)): sum = x + r
+   * (rows × cols, written), then y = sum / sqrt(mean(sum²) + eps) · w with `rstd` (rows) saved, as
+   * {@link rmsnorm} of `sum`. One kernel instead of `binary("add")` + `rmsnorm`; the cpu backend
+   * equals that pair bit for bit. Outputs must not overlap the inputs. */
+  addRmsnorm(x: View, r: View, w: View, sum: View, y: View, rstd: View, rows: number, cols: number, eps: number): void;
+  /** Backward of {@link addRmsnorm} from its saved `sum` and `rstd`: dx = dSum + rmsnorm's dx for
+   * `dy` (dSum = the gradient `sum` received from its other consumers; null = none), dw accumulated
+   * (+=) as {@link rmsnormBackward}. dx may be dSum itself (in place). Replaces `rmsnormBackward`
+   * into a temporary plus `axpy`; the cpu backend equals that pair bit for bit. */
+  addRmsnormBackward(sum: View, w: View, rstd: View, dy: View, dSum: View | null, dx: View, dw: View, rows: number, cols: number): void;
   /** y = (x − mean)/sqrt(var + eps) · w + b; saves mean and rstd (rows each). */
   layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void;
   /** dx; dw and db accumulated (+=) over rows. */

@@ -22,7 +22,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
-import { add, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, mul, reshape, rmsnorm, rope, scope, siluMul } from "../tensor/index.ts";
+import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, reshape, rmsnorm, rope, scope, siluMul } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
@@ -325,8 +325,9 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     const c = this.config;
     const p = this.layerParams[i]!;
     const a = selfAttention(rmsnorm(h, p.inputNorm.tensor, c.rms_norm_eps), p.attn!, c, B, S, this.kvOf(i));
-    const h2 = add(h, a);
-    const m = await this.feedForward(i, rmsnorm(h2, p.postNorm.tensor, c.rms_norm_eps));
+    // h2 = h + a and its post-attention norm in one op (cpu: bit-identical to add + rmsnorm)
+    const { sum: h2, normed } = addRmsnorm(h, a, p.postNorm.tensor, c.rms_norm_eps);
+    const m = await this.feedForward(i, normed);
     return add(h2, m);
   }
 

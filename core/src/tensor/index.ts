@@ -8,6 +8,7 @@ export { broadcastShape } from "./broadcast.ts";
 export { add, sub, mul, div, unary, silu, gelu, geluErf, exp, log, neg, sqrt, rsqrt, relu, sigmoid, square, affine, scale } from "./ops/elementwise.ts";
 export { clamp } from "./ops/clamp.ts";
 export { siluMul } from "./ops/silu-mul.ts";
+export { addRmsnorm } from "./ops/add-rmsnorm.ts";
 export { matmul, linear } from "./ops/matmul.ts";
 export type { MatmulOptions } from "./ops/matmul.ts";
 export { sum, mean } from "./ops/reduce.ts";

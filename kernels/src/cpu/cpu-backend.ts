@@ -17,6 +17,7 @@ import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
 import { siluMulBackwardF, siluMulF } from "./silu-mul.ts";
+import { addRmsnormBackwardF, addRmsnormF } from "./add-rmsnorm.ts";
 import { embeddingBackwardF, embeddingF } from "./embedding.ts";
 import { matmulF, matmulGeometry, spanOf } from "./matmul.ts";
 import { gatherAlongRowsF, gatherRowsF, histogramF, moeCombineF, moePermuteF, scatterAddAlongRowsF, scatterAddRowsF, topkF } from "./moe.ts";
@@ -207,6 +208,31 @@ export class CpuBackend implements Backend {
     const ds = this.f(dx, n, "rmsnormBackward", "dx");
     const dws = this.f(dw, cols, "rmsnormBackward", "dw");
     rmsnormBackwardF(xs.a, xs.o, ws.a, ws.o, rs.a, rs.o, gs.a, gs.o, ds.a, ds.o, dws.a, dws.o, rows, cols);
+  }
+  addRmsnorm(x: View, r: View, w: View, sum: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    const op = "addRmsnorm";
+    this.rc(op, rows, cols);
+    const n = rows * cols;
+    const xs = this.f(x, n, op, "x");
+    const rs = this.f(r, n, op, "r");
+    const ws = this.f(w, cols, op, "w");
+    const ss = this.f(sum, n, op, "sum");
+    const ys = this.f(y, n, op, "y");
+    const ts = this.f(rstd, rows, op, "rstd");
+    addRmsnormF(xs.a, xs.o, rs.a, rs.o, ws.a, ws.o, ss.a, ss.o, ys.a, ys.o, ts.a, ts.o, rows, cols, eps);
+  }
+  addRmsnormBackward(sum: View, w: View, rstd: View, dy: View, dSum: View | null, dx: View, dw: View, rows: number, cols: number): void {
+    const op = "addRmsnormBackward";
+    this.rc(op, rows, cols);
+    const n = rows * cols;
+    const ss = this.f(sum, n, op, "sum");
+    const ws = this.f(w, cols, op, "w");
+    const ts = this.f(rstd, rows, op, "rstd");
+    const gs = this.f(dy, n, op, "dy");
+    const dss = dSum ? this.f(dSum, n, op, "dSum") : null;
+    const ds = this.f(dx, n, op, "dx");
+    const dws = this.f(dw, cols, op, "dw");
+    addRmsnormBackwardF(ss.a, ss.o, ws.a, ws.o, ts.a, ts.o, gs.a, gs.o, dss?.a ?? null, dss?.o ?? 0, ds.a, ds.o, dws.a, dws.o, rows, cols);
   }
   layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {
     this.rc("layernorm", rows, cols);

@@ -59,6 +59,7 @@ import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
 import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
 import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
+import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
 import { COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
@@ -598,6 +599,33 @@ export class WebGpuBackend implements Backend {
     if (n === 0) return;
     const scratch = this.scratchBuf("norm_partials", "f32", normChunks(rows) * cols);
     this.runAll(rmsnormBackwardLaunches(xb, x.off, wb, w.off, rb, rstd.off, dyb, dy.off, dxb, dx.off, dwb, dw.off, rows, cols, scratch));
+  }
+
+  addRmsnorm(x: View, r: View, w: View, sum: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    const n = rows * cols;
+    const op = "addRmsnorm";
+    const xb = this.v(x, n, op, "x", F32);
+    const rb = this.v(r, n, op, "r", F32);
+    const wb = this.v(w, cols, op, "w", F32);
+    const sb = this.v(sum, n, op, "sum", F32);
+    const yb = this.v(y, n, op, "y", F32);
+    const tb = this.v(rstd, rows, op, "rstd", F32);
+    if (rows > 0) this.run(addRmsnormLaunch(xb, x.off, rb, r.off, wb, w.off, sb, sum.off, yb, y.off, tb, rstd.off, rows, cols, eps));
+  }
+
+  addRmsnormBackward(sum: View, w: View, rstd: View, dy: View, dSum: View | null, dx: View, dw: View, rows: number, cols: number): void {
+    const n = rows * cols;
+    const op = "addRmsnormBackward";
+    const sb = this.v(sum, n, op, "sum", F32);
+    const wb = this.v(w, cols, op, "w", F32);
+    const tb = this.v(rstd, rows, op, "rstd", F32);
+    const dyb = this.v(dy, n, op, "dy", F32);
+    const dsb = dSum ? this.v(dSum, n, op, "dSum", F32) : null;
+    const dxb = this.v(dx, n, op, "dx", F32);
+    const dwb = this.v(dw, cols, op, "dw", F32);
+    if (n === 0) return;
+    const scratch = this.scratchBuf("norm_partials", "f32", normChunks(rows) * cols);
+    this.runAll(addRmsnormBackwardLaunches(sb, sum.off, wb, w.off, tb, rstd.off, dyb, dy.off, dsb, dSum?.off ?? 0, dxb, dx.off, dwb, dw.off, rows, cols, scratch));
   }
 
   layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {

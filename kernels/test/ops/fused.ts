@@ -1,6 +1,8 @@
-/** Conformance: fused elementwise ops — siluMul (SwiGLU's activation) and its backward. */
+/** Conformance: fused ops — siluMul (SwiGLU's activation) and residual add + RMSNorm, forward and
+ * backward. */
 
 import { refUnary1, refUnaryDeriv1 } from "../reference/elementwise.ts";
+import { refRmsnorm, refRmsnormBackward } from "../reference/rows.ts";
 import { Rng } from "./harness.ts";
 import type { T } from "./index.ts";
 
@@ -76,5 +78,74 @@ export function fusedTests(t: T): void {
     c.close("dGate (shared buffer)", got.subarray(0, n), Array.from({ length: n }, (_, i) => dy[i]! * gu[n + i]! * refUnaryDeriv1("silu", gu[i]!)), { factor: 4 });
     c.close("dUp (shared buffer)", got.subarray(n), Array.from({ length: n }, (_, i) => dy[i]! * refUnary1("silu", gu[i]!)), { factor: 2 });
     await grads.checkGuards();
+  });
+
+  t("addRmsnorm sum = x + r, y = rmsnorm(sum)·w and its backward with the sum's gradient added (also in place), vs the float64 reference and vs add + rmsnorm (+ axpy)", async (c) => {
+    const r = new Rng(403);
+    const eps = 1e-5;
+    const shapes: [number, number][] = [[1, 1], [3, 7], [5, 61], [4, 64], [2, 257], [c.large(17, 2), c.large(1031, 3)]];
+    for (const [rows, cols] of shapes) {
+      const n = rows * cols;
+      const x = r.f32(n, -2, 2);
+      const res = r.f32(n, -1, 1);
+      const w = r.f32(cols, 0.5, 1.5);
+      const s64 = Array.from(x, (v, i) => v + res[i]!); // exact in f64
+      const ref = refRmsnorm(s64, w, rows, cols, eps);
+      const [xv, rv, wv] = [c.input(x), c.input(res), c.input(w)];
+      const sum = c.output(n);
+      const y = c.output(n);
+      const rstd = c.output(rows);
+      c.be.addRmsnorm(xv, rv, wv, sum.view, y.view, rstd.view, rows, cols, eps);
+      const [gotS, gotY, gotR] = [await sum.read(), await y.read(), await rstd.read()];
+      c.close(`addRmsnorm sum [${rows},${cols}]`, gotS, s64, { mag: Array.from(x, (v, i) => Math.abs(v) + Math.abs(res[i]!)) });
+      c.close(`addRmsnorm y [${rows},${cols}]`, gotY, ref.y, { factor: 2 });
+      c.close(`addRmsnorm rstd [${rows},${cols}]`, gotR, ref.rstd, { factor: 2 });
+      for (const o of [sum, y, rstd]) await o.checkGuards();
+
+      const dy = r.f32(n);
+      const dSum = r.f32(n);
+      const dw0 = r.f32(cols);
+      const rb = refRmsnormBackward(s64, w, dy, rows, cols, eps);
+      const dx = c.output(n);
+      const dw = c.output(cols, "f32", dw0);
+      const dyv = c.input(dy);
+      c.be.addRmsnormBackward(sum.view, wv, rstd.view, dyv, c.input(dSum), dx.view, dw.view, rows, cols);
+      const gotDx = await dx.read();
+      const gotDw = await dw.read();
+      c.close(`addRmsnormBackward dx [${rows},${cols}]`, gotDx, Array.from(rb.dx, (v, i) => v + dSum[i]!), { normwise: true, factor: 4 });
+      c.close(`addRmsnormBackward dw [${rows},${cols}]`, gotDw, Array.from(rb.dw, (v, j) => v + dw0[j]!), { normwise: true, factor: 4 });
+      await dx.checkGuards();
+      await dw.checkGuards();
+      // in place on dSum, and without dSum
+      const inPlace = c.output(n, "f32", dSum);
+      const dw2 = c.output(cols, "f32", dw0);
+      c.be.addRmsnormBackward(sum.view, wv, rstd.view, dyv, inPlace.view, inPlace.view, dw2.view, rows, cols);
+      c.exact(`addRmsnormBackward in place = out of place [${rows},${cols}]`, await inPlace.read(), gotDx);
+      await inPlace.checkGuards();
+      const dxPlain = c.output(n);
+      const dw3 = c.output(cols, "f32", dw0);
+      c.be.addRmsnormBackward(sum.view, wv, rstd.view, dyv, null, dxPlain.view, dw3.view, rows, cols);
+      const gotPlain = await dxPlain.read();
+      c.close(`addRmsnormBackward without dSum [${rows},${cols}]`, gotPlain, rb.dx, { normwise: true, factor: 4 });
+
+      // the unfused ops it replaces
+      const s2 = c.output(n);
+      c.be.binary("add", xv, [n], rv, [n], s2.view);
+      const y2 = c.output(n);
+      const rstd2 = c.output(rows);
+      c.be.rmsnorm(s2.view, wv, y2.view, rstd2.view, rows, cols, eps);
+      const dxn = c.output(n);
+      const dw4 = c.output(cols, "f32", dw0);
+      c.be.rmsnormBackward(s2.view, wv, rstd2.view, dyv, dxn.view, dw4.view, rows, cols);
+      const acc = c.output(n, "f32", dSum);
+      c.be.axpy(1, dxn.view, acc.view, n);
+      const unfused = [await s2.read(), await y2.read(), await rstd2.read(), await acc.read(), await dw4.read(), await dxn.read()];
+      const fused = [gotS, gotY, gotR, gotDx, gotDw, gotPlain];
+      const names = ["sum", "y", "rstd", "dx", "dw", "dx without dSum"];
+      for (let k = 0; k < names.length; k++) {
+        if (c.be.info.name === "cpu") c.exact(`addRmsnorm ${names[k]} = unfused [${rows},${cols}]`, fused[k]!, unfused[k]!);
+        else c.close(`addRmsnorm ${names[k]} vs unfused [${rows},${cols}]`, fused[k]!, unfused[k]!, { normwise: true, factor: 4 });
+      }
+    }
   });
 }
