@@ -40,10 +40,14 @@ export function probeShapeOf(model: ModelConfig, tokens: number): ProbeShape {
  * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
  * `adapterIndexForRank`). The `local` transport runs all ranks on one host, so local rank = rank.
  * `probe` is the job's shape for `auto`'s speed probe ({@link probeShapeOf}; default: the built-in
- * job's).
+ * job's). `tensorCores` (fp16 jobs: their loss scaling keeps gradients inside f16's range) asks a
+ * webgpu backend for tensor-core matmuls where the library and GPU offer them (WebGpuBackendOptions
+ * `tensorCores: "auto"`); the reason then says whether they are on.
  * @throws Error when `kind` is "webgpu" and no working WebGPU device exists (createBackend's
  * message, which says why).
  */
-export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape): Promise<TrainBackend> {
-  return createBackend(kind, { localRank, ...(probe ? { probe } : {}) });
+export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape, tensorCores = false): Promise<TrainBackend> {
+  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores: "auto" as const } : {}) });
+  const status = (r.backend as { tensorCoresStatus?: string }).tensorCoresStatus;
+  return tensorCores && status ? { ...r, reason: `${r.reason}; tensor cores ${status}` } : r;
 }

@@ -94,7 +94,8 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
-  const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len));
+  // fp16 jobs (loss-scaled, so gradients stay in f16's range) may run matmuls on tensor cores
+  const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len), config.fp16.enabled);
   // max_device_memory: the backend's allocator refuses to go past the budget (device-budget.ts)
   const be = withDeviceBudget(rawBe, config.max_device_memory);
   try {

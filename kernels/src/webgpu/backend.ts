@@ -101,9 +101,10 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * staged, f32 accumulation — autocast's numerics, so for mixed-precision jobs only) where the
    * output has at least COOP_MIN_BLOCKS 128×128 blocks; other matmuls keep the FMA path. Needs the
    * `wgpu-cooperative-matrix` feature with a 16×16×16 f16→f32 configuration, i.e. our library
-   * (ZEROMOE_WGPU=coop) on a GPU that offers it; create throws naming the reason otherwise.
+   * (ZEROMOE_WGPU=coop) on a GPU that offers it; `true` makes create throw naming the reason
+   * otherwise, "auto" uses them when supported (see {@link WebGpuBackend.tensorCoresStatus}).
    * Default false. */
-  tensorCores?: boolean;
+  tensorCores?: boolean | "auto";
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -227,11 +228,13 @@ export class WebGpuBackend implements Backend {
     be.matmulTuning = opts.matmulTuning ?? {};
     if (opts.tensorCores) {
       const s = coopSupport(adapter);
-      if (!s.ok || !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName)) {
+      const why = s.ok && !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'" : s.ok ? "" : s.reason;
+      if (why && opts.tensorCores === true) {
         be.destroy();
-        throw new Error(`webgpu: tensorCores requested but ${s.ok ? "the device was created without 'wgpu-cooperative-matrix'" : s.reason}`);
+        throw new Error(`webgpu: tensorCores requested but ${why}`);
       }
-      be.tensorCores = true;
+      be.tensorCores = !why;
+      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls with enough output blocks run on the cooperative-matrix kernel, operands rounded to f16)";
     }
     return be;
   }
@@ -798,6 +801,9 @@ export class WebGpuBackend implements Backend {
   private splitK = true;
   /** Tensor-core matmuls on (creation option tensorCores, checked there). */
   private tensorCores = false;
+  /** Whether tensor-core matmuls are on, and why not ("off (not requested)" unless the creation
+   * option tensorCores was given). */
+  tensorCoresStatus = "off (not requested)";
 
   /** {@link WebGpuBackendOptions.matmulTuning}. */
   private matmulTuning: MatmulTuning = {};

@@ -157,6 +157,23 @@ describe("webgpu backend option tensorCores", () => {
     await expect(WebGpuBackend.create(createGPU(), { tensorCores: true })).rejects.toThrow(/tensorCores requested but .*cooperative-matrix/);
   });
 
+  test('"auto" uses them when supported, else keeps the FMA path and says why', async () => {
+    const be = await WebGpuBackend.create(createGPU(), { tensorCores: "auto" });
+    try {
+      if (support.ok) expect(be.tensorCoresStatus.startsWith("on")).toBe(true);
+      else expect(be.tensorCoresStatus).toBe(`off (${support.reason})`);
+      const a = Float32Array.from({ length: 6 }, (_, i) => i + 1), b = Float32Array.from({ length: 6 }, (_, i) => 0.5 * i - 1);
+      const A = be.alloc("f32", 6, "other"), B = be.alloc("f32", 6, "other"), O = be.alloc("f32", 4, "other");
+      be.write({ buf: A, off: 0 }, a);
+      be.write({ buf: B, off: 0 }, b);
+      be.matmul({ buf: A, off: 0 }, { buf: B, off: 0 }, { buf: O, off: 0 }, { M: 2, N: 2, K: 3 });
+      const got = Array.from((await be.read({ buf: O, off: 0 }, 4)) as Float32Array);
+      expect(got).toEqual([1 * -1 + 2 * 0 + 3 * 1, 1 * -0.5 + 2 * 0.5 + 3 * 1.5, 4 * -1 + 5 * 0 + 6 * 1, 4 * -0.5 + 5 * 0.5 + 6 * 1.5]);
+    } finally {
+      be.destroy();
+    }
+  });
+
   const SHAPES: MatmulSpec[] = [
     { M: 1290, N: 1160, K: 37 },
     { M: 1161, N: 1289, K: 45, transB: true, accumulate: true },
