@@ -7,7 +7,7 @@
  * (`topkIndices: null`, so nothing is read back to route).
  */
 import { describe, expect, test } from "bun:test";
-import { CpuBackend, createBackend, type Backend } from "@zeromoe/kernels";
+import { CpuBackend, WebGpuBackend, createBackend, type Backend } from "@zeromoe/kernels";
 import { MixtralForCausalLM } from "../../src/models/mixtral.ts";
 import { LocalDispatcher } from "../../src/nn/moe/dispatcher.ts";
 import { readGrad } from "../../src/nn/state-dict.ts";
@@ -97,4 +97,37 @@ describe("MoE device path: webgpu = cpu", () => {
       expect(b.grads).toEqual(a.grads);
     }
   });
+
+  test("one layer's forward + backward: no host read, and the same dispatches for 4 and 16 experts (no per-expert work)", async () => {
+    const { backend: be } = await createBackend("auto", { choose: "first-adapter" });
+    if (!(be instanceof WebGpuBackend)) return; // structural counts need the webgpu backend's stats()
+    let reads = 0;
+    const read = be.read.bind(be);
+    be.read = (src, n) => {
+      reads++;
+      return read(src, n);
+    };
+    const count = async (E: number): Promise<{ dispatches: number; reads: number }> => {
+      const T = 37;
+      const cfg = tinyMixtral({ hidden_size: H, intermediate_size: I, num_local_experts: E, num_experts_per_tok: 2, num_hidden_layers: 1, num_attention_heads: 1, num_key_value_heads: 1 });
+      const m = new MixtralForCausalLM(be, cfg, { seed: 8 });
+      const pass = async () => {
+        await be.flush();
+        const d0 = be.stats().dispatches;
+        const r0 = reads;
+        const x = new Variable(be, randn(T * H, `x/${E}`), [T, H], { name: "x" });
+        const { output } = await m.moeLayers[0]!.forward(x.tensor);
+        await backward(sum(mul(output, fromArray(be, randn(T * H, `g/${E}`), [T, H]))));
+        await be.flush();
+        return { dispatches: be.stats().dispatches - d0, reads: reads - r0 };
+      };
+      await pass(); // compile pipelines
+      return pass();
+    };
+    const a = await count(4);
+    const b = await count(16);
+    expect(a.reads).toBe(0);
+    expect(b.reads).toBe(0);
+    expect(b.dispatches).toBe(a.dispatches);
+  }, 120_000);
 });

@@ -9,9 +9,11 @@
  * them and leaves it after (the gather/release hooks — ZeRO-3 all_gathers an expert's parameters
  * within its edp group), and enters every listed expert in ascending order, also one with no rows,
  * so the hooks fire in the same order on every rank of that expert's edp group whatever the routing.
- * The per-expert arithmetic is the dense MLP's (models/llama.ts `swiglu`): three `linear`s.
+ * The per-expert arithmetic is the dense MLP's (models/llama.ts `swiglu`), computed for all listed
+ * experts at once: each projection is one grouped matmul over the experts' row groups
+ * (grouped-linear.ts; offsets on the device), the activation one fused silu·mul.
  */
-import { mul, silu } from "../../tensor/index.ts";
+import { siluMul } from "../../tensor/index.ts";
 import { empty, fromArray, type Tensor } from "../../tensor/tensor.ts";
 import { groupedLinear } from "./grouped-linear.ts";
 import { enterUnit, leaveUnit, type Parameter, type Unit } from "../unit.ts";
@@ -128,9 +130,10 @@ export function expertRouting(unitName: string): ExpertRouting | undefined {
 
 /** All listed experts on their row groups, x [R, hidden] → [R, hidden]: w2(silu(w1 x) ⊙ w3 x), each
  * projection one grouped matmul (the per-expert arithmetic of the dense MLP, in the same order:
- * w1 first, then w3, so dX accumulates as a per-expert loop does). */
+ * w1 first, then w3, so dX accumulates w3's part then w1's, as a per-expert loop does). */
 function groupedSwiGLU(x: Tensor, listed: readonly ExpertParams[], offsets: Tensor, rowsPerGroup: ArrayLike<number> | null): Tensor {
-  const h = silu(groupedLinear(x, listed.map((e) => e.w1.tensor), offsets, rowsPerGroup));
+  const h = groupedLinear(x, listed.map((e) => e.w1.tensor), offsets, rowsPerGroup);
   const u = groupedLinear(x, listed.map((e) => e.w3.tensor), offsets, rowsPerGroup);
-  return groupedLinear(mul(h, u), listed.map((e) => e.w2.tensor), offsets, rowsPerGroup);
+  // silu(h) ⊙ u in one kernel each way (cpu: bit-identical to mul(silu(h), u))
+  return groupedLinear(siluMul(h, u), listed.map((e) => e.w2.tensor), offsets, rowsPerGroup);
 }
