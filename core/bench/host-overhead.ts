@@ -1,10 +1,13 @@
 /**
  * Host overhead per dispatch of a training step on the webgpu backend: full `Engine.trainBatch`
- * steps (forward, backward, reduce, clip, AdamW) of a model at a tiny batch, where the GPU work is
- * negligible even on a software adapter, so the step's wall time is the host's cost of recording
- * and submitting its dispatches plus its waits. Reports per step: wall ms, dispatches, µs of wall
- * time per dispatch, host reads (each a wait for the device), queue-idle waits, submits, GPU buffers
- * created, bind-group cache misses (`WebGpuBackend.stats()`).
+ * steps (forward, backward, reduce, clip, AdamW) of a model at a tiny batch. Reports per step: wall
+ * ms, dispatches, µs of wall time per dispatch, host reads (each a wait for the device), queue-idle
+ * waits, submits, GPU buffers created and reused, bind-group cache misses (`WebGpuBackend.stats()`),
+ * and the main thread's CPU time (Linux schedstat) split three ways: recording (JavaScript, op
+ * planning, encoding through the FFI — µs per dispatch), inside `queue.submit` (wgpu's submission
+ * work; on lavapipe also the driver executing the batch, which it does inside submit) and inside
+ * host reads (their submit, then the event pump polling while the device works). The recording
+ * figure is the host overhead proper: it does not depend on how fast the device is.
  *
  *   bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10]
  *       [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--json out.json]
@@ -45,6 +48,15 @@ export interface HostOverheadRow {
   /** CPU time of the main thread per dispatch (µs; NaN off Linux): the host's cost, measured apart
    * from the device's even where they share the cores ({@link mainThreadCpuMs}). */
   cpuUsPerDispatch: number;
+  /** Main-thread CPU per dispatch outside `queue.submit` and outside host reads/flushes (µs):
+   * JavaScript, op planning, encoding through the FFI — the cost of recording. Inside submit is
+   * wgpu's submission work plus, on a software adapter, the driver's own work (lavapipe runs the
+   * batch inside submit); inside a read is the event pump's polling while the device works. */
+  recordCpuUsPerDispatch: number;
+  /** Main-thread CPU inside `queue.submit` per step (ms), reads' own submits included. */
+  submitCpuMsPerStep: number;
+  /** Main-thread CPU inside `read`/`flush` per step (ms): their submit and the polling. */
+  readCpuMsPerStep: number;
   readsPerStep: number;
   waitsPerStep: number;
   submitsPerStep: number;
@@ -104,18 +116,55 @@ export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOve
   const { config } = resolveJobConfig(jobFor(o), { source: "bench host-overhead" });
   const { backend } = await createBackend("webgpu", { ...(o.maxBatch ? { maxBatch: o.maxBatch } : {}), ...(o.poolBytes !== undefined ? { bufferPoolBytes: o.poolBytes } : {}), ...(o.submitAfter ? { submitAfter: o.submitAfter } : {}) });
   if (!(backend instanceof WebGpuBackend)) throw new Error("bench host-overhead: needs the webgpu backend");
+  // main-thread CPU spent inside queue.submit (wgpu's submission work, and a software adapter's
+  // execution of the batch), measured around each call
+  const queue = backend.device.queue;
+  const submit = queue.submit.bind(queue);
+  let submitCpu = 0;
+  let submitCpuInReads = 0;
+  let inRead = false;
+  queue.submit = (cbs: Iterable<GPUCommandBuffer>): undefined => {
+    const c0 = mainThreadCpuMs();
+    try {
+      return submit(cbs);
+    } finally {
+      const c = mainThreadCpuMs() - c0;
+      submitCpu += c;
+      if (inRead) submitCpuInReads += c;
+    }
+  };
+  // main-thread CPU inside host reads and flushes (their submit, then polling until the device is done)
+  let readCpu = 0;
+  const timedAsync = <A extends unknown[], R>(f: (...a: A) => Promise<R>) => async (...a: A): Promise<R> => {
+    const c0 = mainThreadCpuMs();
+    inRead = true;
+    try {
+      return await f(...a);
+    } finally {
+      inRead = false;
+      readCpu += mainThreadCpuMs() - c0;
+    }
+  };
+  backend.read = timedAsync(backend.read.bind(backend));
+  backend.flush = timedAsync(backend.flush.bind(backend));
   const engine = await Engine.create({ config, comm: createSoloCommunicator(), backend, plugins: await pluginsForJob(config), log: () => {} });
   const vocab = config.model.vocab_size;
   let loss = NaN;
   let before: WebGpuStats | null = null;
   let t0 = 0;
   let cpu0 = 0;
+  let sub0 = 0;
+  let subR0 = 0;
+  let read0 = 0;
   for (let s = 0; s < o.warmup + o.steps; s++) {
     if (s === o.warmup) {
       await backend.flush();
       before = backend.stats();
       t0 = performance.now();
       cpu0 = mainThreadCpuMs();
+      sub0 = submitCpu;
+      subR0 = submitCpuInReads;
+      read0 = readCpu;
     }
     const r = await engine.trainBatch([microBatch(s, 0, o.micro, o.seq, vocab)]);
     loss = r.loss;
@@ -123,6 +172,9 @@ export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOve
   await backend.flush();
   const ms = performance.now() - t0;
   const cpuMs = mainThreadCpuMs() - cpu0;
+  const subMs = submitCpu - sub0;
+  const readMs = readCpu - read0;
+  const subOutsideReadsMs = subMs - (submitCpuInReads - subR0);
   const after = backend.stats();
   const d = (k: Exclude<keyof WebGpuStats, "pooledBytes">): number => (after[k] - before![k]) / o.steps;
   engine.destroy();
@@ -142,6 +194,9 @@ export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOve
     hostUsPerDispatch: (1000 * (ms - (after.waitMs - before!.waitMs))) / (after.dispatches - before!.dispatches),
     waitMsPerStep: d("waitMs"),
     cpuUsPerDispatch: (1000 * cpuMs) / (after.dispatches - before!.dispatches),
+    recordCpuUsPerDispatch: (1000 * (cpuMs - subOutsideReadsMs - readMs)) / (after.dispatches - before!.dispatches),
+    submitCpuMsPerStep: subMs / o.steps,
+    readCpuMsPerStep: readMs / o.steps,
     readsPerStep: d("reads"),
     waitsPerStep: d("waits"),
     submitsPerStep: d("submits"),
@@ -209,7 +264,7 @@ export async function main(args: string[]): Promise<void> {
   const row = await benchHostOverhead(o);
   console.log(
     `${row.model} ${row.precision} stage ${row.stage} micro ${row.micro} × seq ${row.seq} on ${row.adapter}: ` +
-      `${row.msPerStep.toFixed(2)} ms/step, ${row.dispatchesPerStep.toFixed(0)} dispatches/step, ${row.usPerDispatch.toFixed(1)} µs/dispatch wall, ${row.cpuUsPerDispatch.toFixed(1)} µs/dispatch main-thread CPU, ${row.hostUsPerDispatch.toFixed(1)} µs/dispatch not awaiting the device (awaiting ${row.waitMsPerStep.toFixed(2)} ms/step); ` +
+      `${row.msPerStep.toFixed(2)} ms/step, ${row.dispatchesPerStep.toFixed(0)} dispatches/step, ${row.usPerDispatch.toFixed(1)} µs/dispatch wall, ${row.cpuUsPerDispatch.toFixed(1)} µs/dispatch main-thread CPU (${row.recordCpuUsPerDispatch.toFixed(1)} recording: outside submits and reads; per step ${row.submitCpuMsPerStep.toFixed(2)} ms in submits, ${row.readCpuMsPerStep.toFixed(2)} ms in reads), ${row.hostUsPerDispatch.toFixed(1)} µs/dispatch not awaiting the device (awaiting ${row.waitMsPerStep.toFixed(2)} ms/step); ` +
       `per step: ${row.readsPerStep} reads, ${row.waitsPerStep} waits, ${row.submitsPerStep} submits, ${row.buffersCreatedPerStep} buffers created, ${row.buffersReusedPerStep} reused, ${row.bindGroupMissesPerStep} bind-group misses (loss ${row.finalLoss.toFixed(4)})`,
   );
   if (json) writeFileSync(json, JSON.stringify(row, null, 2) + "\n");

@@ -112,9 +112,12 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * (webgpu/buffer-pool.ts; default {@link DEFAULT_BUFFER_POOL_BYTES}, 0 destroys every freed
    * buffer). Pooled bytes are device memory outside the per-tag accounts: `stats().pooledBytes`. */
   bufferPoolBytes?: number;
-  /** Dispatches after which the open command batch is submitted without waiting (default
-   * {@link DEFAULT_SUBMIT_AFTER}; at most `maxBatch`): the device starts on a phase's first ops
-   * while the host records the rest. Larger values mean fewer submits, later device start. */
+  /** Dispatches after which the open command batch is submitted without waiting (at most
+   * `maxBatch`): the device starts on a phase's first ops while the host records the rest. Larger
+   * values mean fewer submits, later device start. Default {@link DEFAULT_SUBMIT_AFTER} on a
+   * hardware adapter; `maxBatch` (no early submit) on a software one (adapter type "cpu": lavapipe
+   * runs a submission's work inside `queue.submit` on the calling thread, so there is nothing to
+   * overlap and each extra submit only costs host time). */
   submitAfter?: number;
 }
 
@@ -220,7 +223,7 @@ export class WebGpuBackend implements Backend {
     const poolBytes = opts.bufferPoolBytes ?? DEFAULT_BUFFER_POOL_BYTES;
     if (!(Number.isFinite(poolBytes) && poolBytes >= 0)) throw new Error(`webgpu: bufferPoolBytes must be a number ≥ 0, got ${poolBytes}`);
     be.batcher.pool.capacity = poolBytes;
-    const submitAfter = opts.submitAfter ?? DEFAULT_SUBMIT_AFTER;
+    const submitAfter = opts.submitAfter ?? (info.adapterType === "cpu" ? be.batcher.maxBatch : DEFAULT_SUBMIT_AFTER);
     if (!(Number.isInteger(submitAfter) && submitAfter >= 1)) throw new Error(`webgpu: submitAfter must be an integer ≥ 1, got ${submitAfter}`);
     be.batcher.submitAfter = Math.min(submitAfter, be.batcher.maxBatch);
     be.attentionBlocks = opts.attentionBlocks ?? {};
