@@ -86,10 +86,10 @@ export function resolveExpertParallel(job: JobConfig, model: SparseModelConfig, 
     addIssue(ctx, at("score_func"), `"${ep.score_func}" is not the ${ep.preset_model} router's score function ("${preset.scoreFunc}"); use "auto"`);
   }
   if (ep.grouped_mm_backend === "torch" || ep.grouped_mm_backend === "cutlass") {
-    addIssue(ctx, at("grouped_mm_backend"), `"${ep.grouped_mm_backend}" is a CUDA library backend; ZeroMoE supports "auto" or "sequential" (per-expert matmuls)`);
+    addIssue(ctx, at("grouped_mm_backend"), `"${ep.grouped_mm_backend}" is a CUDA library backend; ZeroMoE supports "auto" or "sequential" (its grouped matmul computes each expert's rows as that expert's matmul)`);
   }
   const given = isPlainObject(raw.expert_parallel) ? raw.expert_parallel : {};
-  if (given.use_grouped_mm === true) ctx.warnings.push(`expert_parallel.use_grouped_mm: true has the arithmetic of per-expert matmuls here (ZeroMoE's experts run each expert's contiguous rows as one matmul, DeepSpeed's "sequential" backend)`);
+  if (given.use_grouped_mm === false) ctx.warnings.push(`expert_parallel.use_grouped_mm: false — ZeroMoE's experts always run as one grouped matmul per projection (row offsets on the device); each expert's rows get that expert's matmul, so the arithmetic is DeepSpeed's "sequential" backend's (bit for bit on the cpu backend)`);
   if (ep.score_apply === "pre") addIssue(ctx, at("score_apply"), `"pre" (weighting the expert input) is not supported; the families here apply the weight after the expert ("post" or "auto")`);
   if (ep.route_scale !== 1) addIssue(ctx, at("route_scale"), `${ep.route_scale} is not supported (only 1.0: the routed weights are not rescaled)`);
   // group-limited routing is the model's own (DeepSeek n_group / topk_group): a value must agree

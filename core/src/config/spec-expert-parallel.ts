@@ -38,7 +38,7 @@ export const EXPERT_PARALLEL_SPEC: ObjectSpec = {
     moe_layer_pattern: optString("regex (full match) the MoE block names must match (null: the preset's); it must match every MoE block"),
     router_pattern: optString("router child name (null: the preset's; only the preset's name is accepted)"),
     expert_pattern: optString("experts child name (null: the preset's; only the preset's name is accepted)"),
-    use_grouped_mm: { kind: "boolean", default: true, doc: "grouped GEMM for the experts; ZeroMoE runs per-expert matmuls on contiguous row blocks (DeepSpeed's sequential backend, same arithmetic): true is a warning" },
+    use_grouped_mm: { kind: "boolean", default: true, doc: "grouped GEMM for the experts; ZeroMoE always runs one grouped matmul per projection over the local experts (per expert the arithmetic of DeepSpeed's sequential backend): false is a warning" },
     grouped_mm_backend: { kind: "enum", values: ["auto", "torch", "cutlass", "sequential"], default: "auto", doc: "expert GEMM backend: auto or sequential (torch/cutlass are CUDA libraries, refused)" },
     route_norm: optBool("renormalise the top-k weights to sum 1 (null: the model's norm_topk_prob; Mixtral: true)"),
     route_scale: { kind: "number", exclusiveMin: true, min: 0, default: 1.0, doc: "factor on the routed weights (only 1.0 is accepted)" },
