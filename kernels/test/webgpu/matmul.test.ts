@@ -292,10 +292,10 @@ describe("fast matmul: planning (no device)", () => {
     expect(small.BM * small.BN).toBeLessThanOrEqual(32 * 32);
     expect(chooseMatmulTile(1024, 1024, 1, h200).tile.BM).toBe(64);
     // wave quantisation (132 SMs assumed): 8192×1024 is 128 tiles of 128×256 (one full wave), but
-    // 2048×2816 is 176 (1.33 waves) and 8192×512 only 64: those take 128×128×16
+    // 2048×2816 is 176 (1.33 waves) and 4096×512 only 64: those take 128×128×16
     expect(chooseMatmulTile(8192, 1024, 1, h200).tile).toEqual(MATMUL_TILE_CHOICES[0]!.tile);
     expect(chooseMatmulTile(2048, 2816, 1, h200).tile).toMatchObject({ BM: 128, BN: 128, BK: 16 });
-    expect(chooseMatmulTile(8192, 512, 1, h200).tile).toMatchObject({ BM: 128, BN: 128, BK: 16 });
+    expect(chooseMatmulTile(4096, 512, 1, h200).tile).toMatchObject({ BM: 128, BN: 128, BK: 16 });
     expect(waveEfficiency(128)).toBeCloseTo(128 / 132);
     expect(waveEfficiency(176)).toBeCloseTo(176 / 264);
     expect(waveEfficiency(0)).toBe(0);
