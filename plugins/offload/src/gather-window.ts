@@ -11,25 +11,30 @@
  * - `endStep` evicts whatever is left, so the optimizer step (host-side with offload) sees no stale
  *   device copy.
  * - MoE-aware (`skipIdleExperts`, on by default): an f32 expert unit that NO rank of its edp group
- *   routed tokens to in this forward is neither copied host → device nor all_gathered; its forward
- *   and backward gather/release are not passed on to ZeRO-3 (it computes nothing: no rows). The
- *   ranks agree through one all_reduce (sum) of the layer's per-expert row counts over the edp
- *   group, issued at the layer's first expert gather (every edp rank enters the same experts in the
- *   same order), none when the group has one rank. The backward repeats the forward's decision.
- *   Its zero gradient is still reduced and the optimizer still updates it at the step (AdamW's
- *   moments and weight decay move it), so the result is bit-identical. Expert units are then not
- *   fetched ahead (their decision is not known before routing) and ZeRO-3's own prefetch and reuse
- *   (`stage3_prefetch_bucket_size`, `stage3_max_reuse_distance`) are set to 0 in the context it
- *   sees: its prefetch would read a skipped expert's shard, and its choices follow its recorded
- *   trace, which stops matching across edp groups once they skip different experts. On the local
- *   transport that prefetch is awaited in program order anyway; without reuse a unit used in forward
- *   and backward is all_gathered twice (with parameter offload its device shard was evicted between
- *   anyway). 16-bit experts are always fetched (the unit's f32 working copy is
- *   made from its gathered data at every entry).
- * The collectives here are the all_reduces above; ZeRO-3 keeps the matched order of its all_gathers.
+ *   routed tokens to in this forward is neither copied host → device, nor all_gathered, nor
+ *   prefetched (the layer's grouped matmuls get a shared zero placeholder for it: expert-fetch.ts). The ranks agree through one all_reduce (sum) of the layer's per-expert row counts
+ *   over the edp group, issued at the layer's first expert gather (every edp rank enters the same
+ *   experts in the same order), none when the group has one rank; the backward repeats the
+ *   forward's decision. Its zero gradient is still reduced and the optimizer still updates it at the
+ *   step (AdamW's moments and weight decay move it), so the result is bit-identical.
+ *   Such expert units (f32, sharded, offloaded) are gathered by this wrapper (expert-fetch.ts: the
+ *   same all_gather over the edp group ZeRO-3 would issue), never passed to ZeRO-3: ZeRO-3 sees only
+ *   the units every rank gathers in the same order, so its recorded trace, its prefetch
+ *   (`stage3_prefetch_bucket_size`) and its reuse (`stage3_max_reuse_distance`) stay on and valid on
+ *   every rank (before, they had to be forced to 0: its trace stopped matching across edp groups
+ *   once they skipped different experts). The wrapper prefetches experts itself, once the layer's
+ *   decision is known: after gathering an active expert it fetches the layer's next active experts
+ *   in the phase's order (ascending in forward, descending in backward) within
+ *   `stage3_prefetch_bucket_size` elements, skipping idle ones. Experts are released after each use
+ *   (no reuse between forward and backward) and are not counted in ZeRO-3's
+ *   `stage3_max_live_parameters`. 16-bit experts are always fetched, by ZeRO-3 (the unit's f32
+ *   working copy is made from its gathered data at every entry).
+ * Collectives here: the decision all_reduces and the expert all_gathers, both awaited where they are
+ * decided, in the same program order on every rank of the edp group.
  */
 import { expertRouting } from "@zeromoe/core/nn";
 import type { GatherHook, HookContext, Phase, UnitHandle } from "@zeromoe/core/plugin";
+import { ExpertFetcher } from "./expert-fetch.ts";
 import type { HostLedger } from "./host-ledger.ts";
 
 /** Options of {@link offloadGatherWindow}. */
@@ -38,47 +43,61 @@ export interface GatherWindowOptions {
   skipIdleExperts?: boolean;
 }
 
+/** One layer's decision for the current micro-batch's forward: this rank's listed experts in
+ * forward order and the names of those no edp rank routed tokens to. */
+interface LayerDecision {
+  id: number;
+  order: UnitHandle[];
+  idle: Set<string>;
+}
+
 /** Wrap `prev` (ZeRO-3's gather hook) for offloaded parameter shards (see the module comment).
  * Counts host → device parameter bytes in `ledger.moved.param_h2d` and skipped fetches in
- * `ledger.moved.param_h2d_skipped` (the bytes a fetch of every expert would have added). */
-export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: GatherWindowOptions = {}): GatherHook {
+ * `ledger.moved.param_h2d_skipped` (the bytes a fetch of every expert would have added).
+ * `stats()` is ZeRO-3's (when it has one) plus `expertFetches`, the experts this wrapper gathered. */
+export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: GatherWindowOptions = {}): GatherHook & { stats(): Record<string, number> } {
   const skipIdle = opts.skipIdleExperts ?? true;
   const skipped = new Set<UnitHandle>();
-  let decided: { id: number; idle: Set<string> } | null = null;
-  let prevCtx: { of: HookContext; ctx: HookContext } | null = null;
-  let hasCandidates: boolean | null = null;
-  /** ZeRO-3's view of the context when experts may be skipped: its prefetch and its keeping of
-   * released units off, so that its all_gathers follow the gather calls one for one (its trace
-   * position differs between ranks of different edp groups once they skip different experts, and
-   * residency decided from it would put dp-group all_gathers at different points). */
-  const inner = (ctx: HookContext): HookContext => {
-    hasCandidates ??= ctx.units().some(candidate);
-    if (!hasCandidates) return ctx;
-    if (prevCtx?.of === ctx) return prevCtx.ctx;
-    const config = { ...ctx.config, zero_optimization: { ...ctx.config.zero_optimization, stage3_prefetch_bucket_size: 0, stage3_max_reuse_distance: 0 } };
-    const c = Object.create(ctx, { config: { value: config } }) as HookContext;
-    prevCtx = { of: ctx, ctx: c };
-    return c;
-  };
+  const experts = new ExpertFetcher(ledger);
+  const layers = new Map<number, LayerDecision>();
+  const offloaded = (u: UnitHandle) => u.paramDevice !== "device";
   const candidate = (u: UnitHandle) => skipIdle && u.kind === "expert" && u.dtype === "f32" && u.plan.params === "sharded" && offloaded(u);
-  /** Whether `u` (a candidate, forward) received no rows on any rank of its edp group. */
-  const idle = async (u: UnitHandle, ctx: HookContext): Promise<boolean> => {
+  const bytes = (u: UnitHandle) => u.plan.shardSize * (u.dtype === "f32" ? 4 : 2);
+  /** The decision of `u`'s layer for this forward (made at its first expert gather), or null
+   * outside a GroupedExperts forward (then `u` is fetched on demand). */
+  const decide = async (u: UnitHandle, ctx: HookContext): Promise<LayerDecision | null> => {
     const r = expertRouting(u.name);
-    if (!r) return false;
-    if (decided?.id !== r.id) {
-      const names = [...r.rows.keys()];
-      const counts = new Float64Array(names.map((n) => r.rows.get(n)!));
-      if (u.plan.group.size > 1) await ctx.comm.allReduce(counts, { group: u.plan.group });
-      decided = { id: r.id, idle: new Set(names.filter((_, i) => counts[i] === 0)) };
+    if (!r) return null;
+    const key = u.layer ?? -1;
+    const had = layers.get(key);
+    if (had?.id === r.id) return had;
+    const rows = r.rows ?? (await r.readRows());
+    const names = [...r.experts];
+    const counts = new Float64Array(names.map((n) => rows.get(n)!));
+    if (u.plan.group.size > 1) await ctx.comm.allReduce(counts, { group: u.plan.group });
+    const d: LayerDecision = { id: r.id, order: names.map((n) => ctx.unit(n)), idle: new Set(names.filter((_, i) => counts[i] === 0)) };
+    layers.set(key, d);
+    return d;
+  };
+  /** Gather candidate expert `unit` (active) and prefetch the layer's next active experts. */
+  const gatherExpert = async (unit: UnitHandle, phase: Phase, d: LayerDecision | null, ctx: HookContext) => {
+    await experts.fetch(unit, ctx);
+    experts.use(unit);
+    if (!d) return;
+    const order = phase === "fwd" ? d.order : [...d.order].reverse();
+    let budget = ctx.config.zero_optimization.stage3_prefetch_bucket_size;
+    for (let j = order.indexOf(unit) + 1; j < order.length && budget > 0; j++) {
+      const v = order[j]!;
+      if (d.idle.has(v.name) || !candidate(v)) continue; // an idle expert is never prefetched
+      if (v.numel > budget) break;
+      budget -= v.numel;
+      await experts.fetch(v, ctx);
     }
-    return decided.idle.has(u.name);
   };
   const trace: UnitHandle[] = [];
   let recording = true;
   let pos = -1;
   const inUse = new Map<UnitHandle, number>();
-  const offloaded = (u: UnitHandle) => u.paramDevice !== "device";
-  const bytes = (u: UnitHandle) => u.plan.shardSize * (u.dtype === "f32" ? 4 : 2);
   const prefetch = (u: UnitHandle) => {
     if (!offloaded(u) || u.paramsResident()) return;
     u.prefetchParams();
@@ -87,14 +106,19 @@ export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: 
   return {
     async gather(unit: UnitHandle, phase: Phase, ctx: HookContext) {
       if (candidate(unit)) {
+        let d: LayerDecision | null;
         if (phase === "fwd") {
-          if (await idle(unit, ctx)) skipped.add(unit);
+          d = await decide(unit, ctx);
+          if (d?.idle.has(unit.name)) skipped.add(unit);
           else skipped.delete(unit);
-        }
+        } else d = layers.get(unit.layer ?? -1) ?? null;
         if (skipped.has(unit)) {
           ledger.moved.param_h2d_skipped += bytes(unit);
+          experts.usePlaceholder(unit, ctx);
           return;
         }
+        await gatherExpert(unit, phase, d, ctx);
+        return;
       }
       if (unit.plan.params === "sharded") {
         if (recording) trace.push(unit);
@@ -111,15 +135,19 @@ export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: 
             const v = trace[j]!;
             if (v.numel > budget) break;
             budget -= v.numel;
-            if (!candidate(v)) prefetch(v);
+            prefetch(v);
           }
         }
       }
-      await prev.gather(unit, phase, inner(ctx));
+      await prev.gather(unit, phase, ctx);
     },
     async release(unit: UnitHandle, phase: Phase, ctx: HookContext) {
-      if (skipped.has(unit)) return;
-      await prev.release(unit, phase, inner(ctx));
+      if (candidate(unit)) {
+        if (skipped.has(unit)) experts.releasePlaceholder(unit);
+        else experts.drop(unit, ctx);
+        return;
+      }
+      await prev.release(unit, phase, ctx);
       if (unit.plan.params !== "sharded") return;
       const n = (inUse.get(unit) ?? 1) - 1;
       if (n > 0) {
@@ -127,22 +155,28 @@ export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: 
         return;
       }
       inUse.delete(unit);
-      if (offloaded(unit)) await evict(unit, ledger);
+      if (offloaded(unit)) await evict(unit);
     },
     async endStep(ctx: HookContext) {
-      await prev.endStep?.(inner(ctx));
+      await prev.endStep?.(ctx);
+      experts.dropAll(ctx);
       skipped.clear();
+      layers.clear();
       ledger.paramSteps++;
-      for (const u of ctx.units()) if (offloaded(u)) await evict(u, ledger);
+      for (const u of ctx.units()) if (offloaded(u)) await evict(u);
       inUse.clear();
       if (recording && trace.length > 0) recording = false;
       pos = -1;
     },
+    stats() {
+      const inner = (prev as GatherHook & { stats?: () => Record<string, number> }).stats?.() ?? {};
+      return { ...inner, expertFetches: experts.fetches };
+    },
   };
 }
 
-/** Evict `u`'s device shard, counting a write-back as bytes moved device → host. */
-async function evict(u: UnitHandle, ledger: HostLedger): Promise<void> {
+/** Evict `u`'s device shard (written back to the host only when dirty). */
+async function evict(u: UnitHandle): Promise<void> {
   if (!u.paramsResident()) return;
   await u.evictParams();
 }

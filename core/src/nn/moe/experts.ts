@@ -88,20 +88,31 @@ export class GroupedExperts {
     if (G === 0) return empty(rows.be, [R, H]);
     const off = offsets ?? fromArray(rows.be, hostOffsets!, [G + 1], "i32");
     const listed = experts.map((e) => this.experts[e]!);
-    let routing: ExpertRouting | null = null;
+    // the routing the experts' gather hooks may read (expertRouting): row counts from the host
+    // when known, else read from the device offsets on demand (one read, only when a hook asks)
+    const names = listed.map((ex) => ex.unit.name);
+    let known: Map<string, number> | null = null;
     if (tokensPerExpert) {
-      const routed = new Map<string, number>();
-      for (let i = 0; i < G; i++) routed.set(listed[i]!.unit.name, tokensPerExpert[i]!);
-      routing = { id: ++routingId, rows: routed };
-      for (const name of routed.keys()) currentRouting.set(name, routing);
+      known = new Map<string, number>();
+      for (let i = 0; i < G; i++) known.set(names[i]!, tokensPerExpert[i]!);
     }
+    const readRows = async (): Promise<ReadonlyMap<string, number>> => {
+      if (known) return known;
+      const o = await rows.be.read(off.view, G + 1);
+      const m = new Map<string, number>();
+      for (let i = 0; i < G; i++) m.set(names[i]!, Number(o[i + 1]) - Number(o[i]));
+      known = m;
+      return m;
+    };
+    const routing: ExpertRouting = { id: ++routingId, experts: names, rows: known, readRows };
+    for (const name of names) currentRouting.set(name, routing);
     try {
       for (const ex of listed) await enterUnit(ex.unit);
       const y = R > 0 ? groupedSwiGLU(rows, listed, off, tokensPerExpert) : empty(rows.be, [0, H]);
       for (const ex of listed) await leaveUnit(ex.unit);
       return y;
     } finally {
-      if (routing) for (const name of routing.rows.keys()) if (currentRouting.get(name) === routing) currentRouting.delete(name);
+      for (const name of names) if (currentRouting.get(name) === routing) currentRouting.delete(name);
     }
   }
 }
@@ -110,8 +121,14 @@ export class GroupedExperts {
 export interface ExpertRouting {
   /** Distinct per forward call on this thread (increasing). */
   readonly id: number;
-  /** Unit name (`layers.{l}.experts.{e}`) → rows routed to it on this rank, for every listed expert, ascending. */
-  readonly rows: ReadonlyMap<string, number>;
+  /** Unit names (`layers.{l}.experts.{e}`) of the listed experts, ascending. */
+  readonly experts: readonly string[];
+  /** Unit name → rows routed to it on this rank, for every listed expert, ascending — when the host
+   * knows the counts, else null (the dispatcher kept them on the device): use {@link readRows}. */
+  readonly rows: ReadonlyMap<string, number> | null;
+  /** The same map, read from the device group offsets when the host does not have it (one device
+   * read, at most once per forward call). */
+  readRows(): Promise<ReadonlyMap<string, number>>;
 }
 
 let routingId = 0;
