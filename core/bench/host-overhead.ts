@@ -10,7 +10,7 @@
  * figure is the host overhead proper: it does not depend on how fast the device is.
  *
  *   bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10]
- *       [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--json out.json]
+ *       [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--hidden H] [--json out.json]
  *
  * `llama-small` is the layer structure of the train bench's llama-small (hidden 512, 8 layers,
  * 8 heads, vocab 256); `default` the built-in job's MoE model. The first `warmup` steps compile
@@ -82,6 +82,9 @@ export interface HostOverheadOptions {
   poolBytes?: number;
   /** WebGpuBackendOptions.submitAfter; default the backend's. */
   submitAfter?: number;
+  /** Override the model's hidden_size (and intermediate_size = 2 × hidden): the same layer
+   * structure with less device work, for host measurements on a software adapter. */
+  hidden?: number;
 }
 
 /** CPU time of the calling (main JS) thread in ms, from Linux's /proc/self/task/<pid>/schedstat
@@ -97,7 +100,11 @@ export function mainThreadCpuMs(): number {
 function jobFor(o: HostOverheadOptions): Record<string, unknown> {
   const model = o.model === "default" ? (DEFAULT_JOB.model as Record<string, unknown>) : BENCH_MODELS["llama-small"]!.model;
   return {
-    model: { ...model, max_position_embeddings: Math.max(o.seq, (model.max_position_embeddings as number | undefined) ?? 0) },
+    model: {
+      ...model,
+      ...(o.hidden ? { hidden_size: o.hidden, intermediate_size: 2 * o.hidden } : {}),
+      max_position_embeddings: Math.max(o.seq, (model.max_position_embeddings as number | undefined) ?? 0),
+    },
     data: { dataset: "moby-dick", tokenizer: "byte", seq_len: o.seq },
     seed: 1234,
     world_size: 1,
@@ -207,7 +214,7 @@ export async function benchHostOverhead(o: HostOverheadOptions): Promise<HostOve
   };
 }
 
-const USAGE = "usage: bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10] [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--json out.json]";
+const USAGE = "usage: bun run bench host-overhead [--model llama-small|default] [--micro 1] [--seq 8] [--steps 10] [--warmup 2] [--stage 0] [--clip 1.0] [--precision fp32|bf16] [--max-batch N] [--pool-bytes B] [--submit-after N] [--hidden H] [--json out.json]";
 
 function positiveInt(flag: string, raw: string, min: number): number {
   const v = Number(raw);
@@ -235,6 +242,7 @@ export async function main(args: string[]): Promise<void> {
         "max-batch": { type: "string" },
         "pool-bytes": { type: "string" },
         "submit-after": { type: "string" },
+        hidden: { type: "string" },
       },
     });
     if (values.model !== "llama-small" && values.model !== "default") throw new Error(`--model: expected llama-small or default, got "${values.model}"\n${USAGE}`);
@@ -255,6 +263,7 @@ export async function main(args: string[]): Promise<void> {
       maxBatch: values["max-batch"] === undefined ? undefined : positiveInt("max-batch", values["max-batch"], 1),
       poolBytes: values["pool-bytes"] === undefined ? undefined : positiveInt("pool-bytes", values["pool-bytes"], 0),
       submitAfter: values["submit-after"] === undefined ? undefined : positiveInt("submit-after", values["submit-after"], 1),
+      hidden: values.hidden === undefined ? undefined : positiveInt("hidden", values.hidden, 8),
     };
     json = values.json;
   } catch (e) {

@@ -79,7 +79,9 @@ export class Tensor {
 
   constructor(be: Backend, shape: readonly number[], dtype: DType, init: TensorInit) {
     this.be = be;
-    this.shape = Object.freeze([...shape]);
+    // a private copy (the caller may reuse its array); not Object.freeze'd: JSC turns a frozen array
+    // into slow storage, and freezing plus indexing it cost several µs per tensor in a training step
+    this.shape = shape.slice();
     this.dtype = dtype;
     this.numel = numelOf(shape);
     this.base = init.base ?? null;

@@ -102,7 +102,9 @@ export class GPUComputePassEncoderImpl {
       lib.wgpuComputePassEncoderSetBindGroup(this.handle, index, group, 0, null);
       return undefined;
     }
-    let offs = dynamicOffsets instanceof Uint32Array ? dynamicOffsets.subarray(start, length === undefined ? undefined : start + length) : Uint32Array.from(dynamicOffsets);
+    // the whole Uint32Array as given (the per-dispatch case of a batcher) needs no subarray view
+    const whole = dynamicOffsets instanceof Uint32Array && start === 0 && (length === undefined || length === dynamicOffsets.length);
+    let offs = whole ? (dynamicOffsets as Uint32Array) : dynamicOffsets instanceof Uint32Array ? dynamicOffsets.subarray(start, length === undefined ? undefined : start + length) : Uint32Array.from(dynamicOffsets);
     if (offs.length === 0) offs = new Uint32Array(1);
     const count = dynamicOffsets instanceof Uint32Array ? (length ?? dynamicOffsets.length - start) : offs.length;
     lib.wgpuComputePassEncoderSetBindGroup(this.handle, index, group, count, count ? ptr(offs) : null);

@@ -1,58 +1,93 @@
 /**
- * Cache of bind groups keyed by pipeline layout and bound buffers.
+ * Cache of bind groups keyed by pipeline and bound buffers.
  *
  * Creating a bind group costs an FFI round trip (about 20 µs through bun:ffi measured here), while
- * a training step replays the same ops on the same buffers. Binding 0 (the params uniform) uses a
- * dynamic offset, so one bind group serves every uniform slot. Entries naming a buffer are dropped
- * when that buffer is freed ({@link BindGroupCache.forget}); the cache is cleared when it exceeds
- * its capacity.
+ * a training step replays the same ops on the same buffers (the buffer pool, buffer-pool.ts, hands
+ * the same GPUBuffers back each step). Binding 0 (the params uniform) uses a dynamic offset, so one
+ * bind group serves every uniform slot.
+ *
+ * The key is the path pipeline id → id of each bound buffer, looked up through nested maps with
+ * number keys (a lookup per dispatch, so no key string is built). Entries naming a buffer are dropped
+ * when that buffer is destroyed ({@link BindGroupCache.forget}); the cache is cleared when it
+ * exceeds its capacity.
  */
 
-/** Bind groups by key `layoutId|bufId,bufId,…`. */
+interface Node {
+  next: Map<number, Node> | null;
+  group: GPUBindGroup | null;
+}
+
+/** Bind groups by (pipeline id, buffer ids…). */
 export class BindGroupCache {
-  private readonly groups = new Map<string, GPUBindGroup>();
-  private readonly byBuffer = new Map<number, string[]>();
+  private root = new Map<number, Node>();
+  /** The leaves that bind each buffer id. */
+  private byBuffer = new Map<number, Node[]>();
+  private count = 0;
+  private nodes = 0;
   /** Lookups served from the cache / created. */
   hits = 0;
   misses = 0;
 
   constructor(readonly capacity = 8192) {}
 
-  /** The bind group for `key`, created by `make` on a miss; `bufIds` are the buffers it binds. */
-  get(key: string, bufIds: readonly number[], make: () => GPUBindGroup): GPUBindGroup {
-    const hit = this.groups.get(key);
-    if (hit) {
+  /** The bind group for pipeline `pipelineId` binding buffers `bufIds` (in binding order), created
+   * by `make` on a miss. */
+  get(pipelineId: number, bufIds: readonly number[], make: () => GPUBindGroup): GPUBindGroup {
+    let node = this.child(this.root, pipelineId);
+    for (let i = 0; i < bufIds.length; i++) node = this.child((node.next ??= new Map()), bufIds[i]!);
+    if (node.group) {
       this.hits++;
-      return hit;
+      return node.group;
     }
     this.misses++;
-    if (this.groups.size >= this.capacity) this.clear();
+    if (this.count >= this.capacity || this.nodes >= 4 * this.capacity) {
+      this.clear();
+      return this.get(pipelineId, bufIds, make);
+    }
     const g = make();
-    this.groups.set(key, g);
+    node.group = g;
+    this.count++;
     for (const id of bufIds) {
       const l = this.byBuffer.get(id);
-      if (l) l.push(key);
-      else this.byBuffer.set(id, [key]);
+      if (l) l.push(node);
+      else this.byBuffer.set(id, [node]);
     }
     return g;
   }
 
+  private child(m: Map<number, Node>, key: number): Node {
+    let n = m.get(key);
+    if (!n) {
+      n = { next: null, group: null };
+      m.set(key, n);
+      this.nodes++;
+    }
+    return n;
+  }
+
   /** Drop every bind group that binds buffer `bufId`. */
   forget(bufId: number): void {
-    const keys = this.byBuffer.get(bufId);
-    if (!keys) return;
-    for (const k of keys) this.groups.delete(k);
+    const leaves = this.byBuffer.get(bufId);
+    if (!leaves) return;
+    for (const n of leaves) {
+      if (n.group) {
+        n.group = null;
+        this.count--;
+      }
+    }
     this.byBuffer.delete(bufId);
   }
 
   /** Drop everything. */
   clear(): void {
-    this.groups.clear();
-    this.byBuffer.clear();
+    this.root = new Map();
+    this.byBuffer = new Map();
+    this.count = 0;
+    this.nodes = 0;
   }
 
   /** Number of cached bind groups. */
   get size(): number {
-    return this.groups.size;
+    return this.count;
   }
 }

@@ -102,8 +102,12 @@ export class CommandBatcher {
     if (this.pass) {
       this.pass.end();
       this.pass = null;
+      this.passPipeline = null;
     }
   }
+
+  /** The pipeline last set in the open pass. */
+  private passPipeline: GPUComputePipeline | null = null;
 
   /**
    * Record one dispatch of `p` with `storage` bound at bindings 1…k and `params` (each value with
@@ -125,7 +129,7 @@ export class CommandBatcher {
         this.arenaU32[base + i] = v;
       }
     }
-    const bg = this.bindGroups.get(`${p.id}|${storageIds.join(",")}`, storageIds, () => {
+    const bg = this.bindGroups.get(p.id, storageIds, () => {
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniform, offset: 0, size: UNIFORM_SLOT_BYTES } }];
       storage.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b } }));
       return this.device.createBindGroup({ label, layout: p.layout, entries });
@@ -135,7 +139,10 @@ export class CommandBatcher {
       this.endPass();
       this.pass = this.enc().beginComputePass({ label, timestampWrites: this.profiler.next(label) });
     } else if (!this.pass) this.pass = this.enc().beginComputePass({ label: "zeromoe pass" });
-    this.pass.setPipeline(p.pipeline);
+    if (this.passPipeline !== p.pipeline || this.profiler) {
+      this.pass.setPipeline(p.pipeline); // a pass keeps its pipeline: consecutive dispatches of one kernel set it once
+      this.passPipeline = p.pipeline;
+    }
     this.dynOffset[0] = slot * UNIFORM_SLOT_BYTES;
     this.pass.setBindGroup(0, bg, this.dynOffset, 0, 1);
     this.pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
