@@ -39,7 +39,7 @@
  * routes like the ranks of a larger world).
  */
 import type { MoeConfig } from "@zeromoe/core/config";
-import { chooseExperts, chooseExpertsOnDevice, chosenProbs, expertHistogram, expertHistogramDevice, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
+import { chooseExperts, chooseExpertsOnDevice, deferRead, chosenProbs, expertHistogram, expertHistogramDevice, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
 import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
@@ -92,20 +92,6 @@ export interface GateRecord {
   zLoss: number | null;
 }
 
-/** A {@link GateRecord} whose device values are read later, batched with the other layers' (the
- * statistics recorder resolves it once per step: stats.ts `observeDeferred`). The tensors are
- * retained for the recorder, which disposes them after reading. */
-export interface DeferredGateRecord {
-  layer: number;
-  tokens: number;
-  /** Pre-drop picks per expert, u32 [E] on the device. */
-  counts: Tensor;
-  /** Mean router probability per expert, f32 [E] on the device. */
-  probMean: Tensor;
-  /** Unweighted z-loss, f32 [1] on the device, or null when z_loss_coef is 0. */
-  zLoss: Tensor | null;
-}
-
 /** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed.
  * `phase` and `micro` are read at every call (the engine's live objects). */
 export interface GateContext {
@@ -120,9 +106,6 @@ export interface GateContext {
   seed: number;
   /** Called once per layer per training forward (not during a backward recomputation). */
   observe?: (rec: GateRecord) => void;
-  /** With the choice on the device, called instead of `observe` with device values the recorder
-   * reads batched (once per step) — absent: the gate reads them at once and calls `observe`. */
-  observeDeferred?: (rec: DeferredGateRecord) => void;
 }
 
 /** Multiplicative jitter ε (DeepSpeed `multiplicative_jitter(x, epsilon=1e-2)`). */
@@ -251,9 +234,9 @@ export class TopKGate implements MoERouter {
 
   /** Routing with the choice kept on the device (no capacity drops, aux type "mixtral"): top-k on the
    * device (router.ts chooseExpertsOnDevice; the host only for a selection bias or group limit),
-   * counts by a device histogram, the z-loss as on the host path; statistics handed to the recorder
-   * as device tensors (read batched once per step) — the same values as the host path, bit for bit
-   * on the cpu backend. */
+   * counts by a device histogram, the z-loss as on the host path; the statistics for `observe` are
+   * read later, batched with every layer's (core's deferRead: at the end of the forward, or when the
+   * step is reduced) — the same values as the host path, bit for bit on the cpu backend. */
   private async routeOnDevice(req: RoutingRequest, probs: Tensor, pMean: Tensor): Promise<RoutingDecision> {
     const o = this.opts;
     const { logits, numExperts: E, topK: k, layer } = req;
@@ -274,14 +257,14 @@ export class TopKGate implements MoERouter {
       loss = scale(z, o.zLossCoef);
     }
     if (this.observing()) {
-      const deferred = this.ctx.observeDeferred;
-      if (deferred && countsDevice) {
-        deferred({ layer, tokens: T, counts: countsDevice.retain(), probMean: pMean.retain(), zLoss: z ? z.retain() : null });
-      } else {
-        const [pm, zv] = await Promise.all([pMean.toArray(), z ? z.toArray() : Promise.resolve(null)]);
-        const c = counts ?? Int32Array.from(await countsDevice!.toArray());
-        this.ctx.observe!({ layer, tokens: T, counts: c, dropped: 0, probMean: Float64Array.from(pm as Float32Array), aux: null, zLoss: zv ? zv[0]! : null });
-      }
+      // read later, batched with the other layers' (the model's end-of-forward read, or the step's
+      // reduction): core readback.ts deferRead
+      const observe = this.ctx.observe!;
+      const ts = [pMean, ...(z ? [z] : []), ...(countsDevice ? [countsDevice] : [])];
+      deferRead(ts, (v) => {
+        const c = counts ?? Int32Array.from(v[z ? 2 : 1]!);
+        observe({ layer, tokens: T, counts: c, dropped: 0, probMean: Float64Array.from(v[0]!), aux: null, zLoss: z ? Number(v[1]![0]) : null });
+      });
     }
     const f = req.routedScalingFactor ?? 1;
     if (f !== 1) weights = scale(weights, f);

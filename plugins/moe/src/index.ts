@@ -255,7 +255,6 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             worldSize: hc.comm.worldSize,
             seed: hc.config.seed,
             observe: (r) => stats.observe(r),
-            observeDeferred: (r) => stats.observeDeferred(r),
           });
           return state.router;
         },

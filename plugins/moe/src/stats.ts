@@ -18,8 +18,8 @@
  * optimizer step EVERY rank calls {@link MoEStatsRecorder.reduceStep} (one all_reduce over dp).
  */
 import type { Communicator, Group } from "@zeromoe/core";
-import { readTensorsBatched } from "@zeromoe/core/nn";
-import type { DeferredGateRecord, GateRecord } from "./gate.ts";
+import { flushDeferredReads } from "@zeromoe/core/nn";
+import type { GateRecord } from "./gate.ts";
 
 /** Per-layer statistics of one step (identical on every rank). */
 export interface MoELayerStats {
@@ -97,40 +97,6 @@ export class MoEStatsRecorder {
     };
   }
 
-  /** Deferred records (device values) of this step, in the order the gate made them. */
-  private pending: DeferredGateRecord[] = [];
-
-  /** Record one layer of one training forward whose values are still on the device (the gate's
-   * device path); they are read batched — every pending record's counts in one read, the
-   * probability means and z-losses in one more — when the step is reduced ({@link flushPending}). */
-  observeDeferred(rec: DeferredGateRecord): void {
-    this.pending.push(rec);
-  }
-
-  /** Read every deferred record (two batched reads at most), {@link observe} them in order and
-   * release their tensors. Called by {@link reduceStep}; a no-op without pending records. */
-  async flushPending(): Promise<void> {
-    const recs = this.pending;
-    if (recs.length === 0) return;
-    this.pending = [];
-    try {
-      const counts = await readTensorsBatched(recs.map((r) => r.counts));
-      const floats = await readTensorsBatched(recs.flatMap((r) => (r.zLoss ? [r.probMean, r.zLoss] : [r.probMean])));
-      let j = 0;
-      recs.forEach((r, i) => {
-        const pm = floats[j++]!;
-        const z = r.zLoss ? floats[j++]![0]! : null;
-        this.observe({ layer: r.layer, tokens: r.tokens, counts: Int32Array.from(counts[i]!), dropped: 0, probMean: Float64Array.from(pm as Float32Array), aux: null, zLoss: z });
-      });
-    } finally {
-      for (const r of recs) {
-        r.counts.dispose();
-        r.probMean.dispose();
-        r.zLoss?.dispose();
-      }
-    }
-  }
-
   /** Record one layer of one training forward (called by the gate). */
   observe(rec: GateRecord): void {
     const E = this.numExperts;
@@ -168,7 +134,7 @@ export class MoEStatsRecorder {
    * statistics; resets the accumulators and updates the dead-expert counters.
    */
   async reduceStep(comm: Communicator, group: Group): Promise<MoEStepStats> {
-    await this.flushPending();
+    await flushDeferredReads(); // statistics the gate left on the device (if no forward end read them)
     const L = this.numLayers;
     const E = this.numExperts;
     const buf = new Float64Array(L * E + 2 * L + 4);

@@ -49,3 +49,43 @@ export async function readTensorsBatched(tensors: readonly Tensor[]): Promise<Ho
   }
   return out;
 }
+
+/** Reads waiting for the next batched read (deferRead). One queue per process (one rank). */
+const deferred: { tensors: Tensor[]; done: (values: HostArray[]) => void }[] = [];
+
+/**
+ * Queue a read of `tensors` for the next {@link flushDeferredReads} (the MoE statistics of a layer:
+ * the router hands them over instead of reading them). The tensors are retained until then and
+ * disposed after; `done` receives their host copies, in queue order with the other deferred reads.
+ */
+export function deferRead(tensors: readonly Tensor[], done: (values: HostArray[]) => void): void {
+  deferred.push({ tensors: tensors.map((t) => t.retain()), done });
+}
+
+/** Deferred reads waiting (for tests and diagnostics). */
+export function deferredReadCount(): number {
+  return deferred.length;
+}
+
+/**
+ * Read every deferred tensor and `extra` in one batched read per dtype ({@link readTensorsBatched}),
+ * call the deferred callbacks in queue order, dispose the deferred tensors, and return `extra`'s
+ * host copies. The models call it at the end of a forward (with the layers' expert counts, for the
+ * load-balancing loss); the moe plugin when it reduces a step.
+ */
+export async function flushDeferredReads(extra: readonly Tensor[] = []): Promise<HostArray[]> {
+  const jobs = deferred.splice(0);
+  const all = [...extra, ...jobs.flatMap((j) => j.tensors)];
+  try {
+    const got = all.length > 0 ? await readTensorsBatched(all) : [];
+    let i = extra.length;
+    for (const j of jobs) {
+      const vals = got.slice(i, i + j.tensors.length);
+      i += j.tensors.length;
+      j.done(vals);
+    }
+    return got.slice(0, extra.length);
+  } finally {
+    for (const j of jobs) for (const t of j.tensors) t.dispose();
+  }
+}

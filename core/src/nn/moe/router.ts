@@ -21,7 +21,7 @@
 import { div, gatherRows, linear, reshape, scale, sigmoid, softmax, sum, topk } from "../../tensor/index.ts";
 import { empty, fromArray, type Tensor } from "../../tensor/tensor.ts";
 import { takeAlongRows } from "./pick.ts";
-import { readTensorsBatched } from "./readback.ts";
+import { flushDeferredReads } from "./readback.ts";
 
 /** What the MoE layer hands to {@link MoERouter.gating}. */
 export interface GatingRequest {
@@ -143,12 +143,14 @@ export function expertHistogramDevice(idx: Tensor, numExperts: number): Tensor {
   return counts;
 }
 
-/** Host expert counts of every decision, reading the device ones (`expertCounts`) of all of them
- * in ONE batched read (readback.ts) — the once-per-forward read of the MoE statistics. */
+/** Host expert counts of every decision, reading the device ones (`expertCounts`) of all of them —
+ * and every deferred statistic (readback.ts `deferRead`) — in ONE batched read per dtype: the
+ * once-per-forward read of the MoE statistics. */
 export async function readCounts(decisions: readonly Pick<RoutingDecision, "counts" | "expertCounts">[]): Promise<Int32Array[]> {
   const need = decisions.map((d, i) => (d.counts ? -1 : i)).filter((i) => i >= 0);
   for (const i of need) if (!decisions[i]!.expertCounts) throw new Error(`router: decision ${i} has neither host nor device expert counts`);
-  const got = need.length > 0 ? await readTensorsBatched(need.map((i) => decisions[i]!.expertCounts!)) : [];
+  // the same read also takes the statistics routers deferred (readback.ts deferRead)
+  const got = await flushDeferredReads(need.map((i) => decisions[i]!.expertCounts!));
   const out = decisions.map((d) => d.counts);
   need.forEach((i, j) => (out[i] = Int32Array.from(got[j]!)));
   return out as Int32Array[];
