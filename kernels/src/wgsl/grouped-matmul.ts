@@ -121,7 +121,11 @@ const DK = 16;
 
 // Shared body of the 4×4 register tile: `loadA(i, kk)` / `loadB(kk, j)` are WGSL expressions
 // evaluated only when in range (the staging writes 0 otherwise).
-function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin: string, kEnd: string): string {
+// `aAlongK`: consecutive invocations stage consecutive k of one A row (A row-major in memory, as x);
+// else consecutive i of one k (A = dyᵀ: dy rows are contiguous in i). `bAlongJ` likewise for B:
+// consecutive j (B row-major, W stored K×N or x) or consecutive k (W stored N×K). Either way each
+// global load is coalesced.
+function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin: string, kEnd: string, aAlongK: boolean, bAlongJ: boolean): string {
   return `  let ly = li / 16u;
   let lx = li % 16u;
   var acc: array<array<f32, 4>, 4>;
@@ -130,16 +134,18 @@ function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin
     // stage A [64 × 16] and B [16 × 64]: 4 elements each per invocation
     for (var q = 0u; q < 4u; q = q + 1u) {
       let e = li + q * 256u;
-      let ai = e / ${DK}u;
-      let ak = k0 + e % ${DK}u;
+      let ai = ${aAlongK ? `e / ${DK}u` : `e % ${DT}u`};
+      let akk = ${aAlongK ? `e % ${DK}u` : `e / ${DT}u`};
+      let ak = k0 + akk;
       var av: f32 = 0.0;
       if (${aOk}) { av = ${aLoad}; }
-      as_[(e % ${DK}u) * ${DT}u + ai] = av;
-      let bk = k0 + e / ${DT}u;
-      let bj = e % ${DT}u;
+      as_[akk * ${DT}u + ai] = av;
+      let bkk = ${bAlongJ ? `e / ${DT}u` : `e % ${DK}u`};
+      let bj = ${bAlongJ ? `e % ${DT}u` : `e / ${DK}u`};
+      let bk = k0 + bkk;
       var bv: f32 = 0.0;
       if (${bOk}) { bv = ${bLoad}; }
-      bs_[(e / ${DT}u) * ${DT}u + bj] = bv;
+      bs_[bkk * ${DT}u + bj] = bv;
     }
     workgroupBarrier();
     for (var kk = 0u; kk < ${DK}u; kk = kk + 1u) {
@@ -191,7 +197,7 @@ ${entry(256)} {
     seen = seen + t;
   }
   let wbase = P.woff + min(g, max(P.G, 1u) - 1u) * P.strideW;
-${tileBody("b_x[P.xoff + (r0 + ai) * P.K + ak]", "r0 + ai < r1 && ak < P.K", wLoad, "j0 + bj < P.N && bk < P.K", "0u", "P.K")}
+${tileBody("b_x[P.xoff + (r0 + ai) * P.K + ak]", "r0 + ai < r1 && ak < P.K", wLoad, "j0 + bj < P.N && bk < P.K", "0u", "P.K", true, !transB)}
   let ly2 = li / 16u;
   let lx2 = li % 16u;
   for (var a = 0u; a < 4u; a = a + 1u) {
@@ -251,7 +257,7 @@ ${entry(256)} {
   }
   let rr = workgroupUniformLoad(&rows_);
   // A(i, r) = dy[r, i] (i < M), B(r, j) = x[r, j] (j < N), r over the group's rows
-${tileBody("b_dy[P.dyoff + ak * P.M + i0 + ai]", "i0 + ai < P.M && ak < rr.y", "b_x[P.xoff + bk * P.N + j0 + bj]", "j0 + bj < P.N && bk < rr.y", "rr.x", "rr.y")}
+${tileBody("b_dy[P.dyoff + ak * P.M + i0 + ai]", "i0 + ai < P.M && ak < rr.y", "b_x[P.xoff + bk * P.N + j0 + bj]", "j0 + bj < P.N && bk < rr.y", "rr.x", "rr.y", false, true)}
   if (g >= P.G) { return; }
   let ly2 = li / 16u;
   let lx2 = li % 16u;
