@@ -4,7 +4,8 @@
  * `zmAdapterCooperativeMatrixProperties` (native/wgpu-coop; wgpu's
  * `Adapter::cooperative_matrix_properties`). The prebuilt wgpu-native has no such query.
  */
-import { ptr } from "bun:ffi";
+// No runtime import of bun:ffi here: the webgpu backend (which also runs on Deno's navigator.gpu)
+// reaches this module through wgsl/matmul-coop.ts; typed arrays pass as pointers to bun:ffi calls.
 import type { Native } from "./native.ts";
 
 /** Element types of a configuration, as wgpu's `CooperativeScalarType`. */
@@ -38,7 +39,7 @@ export function cooperativeMatrixProperties(adapter: GPUAdapter): CoopMatrixConf
   const count = Number(ext.zmAdapterCooperativeMatrixProperties(handle, null, 0));
   if (count === 0) return [];
   const out = new Uint32Array(6 * count);
-  ext.zmAdapterCooperativeMatrixProperties(handle, ptr(out), count);
+  ext.zmAdapterCooperativeMatrixProperties(handle, out as unknown as Parameters<typeof ext.zmAdapterCooperativeMatrixProperties>[1], count);
   const list: CoopMatrixConfig[] = [];
   for (let i = 0; i < count; i++) {
     const r = out.subarray(6 * i, 6 * i + 6);
