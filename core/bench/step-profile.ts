@@ -7,7 +7,7 @@
  * One backend is created with `profile: true` (every dispatch in its own timestamped compute pass,
  * kernels/src/webgpu/profiler.ts) and the model is built once on it (building mixtral-med's 579M
  * parameters takes tens of seconds). For each config — `before`: the older tiled attention kernels
- * (split-K off); `after`: the defaults (fused attention kernels, split-K off) — one
+ * (split-K off); `after`: the backend's defaults (fused attention kernels, split-K as the tile rules choose) — one
  * warm-up pass runs, then `steps` passes are timed: wall ms per pass (inflated by the per-dispatch
  * passes of the profiler: the unprofiled step time is `bun run bench train`'s), GPU kernel ms per pass,
  * and one line per kernel label (ms per pass, share of the GPU total, dispatches per pass).
@@ -28,7 +28,7 @@ function arg(name: string, def: string): string {
 
 const CONFIGS = {
   before: { attention: "tiled", matmulSplitK: false },
-  after: { attention: "auto", matmulSplitK: false },
+  after: { attention: "auto" },
 } as const;
 
 const name = arg("model", "mixtral-med");
