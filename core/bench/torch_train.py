@@ -1,8 +1,10 @@
 """PyTorch counterpart of `bun run bench train` (core/bench/train.ts): tokens per second of full
 training steps (forward, backward, AdamW step) of Hugging Face Transformers' LlamaForCausalLM and
-MixtralForCausalLM with the benchmark shapes, in fp32 and with bf16 autocast.
+MixtralForCausalLM with the benchmark shapes, in fp32, with bf16 autocast, and with fp16 autocast
+plus dynamic loss scaling (torch.amp.GradScaler: initial scale 2^16, growth interval 2000 — DeepSpeed's
+fp16 defaults, as in ZeroMoE's fp16 job; gradients are unscaled before clipping).
 
-  python core/bench/torch_train.py [--models llama-small,mixtral-small,mixtral-med,default] [--precision fp32,bf16]
+  python core/bench/torch_train.py [--models llama-small,mixtral-small,mixtral-med,default] [--precision fp32,bf16,fp16]
                                    [--steps 20] [--warmup 3] [--device cuda] [--json out.json]
 
 Shapes (the same as core/bench/train.ts):
@@ -20,6 +22,7 @@ measured steps (cuda-synchronized), after `warmup` unmeasured steps. Needs torch
 
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -91,16 +94,21 @@ def bench(name: str, precision: str, steps: int, warmup: int, device: str) -> di
     sync = torch.cuda.synchronize if fused else (lambda: None)
     loss_value = float("nan")
     t0 = 0.0
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    # fp16: dynamic loss scaling (skips steps whose gradients overflow); a no-op scaler otherwise
+    scaler = torch.amp.GradScaler("cuda" if fused else "cpu", init_scale=2.0**16, growth_interval=2000, enabled=precision == "fp16")
     for i in range(warmup + steps):
         if i == warmup:
             sync()
             t0 = time.perf_counter()
         ids = batches[i % len(batches)]
-        with torch.autocast(device_type="cuda" if fused else "cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device_type="cuda" if fused else "cpu", dtype=dtype, enabled=precision != "fp32"):
             out = model(input_ids=ids, labels=ids)
-        out.loss.backward()
+        scaler.scale(out.loss).backward()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad(set_to_none=True)
     loss_value = out.loss.item()  # synchronizes
     sync()
@@ -135,10 +143,12 @@ def main() -> None:
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for name in a.models.split(","):
         if name not in MODELS:
-            raise SystemExit(f"--models: unknown model {name!r}; known: {', '.join(MODELS)}")
+            print(f"--models: unknown model {name!r}; known: {', '.join(MODELS)}", file=sys.stderr)
+            sys.exit(2)
         for prec in a.precision.split(","):
-            if prec not in ("fp32", "bf16"):
-                raise SystemExit(f"--precision: expected fp32 or bf16, got {prec!r}")
+            if prec not in ("fp32", "bf16", "fp16"):
+                print(f"--precision: expected fp32, bf16 or fp16, got {prec!r}", file=sys.stderr)
+                sys.exit(2)
             r = bench(name, prec, a.steps, a.warmup, a.device)
             rows.append(r)
             print(f"| {r['model']} | {prec} | {r['device']} | {r['params']:,} | {r['micro']} x {r['seq']} | {r['ms_per_step']:.1f} | {r['tokens_per_s']:.0f} | {r['loss']:.4f} |", flush=True)

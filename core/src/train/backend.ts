@@ -35,19 +35,41 @@ export function probeShapeOf(model: ModelConfig, tokens: number): ProbeShape {
   return { tokens: Math.max(1, tokens), hidden: model.hidden_size, ffn: Math.max(1, ffn) };
 }
 
+/** The environment variable that overrides the tensor-core choice of mixed-precision jobs. */
+export const TENSOR_CORES_ENV = "ZEROMOE_TENSOR_CORES";
+
+/**
+ * Whether a job asks a webgpu backend for tensor-core matmuls (WebGpuBackendOptions
+ * `tensorCores`): fp32 jobs never (their matmuls stay f32 on the FMA path); bf16 and fp16 jobs
+ * "auto" (on where the library and GPU offer cooperative matrices: ZEROMOE_WGPU=coop on a GPU with
+ * 16×16×16 f16→f32), since the coop matmul scales each operand by a power of two before rounding it
+ * to f16 (kernels/src/wgsl/matmul-coop-scale.ts), which keeps bf16's unscaled gradients (~5e-7) and
+ * large activations inside f16's range. `ZEROMOE_TENSOR_CORES` overrides it for bf16/fp16 jobs:
+ * `auto` (default), `off` (FMA path), `on` (backend creation fails, naming why, where they are
+ * unavailable).
+ * @throws Error naming ZEROMOE_TENSOR_CORES and the accepted values on any other value.
+ */
+export function tensorCoresRequest(precision: { fp16: boolean; bf16: boolean }, env: Record<string, string | undefined> = process.env): boolean | "auto" {
+  const raw = env[TENSOR_CORES_ENV];
+  const v = raw === undefined || raw === "" ? "auto" : raw;
+  if (v !== "auto" && v !== "on" && v !== "off") throw new Error(`${TENSOR_CORES_ENV}=${JSON.stringify(raw)}: expected auto, on or off`);
+  if (!precision.fp16 && !precision.bf16) return false;
+  return v === "auto" ? "auto" : v === "on";
+}
+
 /**
  * Create the training backend of `kind` (see the module comment) for the rank with index
  * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
  * `adapterIndexForRank`). The `local` transport runs all ranks on one host, so local rank = rank.
  * `probe` is the job's shape for `auto`'s speed probe ({@link probeShapeOf}; default: the built-in
- * job's). `tensorCores` (fp16 jobs: their loss scaling keeps gradients inside f16's range) asks a
- * webgpu backend for tensor-core matmuls where the library and GPU offer them (WebGpuBackendOptions
- * `tensorCores: "auto"`); the reason then says whether they are on.
- * @throws Error when `kind` is "webgpu" and no working WebGPU device exists (createBackend's
- * message, which says why).
+ * job's). `tensorCores` ({@link tensorCoresRequest}: "auto" or true for bf16/fp16 jobs) asks a
+ * webgpu backend for tensor-core matmuls (WebGpuBackendOptions `tensorCores`); the reason then says
+ * whether they are on and why.
+ * @throws Error when `kind` is "webgpu" and no working WebGPU device exists, or `tensorCores` is
+ * true and they are unavailable (createBackend's message, which says why).
  */
-export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape, tensorCores = false): Promise<TrainBackend> {
-  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores: "auto" as const } : {}) });
+export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape, tensorCores: boolean | "auto" = false): Promise<TrainBackend> {
+  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores } : {}) });
   const status = (r.backend as { tensorCoresStatus?: string }).tensorCoresStatus;
   return tensorCores && status ? { ...r, reason: `${r.reason}; tensor cores ${status}` } : r;
 }

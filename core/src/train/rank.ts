@@ -21,7 +21,7 @@ import type { JobConfig } from "../config/types.ts";
 import { DataLoader } from "../data/loader.ts";
 import { readCheckpointManifest } from "../checkpoint/load.ts";
 import { Engine } from "../engine/engine.ts";
-import { destroyBackend, probeShapeOf, selectTrainBackend } from "./backend.ts";
+import { destroyBackend, probeShapeOf, selectTrainBackend, tensorCoresRequest } from "./backend.ts";
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
 import { withDeviceBudget } from "./device-budget.ts";
@@ -94,8 +94,9 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
-  // fp16 jobs (loss-scaled, so gradients stay in f16's range) may run matmuls on tensor cores
-  const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len), config.fp16.enabled);
+  // bf16/fp16 jobs may run matmuls on tensor cores (operands power-of-two scaled into f16's range)
+  const tc = tensorCoresRequest({ fp16: config.fp16.enabled, bf16: config.bf16.enabled });
+  const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len), tc);
   // max_device_memory: the backend's allocator refuses to go past the budget (device-budget.ts)
   const be = withDeviceBudget(rawBe, config.max_device_memory);
   try {

@@ -62,6 +62,7 @@ import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
 import { COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
+import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
@@ -97,8 +98,10 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * `wgpuDeviceCreateShaderModuleTrusted` (webgpu/pipelines.ts). Default none. Needs our
    * wgpu-native binding (TypeError on another WebGPU implementation). */
   trustedShaders?: readonly string[];
-  /** Run f32 matmuls on the tensor cores (wgsl/matmul-coop*.ts: operands rounded to f16 when
-   * staged, f32 accumulation — autocast's numerics, so for mixed-precision jobs only) where the
+  /** Run f32 matmuls on the tensor cores (wgsl/matmul-coop*.ts: each operand scaled by a power of
+   * two so its largest finite |x| lies in [2^14, 2^15), rounded to f16 when staged, f32
+   * accumulation, result scaled back exactly (wgsl/matmul-coop-scale.ts) — f16's 11-bit precision
+   * at any magnitude, so for mixed-precision (bf16/fp16) jobs only) where the
    * output has at least COOP_MIN_BLOCKS 128×128 blocks; other matmuls keep the FMA path. Needs the
    * `wgpu-cooperative-matrix` feature with a 16×16×16 f16→f32 configuration, i.e. our library
    * (ZEROMOE_WGPU=coop) on a GPU that offers it; `true` makes create throw naming the reason
@@ -237,7 +240,7 @@ export class WebGpuBackend implements Backend {
         throw new Error(`webgpu: tensorCores requested but ${why}`);
       }
       be.tensorCores = !why;
-      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls with enough output blocks run on the cooperative-matrix kernel, operands rounded to f16)";
+      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls with enough output blocks run on the cooperative-matrix kernel, operands scaled by powers of two and rounded to f16)";
     }
     return be;
   }
@@ -675,7 +678,7 @@ export class WebGpuBackend implements Backend {
     // (wgsl/matmul-split-k.ts).
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
-    if (this.tensorCores && f32 && coopBlocks(spec) >= COOP_MIN_BLOCKS) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec));
+    if (this.tensorCores && f32 && coopBlocks(spec) >= COOP_MIN_BLOCKS) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.scratchBuf("coop_amax", "u32", COOP_AMAX_WORDS)));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));

@@ -1,12 +1,14 @@
 /**
- * The tensor-core matmul (matmul-coop-wgsl.ts, "kernel" mode) as a backend {@link Launch}, for the
- * webgpu backend's `tensorCores` option: f32 operands are rounded to f16 when staged (as autocast
- * does), products accumulate in f32, out is f32.
+ * The tensor-core matmul (matmul-coop-wgsl.ts, "kernel" mode) as backend {@link Launch}es, for the
+ * webgpu backend's `tensorCores` option: f32 operands are scaled by a power of two each
+ * (matmul-coop-scale.ts: one max-abs dispatch, then the kernel) and rounded to f16 when staged,
+ * products accumulate in f32, the result is scaled back exactly, out is f32.
  */
 import type { Buf, MatmulSpec } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
 import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
+import { COOP_AMAX_WORDS, coopAbsMaxLaunch } from "./matmul-coop-scale.ts";
 
 /** Fewest 128×128 output blocks for which the tensor-core kernel is used; below it the FMA path
  * (with split-K) is faster. Measured on the H200 (132 SMs): the Aᵀ·B weight gradients of
@@ -22,6 +24,7 @@ function coopKernel(o: CoopMatmulOptions): Kernel {
       { name: "b_a", type: "f32", write: false },
       { name: "b_b", type: "f32", write: false },
       { name: "b_out", type: "f32", write: true },
+      ...(o.scaled ? [{ name: "b_amax", type: "u32" as const, write: false }] : []),
     ],
     params: u32s(...COOP_PARAM_NAMES),
     code: matmulCoopWGSL(o),
@@ -36,17 +39,27 @@ export function coopBlocks(spec: MatmulSpec): number {
 /**
  * One tensor-core matmul `out[b] (+)= op(a[b])·op(b[b])` (see {@link MatmulSpec}; element offsets
  * aoff/boff/ooff; default batch strides are the packed sizes). Returns [] when M, N or batch is 0.
- * @throws Error unless a, b, out are f32 buffers, or when a dimension needs more than 65535
- *   workgroups.
+ * With `amax` (a u32 scratch of ≥ COOP_AMAX_WORDS elements) two launches: the max-abs reduction of
+ * both operands, then the scaled kernel (matmul-coop-scale.ts); with `amax` null one unscaled
+ * launch (operands rounded to f16 as they are: values below 6.1e-5 lose precision, above 65504
+ * become inf).
+ * @throws Error unless a, b, out are f32 buffers (and amax u32 of ≥ COOP_AMAX_WORDS), or when a
+ *   dimension needs more than 65535 workgroups.
  */
-export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, out: Buf, ooff: number, spec: MatmulSpec): Launch[] {
+export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, out: Buf, ooff: number, spec: MatmulSpec, amax: Buf | null): Launch[] {
   if (a.dtype !== "f32" || b.dtype !== "f32" || out.dtype !== "f32") throw new Error(`webgpu tensor-core matmul: a, b, out must be f32, got ${a.dtype}/${b.dtype}/${out.dtype}`);
   const { M, N, K } = spec;
   const batch = spec.batch ?? 1;
   if (M === 0 || N === 0 || batch === 0) return [];
   const wg: [number, number, number] = [Math.ceil(N / COOP_TILE.BN), Math.ceil(M / COOP_TILE.BM), batch];
   if (wg.some((g) => g > 65535)) throw new Error(`webgpu tensor-core matmul: grid ${wg} exceeds 65535 workgroups per dimension`);
-  const o: CoopMatmulOptions = { input: "f32", transA: !!spec.transA, transB: !!spec.transB, accumulate: !!spec.accumulate, mode: "kernel", vec: 1 };
-  const params = [M, N, K, aoff, boff, ooff, spec.strideA ?? M * K, spec.strideB ?? K * N, spec.strideOut ?? M * N, batch];
-  return [{ kernel: coopKernel(o), bufs: [a, b, out], params, workgroups: wg }];
+  const o: CoopMatmulOptions = { input: "f32", transA: !!spec.transA, transB: !!spec.transB, accumulate: !!spec.accumulate, mode: "kernel", vec: 1, scaled: amax !== null };
+  const strideA = spec.strideA ?? M * K, strideB = spec.strideB ?? K * N;
+  const params = [M, N, K, aoff, boff, ooff, strideA, strideB, spec.strideOut ?? M * N, batch];
+  if (amax === null) return [{ kernel: coopKernel(o), bufs: [a, b, out], params, workgroups: wg }];
+  if (amax.dtype !== "u32" || amax.length < COOP_AMAX_WORDS) throw new Error(`webgpu tensor-core matmul: amax must be a u32 buffer of at least ${COOP_AMAX_WORDS} elements, got ${amax.dtype}[${amax.length}]`);
+  return [
+    coopAbsMaxLaunch(a, aoff, M * K, strideA, b, boff, K * N, strideB, batch, amax),
+    { kernel: coopKernel(o), bufs: [a, b, out, amax], params, workgroups: wg },
+  ];
 }

@@ -17,7 +17,12 @@
  * workgroup memory (rows padded by 8 halves), and the fragment load's layout (row- or column-major)
  * absorbs transposes. The epilogue goes through a 16×16 f32 scratch per subgroup so edges are
  * guarded and `accumulate` adds to out.
+ *
+ * `scaled` (f32 inputs): per-operand power-of-two scaling (matmul-coop-scale.ts) — the prologue
+ * reduces the 2 × 256 partial maxima of binding `amax` to exponents kA, kB; staged values are
+ * x·2^kA, y·2^kB before the rounding to f16, and the store multiplies by 2^−(kA+kB) (exact).
  */
+import { COOP_AMAX_PARTIALS, COOP_SCALE_WGSL } from "./matmul-coop-scale.ts";
 
 /** Options of {@link matmulCoopWGSL}. */
 export interface CoopMatmulOptions {
@@ -34,6 +39,9 @@ export interface CoopMatmulOptions {
   /** Elements per global load: 1 (any shape), or 4 (`array<vec4<…>>`: the operands' row lengths
    * (K or M for A, N or K for B), element offsets and batch strides must be multiples of 4). */
   vec?: 1 | 4;
+  /** Per-operand power-of-two scaling before the rounding to f16 (input "f32" only; needs the
+   * partial maxima of matmul-coop-scale.ts's coopAbsMaxLaunch in the extra binding `amax`). */
+  scaled?: boolean;
 }
 
 /** Block shape of the tiled kernel. */
@@ -52,18 +60,22 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 
 /** A stable key naming every choice that changes the WGSL. */
 export function coopKernelKey(o: CoopMatmulOptions): string {
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}`;
 }
 
 /**
  * The complete WGSL module of the tiled cooperative-matrix matmul. Bindings: 0 uniform params
- * ({@link COOP_PARAM_NAMES}), 1 A, 2 B (`array<f16>` or `array<f32>`), 3 out (`array<f32>`).
+ * ({@link COOP_PARAM_NAMES}), 1 A, 2 B (`array<f16>` or `array<f32>`), 3 out (`array<f32>`), and
+ * with `scaled` 4 amax (`array<u32>`, 2 × 256 partial maxima, matmul-coop-scale.ts).
  * Dispatch ceil(N/128) × ceil(M/128) × batch workgroups. Needs the device features
  * "shader-f16" and "wgpu-cooperative-matrix" (16×16×16 f16→f32 offered by the driver), subgroup
  * size 32, and {@link coopWorkgroupBytes} of workgroup memory.
  */
 export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const { BM, BN, BK, WG, SUBGROUP, PAD } = COOP_TILE;
+  const scaled = !!o.scaled;
+  if (scaled && o.input !== "f32") throw new Error("matmulCoopWGSL: scaled needs input f32 (f16 operands are already rounded)");
+  if (scaled && COOP_AMAX_PARTIALS !== WG) throw new Error("matmulCoopWGSL: the prologue reads one partial per invocation");
   const SA_LD = o.transA ? BM + PAD : BK + PAD;
   const SA = o.transA ? BK * SA_LD : BM * SA_LD;
   const SB_LD = o.transB ? BK + PAD : BN + PAD;
@@ -73,7 +85,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const elt = V === 1 ? o.input : `vec4<${o.input}>`;
   const reg = V === 1 ? "f16" : "vec4<f16>";
   const zero = V === 1 ? "0.0h" : "vec4<f16>()";
-  const cvt = (x: string) => (o.input === "f16" ? x : `${reg}(${x})`);
+  const cvt = (x: string, mat: "a" | "b") => (o.input === "f16" ? x : scaled ? `${reg}(${x} * scale_${mat})` : `${reg}(${x})`);
   // Tiles are staged in the operand's stored orientation. Tile of A: !transA: A [M, K] → rows m
   // (BM) × columns k (BK); transA: A [K, M] → rows k (BK) × columns m (BM). B: !transB: [K, N] →
   // rows k × columns n; transB: [N, K] → rows n × columns k. Invocation li loads, on pass i, the
@@ -91,7 +103,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     const base = mat === "a" ? "a_base" : "b_base";
     const idx = `${base} + r * ${layout.ld} + c`;
     const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
-    const load = `    { let r = ${layout.r0} + ${rowVar} + ${step}u; let c = ${layout.c0} + ${colVar}; r${mat}[${i}] = select(${zero}, ${cvt(at)}, r < ${layout.rb} && c < ${layout.cb}); }`;
+    const load = `    { let r = ${layout.r0} + ${rowVar} + ${step}u; let c = ${layout.c0} + ${colVar}; r${mat}[${i}] = select(${zero}, ${cvt(at, mat)}, r < ${layout.rb} && c < ${layout.cb}); }`;
     const ld = mat === "a" ? SA_LD : SB_LD;
     const size = mat === "a" ? SA : SB;
     const dst = `s${mat}[buf * ${size}u + (${rowVar} + ${step}u) * ${ld}u + ${colVar}`;
@@ -135,11 +147,33 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
       epilogue.push(`  workgroupBarrier();`);
       epilogue.push(`  for (var e = lane; e < 256u; e += ${SUBGROUP}u) {`);
       epilogue.push(`    let m = m0 + wm + ${i * 16}u + e / 16u; let n = n0 + wn + ${j * 16}u + e % 16u;`);
-      epilogue.push(`    if (m < P.M && n < P.N) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]; }`);
+      epilogue.push(`    if (m < P.M && n < P.N) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]${scaled ? " * out_s1 * out_s2" : ""}; }`);
       epilogue.push(`  }`);
       epilogue.push(`  workgroupBarrier();`);
     }
   }
+  // Scaled: reduce the 256 partial maxima of A (amax[0..256)) and of B (amax[256..512)) in the
+  // epilogue scratch (free until the epilogue; finite non-negative values, so f32 max = bit max, and
+  // a subnormal flushed to 0 gives the same clamp exponent), then the exponents and factors.
+  const prologue = `  so[li] = bitcast<f32>(amax[li]);
+  so[${WG}u + li] = bitcast<f32>(amax[${WG}u + li]);
+  workgroupBarrier();
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
+    if (li < s) {
+      so[li] = max(so[li], so[li + s]);
+      so[${WG}u + li] = max(so[${WG}u + li], so[${WG}u + li + s]);
+    }
+    workgroupBarrier();
+  }
+  let ka = coop_scale_exp(bitcast<u32>(so[0]));
+  let kb = coop_scale_exp(bitcast<u32>(so[${WG}u]));
+  let scale_a = coop_pow2(ka);
+  let scale_b = coop_pow2(kb);
+  let out_h = (ka + kb) / 2;
+  let out_s1 = coop_pow2(-out_h);
+  let out_s2 = coop_pow2(out_h - ka - kb);
+  workgroupBarrier();
+`;
   const accs: string[] = [];
   for (let i = 0; i < 4; i++) for (let j = 0; j < 2; j++) accs.push(`  var c${i}${j} = coop_mat16x16<f32, C>();`);
   const module = `enable f16;
@@ -152,10 +186,10 @@ ${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
 @group(0) @binding(1) var<storage, read> mat_a: array<${elt}>;
 @group(0) @binding(2) var<storage, read> mat_b: array<${elt}>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-var<workgroup> sa: array<f16, ${2 * SA}>;
+${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}var<workgroup> sa: array<f16, ${2 * SA}>;
 var<workgroup> sb: array<f16, ${2 * SB}>;
 var<workgroup> so: array<f32, ${(WG / SUBGROUP) * 256}>;
-
+${scaled ? COOP_SCALE_WGSL : ""}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let m0 = wg.y * ${BM}u;
@@ -171,7 +205,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let ac = (li % ${aCols / V}u) * ${V}u;
   let br = li / ${bCols / V}u;
   let bc = (li % ${bCols / V}u) * ${V}u;
-  var ra: array<${reg}, ${PER}>;
+${scaled ? prologue : ""}  var ra: array<${reg}, ${PER}>;
   var rb: array<${reg}, ${PER}>;
 ${accs.join("\n")}
   let nk = (P.K + ${BK - 1}u) / ${BK}u;
@@ -210,7 +244,8 @@ ${epilogue.join("\n")}
     .replace(/^@group\(0\).*\n/gm, "")
     .replace(/\bmat_a\[/g, "b_a[")
     .replace(/\bmat_b\[/g, "b_b[")
-    .replace(/\bout\[/g, "b_out[");
+    .replace(/\bout\[/g, "b_out[")
+    .replace(/\bamax\[/g, "b_amax[");
 }
 
 /** A cooperative-matrix configuration expressible in WGSL (naga 30): square 8 or 16, f16/f32. */
