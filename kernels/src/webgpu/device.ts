@@ -42,6 +42,10 @@ const WANTED_LIMITS = [
 /** Optional features enabled when offered. */
 const WANTED_FEATURES = ["shader-f16", "timestamp-query", "wgpu-cooperative-matrix"] as const;
 
+/** Wanted features that a library may list yet refuse to enable (wgpu's experimental features);
+ * {@link openDevice} retries without them. */
+const EXPERIMENTAL_FEATURES: readonly string[] = ["wgpu-cooperative-matrix"];
+
 /** Classify an adapter for {@link BackendInfo.adapterType}. Uses a non-standard `adapterType` field
  * when the implementation provides one, else the description: software rasterisers (llvmpipe,
  * lavapipe, SwiftShader, WARP) are "cpu". */
@@ -87,12 +91,22 @@ export async function openDevice(gpu: GPU, opts: OpenDeviceOptions = {}): Promis
     const v = lim[k];
     if (typeof v === "number") requiredLimits[k] = v;
   }
-  const requiredFeatures = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+  let requiredFeatures = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
   let device: GPUDevice;
   try {
     device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: "zeromoe" });
   } catch (e) {
-    throw new Error(`webgpu: requestDevice failed with limits ${JSON.stringify(requiredLimits)} and features [${requiredFeatures}]: ${(e as Error).message}`);
+    // An adapter may list an experimental feature that its library will not enable (the prebuilt
+    // wgpu-native lists wgpu-cooperative-matrix on NVIDIA but refuses it: "experimental features
+    // are not enabled"). The feature is optional: ask again without the experimental ones.
+    const optional = requiredFeatures.filter((f) => !EXPERIMENTAL_FEATURES.includes(f as string));
+    if (optional.length === requiredFeatures.length) throw new Error(`webgpu: requestDevice failed with limits ${JSON.stringify(requiredLimits)} and features [${requiredFeatures}]: ${(e as Error).message}`);
+    requiredFeatures = optional;
+    try {
+      device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: "zeromoe" });
+    } catch (e2) {
+      throw new Error(`webgpu: requestDevice failed with limits ${JSON.stringify(requiredLimits)} and features [${requiredFeatures}] (and once more with the experimental ones: ${(e as Error).message}): ${(e2 as Error).message}`);
+    }
   }
   const ai: GPUAdapterInfo = adapter.info;
   return { adapter, device, info: { name: "webgpu", adapter: adapterName(ai), adapterBackend: adapterBackendName(ai), adapterType: classifyAdapter(ai), features: [...device.features].sort() } };
