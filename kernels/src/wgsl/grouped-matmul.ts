@@ -99,41 +99,51 @@ export function groupedMatmulLaunch(x: Buf, xoff: number, w: Buf, woff: number, 
 // ---- device offsets ------------------------------------------------------------------------------
 //
 // The same products with the G + 1 row offsets in a DEVICE buffer (i32), so routing never has to
-// come to the host (`Backend.groupedMatmulDev` / `groupedWeightGrad`). Register-blocked 64×64
-// output tiles, 256 invocations each computing a 4×4 block (rows ly + 16·a, columns lx + 16·b),
+// come to the host (`Backend.groupedMatmulDev` / `groupedWeightGrad`). Register-blocked 128×128
+// output tiles, 256 invocations each computing an 8×8 block (rows ly + 16·a, columns lx + 16·b),
 // K staged through workgroup memory 16 at a time; every product accumulates in f32, k ascending.
+// The 64 accumulators and the 8 + 8 staged operands are separate named variables (the generator
+// unrolls every loop over them): private arrays indexed by loop variables are placed in local
+// memory by the NVIDIA driver, which made the first version of these kernels ~50× slower (0.4
+// TFLOP/s on the H200).
 //
-// Forward / dX (groupedMatmulDev): the grid has ceil(R/64) + G row-tile slots × ceil(N/64) column
-// tiles. Slot s belongs to the group g with Σ_{j<g} ceil(n_j/64) ≤ s < Σ_{j≤g} ceil(n_j/64)
+// Forward / dX (groupedMatmulDev): the grid has ceil(R/128) + G row-tile slots × ceil(N/128) column
+// tiles. Slot s belongs to the group g with Σ_{j<g} ceil(n_j/128) ≤ s < Σ_{j≤g} ceil(n_j/128)
 // (n_j = offsets[j+1] − offsets[j]); each workgroup finds it by one uniform scan of the G counts.
-// Σ_g ceil(n_g/64) ≤ ceil(R/64) + G, so every row of every group has a slot; slots past the last
+// Σ_g ceil(n_g/128) ≤ ceil(R/128) + G, so every row of every group has a slot; slots past the last
 // group compute nothing. Rows outside [offsets[0], offsets[G]) are not touched.
 //
 // Weight gradient (groupedWeightGrad): dw[g] (+)= dy[rows_g]ᵀ · x[rows_g], one workgroup per
-// (group, 64×64 tile of dw[g]); the loop over the group's rows (16 at a time) has a bound read by
+// (group, 128×128 tile of dw[g]); the loop over the group's rows (16 at a time) has a bound read by
 // `workgroupUniformLoad`, so the barriers inside stay in uniform control flow. An empty group
 // writes zeros (or leaves dw[g] unchanged when accumulating).
 
-/** Output tile edge of the device-offset kernels (64×64 tiles, 16-deep K steps). */
-export const GROUPED_DEV_TILE = 64;
+/** Per-invocation register block edge (the tile is 16·MT square). */
+const MT = 8;
+/** Output tile edge of the device-offset kernels (128×128 tiles, 16-deep K steps). */
+export const GROUPED_DEV_TILE = 16 * MT;
 const DT = GROUPED_DEV_TILE;
 const DK = 16;
+/** Elements of one staged operand tile each invocation loads per K step. */
+const LOADS = (DT * DK) / 256;
 
-// Shared body of the 4×4 register tile: `loadA(i, kk)` / `loadB(kk, j)` are WGSL expressions
-// evaluated only when in range (the staging writes 0 otherwise).
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}
+
+// Shared body of the MT×MT register tile: `aLoad` / `bLoad` are WGSL expressions evaluated only
+// when in range (the staging writes 0 otherwise), in terms of (ai, ak) and (bk, bj).
 // `aAlongK`: consecutive invocations stage consecutive k of one A row (A row-major in memory, as x);
 // else consecutive i of one k (A = dyᵀ: dy rows are contiguous in i). `bAlongJ` likewise for B:
 // consecutive j (B row-major, W stored K×N or x) or consecutive k (W stored N×K). Either way each
-// global load is coalesced.
+// global load is coalesced. Leaves accumulators acc_a_b (row ly + 16a, column lx + 16b).
 function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin: string, kEnd: string, aAlongK: boolean, bAlongJ: boolean): string {
-  return `  let ly = li / 16u;
-  let lx = li % 16u;
-  var acc: array<array<f32, 4>, 4>;
-  for (var a = 0u; a < 4u; a = a + 1u) { for (var b = 0u; b < 4u; b = b + 1u) { acc[a][b] = 0.0; } }
-  for (var k0 = ${kBegin}; k0 < ${kEnd}; k0 = k0 + ${DK}u) {
-    // stage A [64 × 16] and B [16 × 64]: 4 elements each per invocation
-    for (var q = 0u; q < 4u; q = q + 1u) {
-      let e = li + q * 256u;
+  const R = range(MT);
+  const decl = R.map((a) => R.map((b) => `var acc_${a}_${b}: f32 = 0.0;`).join(" ")).join("\n  ");
+  const stage = range(LOADS)
+    .map(
+      (q) => `    {
+      let e = li + ${q * 256}u;
       let ai = ${aAlongK ? `e / ${DK}u` : `e % ${DT}u`};
       let akk = ${aAlongK ? `e % ${DK}u` : `e / ${DT}u`};
       let ak = k0 + akk;
@@ -146,18 +156,39 @@ function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin
       var bv: f32 = 0.0;
       if (${bOk}) { bv = ${bLoad}; }
       bs_[bkk * ${DT}u + bj] = bv;
-    }
+    }`,
+    )
+    .join("\n");
+  const loadA = R.map((a) => `let a${a} = as_[kk * ${DT}u + ly + ${16 * a}u];`).join(" ");
+  const loadB = R.map((b) => `let b${b} = bs_[kk * ${DT}u + lx + ${16 * b}u];`).join(" ");
+  const fma = R.map((a) => R.map((b) => `acc_${a}_${b} = fma(a${a}, b${b}, acc_${a}_${b});`).join(" ")).join("\n      ");
+  return `  let ly = li / 16u;
+  let lx = li % 16u;
+  ${decl}
+  for (var k0 = ${kBegin}; k0 < ${kEnd}; k0 = k0 + ${DK}u) {
+${stage}
     workgroupBarrier();
     for (var kk = 0u; kk < ${DK}u; kk = kk + 1u) {
-      var av4: array<f32, 4>;
-      var bv4: array<f32, 4>;
-      for (var a = 0u; a < 4u; a = a + 1u) { av4[a] = as_[kk * ${DT}u + ly + 16u * a]; }
-      for (var b = 0u; b < 4u; b = b + 1u) { bv4[b] = bs_[kk * ${DT}u + lx + 16u * b]; }
-      for (var a = 0u; a < 4u; a = a + 1u) { for (var b = 0u; b < 4u; b = b + 1u) { acc[a][b] = acc[a][b] + av4[a] * bv4[b]; } }
+      ${loadA}
+      ${loadB}
+      ${fma}
     }
     workgroupBarrier();
   }
 `;
+}
+
+/** The unrolled stores of the register tile: `rowOk(a)`/`colOk(b)` guard, `index(a, b)` the element. */
+function tileStores(rowExpr: (a: number) => string, rowBound: string, colExpr: (b: number) => string, colBound: string, index: string, accumulate: boolean, out: string): string {
+  const R = range(MT);
+  return R.map(
+    (a) => `  {
+    let row = ${rowExpr(a)};
+    if (row < ${rowBound}) {
+${R.map((b) => `      { let col = ${colExpr(b)}; if (col < ${colBound}) { let o = ${index}; ${accumulate ? `${out}[o] = ${out}[o] + acc_${a}_${b};` : `${out}[o] = acc_${a}_${b};`} } }`).join("\n")}
+    }
+  }`,
+  ).join("\n");
 }
 
 function groupedDevKernel(transB: boolean, accumulate: boolean): Kernel {
@@ -198,18 +229,7 @@ ${entry(256)} {
   }
   let wbase = P.woff + min(g, max(P.G, 1u) - 1u) * P.strideW;
 ${tileBody("b_x[P.xoff + (r0 + ai) * P.K + ak]", "r0 + ai < r1 && ak < P.K", wLoad, "j0 + bj < P.N && bk < P.K", "0u", "P.K", true, !transB)}
-  let ly2 = li / 16u;
-  let lx2 = li % 16u;
-  for (var a = 0u; a < 4u; a = a + 1u) {
-    let row = r0 + ly2 + 16u * a;
-    if (row >= r1) { continue; }
-    for (var b = 0u; b < 4u; b = b + 1u) {
-      let col = j0 + lx2 + 16u * b;
-      if (col >= P.N) { continue; }
-      let o = P.ooff + row * P.N + col;
-      ${accumulate ? "b_out[o] = b_out[o] + acc[a][b];" : "b_out[o] = acc[a][b];"}
-    }
-  }
+${tileStores((a) => `r0 + ly + ${16 * a}u`, "r1", (b) => `j0 + lx + ${16 * b}u`, "P.N", "P.ooff + row * P.N + col", accumulate, "b_out")}
 }`,
   }));
 }
@@ -259,18 +279,7 @@ ${entry(256)} {
   // A(i, r) = dy[r, i] (i < M), B(r, j) = x[r, j] (j < N), r over the group's rows
 ${tileBody("b_dy[P.dyoff + ak * P.M + i0 + ai]", "i0 + ai < P.M && ak < rr.y", "b_x[P.xoff + bk * P.N + j0 + bj]", "j0 + bj < P.N && bk < rr.y", "rr.x", "rr.y", false, true)}
   if (g >= P.G) { return; }
-  let ly2 = li / 16u;
-  let lx2 = li % 16u;
-  for (var a = 0u; a < 4u; a = a + 1u) {
-    let i = i0 + ly2 + 16u * a;
-    if (i >= P.M) { continue; }
-    for (var b = 0u; b < 4u; b = b + 1u) {
-      let j = j0 + lx2 + 16u * b;
-      if (j >= P.N) { continue; }
-      let o = P.dwoff + g * P.strideW + i * P.N + j;
-      ${accumulate ? "b_dw[o] = b_dw[o] + acc[a][b];" : "b_dw[o] = acc[a][b];"}
-    }
-  }
+${tileStores((a) => `i0 + ly + ${16 * a}u`, "P.M", (b) => `j0 + lx + ${16 * b}u`, "P.N", "P.dwoff + g * P.strideW + row * P.N + col", accumulate, "b_dw")}
 }`,
   }));
 }

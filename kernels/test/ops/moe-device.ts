@@ -4,7 +4,7 @@
  * expert order) — against float64 / host references and, on the cpu backend, bit for bit against
  * the per-expert ops they replace (matmul per group, scatterAddRows). Awkward sizes: one row, one
  * token, empty groups first/middle/last, every row in one group, primes, groups longer than a
- * 64-row tile, rows past offsets[G] that must stay untouched, dropped pairs, experts with no pairs.
+ * 128-row tile, rows past offsets[G] that must stay untouched, dropped pairs, experts with no pairs.
  */
 
 import { refMatmul } from "../reference/matmul.ts";
