@@ -37,7 +37,10 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
       if (prop === "alloc") {
         return (dtype: DType, length: number, tag: MemTag) => {
           const want = DTYPE_BYTES[dtype] * length;
-          const used = deviceBytesInUse(target);
+          // freed buffers a backend keeps for reuse are device memory too: counted, and released
+          // before an allocation is refused
+          let used = deviceBytesInUse(target) + pooledBytesOf(target);
+          if (used + want > budget && releasePooled(target) > 0) used = deviceBytesInUse(target) + pooledBytesOf(target);
           if (used + want > budget) {
             throw new DeviceBudgetError(`device memory budget exceeded: allocating ${formatByteSize(want)} (${tag}) with ${formatByteSize(used)} in use, max_device_memory is ${formatByteSize(budget)} (${budget} bytes); offload optimizer states (zero_optimization.offload_optimizer.device "cpu"), use ZeRO stage 3, smaller micro-batches, activation checkpointing, or raise the budget`);
           }
@@ -54,4 +57,19 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
       return f;
     },
   });
+}
+
+/** Bytes of freed device buffers a backend keeps for reuse (the webgpu backend's buffer pool,
+ * `stats().pooledBytes`); 0 for backends without one. */
+function pooledBytesOf(be: Backend): number {
+  const stats = (be as unknown as { stats?: () => { pooledBytes?: number } }).stats;
+  if (typeof stats !== "function") return 0;
+  const n = stats.call(be).pooledBytes;
+  return typeof n === "number" ? n : 0;
+}
+
+/** Release a backend's pooled buffers (webgpu `releasePooledBuffers`); returns the bytes freed. */
+function releasePooled(be: Backend): number {
+  const release = (be as unknown as { releasePooledBuffers?: () => number }).releasePooledBuffers;
+  return typeof release === "function" ? release.call(be) : 0;
 }

@@ -275,6 +275,15 @@ export class WebGpuBackend implements Backend {
     return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes };
   }
 
+  /** Destroy every pooled GPU buffer (freed by the program, kept for reuse: `stats().pooledBytes`)
+   * and return the bytes released. A device memory budget calls this before it refuses an
+   * allocation (core/src/train/device-budget.ts), so pooled memory never takes a budget's room. */
+  releasePooledBuffers(): number {
+    const bytes = this.batcher.pool.bytes;
+    for (const b of this.batcher.pool.drain()) b.destroy();
+    return bytes;
+  }
+
   /** Release the device (the backend is unusable afterwards). */
   destroy(): void {
     this.batcher.submit();
