@@ -100,7 +100,7 @@ export function groupedMatmulLaunch(x: Buf, xoff: number, w: Buf, woff: number, 
 //
 // The same products with the G + 1 row offsets in a DEVICE buffer (i32), so routing never has to
 // come to the host (`Backend.groupedMatmulDev` / `groupedWeightGrad`). Register-blocked 128×128
-// output tiles, 256 invocations each computing an 8×8 block (rows ly + 16·a, columns lx + 16·b),
+// output tiles, 256 invocations each computing an 8×8 block (rows 8·ly + a, columns 8·lx + b),
 // K staged through workgroup memory 16 at a time; every product accumulates in f32, k ascending.
 // The 64 accumulators and the 8 + 8 staged operands are separate named variables (the generator
 // unrolls every loop over them): private arrays indexed by loop variables are placed in local
@@ -124,8 +124,6 @@ const MT = 8;
 export const GROUPED_DEV_TILE = 16 * MT;
 const DT = GROUPED_DEV_TILE;
 const DK = 16;
-/** Elements of one staged operand tile each invocation loads per K step. */
-const LOADS = (DT * DK) / 256;
 
 function range(n: number): number[] {
   return Array.from({ length: n }, (_, i) => i);
@@ -133,44 +131,64 @@ function range(n: number): number[] {
 
 // Shared body of the MT×MT register tile: `aLoad` / `bLoad` are WGSL expressions evaluated only
 // when in range (the staging writes 0 otherwise), in terms of (ai, ak) and (bk, bj).
-// `aAlongK`: consecutive invocations stage consecutive k of one A row (A row-major in memory, as x);
-// else consecutive i of one k (A = dyᵀ: dy rows are contiguous in i). `bAlongJ` likewise for B:
-// consecutive j (B row-major, W stored K×N or x) or consecutive k (W stored N×K). Either way each
-// global load is coalesced. Leaves accumulators acc_a_b (row ly + 16a, column lx + 16b).
+// Workgroup memory holds A as [k][i] and B as [k][j] in vec4s of 4 consecutive i (j), so each
+// invocation reads its 8 rows (columns) of one k as two vec4s (its register block covers rows
+// 8·ly … 8·ly + 7 and columns 8·lx … 8·lx + 7). Staging: each invocation fills whole vec4s.
+// `aAlongK`: A is contiguous along k in memory (x row-major): 16 consecutive invocations take 16
+// consecutive k of the same 4 rows; else (A = dyᵀ: contiguous along i) 32 consecutive invocations
+// take 128 consecutive i of one k. `bAlongJ` likewise for B: contiguous along j (x, or W stored
+// K×N) or along k (W stored N×K). Either way each global load is coalesced across invocations.
+// Leaves accumulators acc_a_b (row 8·ly + a, column 8·lx + b of the tile).
 function tileBody(aLoad: string, aOk: string, bLoad: string, bOk: string, kBegin: string, kEnd: string, aAlongK: boolean, bAlongJ: boolean): string {
   const R = range(MT);
+  const V = DT / 4; // vec4s per k row of a staged tile
   const decl = R.map((a) => R.map((b) => `var acc_${a}_${b}: f32 = 0.0;`).join(" ")).join("\n  ");
-  const stage = range(LOADS)
-    .map(
-      (q) => `    {
-      let e = li + ${q * 256}u;
-      let ai = ${aAlongK ? `e / ${DK}u` : `e % ${DT}u`};
-      let akk = ${aAlongK ? `e % ${DK}u` : `e / ${DT}u`};
+  const rounds = (DT * DK) / 4 / 256; // vec4s of one operand per invocation per K step
+  const stageA = range(rounds)
+    .map((q) => {
+      const ig = aAlongK ? `li / ${DK}u + ${q * (256 / DK)}u` : `li % ${V}u`;
+      const kk = aAlongK ? `li % ${DK}u` : `li / ${V}u + ${q * (256 / V)}u`;
+      const comps = range(4)
+        .map((c) => `      var a_${c}: f32 = 0.0; { let ai = 4u * ig + ${c}u; if (${aOk}) { a_${c} = ${aLoad}; } }`)
+        .join("\n");
+      return `    {
+      let ig = ${ig};
+      let akk = ${kk};
       let ak = k0 + akk;
-      var av: f32 = 0.0;
-      if (${aOk}) { av = ${aLoad}; }
-      as_[akk * ${DT}u + ai] = av;
-      let bkk = ${bAlongJ ? `e / ${DT}u` : `e % ${DK}u`};
-      let bj = ${bAlongJ ? `e % ${DT}u` : `e / ${DK}u`};
-      let bk = k0 + bkk;
-      var bv: f32 = 0.0;
-      if (${bOk}) { bv = ${bLoad}; }
-      bs_[bkk * ${DT}u + bj] = bv;
-    }`,
-    )
+${comps}
+      as_[akk * ${V}u + ig] = vec4<f32>(a_0, a_1, a_2, a_3);
+    }`;
+    })
     .join("\n");
-  const loadA = R.map((a) => `let a${a} = as_[kk * ${DT}u + ly + ${16 * a}u];`).join(" ");
-  const loadB = R.map((b) => `let b${b} = bs_[kk * ${DT}u + lx + ${16 * b}u];`).join(" ");
-  const fma = R.map((a) => R.map((b) => `acc_${a}_${b} = fma(a${a}, b${b}, acc_${a}_${b});`).join(" ")).join("\n      ");
+  const stageB = range(rounds)
+    .map((q) => {
+      const jg = bAlongJ ? `li % ${V}u` : `li / ${DK}u + ${q * (256 / DK)}u`;
+      const kk = bAlongJ ? `li / ${V}u + ${q * (256 / V)}u` : `li % ${DK}u`;
+      const comps = range(4)
+        .map((c) => `      var b_${c}: f32 = 0.0; { let bj = 4u * jg + ${c}u; if (${bOk}) { b_${c} = ${bLoad}; } }`)
+        .join("\n");
+      return `    {
+      let jg = ${jg};
+      let bkk = ${kk};
+      let bk = k0 + bkk;
+${comps}
+      bs_[bkk * ${V}u + jg] = vec4<f32>(b_0, b_1, b_2, b_3);
+    }`;
+    })
+    .join("\n");
+  const fma = R.map((a) => R.map((b) => `acc_${a}_${b} = fma(${a < 4 ? "av0" : "av1"}[${a % 4}], ${b < 4 ? "bv0" : "bv1"}[${b % 4}], acc_${a}_${b});`).join(" ")).join("\n      ");
   return `  let ly = li / 16u;
   let lx = li % 16u;
   ${decl}
   for (var k0 = ${kBegin}; k0 < ${kEnd}; k0 = k0 + ${DK}u) {
-${stage}
+${stageA}
+${stageB}
     workgroupBarrier();
     for (var kk = 0u; kk < ${DK}u; kk = kk + 1u) {
-      ${loadA}
-      ${loadB}
+      let av0 = as_[kk * ${V}u + 2u * ly];
+      let av1 = as_[kk * ${V}u + 2u * ly + 1u];
+      let bv0 = bs_[kk * ${V}u + 2u * lx];
+      let bv1 = bs_[kk * ${V}u + 2u * lx + 1u];
       ${fma}
     }
     workgroupBarrier();
@@ -204,8 +222,8 @@ function groupedDevKernel(transB: boolean, accumulate: boolean): Kernel {
       { name: "b_out", type: "f32", write: true },
     ],
     params: u32s("xoff", "woff", "ooff", "offoff", "G", "R", "N", "K", "strideW", "ncol"),
-    code: `var<workgroup> as_: array<f32, ${DT * DK}>;
-var<workgroup> bs_: array<f32, ${DT * DK}>;
+    code: `var<workgroup> as_: array<vec4<f32>, ${(DT * DK) / 4}>;
+var<workgroup> bs_: array<vec4<f32>, ${(DT * DK) / 4}>;
 fn off_at(g: u32) -> u32 { return min(u32(max(b_off[P.offoff + g], 0)), P.R); }
 ${entry(256)} {
   let lin = wg_lin(wg, nwg);
@@ -229,7 +247,7 @@ ${entry(256)} {
   }
   let wbase = P.woff + min(g, max(P.G, 1u) - 1u) * P.strideW;
 ${tileBody("b_x[P.xoff + (r0 + ai) * P.K + ak]", "r0 + ai < r1 && ak < P.K", wLoad, "j0 + bj < P.N && bk < P.K", "0u", "P.K", true, !transB)}
-${tileStores((a) => `r0 + ly + ${16 * a}u`, "r1", (b) => `j0 + lx + ${16 * b}u`, "P.N", "P.ooff + row * P.N + col", accumulate, "b_out")}
+${tileStores((a) => `r0 + 8u * ly + ${a}u`, "r1", (b) => `j0 + 8u * lx + ${b}u`, "P.N", "P.ooff + row * P.N + col", accumulate, "b_out")}
 }`,
   }));
 }
@@ -258,8 +276,8 @@ function groupedWGradKernel(accumulate: boolean): Kernel {
       { name: "b_dw", type: "f32", write: true },
     ],
     params: u32s("dyoff", "xoff", "dwoff", "offoff", "G", "R", "M", "N", "strideW", "nrt", "nct"),
-    code: `var<workgroup> as_: array<f32, ${DT * DK}>;
-var<workgroup> bs_: array<f32, ${DT * DK}>;
+    code: `var<workgroup> as_: array<vec4<f32>, ${(DT * DK) / 4}>;
+var<workgroup> bs_: array<vec4<f32>, ${(DT * DK) / 4}>;
 var<workgroup> rows_: vec2<u32>;
 fn off_at(g: u32) -> u32 { return min(u32(max(b_off[P.offoff + g], 0)), P.R); }
 ${entry(256)} {
@@ -279,7 +297,7 @@ ${entry(256)} {
   // A(i, r) = dy[r, i] (i < M), B(r, j) = x[r, j] (j < N), r over the group's rows
 ${tileBody("b_dy[P.dyoff + ak * P.M + i0 + ai]", "i0 + ai < P.M && ak < rr.y", "b_x[P.xoff + bk * P.N + j0 + bj]", "j0 + bj < P.N && bk < rr.y", "rr.x", "rr.y", false, true)}
   if (g >= P.G) { return; }
-${tileStores((a) => `i0 + ly + ${16 * a}u`, "P.M", (b) => `j0 + lx + ${16 * b}u`, "P.N", "P.dwoff + g * P.strideW + row * P.N + col", accumulate, "b_dw")}
+${tileStores((a) => `i0 + 8u * ly + ${a}u`, "P.M", (b) => `j0 + 8u * lx + ${b}u`, "P.N", "P.dwoff + g * P.strideW + row * P.N + col", accumulate, "b_dw")}
 }`,
   }));
 }
