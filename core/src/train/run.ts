@@ -7,6 +7,8 @@ import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import { launch } from "../launch/launch.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
 import { checkDeviceBudget, checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
+import { TENSOR_CORES_ENV, tensorCoresRequest } from "./backend.ts";
+import { ConfigError } from "../config/errors.ts";
 import type { TrainRankArgs } from "./rank.ts";
 import { createStopFlag, installStopHandlers } from "./stop-signal.ts";
 import { buildSummary, type RankReport, type TrainSummary } from "./summary.ts";
@@ -49,6 +51,12 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
   // the plugins are loaded here too: a set that does not compose is a config error before launching,
   // and their memory contributions (a ZeRO stage's, the MoE plugin's, a third party's) shape the estimate
   const jobPlugins = await loadJobPlugins(config, o.baseDir);
+  // the environment's tensor-core switch is checked here, not first inside a rank
+  try {
+    tensorCoresRequest({ fp16: config.fp16.enabled, bf16: config.bf16.enabled });
+  } catch (e) {
+    throw new ConfigError([{ path: TENSOR_CORES_ENV, message: (e as Error).message, source: "environment" }], "invalid environment");
+  }
   if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
   else checkDeviceBudget(config, jobPlugins.memory); // the device budget needs no backend to check
   const verbose = o.verbose ?? true;

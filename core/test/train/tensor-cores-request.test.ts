@@ -26,3 +26,13 @@ test("any other value is refused naming the variable and the accepted values, wh
   for (const p of [FP32, BF16, FP16]) expect(() => tensorCoresRequest(p, { [TENSOR_CORES_ENV]: "yes" })).toThrow('ZEROMOE_TENSOR_CORES="yes": expected auto, on or off');
   expect(() => tensorCoresRequest(BF16, { [TENSOR_CORES_ENV]: "OFF" })).toThrow(/expected auto, on or off/);
 });
+
+test("bun run train with a bad ZEROMOE_TENSOR_CORES exits 2 before launching, naming the variable, no stack trace", () => {
+  const cli = new URL("../../src/cli/train.ts", import.meta.url).pathname;
+  const p = Bun.spawnSync(["bun", cli, "--backend", "cpu", "--steps", "1"], { env: { ...process.env, [TENSOR_CORES_ENV]: "maybe" }, stdout: "pipe", stderr: "pipe" });
+  const text = p.stdout.toString() + p.stderr.toString();
+  expect(p.exitCode).toBe(2);
+  expect(text).toContain('ZEROMOE_TENSOR_CORES="maybe": expected auto, on or off');
+  expect(text).not.toMatch(/^\s+at /m);
+  expect(text).not.toContain("step 1/1");
+});
