@@ -98,8 +98,9 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
       let runDir: string | null = null;
       let nvmeStaging: NvmeStaging | null = null;
       let maxNvmeLength = 0;
+      let nvmeUnits = 0;
       const nvmeStates = (): StagedStates => {
-        nvmeStaging ??= new NvmeStaging(o.bufferCount, maxNvmeLength, ledger);
+        nvmeStaging ??= new NvmeStaging(o.bufferCount, maxNvmeLength, ledger, nvmeUnits);
         return nvmeStaging;
       };
       const provider = new Map<UnitHandle, () => StagedStates>();
@@ -129,9 +130,10 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           const len = unit.plan.optim === "sharded" ? unit.plan.shardSize : Math.max(1, unit.numel);
           let st: CpuOptimizerState | NvmeOptimizerState;
           if (unit.optimizerDevice === "nvme") {
-            runDir ??= createRunDir(o.nvmePath!, ctx.rank);
+            runDir ??= createRunDir(o.nvmePath!, ctx.rank, "zero_optimization.offload_optimizer.nvme_path");
             st = new NvmeOptimizerState(join(runDir, `${unit.name}.optim`), len, aio, ledger, o.fastInit);
             maxNvmeLength = Math.max(maxNvmeLength, len);
+            nvmeUnits++;
             provider.set(unit, nvmeStates);
           } else {
             st = new CpuOptimizerState(len, ledger);
@@ -155,7 +157,7 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
             if (len > o.paramBufferSize) {
               throw new ConfigError([{ path: "zero_optimization.offload_param.buffer_size", message: `unit ${unit.name}'s parameter shard has ${len} elements, more than buffer_size ${o.paramBufferSize}: raise buffer_size to at least ${len}` }], "the offload settings cannot run");
             }
-            paramDir ??= createRunDir(o.paramNvmePath!, ctx.rank);
+            paramDir ??= createRunDir(o.paramNvmePath!, ctx.rank, "zero_optimization.offload_param.nvme_path");
             sh = new NvmeParamShard(join(paramDir, `${unit.name}.param`), len, dtype, paramCache, ledger);
           } else sh = new CpuParamShard(len, dtype, ledger);
           live++;
@@ -187,7 +189,9 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           };
         });
       }
-      if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${Math.floor(o.bufferCount / 3)} staging slot${o.bufferCount >= 6 ? "s: double-buffered" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
+      // staging slots: buffer_count / 3, but never more than the units on NVMe (NvmeStaging allocates no more)
+      const slots = Math.max(1, Math.min(Math.floor(o.bufferCount / 3), [...placed.values()].filter((d) => d === "nvme").length));
+      if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${slots} staging slot${slots >= 2 ? "s: double-buffered" : o.bufferCount >= 6 ? ": one unit on NVMe" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,
         param_device: o.param,

@@ -15,6 +15,7 @@
 import { closeSync, fdatasync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { ConfigError } from "@zeromoe/core/config";
 import type { HostOptimizerState, OptimizerStateName, UnitHandle } from "@zeromoe/core/plugin";
 import type { Aio } from "./aio.ts";
 import { check } from "./cpu-state.ts";
@@ -24,10 +25,19 @@ import type { StagedStates, StateViews } from "./offload-step.ts";
 const fdatasyncP = promisify(fdatasync);
 const STATES: readonly OptimizerStateName[] = ["master", "m", "v"];
 
-/** A per-run directory under `nvmePath` for rank `rank`'s files. */
-export function createRunDir(nvmePath: string, rank: number): string {
-  mkdirSync(nvmePath, { recursive: true });
-  return mkdtempSync(join(nvmePath, `zeromoe-offload-r${rank}-`));
+/**
+ * A per-run directory under `nvmePath` for rank `rank`'s files (`nvmePath` is created when missing).
+ * @param key the config key that gave `nvmePath` (named in the error)
+ * @throws ConfigError naming `key` when the directory cannot be created (a regular file in the way,
+ *   no permission, read-only file system, …), with the file system's reason
+ */
+export function createRunDir(nvmePath: string, rank: number, key: string): string {
+  try {
+    mkdirSync(nvmePath, { recursive: true });
+    return mkdtempSync(join(nvmePath, `zeromoe-offload-r${rank}-`));
+  } catch (e) {
+    throw new ConfigError([{ path: key, message: `cannot create the offload directory under ${JSON.stringify(nvmePath)} (${(e as Error).message}): set it to a writable directory` }], "the offload settings cannot run");
+  }
 }
 
 /** NVMe-resident optimizer states of one unit (see the module comment). */
@@ -137,9 +147,13 @@ export class NvmeStaging implements StagedStates {
   private waiters: ((v: StateViews) => void)[] = [];
   private slots: { sab: SharedArrayBuffer; views: StateViews }[] = [];
 
-  /** @param bufferCount `offload_optimizer.buffer_count` (≥ 3); @param maxLength largest unit state */
-  constructor(bufferCount: number, maxLength: number, private readonly ledger: HostLedger) {
-    this.depth = Math.max(1, Math.floor(bufferCount / 3));
+  /**
+   * @param bufferCount `offload_optimizer.buffer_count` (≥ 3); @param maxLength largest unit state
+   * @param units how many units have NVMe states: a step never holds more slots than units, so at
+   *   most that many are allocated whatever `bufferCount` asks (1e9 would exhaust host memory)
+   */
+  constructor(bufferCount: number, maxLength: number, private readonly ledger: HostLedger, units: number = Number.POSITIVE_INFINITY) {
+    this.depth = Math.max(1, Math.min(Math.floor(bufferCount / 3), units));
     for (let i = 0; i < this.depth; i++) {
       const len = Math.max(1, maxLength);
       const sab = new SharedArrayBuffer(12 * len);

@@ -1,0 +1,67 @@
+/**
+ * Offload settings a new user gets wrong, through the real CLI (`core/src/cli/train.ts`): each one
+ * either trains or exits 2 naming the key and the fix, without a stack trace.
+ * - `nvme_path` naming a regular file (optimizer and parameter offload): exit 2 naming the key.
+ * - a huge `offload_optimizer.buffer_count` (1e9): more staging slots than NVMe units are useless,
+ *   so the plugin allocates at most one slot per unit and trains (it used to allocate 333M slots
+ *   and die of memory).
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = mkdtempSync(join(tmpdir(), "offload-bad-"));
+afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
+const TRAIN = resolve(import.meta.dir, "../../../core/src/cli/train.ts");
+const A_FILE = join(ROOT, "a-file");
+writeFileSync(A_FILE, "not a directory\n");
+
+function jobFile(name: string, zero: Record<string, unknown>): string {
+  const job = {
+    model: { model_type: "llama", vocab_size: 256, hidden_size: 32, intermediate_size: 88, num_hidden_layers: 1, num_attention_heads: 2, max_position_embeddings: 16 },
+    data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 16 },
+    backend: "cpu", steps: 2, seed: 7, train_micro_batch_size_per_gpu: 2,
+    optimizer: { type: "AdamW", params: { lr: 1e-3 } },
+    zero_optimization: zero,
+  };
+  const p = join(ROOT, name);
+  writeFileSync(p, JSON.stringify(job));
+  return p;
+}
+
+async function train(args: string[]): Promise<{ code: number; out: string }> {
+  const p = Bun.spawn(["bun", TRAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  return { code: await p.exited, out: o + e };
+}
+
+test("offload_optimizer.nvme_path on a regular file: exit 2 naming the key, no stack trace", async () => {
+  const r = await train(["--config", jobFile("opt-file.json", { stage: 2, offload_optimizer: { device: "nvme", nvme_path: A_FILE } })]);
+  expect(r.code).toBe(2);
+  expect(r.out).toContain("zero_optimization.offload_optimizer.nvme_path");
+  expect(r.out).toContain(A_FILE);
+  expect(r.out).not.toMatch(/\n\s+at /);
+}, 120_000);
+
+test("offload_param.nvme_path under a regular file: exit 2 naming the key, no stack trace", async () => {
+  const zero = { stage: 3, stage3_param_persistence_threshold: 0, offload_param: { device: "nvme", nvme_path: join(A_FILE, "sub") } };
+  const r = await train(["--config", jobFile("param-file.json", zero)]);
+  expect(r.code).toBe(2);
+  expect(r.out).toContain("zero_optimization.offload_param.nvme_path");
+  expect(r.out).not.toMatch(/\n\s+at /);
+}, 120_000);
+
+test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit, same losses as buffer_count 6", async () => {
+  const losses = async (name: string, bufferCount: number) => {
+    const summary = join(ROOT, `${name}.summary.json`);
+    const zero = { stage: 2, offload_optimizer: { device: "nvme", nvme_path: join(ROOT, `nvme-${name}`), buffer_count: bufferCount } };
+    const r = await train(["--config", jobFile(`${name}.json`, zero), "--summary", summary]);
+    expect(r.out).not.toMatch(/\n\s+at /);
+    expect(r.code).toBe(0);
+    return JSON.parse(readFileSync(summary, "utf8")).losses as number[];
+  };
+  const want = await losses("six", 6);
+  expect(want.length).toBe(2);
+  expect(await losses("huge", 1e9)).toEqual(want);
+}, 240_000);
