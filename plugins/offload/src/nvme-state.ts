@@ -68,7 +68,8 @@ export class NvmeOptimizerState implements HostOptimizerState {
       this.fd = openSync(path, "w+");
       ftruncateSync(this.fd, 3 * this.region);
     } catch (e) {
-      throw new Error(`nvme offload: cannot create ${path}: ${(e as Error).message}`);
+      // a file-system refusal (no space, file too large, …) is the nvme_path's problem: exit 2 naming it
+      throw new ConfigError([{ path: "zero_optimization.offload_optimizer.nvme_path", message: `cannot create ${path} (${3 * this.region} bytes: 3 state regions of ${this.region}): ${(e as Error).message}; choose a directory on a drive with room for the states, or a smaller aio.block_size` }], "the offload settings cannot run");
     }
     ledger.addNvme("optim", 3 * this.region);
     this.zeroed = fastInit ? Promise.resolve() : this.writeZeros();

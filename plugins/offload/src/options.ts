@@ -20,6 +20,9 @@
  */
 import { ConfigError, type JobConfig } from "@zeromoe/core/config";
 
+/** Largest `aio.block_size` accepted with NVMe optimizer states (bytes; 1 GiB). */
+export const MAX_BLOCK_SIZE = 2 ** 30;
+
 /** What the plugin does for a job. */
 export interface OffloadOptions {
   optimizer: "none" | "cpu" | "nvme";
@@ -76,6 +79,11 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   const a = config.aio;
   if (oo.device === "nvme" && a.block_size % 4096 !== 0) {
     issues.push({ path: "aio.block_size", message: `I/O requests are aligned to block_size: it must be a multiple of 4096 bytes, got ${a.block_size}` });
+  }
+  // each of a unit's three state regions is padded to a whole block in its file: a block of 2^44 B
+  // made 48 TiB sparse files (EFBIG on ext4); DeepSpeed's default is 1 MiB
+  if (oo.device === "nvme" && a.block_size > MAX_BLOCK_SIZE) {
+    issues.push({ path: "aio.block_size", message: `each optimizer state region is padded to a whole block: block_size must be at most ${MAX_BLOCK_SIZE} bytes (1 GiB), got ${a.block_size}; DeepSpeed's default is 1048576` });
   }
   if (oo.device !== "none" && oo.pin_memory) warnings.push("zero_optimization.offload_optimizer.pin_memory: Bun has no page-locked (pinned) host memory; host states are ordinary SharedArrayBuffers");
   if (oo.device === "cpu" && oo.fast_init) warnings.push(`zero_optimization.offload_optimizer.fast_init applies to device "nvme" only; no effect with "cpu"`);

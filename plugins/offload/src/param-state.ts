@@ -12,6 +12,7 @@
  * swap buffers.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
+import { ConfigError } from "@zeromoe/core/config";
 import type { HostParamShard } from "@zeromoe/core/plugin";
 import type { HostLedger } from "./host-ledger.ts";
 
@@ -94,7 +95,8 @@ export class NvmeParamShard implements HostParamShard {
       this.fd = openSync(path, "w+");
       ftruncateSync(this.fd, Math.max(1, length) * bytesPer(dtype));
     } catch (e) {
-      throw new Error(`nvme parameter offload: cannot create ${path}: ${(e as Error).message}`);
+      // a file-system refusal (no space, file too large, …) is the nvme_path's problem: exit 2 naming it
+      throw new ConfigError([{ path: "zero_optimization.offload_param.nvme_path", message: `cannot create ${path}: ${(e as Error).message}; choose a directory on a drive with room for the parameter shards` }], "the offload settings cannot run");
     }
     ledger.addNvme("param", length * bytesPer(dtype));
   }

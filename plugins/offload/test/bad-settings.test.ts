@@ -5,6 +5,8 @@
  * - a huge `offload_optimizer.buffer_count` (1e9): more staging slots than NVMe units are useless,
  *   so the plugin allocates at most one slot per unit and trains (it used to allocate 333M slots
  *   and die of memory).
+ * - `aio.block_size` above 1 GiB with NVMe optimizer states: exit 2 naming it (each state region is
+ *   padded to a whole block; 2^44 made 48 TiB files and failed with EFBIG and a stack trace).
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -65,3 +67,12 @@ test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit,
   expect(want.length).toBe(2);
   expect(await losses("huge", 1e9)).toEqual(want);
 }, 240_000);
+
+test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_size (was EFBIG from ftruncate with a stack trace)", async () => {
+  const path = join(ROOT, "big-block.json");
+  writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(jobFile("big-block.json", { stage: 1, offload_optimizer: { device: "nvme", nvme_path: join(ROOT, "nvme-big") } }), "utf8")), aio: { block_size: 2 ** 44 } }));
+  const r = await train(["--config", path]);
+  expect(r.code).toBe(2);
+  expect(r.out).toContain("aio.block_size");
+  expect(r.out).not.toMatch(/\n\s+at /);
+}, 120_000);
