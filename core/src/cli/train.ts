@@ -10,7 +10,8 @@
  * - 0: the run finished all its steps;
  * - 2: a user error — UsageError (command line), ConfigError (job or DeepSpeed file), DataError
  *   (dataset), CheckpointError (`--resume`: damaged, mixed or edited checkpoint), SafetensorsError
- *   (`--init-from`) — printed as its message without a stack trace;
+ *   (`--init-from`), DeviceBudgetError (`max_device_memory` passed at run time, e.g. by
+ *   activations) — printed as its message without a stack trace;
  * - 1: the run failed otherwise: the failing rank and its error, with the stack; without it for an
  *   environment problem (backend "webgpu" requested where no working WebGPU device exists, a
  *   checkpoint write failing with disk full/quota/read-only: CheckpointWriteError);
@@ -42,7 +43,7 @@ import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
-const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError"];
+const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError", "DeviceBudgetError"];
 
 /** Errors of the environment, not of the input nor a bug: message only, exit status 1. */
 const ENVIRONMENT_ERRORS = ["CheckpointWriteError"];

@@ -16,8 +16,11 @@ const UNITS: Readonly<Record<string, number>> = {
  */
 export function parseByteSize(v: unknown): number | string {
   if (typeof v === "number") {
+    // the same rule as a string: a positive whole number of bytes below 2^53 after rounding down
     if (!Number.isFinite(v) || v <= 0) return `expected a positive number of bytes, got ${v}`;
-    return Math.floor(v);
+    const bytes = Math.floor(v);
+    if (!(bytes > 0) || !Number.isSafeInteger(bytes)) return `expected a positive size of at least 1 byte and below 2^53 bytes, got ${v}`;
+    return bytes;
   }
   if (typeof v !== "string") return `expected a size such as "8MiB", "4GiB" or a number of bytes, got ${typeof v}`;
   const m = /^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$/.exec(v);
