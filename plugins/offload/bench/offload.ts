@@ -16,7 +16,7 @@
  * replaced by the tables.
  */
 import { execFileSync } from "node:child_process";
-import { closeSync, existsSync, fsyncSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { availableParallelism, cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Engine, pluginsForJob, type TrainMicroBatch } from "@zeromoe/core";
@@ -31,9 +31,50 @@ import { NvmeOptimizerState } from "../src/nvme-state.ts";
 
 const GB = 1e9;
 
-function arg(args: string[], name: string, def: number): number {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : def;
+/** The benchmark's options (see the module comment). */
+export interface OffloadBenchArgs {
+  elements: number;
+  reps: number;
+  steps: number;
+  dir: string;
+  write: boolean;
+}
+
+/**
+ * Parse `--elements N` (≥ 1), `--reps R` (≥ 1), `--steps K` (≥ 2: the first step is excluded from
+ * the mean), `--dir D` and `--write`.
+ * @returns the options, or a message naming the option and what it expects (the bench then exits 2;
+ *   before, `--reps 0` printed Infinity, `--steps 1` a 0 s step and `--elements abc` NaN-sized files,
+ *   which `--write` would have put in docs/performance.md)
+ */
+export function parseOffloadBenchArgs(args: readonly string[]): OffloadBenchArgs | string {
+  const known = new Set(["--elements", "--reps", "--steps", "--dir", "--write"]);
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (!known.has(a)) return `bench offload: unknown argument "${a}" (expected --elements N, --reps R, --steps K, --dir D, --write)`;
+    if (a !== "--write") i++;
+  }
+  const int = (name: string, def: number, min: number): number | string => {
+    const i = args.indexOf(name);
+    if (i < 0) return def;
+    const raw = args[i + 1];
+    const v = raw === undefined || raw.trim() === "" ? Number.NaN : Number(raw);
+    if (!Number.isSafeInteger(v) || v < min) return `bench offload: ${name} expects an integer ≥ ${min}, got ${raw === undefined ? "nothing" : JSON.stringify(raw)}`;
+    return v;
+  };
+  const elements = int("--elements", 4_000_000, 1);
+  const reps = int("--reps", 3, 1);
+  const steps = int("--steps", 6, 2);
+  for (const v of [elements, reps, steps]) if (typeof v === "string") return v;
+  const di = args.indexOf("--dir");
+  let dir = tmpdir();
+  if (di >= 0) {
+    const d = args[di + 1];
+    if (d === undefined || d === "") return "bench offload: --dir expects a directory, got nothing";
+    if (!existsSync(d) || !statSync(d).isDirectory()) return `bench offload: --dir ${JSON.stringify(d)} is not an existing directory`;
+    dir = d;
+  }
+  return { elements: elements as number, reps: reps as number, steps: steps as number, dir, write: args.includes("--write") };
 }
 
 function best(reps: number, f: () => void): number {
@@ -168,11 +209,12 @@ function table(head: string[], rows: string[][]): string {
 
 /** Run the benchmark (see the module comment). */
 export async function main(args: string[]): Promise<void> {
-  const n = arg(args, "--elements", 4_000_000);
-  const reps = arg(args, "--reps", 3);
-  const steps = arg(args, "--steps", 6);
-  const di = args.indexOf("--dir");
-  const dir = di >= 0 ? args[di + 1]! : tmpdir();
+  const parsed = parseOffloadBenchArgs(args);
+  if (typeof parsed === "string") {
+    console.error(parsed);
+    process.exit(2);
+  }
+  const { elements: n, reps, steps, dir } = parsed;
   const host = `${cpus()[0]?.model ?? "cpu"}, ${availableParallelism()} cores available`;
   const a = await adamwRows(n, reps);
   const io = await nvmeRows(n, reps, dir);
@@ -193,7 +235,7 @@ export async function main(args: string[]): Promise<void> {
     table(["run", "s/step", "final loss", "device optim bytes"], st),
   ].join("\n");
   console.log(text);
-  if (args.includes("--write")) {
+  if (parsed.write) {
     const doc = resolve(import.meta.dir, "../../../docs/performance.md");
     const cur = existsSync(doc) ? readFileSync(doc, "utf8") : "# Performance\n";
     const begin = "<!-- offload-bench:begin -->";
