@@ -270,6 +270,26 @@ export const ZERO_SPEC: ObjectSpec = {
         return undefined;
       },
     },
+    // DeepSpeed's other deprecated offload keys (its zero config: cpu_offload_param → offload_param,
+    // cpu_offload_use_pin_memory → the pin_memory of offload_param/offload_optimizer)
+    cpu_offload_param: {
+      kind: "custom",
+      typeName: "false (deprecated)",
+      doc: "deprecated DeepSpeed key: use offload_param.device",
+      check(value: unknown, path: string, ctx: CheckContext): unknown {
+        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "offload_param": {"device": "cpu"} (ZeRO stage 3)`);
+        return undefined;
+      },
+    },
+    cpu_offload_use_pin_memory: {
+      kind: "custom",
+      typeName: "false (deprecated)",
+      doc: "deprecated DeepSpeed key: use offload_optimizer.pin_memory / offload_param.pin_memory",
+      check(value: unknown, path: string, ctx: CheckContext): unknown {
+        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "pin_memory" inside "offload_optimizer" / "offload_param"`);
+        return undefined;
+      },
+    },
   },
   aliases: { stage3_gather_fp16_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save" },
   ignored: {
