@@ -29,7 +29,7 @@ import { GradCopies } from "./grad-copy.ts";
 import { HostLedger } from "./host-ledger.ts";
 import { offloadMemory } from "./memory.ts";
 import { cpuStates, GradStaging, offloadStep, type StagedStates } from "./offload-step.ts";
-import { offloadOptions } from "./options.ts";
+import { offloadOptions, offloadThreadsFromEnv } from "./options.ts";
 
 type Hooks = EngineHooks & Record<string, unknown>;
 
@@ -62,10 +62,11 @@ export interface OffloadPluginOptions {
   overlapGradCopy?: boolean;
 }
 
-/** Default host AdamW threads (see {@link OffloadPluginOptions.threads}). */
+/** Default host AdamW threads (see {@link OffloadPluginOptions.threads}).
+ * @throws ConfigError when ZEROMOE_OFFLOAD_THREADS is set but not a positive integer */
 export function defaultThreads(worldSize: number): number {
-  const env = Number(process.env.ZEROMOE_OFFLOAD_THREADS);
-  if (Number.isInteger(env) && env >= 1) return env;
+  const env = offloadThreadsFromEnv();
+  if (env !== null) return env;
   return Math.max(1, Math.floor(availableParallelism() / Math.max(1, worldSize)));
 }
 

@@ -7,7 +7,7 @@
  * parameters leave the device likewise.
  */
 import type { PluginMemory } from "@zeromoe/core/plugin";
-import { offloadOptions } from "./options.ts";
+import { offloadOptions, offloadThreadsFromEnv } from "./options.ts";
 
 /** Memory contribution (see the module comment). */
 export const offloadMemory: PluginMemory = {
@@ -15,6 +15,7 @@ export const offloadMemory: PluginMemory = {
     // the up-front memory check runs before any data is loaded: refuse offload settings that
     // cannot run here already (ConfigError naming the key: exit 2), not after loading the data
     offloadOptions(input.config);
+    offloadThreadsFromEnv(); // a bad ZEROMOE_OFFLOAD_THREADS is refused before launch too
     const z = input.config.zero_optimization;
     const oo = z.offload_optimizer;
     const op = z.offload_param;

@@ -20,6 +20,24 @@
  */
 import { ConfigError, type JobConfig } from "@zeromoe/core/config";
 
+/** The environment variable that sets the host AdamW threads per rank (docs/offload.md). */
+export const OFFLOAD_THREADS_ENV = "ZEROMOE_OFFLOAD_THREADS";
+
+/**
+ * `ZEROMOE_OFFLOAD_THREADS` from `env`: a positive integer, or null when unset or empty.
+ * @throws ConfigError naming the variable when it is set to anything else ("abc", "0", "1.5" were
+ *   silently replaced by the default before)
+ */
+export function offloadThreadsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): number | null {
+  const raw = env[OFFLOAD_THREADS_ENV];
+  if (raw === undefined || raw.trim() === "") return null;
+  const v = Number(raw);
+  if (!Number.isSafeInteger(v) || v < 1) {
+    throw new ConfigError([{ path: OFFLOAD_THREADS_ENV, message: `host AdamW threads per rank: expected a positive integer, got ${JSON.stringify(raw)}; unset it for the default max(1, floor(cores / world_size))`, source: "environment" }], "invalid environment");
+  }
+  return v;
+}
+
 /** Largest `aio.block_size` accepted with NVMe optimizer states (bytes; 1 GiB). */
 export const MAX_BLOCK_SIZE = 2 ** 30;
 

@@ -7,6 +7,7 @@
  *   and die of memory).
  * - `aio.block_size` above 1 GiB with NVMe optimizer states: exit 2 naming it (each state region is
  *   padded to a whole block; 2^44 made 48 TiB files and failed with EFBIG and a stack trace).
+ * - `ZEROMOE_OFFLOAD_THREADS` set to something other than a positive integer: exit 2 naming it.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -76,3 +77,18 @@ test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_si
   expect(r.out).toContain("aio.block_size");
   expect(r.out).not.toMatch(/\n\s+at /);
 }, 120_000);
+
+test("ZEROMOE_OFFLOAD_THREADS not a positive integer: exit 2 naming the variable before launch (was silently the default)", async () => {
+  const job = jobFile("threads.json", { stage: 1, offload_optimizer: { device: "cpu" } });
+  for (const v of ["abc", "0", "1.5", "-2"]) {
+    const p = Bun.spawn(["bun", TRAIN, "--config", job], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1", ZEROMOE_OFFLOAD_THREADS: v } });
+    const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+    expect(await p.exited).toBe(2);
+    expect(o + e).toContain(`ZEROMOE_OFFLOAD_THREADS: host AdamW threads per rank: expected a positive integer, got "${v}"`);
+    expect(o + e).not.toContain("training windows"); // refused before the data is loaded
+    expect(o + e).not.toMatch(/\n\s+at /);
+  }
+  const ok = Bun.spawn(["bun", TRAIN, "--config", job], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1", ZEROMOE_OFFLOAD_THREADS: "3" } });
+  await new Response(ok.stdout).text();
+  expect(await ok.exited).toBe(0);
+}, 240_000);
