@@ -30,6 +30,27 @@ export interface AioStats {
   bytesWritten: number;
 }
 
+/** `parts` without their first `n` bytes (views, no copy). */
+function skipBytes(parts: readonly Uint8Array[], n: number): Uint8Array[] {
+  if (n === 0) return parts as Uint8Array[];
+  const out: Uint8Array[] = [];
+  for (const p of parts) {
+    if (n >= p.byteLength) n -= p.byteLength;
+    else {
+      out.push(n > 0 ? p.subarray(n) : p);
+      n = 0;
+    }
+  }
+  return out;
+}
+
+/** A system error with `file` appended to its message (the message still starts with its code, e.g.
+ * "ENOSPC: no space left on device, pwritev: /nvme/…/embed.optim"; train reports those without a stack). */
+function naming(e: unknown, file: string | undefined): unknown {
+  if (file && e instanceof Error) e.message = `${e.message}: ${file}`;
+  return e;
+}
+
 /** The I/O engine (see the module comment). */
 export class Aio {
   readonly settings: AioSettings;
@@ -38,23 +59,41 @@ export class Aio {
     this.settings = settings;
   }
 
-  /** Fill `buf` from file `fd` at byte `pos`. @throws on a short read or an I/O error. */
-  read(fd: number, buf: Uint8Array, pos: number): Promise<void> {
+  /**
+   * Fill `buf` from file `fd` at byte `pos`; `file` (the path) is named in errors. A partial read is
+   * continued (POSIX allows one); reading nothing (end of file) is an error.
+   * @throws the system error (its code kept, the file appended) or a short read at end of file
+   */
+  read(fd: number, buf: Uint8Array, pos: number, file?: string): Promise<void> {
     return this.run(buf, pos, async (parts, at) => {
-      const r = await readvP(fd, parts, at);
       const want = parts.reduce((s, p) => s + p.byteLength, 0);
-      if (r.bytesRead !== want) throw new Error(`nvme offload: short read of ${r.bytesRead} of ${want} bytes at offset ${at}`);
+      let done = 0;
+      while (done < want) {
+        const r = await readvP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(naming(e, file)));
+        if (r.bytesRead === 0) throw new Error(`nvme offload: short read of ${done} of ${want} bytes at offset ${at}${file ? ` of ${file}` : ""} (end of file)`);
+        done += r.bytesRead;
+      }
       this.stats.reads++;
       this.stats.bytesRead += want;
     });
   }
 
-  /** Write `buf` to file `fd` at byte `pos`. @throws on a short write or an I/O error. */
-  write(fd: number, buf: Uint8Array, pos: number): Promise<void> {
+  /**
+   * Write `buf` to file `fd` at byte `pos`; `file` (the path) is named in errors. A partial write is
+   * continued, so a full drive or a file-size limit surfaces as its system error (ENOSPC, EFBIG, …)
+   * instead of an anonymous short write.
+   * @throws the system error (its code kept, the file appended), or a short write when nothing more
+   *   can be written without one
+   */
+  write(fd: number, buf: Uint8Array, pos: number, file?: string): Promise<void> {
     return this.run(buf, pos, async (parts, at) => {
-      const r = await writevP(fd, parts, at);
       const want = parts.reduce((s, p) => s + p.byteLength, 0);
-      if (r.bytesWritten !== want) throw new Error(`nvme offload: short write of ${r.bytesWritten} of ${want} bytes at offset ${at}`);
+      let done = 0;
+      while (done < want) {
+        const r = await writevP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(naming(e, file)));
+        if (r.bytesWritten === 0) throw new Error(`nvme offload: short write of ${done} of ${want} bytes at offset ${at}${file ? ` of ${file}` : ""}`);
+        done += r.bytesWritten;
+      }
       this.stats.writes++;
       this.stats.bytesWritten += want;
     });

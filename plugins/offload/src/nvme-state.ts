@@ -83,7 +83,7 @@ export class NvmeOptimizerState implements HostOptimizerState {
     for (const s of [1, 2]) {
       for (let o = 0; o < this.length * 4; o += z.byteLength) {
         const n = Math.min(z.byteLength, this.length * 4 - o);
-        await this.aio.write(this.fd, z.subarray(0, n), s * this.region + o);
+        await this.aio.write(this.fd, z.subarray(0, n), s * this.region + o, this.path);
         this.ledger.moved.nvme_write += n;
       }
     }
@@ -98,7 +98,7 @@ export class NvmeOptimizerState implements HostOptimizerState {
     check(this, state, off, n);
     await this.zeroed;
     const out = new Float32Array(n);
-    await this.aio.read(this.fd, new Uint8Array(out.buffer), this.offsetOf(state, off));
+    await this.aio.read(this.fd, new Uint8Array(out.buffer), this.offsetOf(state, off), this.path);
     this.ledger.moved.nvme_read += n * 4;
     return out;
   }
@@ -106,7 +106,7 @@ export class NvmeOptimizerState implements HostOptimizerState {
   async write(state: OptimizerStateName, off: number, data: Float32Array): Promise<void> {
     check(this, state, off, data.length);
     await this.zeroed;
-    await this.aio.write(this.fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength), this.offsetOf(state, off));
+    await this.aio.write(this.fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength), this.offsetOf(state, off), this.path);
     await fdatasyncP(this.fd);
     this.ledger.moved.nvme_write += data.byteLength;
   }
@@ -114,13 +114,13 @@ export class NvmeOptimizerState implements HostOptimizerState {
   /** Read all three states into `views` (whole regions, aligned). */
   async readAll(views: StateViews): Promise<void> {
     await this.zeroed;
-    await Promise.all(STATES.map((s) => this.aio.read(this.fd, bytesOf(views[s], this.length), this.offsetOf(s, 0))));
+    await Promise.all(STATES.map((s) => this.aio.read(this.fd, bytesOf(views[s], this.length), this.offsetOf(s, 0), this.path)));
     this.ledger.moved.nvme_read += 12 * this.length;
   }
 
   /** Write all three states from `views` (no fsync: working state). */
   async writeAll(views: StateViews): Promise<void> {
-    await Promise.all(STATES.map((s) => this.aio.write(this.fd, bytesOf(views[s], this.length), this.offsetOf(s, 0))));
+    await Promise.all(STATES.map((s) => this.aio.write(this.fd, bytesOf(views[s], this.length), this.offsetOf(s, 0), this.path)));
     this.ledger.moved.nvme_write += 12 * this.length;
   }
 

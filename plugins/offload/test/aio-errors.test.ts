@@ -1,0 +1,37 @@
+/**
+ * A write the file system cuts short (a full drive, a file-size limit) reports the system error with
+ * its code and the file, not an anonymous "short write": Aio continues a partial write, so the next
+ * call returns the errno (here EFBIG under `ulimit -f`, as ENOSPC on a full drive; train then prints
+ * it without a stack). Before, the first partial writev threw "nvme offload: short write of 4096 of
+ * 16384 bytes at offset 98304" with no code and no path, and train exited 1 with a stack trace.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = mkdtempSync(join(tmpdir(), "offload-aio-err-"));
+afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
+const ENTRY = resolve(import.meta.dir, "fixtures/aio-fsize-entry.ts");
+
+async function underLimit(kib: number, file: string, bytes: number): Promise<{ ok?: boolean; code?: string | null; message?: string }> {
+  const p = Bun.spawn(["bash", "-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, ENTRY, file, String(bytes)], { stdout: "pipe", stderr: "pipe" });
+  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  expect(await p.exited, e).toBe(0);
+  return JSON.parse(o.trim().split("\n").pop()!);
+}
+
+test("a write past the file-size limit: EFBIG naming the file (partial writes continued)", async () => {
+  const file = join(ROOT, "unit.optim");
+  // 100 KiB limit, 300 KiB written in 4 KiB blocks, 4 per request over 2 streams: requests straddle the limit
+  const r = await underLimit(100, file, 300 * 1024 + 13);
+  expect(r.code).toBe("EFBIG");
+  expect(r.message).toMatch(/^EFBIG: .*: /);
+  expect(r.message).toContain(file);
+}, 60_000);
+
+test("within the limit: written whole", async () => {
+  const file = join(ROOT, "small.optim");
+  expect(await underLimit(100, file, 99 * 1024 + 7)).toEqual({ ok: true });
+  expect(statSync(file).size).toBe(99 * 1024 + 7);
+}, 60_000);
