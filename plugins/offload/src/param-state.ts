@@ -85,6 +85,17 @@ export class ParamCache {
   }
 }
 
+/** Run a file-system call; a system error gets `path` appended to its message (its code, which
+ * starts the message, is kept: train reports ENOSPC and the like without a stack). */
+function fsCall<T>(path: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof Error) e.message = `${e.message}: ${path}`;
+    throw e;
+  }
+}
+
 /** A shard in a file under nvme_path, cached in host memory within {@link ParamCache}'s bounds. */
 export class NvmeParamShard implements HostParamShard {
   readonly device = "nvme" as const;
@@ -104,8 +115,13 @@ export class NvmeParamShard implements HostParamShard {
     const hit = this.cache.get(this);
     if (hit) return hit;
     const a = alloc(this.dtype, this.length);
-    const got = readSync(this.fd, new Uint8Array(a.buffer, 0, a.byteLength), 0, a.byteLength, 0);
-    if (got !== a.byteLength) throw new Error(`nvme parameter offload: short read of ${got} of ${a.byteLength} bytes from ${this.path}`);
+    const view = new Uint8Array(a.buffer, 0, a.byteLength);
+    // a partial read is continued (POSIX allows one); nothing read is the end of the file
+    for (let got = 0; got < a.byteLength;) {
+      const n = fsCall(this.path, () => readSync(this.fd, view, got, a.byteLength - got, got));
+      if (n === 0) throw new Error(`nvme parameter offload: short read of ${got} of ${a.byteLength} bytes from ${this.path} (end of file)`);
+      got += n;
+    }
     this.ledger.moved.nvme_read += a.byteLength;
     this.cache.put(this, a);
     return a;
@@ -114,8 +130,12 @@ export class NvmeParamShard implements HostParamShard {
     if (off < 0 || off + data.length > this.length) throw new Error(`offload: parameter shard range [${off}, ${off + data.length}) outside [0, ${this.length})`);
     const b = bytesPer(this.dtype);
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const n = writeSync(this.fd, bytes, 0, bytes.byteLength, off * b);
-    if (n !== bytes.byteLength) throw new Error(`nvme parameter offload: short write of ${n} of ${bytes.byteLength} bytes to ${this.path}`);
+    // a partial write is continued, so a full drive surfaces as its system error (ENOSPC, EFBIG)
+    for (let done = 0; done < bytes.byteLength;) {
+      const n = fsCall(this.path, () => writeSync(this.fd, bytes, done, bytes.byteLength - done, off * b + done));
+      if (n === 0) throw new Error(`nvme parameter offload: short write of ${done} of ${bytes.byteLength} bytes to ${this.path}`);
+      done += n;
+    }
     this.ledger.moved.nvme_write += bytes.byteLength;
     const hit = this.cache.get(this);
     if (hit) (hit as Float32Array).set(data as Float32Array, off);

@@ -14,8 +14,8 @@ const ROOT = mkdtempSync(join(tmpdir(), "offload-aio-err-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const ENTRY = resolve(import.meta.dir, "fixtures/aio-fsize-entry.ts");
 
-async function underLimit(kib: number, file: string, bytes: number): Promise<{ ok?: boolean; code?: string | null; message?: string }> {
-  const p = Bun.spawn(["bash", "-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, ENTRY, file, String(bytes)], { stdout: "pipe", stderr: "pipe" });
+async function underLimit(kib: number, file: string, bytes: number, via: "aio" | "param" = "aio"): Promise<{ ok?: boolean; code?: string | null; message?: string }> {
+  const p = Bun.spawn(["bash", "-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, ENTRY, file, String(bytes), via], { stdout: "pipe", stderr: "pipe" });
   const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
   expect(await p.exited, e).toBe(0);
   return JSON.parse(o.trim().split("\n").pop()!);
@@ -34,4 +34,15 @@ test("within the limit: written whole", async () => {
   const file = join(ROOT, "small.optim");
   expect(await underLimit(100, file, 99 * 1024 + 7)).toEqual({ ok: true });
   expect(statSync(file).size).toBe(99 * 1024 + 7);
+}, 60_000);
+
+test("an NVMe parameter shard larger than the file-size limit: refused at creation naming offload_param.nvme_path and the file", async () => {
+  // (ftruncate fails with EFBIG; the write path's ENOSPC on a full drive was checked by hand on a
+  // 2 MiB tmpfs: "error: ENOSPC: no space left on device, write: <dir>/embed.param", no stack)
+  const file = join(ROOT, "unit.param");
+  const r = (await underLimit(100, file, 4 * 40_000, "param")) as { name?: string; message?: string };
+  expect(r.name).toBe("ConfigError");
+  expect(r.message).toContain("zero_optimization.offload_param.nvme_path");
+  expect(r.message).toContain(file);
+  expect(r.message).toContain("EFBIG");
 }, 60_000);
