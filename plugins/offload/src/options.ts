@@ -16,7 +16,7 @@
  * | `offload_param.buffer_count` | nvme: at most this many shards cached in host memory |
  * | `offload_param.buffer_size` | nvme: largest shard in elements (larger is refused at set-up) |
  * | `offload_param.max_in_cpu` | nvme: at most this many parameter elements cached in host memory |
- * | `aio.*` | nvme I/O: request size/alignment, depth, streams, submission (aio.ts) |
+ * | `aio.*` | nvme optimizer-state I/O: request size/alignment, depth, streams, submission (aio.ts); warned about when not the default without offload_optimizer.device nvme |
  */
 import { ConfigError, type JobConfig } from "@zeromoe/core/config";
 
@@ -102,6 +102,15 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   // made 48 TiB sparse files (EFBIG on ext4); DeepSpeed's default is 1 MiB
   if (oo.device === "nvme" && a.block_size > MAX_BLOCK_SIZE) {
     issues.push({ path: "aio.block_size", message: `each optimizer state region is padded to a whole block: block_size must be at most ${MAX_BLOCK_SIZE} bytes (1 GiB), got ${a.block_size}; DeepSpeed's default is 1048576` });
+  }
+  // aio shapes the NVMe optimizer-state files only (parameter files are read and written whole,
+  // synchronously): a non-default aio key with nothing to act on is said, not silently ignored
+  if (oo.device !== "nvme") {
+    const defaults: Record<string, number | boolean> = { block_size: 1048576, queue_depth: 8, thread_count: 1, single_submit: false, overlap_events: true };
+    for (const [k, d] of Object.entries(defaults)) {
+      const v = (a as unknown as Record<string, unknown>)[k];
+      if (v !== d) warnings.push(`aio.${k} ${JSON.stringify(v)} applies to NVMe optimizer states only (zero_optimization.offload_optimizer.device "nvme"); no effect here`);
+    }
   }
   if (oo.device !== "none" && oo.pin_memory) warnings.push("zero_optimization.offload_optimizer.pin_memory: Bun has no page-locked (pinned) host memory; host states are ordinary SharedArrayBuffers");
   if (oo.device === "cpu" && oo.fast_init) warnings.push(`zero_optimization.offload_optimizer.fast_init applies to device "nvme" only; no effect with "cpu"`);
