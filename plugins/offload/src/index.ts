@@ -94,6 +94,10 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
         placed.set(u.name, on ? o.optimizer as "cpu" | "nvme" : "device");
         if (on) acc += u.numel;
       }
+      // a ratio so small that no unit fits offloads nothing: said once, not hidden behind "offload optimizer→cpu"
+      if (o.optimizer !== "none" && acc === 0 && ctx.rank === 0) {
+        ctx.warn(`zero_optimization.offload_optimizer.ratio ${o.ratio}: no unit's optimizer states were offloaded (units go to the host in model order while their elements stay within ratio × ${total}; the first has ${ctx.modelUnits[0]?.numel ?? 0}); raise ratio to offload`);
+      }
       let live = 0;
       const aio = new Aio(o.aio);
       let runDir: string | null = null;

@@ -8,6 +8,7 @@
  * - `aio.block_size` above 1 GiB with NVMe optimizer states: exit 2 naming it (each state region is
  *   padded to a whole block; 2^44 made 48 TiB files and failed with EFBIG and a stack trace).
  * - `ZEROMOE_OFFLOAD_THREADS` set to something other than a positive integer: exit 2 naming it.
+ * - `offload_optimizer.ratio` so small that no unit is offloaded (0): trains, with a warning naming it.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -92,3 +93,12 @@ test("ZEROMOE_OFFLOAD_THREADS not a positive integer: exit 2 naming the variable
   await new Response(ok.stdout).text();
   expect(await ok.exited).toBe(0);
 }, 240_000);
+
+test("offload_optimizer.ratio so small that no unit is offloaded: trains, and says so", async () => {
+  const r = await train(["--config", jobFile("ratio0.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 0 } })]);
+  expect(r.code).toBe(0);
+  expect(r.out).toContain("warning: zero_optimization.offload_optimizer.ratio 0: no unit's optimizer states were offloaded");
+  const some = await train(["--config", jobFile("ratio1.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 1 } })]);
+  expect(some.code).toBe(0);
+  expect(some.out).not.toContain("no unit's optimizer states were offloaded");
+}, 120_000);
