@@ -99,6 +99,8 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len), tc);
   // max_device_memory: the backend's allocator refuses to go past the budget (device-budget.ts)
   const be = withDeviceBudget(rawBe, config.max_device_memory);
+  // the engine's states (e.g. offloaded NVMe state files) are released however the rank ends
+  let live: { destroy(): void } | null = null;
   try {
     out.line(`backend    ${be.info.name} on "${be.info.adapter}" (${reason})`);
     // before anything is allocated: can this backend hold the model states at all?
@@ -122,6 +124,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     // loop use the observed communicator and backend
     const observer = RunObserver.create({ config, comm, be, line: talk ? (m) => out.line(m) : () => {} });
     const engine = await Engine.create({ config, comm: observer.comm, backend: observer.be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
+    live = engine;
     observer.attach(engine);
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
     // Hugging Face weights: --init-from, or the job's model.from_pretrained (not when resuming)
@@ -194,9 +197,17 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       sections: engine.summarySections(),
       observe: observer.report(),
     };
+    live = null;
     engine.destroy();
     return report;
   } finally {
+    if (live !== null) {
+      try {
+        live.destroy();
+      } catch {
+        // the rank is failing already: its own error is the one to report
+      }
+    }
     destroyBackend(be);
   }
 }
