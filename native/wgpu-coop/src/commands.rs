@@ -2,7 +2,7 @@
 use crate::abi::{self, Handle, StringView};
 use crate::device::{dev, Qu, SUBMISSIONS};
 use crate::resources::{wbuf, Bg, Cp};
-use crate::util::guard;
+use crate::util::{c_slice, guard, release};
 use std::cell::RefCell;
 use std::ffi::c_void;
 
@@ -47,9 +47,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateCommandEncoder(d: Handle, desc: *const 
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuCommandEncoderRelease(h: Handle) {
-    if !h.is_null() {
-        guard((), || drop(Box::from_raw(h as *mut Enc)));
-    }
+    release::<Enc>(h);
 }
 
 #[no_mangle]
@@ -66,9 +64,7 @@ pub unsafe extern "C" fn wgpuCommandEncoderFinish(h: Handle, desc: *const abi::L
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuCommandBufferRelease(h: Handle) {
-    if !h.is_null() {
-        guard((), || drop(Box::from_raw(h as *mut Cmd)));
-    }
+    release::<Cmd>(h);
 }
 
 #[no_mangle]
@@ -95,9 +91,7 @@ pub unsafe extern "C" fn wgpuComputePassEncoderEnd(p: Handle) {
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuComputePassEncoderRelease(p: Handle) {
-    if !p.is_null() {
-        guard((), || drop(Box::from_raw(p as *mut Pass)));
-    }
+    release::<Pass>(p);
 }
 
 #[no_mangle]
@@ -107,7 +101,7 @@ pub unsafe extern "C" fn wgpuComputePassEncoderSetPipeline(p: Handle, pipe: Hand
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuComputePassEncoderSetBindGroup(p: Handle, index: u32, group: Handle, count: usize, offsets: *const u32) {
-    let offs = if count == 0 || offsets.is_null() { &[][..] } else { std::slice::from_raw_parts(offsets, count) };
+    let offs = c_slice(offsets, count);
     let g = if group.is_null() { None } else { Some(&(*(group as *mut Bg)).0) };
     with_pass(p, |pass| pass.set_bind_group(index, g, offs));
 }
@@ -124,7 +118,7 @@ pub unsafe extern "C" fn wgpuComputePassEncoderDispatchWorkgroupsIndirect(p: Han
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuComputePassEncoderSetImmediates(p: Handle, offset: u32, data: *const c_void, size: usize) {
-    let bytes = if size == 0 || data.is_null() { &[][..] } else { std::slice::from_raw_parts(data as *const u8, size) };
+    let bytes = c_slice(data as *const u8, size);
     with_pass(p, |pass| pass.set_immediates(offset, bytes));
 }
 
@@ -189,9 +183,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateQuerySet(d: Handle, desc: *const abi::Q
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuQuerySetRelease(h: Handle) {
-    if !h.is_null() {
-        drop(Box::from_raw(h as *mut Qs));
-    }
+    release::<Qs>(h);
 }
 
 #[no_mangle]
@@ -204,7 +196,7 @@ pub unsafe extern "C" fn wgpuQuerySetDestroy(h: Handle) {
 #[no_mangle]
 pub unsafe extern "C" fn wgpuQueueSubmitForIndex(q: Handle, count: usize, cmds: *const Handle) -> u64 {
     let queue = &(*(q as *mut Qu));
-    let list = if count == 0 || cmds.is_null() { &[][..] } else { std::slice::from_raw_parts(cmds, count) };
+    let list = c_slice(cmds, count);
     let mut bufs = Vec::with_capacity(list.len());
     for h in list {
         match (*(*h as *mut Cmd)).0.borrow_mut().take() {
@@ -230,7 +222,7 @@ pub unsafe extern "C" fn wgpuQueueSubmitForIndex(q: Handle, count: usize, cmds: 
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuQueueWriteBuffer(q: Handle, b: Handle, offset: u64, data: *const c_void, size: usize) {
-    let bytes = if size == 0 || data.is_null() { &[][..] } else { std::slice::from_raw_parts(data as *const u8, size) };
+    let bytes = c_slice(data as *const u8, size);
     guard((), || (*(q as *mut Qu)).queue.write_buffer(wbuf(b), offset, bytes));
 }
 

@@ -7,7 +7,7 @@
 use crate::abi::{self, Handle, StringView};
 use crate::convert;
 use crate::instance::{write_features, Adap};
-use crate::util::{block_on, guard};
+use crate::util::{block_on, guard, release};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -179,9 +179,7 @@ pub unsafe extern "C" fn wgpuAdapterRequestDevice(
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuDeviceRelease(d: Handle) {
-    if !d.is_null() {
-        guard((), || drop(Box::from_raw(d as *mut Dev)));
-    }
+    release::<Dev>(d);
 }
 
 #[no_mangle]
@@ -209,9 +207,7 @@ pub unsafe extern "C" fn wgpuDeviceGetQueue(d: Handle) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuQueueRelease(q: Handle) {
-    if !q.is_null() {
-        drop(Box::from_raw(q as *mut Qu));
-    }
+    release::<Qu>(q);
 }
 
 #[no_mangle]

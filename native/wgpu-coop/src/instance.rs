@@ -2,7 +2,7 @@
 use crate::abi::{self, Handle, StringView};
 use crate::convert;
 use crate::device::Dev;
-use crate::util::{block_on, guard};
+use crate::util::{block_on, guard, release};
 use std::ffi::c_void;
 
 /// WGPUInstance.
@@ -32,9 +32,7 @@ pub unsafe extern "C" fn wgpuCreateInstance(_desc: *const c_void) -> Handle {
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuInstanceRelease(i: Handle) {
-    if !i.is_null() {
-        drop(Box::from_raw(i as *mut Inst));
-    }
+    release::<Inst>(i);
 }
 
 /// Drives every device of the instance once without blocking (callbacks of finished work run here).
@@ -101,9 +99,7 @@ pub unsafe extern "C" fn wgpuInstanceEnumerateAdapters(i: Handle, _options: *con
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuAdapterRelease(a: Handle) {
-    if !a.is_null() {
-        drop(Box::from_raw(a as *mut Adap));
-    }
+    release::<Adap>(a);
 }
 
 #[no_mangle]

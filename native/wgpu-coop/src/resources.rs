@@ -2,7 +2,7 @@
 //! pipelines and bind groups (webgpu.h) on the wgpu crate.
 use crate::abi::{self, Handle, StringView};
 use crate::device::{dev, ErrSink};
-use crate::util::guard;
+use crate::util::{c_slice, guard, release};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::num::NonZeroU64;
@@ -63,9 +63,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateBuffer(d: Handle, desc: *const abi::Buf
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuBufferRelease(b: Handle) {
-    if !b.is_null() {
-        guard((), || drop(Box::from_raw(b as *mut Buf)));
-    }
+    release::<Buf>(b);
 }
 
 #[no_mangle]
@@ -243,9 +241,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateShaderModuleTrusted(d: Handle, desc: *c
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuShaderModuleRelease(m: Handle) {
-    if !m.is_null() {
-        drop(Box::from_raw(m as *mut Module));
-    }
+    release::<Module>(m);
 }
 
 /// WGPUBindGroupLayout.
@@ -261,7 +257,7 @@ pub struct Bg(pub wgpu::BindGroup);
 pub unsafe extern "C" fn wgpuDeviceCreateBindGroupLayout(d: Handle, desc: *const abi::BindGroupLayoutDescriptor) -> Handle {
     let dv = dev(d);
     let ds = &*desc;
-    let raw = if ds.entryCount == 0 { &[][..] } else { std::slice::from_raw_parts(ds.entries, ds.entryCount) };
+    let raw = c_slice(ds.entries, ds.entryCount);
     let mut entries = Vec::with_capacity(raw.len());
     for e in raw {
         let ty = match e.buffer.type_ {
@@ -288,16 +284,14 @@ pub unsafe extern "C" fn wgpuDeviceCreateBindGroupLayout(d: Handle, desc: *const
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuBindGroupLayoutRelease(h: Handle) {
-    if !h.is_null() {
-        drop(Box::from_raw(h as *mut Bgl));
-    }
+    release::<Bgl>(h);
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuDeviceCreatePipelineLayout(d: Handle, desc: *const abi::PipelineLayoutDescriptor) -> Handle {
     let dv = dev(d);
     let ds = &*desc;
-    let raw = if ds.bindGroupLayoutCount == 0 { &[][..] } else { std::slice::from_raw_parts(ds.bindGroupLayouts, ds.bindGroupLayoutCount) };
+    let raw = c_slice(ds.bindGroupLayouts, ds.bindGroupLayoutCount);
     let layouts: Vec<Option<&wgpu::BindGroupLayout>> = raw.iter().map(|h| if h.is_null() { None } else { Some(&(*(*h as *mut Bgl)).0) }).collect();
     guard(std::ptr::null_mut(), || {
         let l = label(&ds.label);
@@ -308,9 +302,7 @@ pub unsafe extern "C" fn wgpuDeviceCreatePipelineLayout(d: Handle, desc: *const 
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuPipelineLayoutRelease(h: Handle) {
-    if !h.is_null() {
-        drop(Box::from_raw(h as *mut Pl));
-    }
+    release::<Pl>(h);
 }
 
 #[no_mangle]
@@ -318,7 +310,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateComputePipeline(d: Handle, desc: *const
     let dv = dev(d);
     let ds = &*desc;
     let cs = &ds.compute;
-    let raw = if cs.constantCount == 0 { &[][..] } else { std::slice::from_raw_parts(cs.constants, cs.constantCount) };
+    let raw = c_slice(cs.constants, cs.constantCount);
     let keys: Vec<(String, f64)> = raw.iter().map(|c| (c.key.to_string().unwrap_or_default(), c.value)).collect();
     let consts: Vec<(&str, f64)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     let entry = cs.entryPoint.to_string();
@@ -340,9 +332,7 @@ pub unsafe extern "C" fn wgpuDeviceCreateComputePipeline(d: Handle, desc: *const
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuComputePipelineRelease(h: Handle) {
-    if !h.is_null() {
-        drop(Box::from_raw(h as *mut Cp));
-    }
+    release::<Cp>(h);
 }
 
 #[no_mangle]
@@ -354,7 +344,7 @@ pub unsafe extern "C" fn wgpuComputePipelineGetBindGroupLayout(p: Handle, index:
 pub unsafe extern "C" fn wgpuDeviceCreateBindGroup(d: Handle, desc: *const abi::BindGroupDescriptor) -> Handle {
     let dv = dev(d);
     let ds = &*desc;
-    let raw = if ds.entryCount == 0 { &[][..] } else { std::slice::from_raw_parts(ds.entries, ds.entryCount) };
+    let raw = c_slice(ds.entries, ds.entryCount);
     let mut entries = Vec::with_capacity(raw.len());
     for e in raw {
         if e.buffer.is_null() {
@@ -376,7 +366,5 @@ pub unsafe extern "C" fn wgpuDeviceCreateBindGroup(d: Handle, desc: *const abi::
 
 #[no_mangle]
 pub unsafe extern "C" fn wgpuBindGroupRelease(h: Handle) {
-    if !h.is_null() {
-        drop(Box::from_raw(h as *mut Bg));
-    }
+    release::<Bg>(h);
 }

@@ -1,4 +1,5 @@
-//! Small helpers: a panic guard for `extern "C"` entry points and a `block_on` for wgpu futures.
+//! Small helpers: a panic guard for `extern "C"` entry points, C array and handle helpers, and a
+//! `block_on` for wgpu futures.
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
@@ -13,6 +14,24 @@ pub fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
             eprintln!("zm_wgpu: internal panic caught at the C boundary: {msg}");
             fallback
         }
+    }
+}
+
+/// The C array `(ptr, count)` as a slice; empty when `count` is 0 or `ptr` is null (webgpu.h allows a
+/// null array with a zero count).
+pub unsafe fn c_slice<'a, T>(ptr: *const T, count: usize) -> &'a [T] {
+    if count == 0 || ptr.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, count)
+    }
+}
+
+/// Drop the boxed `T` behind a webgpu.h handle (a `*Release` call); a null handle is ignored and a
+/// panic in `T`'s destructor is caught at the C boundary.
+pub unsafe fn release<T>(h: *mut std::ffi::c_void) {
+    if !h.is_null() {
+        guard((), || drop(Box::from_raw(h as *mut T)));
     }
 }
 
