@@ -31,6 +31,10 @@ export function deviceBytesInUse(be: Backend): number {
 export function withDeviceBudget<B extends Backend>(be: B, budget: number | null): B {
   if (budget === null) return be;
   const alloc = be.alloc.bind(be);
+  // the backend's buffer pool, if it has one (webgpu), resolved once rather than per allocation
+  const pooled = optionalMethod(be, "pooledBytes");
+  const releasePooled = optionalMethod(be, "releasePooledBuffers");
+  const inUse = () => deviceBytesInUse(be) + (pooled ? pooled() : 0);
   const bound = new Map<PropertyKey, unknown>();
   return new Proxy(be, {
     get(target, prop, _receiver) {
@@ -39,8 +43,8 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
           const want = DTYPE_BYTES[dtype] * length;
           // freed buffers a backend keeps for reuse are device memory too: counted, and released
           // before an allocation is refused
-          let used = deviceBytesInUse(target) + pooledBytesOf(target);
-          if (used + want > budget && releasePooled(target) > 0) used = deviceBytesInUse(target) + pooledBytesOf(target);
+          let used = inUse();
+          if (used + want > budget && releasePooled && releasePooled() > 0) used = inUse();
           if (used + want > budget) {
             throw new DeviceBudgetError(`device memory budget exceeded: allocating ${formatByteSize(want)} (${tag}) with ${formatByteSize(used)} in use, max_device_memory is ${formatByteSize(budget)} (${budget} bytes); offload optimizer states (zero_optimization.offload_optimizer.device "cpu"), use ZeRO stage 3, smaller micro-batches, activation checkpointing, or raise the budget`);
           }
@@ -59,17 +63,10 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
   });
 }
 
-/** Bytes of freed device buffers a backend keeps for reuse (the webgpu backend's buffer pool,
- * `stats().pooledBytes`); 0 for backends without one. */
-function pooledBytesOf(be: Backend): number {
-  const stats = (be as unknown as { stats?: () => { pooledBytes?: number } }).stats;
-  if (typeof stats !== "function") return 0;
-  const n = stats.call(be).pooledBytes;
-  return typeof n === "number" ? n : 0;
-}
-
-/** Release a backend's pooled buffers (webgpu `releasePooledBuffers`); returns the bytes freed. */
-function releasePooled(be: Backend): number {
-  const release = (be as unknown as { releasePooledBuffers?: () => number }).releasePooledBuffers;
-  return typeof release === "function" ? release.call(be) : 0;
+/** `be[name]` bound to `be` when the backend has that method (the webgpu backend's
+ * `pooledBytes` / `releasePooledBuffers`: bytes of freed buffers kept for reuse, and their release),
+ * else null. */
+function optionalMethod(be: Backend, name: "pooledBytes" | "releasePooledBuffers"): (() => number) | null {
+  const f = (be as unknown as Record<string, unknown>)[name];
+  return typeof f === "function" ? (f as () => number).bind(be) : null;
 }

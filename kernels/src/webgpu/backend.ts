@@ -44,7 +44,7 @@ import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
-import { groupedMatmulDevLaunch, groupedMatmulLaunch, groupedMatmulTiles, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
+import { groupedMatmulDevLaunch, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
 import { gatherAlongRowsLaunch, moeCombineLaunch, moePermuteLaunches, permuteScratchWords, scatterAddAlongRowsLaunch } from "../wgsl/moe-permute.ts";
 import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { type MatmulForcedTile, planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
@@ -273,6 +273,12 @@ export class WebGpuBackend implements Backend {
   stats(): WebGpuStats {
     const b = this.batcher;
     return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes };
+  }
+
+  /** Bytes of freed buffers held for reuse now (`stats().pooledBytes` without building the whole
+   * stats object: a device memory budget asks on every allocation). */
+  pooledBytes(): number {
+    return this.batcher.pool.bytes;
   }
 
   /** Destroy every pooled GPU buffer (freed by the program, kept for reuse: `stats().pooledBytes`)
@@ -693,18 +699,18 @@ export class WebGpuBackend implements Backend {
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
   }
 
-  /** All groups in one dispatch over a host-built tile list (wgsl/grouped-matmul.ts). */
+  /** All groups in one dispatch: the host offsets are uploaded (i32) and run by the device-offset
+   * kernel of {@link groupedMatmulDev} (wgsl/grouped-matmul.ts). */
   groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void {
     const g = groupedMatmulGeometry(spec, "webgpu");
     const ext = groupedMatmulExtents(g);
     const xb = this.v(x, ext.x, "groupedMatmul", "x", F32);
     const wb = this.v(w, ext.w, "groupedMatmul", "w", F32);
     const ob = this.v(out, ext.out, "groupedMatmul", "out", F32);
-    const tiles = groupedMatmulTiles(g.offsets);
-    if (tiles.length === 0 || g.N === 0) return;
-    const tb = this.scratchBuf("grouped_matmul_tiles", "u32", tiles.length);
-    this.write({ buf: tb, off: 0 }, tiles);
-    this.run(groupedMatmulLaunch(xb, x.off, wb, w.off, tb, tiles.length / 3, ob, out.off, g));
+    if (g.R === 0 || g.N === 0) return;
+    const fb = this.scratchBuf("grouped_matmul_offsets", "i32", g.G + 1);
+    this.write({ buf: fb, off: 0 }, Int32Array.from(g.offsets));
+    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, 0, ob, out.off, g));
   }
 
   /** All groups in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
