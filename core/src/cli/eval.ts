@@ -54,7 +54,7 @@ export async function meanLoss(model: CausalDecoder, batches: readonly EvalBatch
   for (const b of batches) {
     const r = await noGrad(async () => {
       const out = await model.forward({ inputIds: b.ids, labels: b.ids, batch: b.batch, seq: b.seq });
-      const v = (await model.be.read(out.loss!.view, 1))[0]!;
+      const v = await out.loss!.item();
       out.logits.dispose();
       out.loss!.dispose();
       out.auxLoss?.dispose();

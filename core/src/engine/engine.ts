@@ -351,14 +351,13 @@ export class Engine implements CheckpointTarget {
   /** Mean loss over `micros` without gradients, averaged over all ranks (every rank must call it
    * with the same number of micro-batches). */
   async evalLoss(micros: readonly TrainMicroBatch[]): Promise<number> {
-    const be = this.env.be;
     let sum = 0;
     this.phase.training = false;
     try {
       for (const mb of micros) {
         sum += await noGrad(async () => {
           const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
-          const v = (await be.read(out.loss!.view, 1))[0]!;
+          const v = await out.loss!.item();
           out.logits.dispose();
           out.loss!.dispose();
           out.auxLoss?.dispose();
