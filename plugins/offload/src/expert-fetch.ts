@@ -19,7 +19,7 @@
  * experts and reused every step (freed at the end of the step), never copied from the host nor
  * gathered. Its values reach no output and no gradient (no rows), so results are unchanged.
  */
-import type { Buf } from "@zeromoe/kernels";
+import { DTYPE_BYTES, type Buf } from "@zeromoe/kernels";
 import { readPadded, type HookContext, type UnitHandle } from "@zeromoe/core/plugin";
 import type { HostLedger } from "./host-ledger.ts";
 
@@ -43,7 +43,7 @@ export class ExpertFetcher {
     const p = u.plan;
     if (!u.paramsResident()) {
       u.prefetchParams();
-      this.ledger.moved.param_h2d += p.shardSize * (u.dtype === "f32" ? 4 : 2);
+      this.ledger.moved.param_h2d += p.shardSize * DTYPE_BYTES[u.dtype];
     }
     const stored = u.paramStorage().buf;
     const buf = ctx.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");

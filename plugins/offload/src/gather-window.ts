@@ -32,6 +32,7 @@
  * Collectives here: the decision all_reduces and the expert all_gathers, both awaited where they are
  * decided, in the same program order on every rank of the edp group.
  */
+import { DTYPE_BYTES } from "@zeromoe/kernels";
 import { expertRouting } from "@zeromoe/core/nn";
 import type { GatherHook, HookContext, Phase, UnitHandle } from "@zeromoe/core/plugin";
 import { ExpertFetcher } from "./expert-fetch.ts";
@@ -62,7 +63,7 @@ export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: 
   const layers = new Map<number, LayerDecision>();
   const offloaded = (u: UnitHandle) => u.paramDevice !== "device";
   const candidate = (u: UnitHandle) => skipIdle && u.kind === "expert" && u.dtype === "f32" && u.plan.params === "sharded" && offloaded(u);
-  const bytes = (u: UnitHandle) => u.plan.shardSize * (u.dtype === "f32" ? 4 : 2);
+  const bytes = (u: UnitHandle) => u.plan.shardSize * DTYPE_BYTES[u.dtype];
   /** The decision of `u`'s layer for this forward (made at its first expert gather), or null
    * outside a GroupedExperts forward (then `u` is fetched on demand). */
   const decide = async (u: UnitHandle, ctx: HookContext): Promise<LayerDecision | null> => {

@@ -11,7 +11,7 @@
  * A copy of a step that was then skipped (fp16 overflow) is simply replaced by the next step's; a
  * new copy of a unit waits for its previous one, so two never write the same buffer at once.
  */
-import type { Backend } from "@zeromoe/kernels";
+import { DTYPE_BYTES, type Backend } from "@zeromoe/kernels";
 import type { UnitHandle } from "@zeromoe/core/plugin";
 import type { GradDtype } from "./host-adamw.ts";
 import type { HostLedger } from "./host-ledger.ts";
@@ -29,7 +29,7 @@ export class GradCopies {
   buffer(u: UnitHandle): HostGrad {
     const dtype = u.dtype as GradDtype;
     const n = u.optimCount;
-    const bytes = Math.max(16, n * (dtype === "f32" ? 4 : 2));
+    const bytes = Math.max(16, n * DTYPE_BYTES[dtype]);
     let sab = this.bufs.get(u);
     if (!sab || sab.byteLength < bytes) {
       const next = new SharedArrayBuffer(bytes);
@@ -56,7 +56,7 @@ export class GradCopies {
     // a failure surfaces where the copy is taken (the optimizer step), not as an unhandled rejection
     copy.catch(() => undefined);
     this.pending.set(u, copy);
-    this.ledger.moved.grad_d2h += n * (u.dtype === "f32" ? 4 : 2);
+    this.ledger.moved.grad_d2h += n * DTYPE_BYTES[u.dtype];
   }
 
   /** The copy started for `u` this step (removed from the pending set), or null when none was. */

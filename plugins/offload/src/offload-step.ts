@@ -6,7 +6,7 @@
  * new parameters go back to the device — 16-bit bits with mixed precision, else the fp32 master —
  * into `paramStorage()` at the unit's optimizer range, and (nvme) its states are written back.
  */
-import type { Backend } from "@zeromoe/kernels";
+import { DTYPE_BYTES, type Backend } from "@zeromoe/kernels";
 import type { HookContext, OffloadStepInputs, UnitHandle } from "@zeromoe/core/plugin";
 import type { HostAdamWPool } from "./adamw-pool.ts";
 import { CpuOptimizerState } from "./cpu-state.ts";
@@ -45,7 +45,7 @@ export class GradStaging {
     return next;
   }
   grad(slot: number, dtype: GradDtype, n: number): Float32Array | Uint16Array {
-    const bytes = n * (dtype === "f32" ? 4 : 2);
+    const bytes = n * DTYPE_BYTES[dtype];
     const sab = this.grow(this.bufs, slot, bytes);
     return dtype === "f32" ? new Float32Array(sab, 0, n) : new Uint16Array(sab, 0, n);
   }
@@ -79,7 +79,7 @@ async function fetchGrad(be: Backend, u: UnitHandle, staging: GradStaging, slot:
   const out = staging.grad(slot, dtype, n);
   if (raw instanceof Float64Array) (out as Float32Array).set(raw);
   else (out as Float32Array | Uint16Array).set(raw as Float32Array & Uint16Array);
-  ledger.moved.grad_d2h += n * (dtype === "f32" ? 4 : 2);
+  ledger.moved.grad_d2h += n * DTYPE_BYTES[dtype];
   return out;
 }
 

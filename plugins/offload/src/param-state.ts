@@ -14,6 +14,7 @@
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
 import { ConfigError } from "@zeromoe/core/config";
 import type { HostParamShard } from "@zeromoe/core/plugin";
+import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { HostLedger } from "./host-ledger.ts";
 
 /** Storage dtype of a shard. */
@@ -23,8 +24,6 @@ function alloc(dtype: ParamDtype, n: number): Float32Array | Uint16Array {
   return dtype === "f32" ? new Float32Array(new SharedArrayBuffer(Math.max(1, n) * 4), 0, n) : new Uint16Array(new SharedArrayBuffer(Math.max(1, n) * 2), 0, n);
 }
 
-const bytesPer = (d: ParamDtype) => (d === "f32" ? 4 : 2);
-
 /** A shard in host memory. */
 export class CpuParamShard implements HostParamShard {
   readonly device = "cpu" as const;
@@ -32,7 +31,7 @@ export class CpuParamShard implements HostParamShard {
   private freed = false;
   constructor(readonly length: number, readonly dtype: ParamDtype, private readonly ledger: HostLedger) {
     this.data = alloc(dtype, length);
-    ledger.addHost("param", length * bytesPer(dtype));
+    ledger.addHost("param", length * DTYPE_BYTES[dtype]);
   }
   loadSync(): Float32Array | Uint16Array {
     return this.data;
@@ -44,7 +43,7 @@ export class CpuParamShard implements HostParamShard {
   free(): void {
     if (this.freed) return;
     this.freed = true;
-    this.ledger.addHost("param", -this.length * bytesPer(this.dtype));
+    this.ledger.addHost("param", -this.length * DTYPE_BYTES[this.dtype]);
   }
 }
 
@@ -104,12 +103,12 @@ export class NvmeParamShard implements HostParamShard {
   constructor(readonly path: string, readonly length: number, readonly dtype: ParamDtype, private readonly cache: ParamCache, private readonly ledger: HostLedger) {
     try {
       this.fd = openSync(path, "w+");
-      ftruncateSync(this.fd, Math.max(1, length) * bytesPer(dtype));
+      ftruncateSync(this.fd, Math.max(1, length) * DTYPE_BYTES[dtype]);
     } catch (e) {
       // a file-system refusal (no space, file too large, …) is the nvme_path's problem: exit 2 naming it
       throw new ConfigError([{ path: "zero_optimization.offload_param.nvme_path", message: `cannot create ${path}: ${(e as Error).message}; choose a directory on a drive with room for the parameter shards` }], "the offload settings cannot run");
     }
-    ledger.addNvme("param", length * bytesPer(dtype));
+    ledger.addNvme("param", length * DTYPE_BYTES[dtype]);
   }
   loadSync(): Float32Array | Uint16Array {
     const hit = this.cache.get(this);
@@ -128,7 +127,7 @@ export class NvmeParamShard implements HostParamShard {
   }
   async write(off: number, data: Float32Array | Uint16Array): Promise<void> {
     if (off < 0 || off + data.length > this.length) throw new Error(`offload: parameter shard range [${off}, ${off + data.length}) outside [0, ${this.length})`);
-    const b = bytesPer(this.dtype);
+    const b = DTYPE_BYTES[this.dtype];
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     // a partial write is continued, so a full drive surfaces as its system error (ENOSPC, EFBIG)
     for (let done = 0; done < bytes.byteLength;) {
@@ -150,6 +149,6 @@ export class NvmeParamShard implements HostParamShard {
     } catch {
       // already gone
     }
-    this.ledger.addNvme("param", -this.length * bytesPer(this.dtype));
+    this.ledger.addNvme("param", -this.length * DTYPE_BYTES[this.dtype]);
   }
 }
