@@ -119,39 +119,21 @@ export async function optimizerStep(env: JobView, states: readonly UnitState[], 
   const overflow = !Number.isFinite(sumsq);
   const { norm, clipCoef } = unscaleAndClip(overflow ? 0 : sumsq, inp.lossScale * inp.gradDivisor, inp.maxNorm);
   if (!overflow) {
-    const o = env.config.optimizer.params;
     const gradScale = clipCoef / (inp.lossScale * inp.gradDivisor);
-    const mixed = env.paramDtype !== "f32";
-    const hp: AdamWParams = {
-      lr: inp.lr,
-      beta1: (inp.betas ?? o.betas)[0],
-      beta2: (inp.betas ?? o.betas)[1],
-      eps: o.eps,
-      weightDecay: o.weight_decay,
-      decoupled: o.adam_w_mode,
-      step: inp.step,
-      gradScale,
-    };
+    const hp = adamwParams(env, inp, gradScale);
     const lamb = env.config.optimizer.type === "Lamb";
     if (lamb) await lambOptimizerStep(env, states, { lr: inp.lr, step: inp.step, betas: [hp.beta1, hp.beta2], gradScale, gradNorm: norm });
     const offloaded: UnitState[] = [];
     for (const st of lamb ? [] : states) { // LAMB stepped every unit above
-      const n = st.optimCount;
-      if (n === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
+      if (st.optimCount === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
       if (st.host) {
         offloaded.push(st);
         continue;
       }
-      const u = st.unit;
       // offload_param with the optimizer on the device: the host shard is copied to the device for the
       // update (paramStorage marks it dirty) and written back to the host right after it
       if (st.paramHost) st.paramStorage();
-      const paramBuf = st.paramShard ?? u.data;
-      if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
-      const pOff = st.paramShard ? 0 : st.optimStart;
-      const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
-      const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
-      be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, hp);
+      adamwDeviceUnit(be, st, env.paramDtype !== "f32", hp);
       if (st.paramHost) await st.evictParams();
     }
     if (offloaded.length > 0) {
@@ -181,19 +163,24 @@ function adamwParams(env: JobView, inp: StepInputs, gradScale: number): AdamWPar
 
 /** AdamW on every trainable unit of `states` whose states are on the device. */
 function adamwDeviceUnits(env: JobView, states: readonly UnitState[], hp: AdamWParams): void {
-  const be = env.be;
   const mixed = env.paramDtype !== "f32";
   for (const st of states) {
-    const n = st.optimCount;
-    if (n === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
-    const u = st.unit;
-    const paramBuf = st.paramShard ?? u.data;
-    if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
-    const pOff = st.paramShard ? 0 : st.optimStart;
-    const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
-    const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
-    be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, n, hp);
+    if (st.optimCount === 0 || !st.unit.trainable) continue; // frozen: no step, no weight decay
+    adamwDeviceUnit(env.be, st, mixed, hp);
   }
+}
+
+/** AdamW on one unit whose optimizer states are on the device: its owned range of the parameter
+ * shard (or of the resident data), through the f32 master copy when `mixed` (16-bit parameters).
+ * @throws when the unit has neither a parameter shard nor resident data */
+function adamwDeviceUnit(be: Backend, st: UnitState, mixed: boolean, hp: AdamWParams): void {
+  const u = st.unit;
+  const paramBuf = st.paramShard ?? u.data;
+  if (!paramBuf) throw new Error(`optimizer: unit ${u.name} has neither a parameter shard nor resident data`);
+  const pOff = st.paramShard ? 0 : st.optimStart;
+  const param16: View | null = mixed ? { buf: paramBuf, off: pOff } : null;
+  const master: View = mixed ? { buf: st.master!, off: 0 } : { buf: paramBuf, off: pOff };
+  be.adamw(master, ownedGrad(st).view, { buf: st.m!, off: 0 }, { buf: st.v!, off: 0 }, param16, st.optimCount, hp);
 }
 
 /** The device path (module comment): clip scale and AdamW recorded with no host read; the outcome
