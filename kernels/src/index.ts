@@ -6,7 +6,7 @@
  */
 export * from "./backend.ts";
 export { CpuBackend, type CpuBackendOptions, type CpuPrecision } from "./cpu/index.ts";
-export { WebGpuBackend, type MatmulTuning, type WebGpuBackendOptions, type WebGpuStats } from "./webgpu/index.ts";
+export { WebGpuBackend, type BatchTiming, type MatmulTuning, type SubmitReason, type WebGpuBackendOptions, type WebGpuStats } from "./webgpu/index.ts";
 export { createGPU, enumerateAdapters, libraryVersion, type CreateGPUOptions } from "./ffi/index.ts";
 export { createBackend, verifyBackend, adapterIndexForRank, softwareDriverNote, type AdapterKind, type BackendKind, type CreateBackendOptions, type SelectedBackend } from "./select.ts";
 export { DEFAULT_PROBE_SHAPE, clampProbeShape, prepareProbe, timeProbe, type PreparedProbe, type ProbeShape } from "./speed-probe.ts";

@@ -71,6 +71,7 @@ import { grid2d } from "./grid.ts";
 import { assembleWgsl, type AssembledKernel, type Kernel, type Launch } from "./kernel.ts";
 import { PipelineCache, type CachedPipeline } from "./pipelines.ts";
 import { GpuProfiler, type KernelTime } from "./profiler.ts";
+import { GpuTimeline, type BatchTiming } from "./timeline.ts";
 
 /** Options of {@link WebGpuBackend.create}. */
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
@@ -90,7 +91,7 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * from 0.2–0.5 to 0.6–0.8 of cuBLAS (docs/performance.md). Deterministic (no atomics). */
   matmulSplitK?: boolean;
   /** Force the matmul kernel (tuning, benchmarks): `tile` replaces the planner's tile choice for
-   * every f32/f16 matmul (it must fit the device's workgroup limits), `splitK` the split count of
+   * every f32/f16 matmul and grouped matmul (it must fit the device's workgroup limits), `splitK` the split count of
    * batch-1 matmuls of any layout (≤ 1 = never split; applies even with matmulSplitK off). */
   matmulTuning?: MatmulTuning;
   /** Kernel label prefixes (e.g. "mmf_" for the fast matmul) whose WGSL is compiled without naga's
@@ -111,6 +112,11 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
+  /** Time every submitted command batch as a whole on the GPU (needs `timestamp-query`; two empty
+   * timestamped passes per batch, the batches themselves unchanged): GPU start/end, host submit
+   * time, dispatches and the reason of each submit, for finding where the GPU idles
+   * (webgpu/timeline.ts). Read with {@link WebGpuBackend.timeline}. */
+  timeline?: boolean;
   /** Most bytes of freed buffers kept for reuse by later allocations of the same size
    * (webgpu/buffer-pool.ts; default {@link DEFAULT_BUFFER_POOL_BYTES}, 0 destroys every freed
    * buffer). Pooled bytes are device memory outside the per-tag accounts: `stats().pooledBytes`. */
@@ -143,6 +149,16 @@ export interface WebGpuStats {
   buffersReused: number;
   /** Bytes of freed buffers held for reuse now (device memory outside the per-tag accounts). */
   pooledBytes: number;
+  /** Host ms spent creating those GPU buffers (`createBuffer`). */
+  createMs: number;
+  /** Freed GPU buffers destroyed (not kept: the pool was full), and the host ms spent doing it. */
+  buffersDestroyed: number;
+  destroyMs: number;
+  /** Bytes of reused buffers zeroed by clears (the `alloc` contract: zeros) — GPU work outside any
+   * kernel, invisible to the per-kernel profile. */
+  clearedBytes: number;
+  /** Host ms spent submitting batches (pass end, encoder finish, uniform upload, `queue.submit`). */
+  submitMs: number;
 }
 
 /** {@link WebGpuBackendOptions.matmulTuning}. */
@@ -223,6 +239,7 @@ export class WebGpuBackend implements Backend {
     const { adapter, device, info } = await openDevice(gpu, opts);
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", opts.trustedShaders ?? []);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
+    if (opts.timeline) be.batcher.timeline = new GpuTimeline(device);
     const poolBytes = opts.bufferPoolBytes ?? DEFAULT_BUFFER_POOL_BYTES;
     if (!(Number.isFinite(poolBytes) && poolBytes >= 0)) throw new Error(`webgpu: bufferPoolBytes must be a number ≥ 0, got ${poolBytes}`);
     be.batcher.pool.capacity = poolBytes;
@@ -267,12 +284,27 @@ export class WebGpuBackend implements Backend {
     this.batcher.profiler?.reset();
   }
 
+  /** Every command batch submitted since creation (or {@link WebGpuBackend.resetTimeline}), in
+   * submission order, with GPU start/end timestamps (webgpu/timeline.ts); submits and waits for
+   * recorded work. Throws unless created with `timeline: true`. */
+  async timeline(): Promise<BatchTiming[]> {
+    const t = this.batcher.timeline;
+    if (!t) throw new Error("webgpu timeline: create the backend with { timeline: true } to time batches");
+    await this.flush();
+    return t.report();
+  }
+
+  /** Forget the batches timed so far (the next {@link WebGpuBackend.timeline} starts after this). */
+  resetTimeline(): void {
+    this.batcher.timeline?.reset();
+  }
+
   /** Counters since creation, for reports and tests: dispatches recorded, command batches
    * submitted, pipelines compiled, bind-group cache hits/misses, host reads (`read`: each waits for
    * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
   stats(): WebGpuStats {
     const b = this.batcher;
-    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes };
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs };
   }
 
   /** Bytes of freed buffers held for reuse now (`stats().pooledBytes` without building the whole
@@ -710,7 +742,7 @@ export class WebGpuBackend implements Backend {
     if (g.R === 0 || g.N === 0) return;
     const fb = this.scratchBuf("grouped_matmul_offsets", "i32", g.G + 1);
     this.write({ buf: fb, off: 0 }, Int32Array.from(g.offsets));
-    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, 0, ob, out.off, g));
+    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, 0, ob, out.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
   /** All groups in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
@@ -723,7 +755,7 @@ export class WebGpuBackend implements Backend {
     const ob = this.v(out, ext.out, op, "out", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
     // K = 0: the kernel's K loop is empty and the covered rows become zeros, as with matmul
-    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, offsets.off, ob, out.off, g));
+    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, offsets.off, ob, out.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
   /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
@@ -735,7 +767,7 @@ export class WebGpuBackend implements Backend {
     const xb = this.v(x, ext.x, op, "x", F32);
     const wb = this.v(dw, ext.dw, op, "dw", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
-    this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g));
+    this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
   // ---- embeddings, losses --------------------------------------------------------------------

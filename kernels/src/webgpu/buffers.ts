@@ -47,6 +47,8 @@ export class BufferLedger {
   /** GPUBuffers created by {@link alloc} since creation (each an FFI round trip and a driver
    * allocation). */
   creates = 0;
+  /** Host milliseconds spent in `createBuffer` for those. */
+  createMs = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -79,6 +81,7 @@ export class BufferLedger {
       return b;
     }
     let gpu: GPUBuffer;
+    const t0 = performance.now();
     this.device.pushErrorScope("out-of-memory");
     try {
       gpu = this.device.createBuffer({ size: bytes, usage: BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST });
@@ -88,6 +91,7 @@ export class BufferLedger {
     }
     this.onDeferredError(this.device.popErrorScope().then((err) => (err ? `webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${err.message}` : null)));
     this.creates++;
+    this.createMs += performance.now() - t0;
     const b = new GpuBuf(dtype, length, tag, this.nextId++, gpu, bytes, this);
     this.add(tag, length * DTYPE_BYTES[dtype]);
     return b;

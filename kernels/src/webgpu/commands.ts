@@ -21,6 +21,7 @@ import { BufferUsage, MapMode } from "./constants.ts";
 import { BindGroupCache } from "./bindgroups.ts";
 import { BufferPool } from "./buffer-pool.ts";
 import type { GpuProfiler } from "./profiler.ts";
+import type { GpuTimeline, SubmitReason } from "./timeline.ts";
 import type { CachedPipeline } from "./pipelines.ts";
 
 /** Bytes per uniform slot (one dispatch's params). */
@@ -63,9 +64,24 @@ export class CommandBatcher {
   /** Milliseconds the host spent awaiting reads and waits (GPU still busy, plus the event pump's
    * wake-up latency). */
   waitMs = 0;
+  /** Milliseconds the host spent inside {@link submit} (ending the pass, finishing encoders, the
+   * uniform upload, `queue.submit`). */
+  submitMs = 0;
+  /** Bytes of reused pooled buffers zeroed by clears since creation. */
+  clearedBytes = 0;
+  /** GPUBuffers destroyed since creation (freed while the pool was full, or pool drains). */
+  destroyed = 0;
+  /** Milliseconds the host spent in `GPUBuffer.destroy` of freed buffers. */
+  destroyMs = 0;
 
   /** When set, each dispatch gets its own timed pass (profiler.ts). */
   profiler: GpuProfiler | null = null;
+  /** When set, each submitted batch is timed on the GPU as a whole (timeline.ts). */
+  timeline: GpuTimeline | null = null;
+  /** Kernel labels of the open batch's first and last dispatch (for the timeline). */
+  private firstLabel = "";
+  private lastLabel = "";
+  private batchDispatches = 0;
   /** Dispatches after which an open batch is submitted without waiting, so the device starts on
    * the first ops of a phase while the host still records the rest (host recording and device
    * execution overlap, as CUDA's asynchronous launches do). Defaults to `maxBatch` (no early
@@ -116,7 +132,7 @@ export class CommandBatcher {
    */
   dispatch(label: string, p: CachedPipeline, storage: readonly GPUBuffer[], storageIds: readonly number[], params: readonly number[], types: readonly ("u32" | "i32" | "f32")[], grid: readonly [number, number, number]): void {
     if (grid[0] === 0 || grid[1] === 0 || grid[2] === 0) return;
-    if (this.slotsUsed >= this.maxBatch || this.profiler?.full) this.submit();
+    if (this.slotsUsed >= this.maxBatch || this.profiler?.full) this.submit("full");
     const slot = this.slotsUsed++;
     const base = (slot * UNIFORM_SLOT_BYTES) / 4;
     for (let i = 0; i < params.length; i++) {
@@ -148,7 +164,11 @@ export class CommandBatcher {
     this.pass.dispatchWorkgroups(grid[0], grid[1], grid[2]);
     this.commands++;
     this.dispatches++;
-    if (this.slotsUsed >= this.submitAfter) this.submit();
+    if (this.timeline) {
+      if (this.batchDispatches++ === 0) this.firstLabel = label;
+      this.lastLabel = label;
+    }
+    if (this.slotsUsed >= this.submitAfter) this.submit("auto");
   }
 
   /** Record a buffer-to-buffer copy (offsets and size multiples of 4, distinct buffers). */
@@ -162,15 +182,21 @@ export class CommandBatcher {
   }
 
   /** Submit everything recorded (no-op when nothing is), preceded by the pending clears of reused
-   * buffers. Does not wait. */
-  submit(): void {
+   * buffers. Does not wait. `reason` says why (for the timeline). */
+  submit(reason: SubmitReason = "other"): void {
+    const t0 = performance.now();
     this.endPass();
     const cbs: GPUCommandBuffer[] = [];
+    let clearBytes = 0;
     if (this.pendingClears.size > 0) {
       const pro = this.device.createCommandEncoder({ label: "zeromoe clears" });
-      for (const b of this.pendingClears) pro.clearBuffer(b);
+      for (const b of this.pendingClears) {
+        pro.clearBuffer(b);
+        clearBytes += b.size;
+      }
       this.pendingClears.clear();
       cbs.push(pro.finish());
+      this.clearedBytes += clearBytes;
     }
     let afterSubmit: (() => void) | null = null;
     if (this.encoder) {
@@ -180,10 +206,17 @@ export class CommandBatcher {
     }
     if (cbs.length > 0) {
       if (this.slotsUsed > 0) this.device.queue.writeBuffer(this.uniform, 0, this.arena, 0, this.slotsUsed * UNIFORM_SLOT_BYTES);
-      this.device.queue.submit(cbs);
+      const marks = this.timeline?.bracket() ?? null;
+      this.device.queue.submit(marks ? [marks.before, ...cbs, marks.after] : cbs);
       afterSubmit?.();
       this.submits++;
-    }
+      const t1 = performance.now();
+      this.submitMs += t1 - t0;
+      this.timeline?.record({ hostSubmitMs: t1, hostSubmitCostMs: t1 - t0, dispatches: this.batchDispatches, firstLabel: this.firstLabel, lastLabel: this.lastLabel, reason, clearBytes }, marks !== null);
+    } else this.submitMs += performance.now() - t0;
+    this.batchDispatches = 0;
+    this.firstLabel = "";
+    this.lastLabel = "";
     this.slotsUsed = 0;
     this.commands = 0;
     this.used.clear();
@@ -222,7 +255,10 @@ export class CommandBatcher {
   private keepOrDestroy(b: GPUBuffer): void {
     if (this.pool.give(b)) return;
     this.bindGroups.forget(this.idOf(b));
+    const t0 = performance.now();
     b.destroy();
+    this.destroyMs += performance.now() - t0;
+    this.destroyed++;
   }
 
   /**
@@ -233,8 +269,8 @@ export class CommandBatcher {
   beforeWrite(b: GPUBuffer, offset: number, size: number): void {
     if (this.pendingClears.has(b)) {
       if (offset === 0 && size >= b.size) this.pendingClears.delete(b);
-      else this.submit();
-    } else if (this.used.has(b)) this.submit();
+      else this.submit("write");
+    } else if (this.used.has(b)) this.submit("write");
   }
 
   /** Whether the unsubmitted batch references `b`. */
@@ -246,7 +282,7 @@ export class CommandBatcher {
   /** Submit and wait until the queue is idle. */
   async finish(): Promise<void> {
     this.waits++;
-    this.submit();
+    this.submit("finish");
     const t0 = performance.now();
     try {
       await this.device.queue.onSubmittedWorkDone();
@@ -265,7 +301,7 @@ export class CommandBatcher {
     }
     const st = this.takeStaging(size);
     this.copy(src, srcOff, st, 0, size);
-    this.submit();
+    this.submit("read");
     const t0 = performance.now();
     try {
       try {
@@ -296,11 +332,12 @@ export class CommandBatcher {
     else b.destroy();
   }
 
-  /** Release the staging buffers, the pooled buffers and the uniform arena. */
+  /** Release the staging buffers, the pooled buffers, the uniform arena and the timeline's queries. */
   destroy(): void {
     for (const b of this.staging) b.destroy();
     this.staging.length = 0;
     for (const b of this.pool.drain()) b.destroy();
     this.uniform.destroy();
+    this.timeline?.destroy();
   }
 }

@@ -2,3 +2,4 @@
 export { WebGpuBackend, type MatmulTuning, type WebGpuBackendOptions, type WebGpuStats } from "./backend.ts";
 export { openDevice, classifyAdapter, adapterName, type OpenDeviceOptions, type OpenedDevice } from "./device.ts";
 export type { KernelTime } from "./profiler.ts";
+export type { BatchTiming, SubmitReason } from "./timeline.ts";
