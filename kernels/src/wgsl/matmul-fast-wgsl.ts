@@ -83,7 +83,31 @@ export interface MatmulVariant {
   /** Tile rasterisation: consecutive workgroups sweep groups of `groupM` block-rows column by
    * column (1 = plain row-major order), for L2 reuse of B. */
   groupM: number;
+  /** Grouped products over variable-length row segments (absent: the dense matmul); see
+   * {@link MatmulGroupedMode}. */
+  grouped?: MatmulGroupedMode;
 }
+
+/**
+ * The grouped modes (MoE experts: G groups of rows given by G + 1 row offsets in a device i32
+ * buffer `b_off`, read from element `P.offOff`, each clamped to [0, P.R] and made non-decreasing;
+ * kernels/src/wgsl/grouped-matmul.ts). Same blocking and K-loop schedule as the dense kernel; only
+ * the mapping of a workgroup to its operands differs. "kernel" binding mode, f32, edge guards on.
+ * - "rows" (forward / dX, `Backend.groupedMatmulDev`): out[r0:r1] (+)= A[r0:r1]·op(B_g). A is R×K
+ *   (not transA, row stride `ldk`), B_g starts at offB + g·strideB (K×N, or N×K with transB), out
+ *   is R×N. The grid's `tilesM` row-tile slots (⌈R/BM⌉ + G of them) are dealt to the groups in
+ *   order, ⌈n_g/BM⌉ each (n_g = the group's rows): a slot finds its group g and rows [r0, r1),
+ *   r1 − r0 ≤ BM, by scanning the offsets and is then a dense tile with M = r1 − r0. Slots past
+ *   the last group return before any barrier; rows outside [off[0], off[G]) are never touched.
+ * - "wgrad" (weight gradient, `Backend.groupedWeightGrad`): out_g[M,N] (+)= A[rows_g]ᵀ·B[rows_g],
+ *   batch index = g (batch = G, out batch stride strideC), transA: A is R×M (dy), B is R×N (x), the
+ *   K loop runs over the group's rows [s0, s1). An empty group computes zeros (written, or added
+ *   to out when accumulating: out unchanged).
+ * The offsets are loaded from a read-only storage buffer, so the slot's group, its rows and the K
+ * loop bound are uniform values (WGSL uniformity analysis: read-only storage loads are uniform)
+ * and the early return and the barriers stay in uniform control flow.
+ */
+export type MatmulGroupedMode = "rows" | "wgrad";
 
 /** Number of u32 words in the params uniform. */
 export const MATMUL_PARAM_WORDS = 16;
@@ -130,7 +154,7 @@ export function variantKey(v: MatmulVariant): string {
     v.vecA ? "vA" : "sA", v.vecB ? "vB" : "sB", v.vecC ? "vC" : "sC",
     v.edges ? "e" : "x", `g${v.groupM}`, v.unroll2 ? "u2" : "", v.prefetchDistance ? `d${v.prefetchDistance}` : "",
   ];
-  return `mmf_${tileKey(v.tile)}_${flags.join("")}`;
+  return `mmf_${tileKey(v.tile)}_${flags.join("")}${v.grouped ? `_grp${v.grouped}` : ""}`;
 }
 
 /**
@@ -167,6 +191,11 @@ export type MatmulBindingMode = "standalone" | "kernel";
 /** Names of the params (u32 each, in uniform order) — the first 15 words of {@link matmulParamWords}. */
 export const MATMUL_PARAM_NAMES = ["M", "N", "K", "batch", "offA", "offB", "offC", "strideA", "strideB", "strideC", "tilesM", "tilesN", "gridX", "accumulate", "ldk"] as const;
 
+/** Params of a grouped variant ({@link MatmulGroupedMode}): {@link MATMUL_PARAM_NAMES}, then G
+ * (groups), R (rows: offsets are clamped to it) and offOff (element offset of the G + 1 offsets in
+ * `b_off`). */
+export const GROUPED_MATMUL_PARAM_NAMES = [...MATMUL_PARAM_NAMES, "G", "R", "offOff"] as const;
+
 /** Generates the WGSL compute shader for one variant. Throws if the tile is inconsistent, or in
  * "kernel" mode when the variant asks for vec4 access or native f16. */
 export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "standalone"): string {
@@ -174,6 +203,10 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
   validateTile(t);
   if (mode === "kernel" && (v.vecA || v.vecB || v.vecC || v.f16Native)) {
     throw new Error(`matmul ${variantKey(v)}: "kernel" binding mode has scalar bindings only (vecA/vecB/vecC/f16Native must be false)`);
+  }
+  if (v.grouped) {
+    const why = mode !== "kernel" ? `"kernel" binding mode` : v.storage !== "f32" ? "f32 storage" : !v.edges ? "edges (bounds guards)" : v.grouped === "rows" ? (v.transA ? "transA false" : "") : v.transA && !v.transB ? "" : "transA true and transB false";
+    if (why) throw new Error(`matmul ${variantKey(v)}: grouped mode "${v.grouped}" needs ${why}`);
   }
   const { BM, BN, BK, TM, TN } = t;
   const TX = BN / TN, TY = BM / TM, WG = TX * TY;
@@ -238,9 +271,10 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
     return `vec4<f32>(${parts.join(", ")})`;
   };
 
+  if (v.grouped) e(`fn mm_off(g: u32) -> u32 { return min(u32(max(b_off[P.offOff + g], 0)), P.R); }`);
   e(`@compute @workgroup_size(${WG})`);
   e(`fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {`);
-  e(`  let M = P.M; let N = P.N; let K = P.K;`);
+  if (!v.grouped) e(`  let M = P.M; let N = P.N; let K = P.K;`);
   e(`  let lin = wg.x + wg.y * P.gridX;`);
   e(`  let perBatch = P.tilesM * P.tilesN;`);
   e(`  let b = lin / perBatch;`);
@@ -258,8 +292,29 @@ export function matmulFastWGSL(v: MatmulVariant, mode: MatmulBindingMode = "stan
     e(`  let tm = rem / P.tilesN;`);
     e(`  let tn = rem - tm * P.tilesN;`);
   }
-  e(`  let m0 = tm * ${BM}u; let n0 = tn * ${BN}u;`);
-  e(`  let baseA = P.offA + b * P.strideA; let baseB = P.offB + b * P.strideB; let baseC = P.offC + b * P.strideC;`);
+  if (!v.grouped) {
+    e(`  let m0 = tm * ${BM}u; let n0 = tn * ${BN}u;`);
+    e(`  let baseA = P.offA + b * P.strideA; let baseB = P.offB + b * P.strideB; let baseC = P.offC + b * P.strideC;`);
+  } else if (v.grouped === "rows") {
+    // row-tile slot tm → group g, rows [r0, r1): the same answer in every invocation
+    e(`  let N = P.N; let K = P.K;`);
+    e(`  var g = P.G; var r0 = 0u; var r1 = 0u; var seen = 0u;`);
+    e(`  for (var h = 0u; h < P.G; h = h + 1u) {`);
+    e(`    let s0 = mm_off(h); let s1 = max(mm_off(h + 1u), s0); let nt = (s1 - s0 + ${BM - 1}u) / ${BM}u;`);
+    e(`    if (g == P.G && tm < seen + nt) { g = h; r0 = s0 + (tm - seen) * ${BM}u; r1 = min(r0 + ${BM}u, s1); }`);
+    e(`    seen = seen + nt;`);
+    e(`  }`);
+    e(`  if (g >= P.G) { return; }`);
+    e(`  let M = r1 - r0;`);
+    e(`  let m0 = 0u; let n0 = tn * ${BN}u;`);
+    e(`  let baseA = P.offA + r0 * P.ldk; let baseB = P.offB + g * P.strideB; let baseC = P.offC + r0 * N;`);
+  } else {
+    // batch index b = group: the K loop runs over its rows
+    e(`  let M = P.M; let N = P.N;`);
+    e(`  let s0 = mm_off(b); let s1 = max(mm_off(b + 1u), s0); let K = s1 - s0;`);
+    e(`  let m0 = tm * ${BM}u; let n0 = tn * ${BN}u;`);
+    e(`  let baseA = P.offA + s0 * M; let baseB = P.offB + s0 * N; let baseC = P.offC + b * P.strideC;`);
+  }
   e(`  let tx = lid % ${TX}u; let ty = lid / ${TX}u;`);
 
   // --- per-thread load coordinates (constant over the K loop)

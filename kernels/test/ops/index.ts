@@ -39,6 +39,7 @@ import { embeddingTests } from "./embedding.ts";
 import { Ctx, type OpSuiteOptions } from "./harness.ts";
 import { matmulTests } from "./matmul.ts";
 import { groupedMatmulTests } from "./grouped-matmul.ts";
+import { groupedAwkwardTests } from "./grouped-awkward.ts";
 import { memoryTests } from "./memory.ts";
 import { moeTests } from "./moe.ts";
 import { moeDeviceTests } from "./moe-device.ts";
@@ -85,6 +86,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
     describe("reductions, softmax, norms", () => rowTests(t));
     describe("matmul", () => matmulTests(t));
     describe("grouped matmul", () => groupedMatmulTests(t));
+    describe("grouped matmul at awkward sizes", () => groupedAwkwardTests(t));
     describe("embedding and loss", () => embeddingTests(t));
     describe("rope and attention", () => transformerTests(t));
     describe("moe primitives", () => moeTests(t));
