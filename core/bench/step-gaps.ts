@@ -15,11 +15,13 @@
  * - the largest gaps of the last measured step, each with the batches on either side.
  *
  *   bun core/bench/step-gaps.ts [--model mixtral-med] [--steps 3] [--warmup 2]
- *       [--pool-bytes B1,B2…] [--submit-after N1,N2…] [--gaps 8]
+ *       [--pool-bytes B1,B2…] [--submit-after N1,N2…] [--gaps 8] [--clear-probe MiB]
  *
  * Every pool-bytes × submit-after pair is one configuration (a fresh backend and engine; the
- * defaults of the backend when the flag is absent). Exits 2 on bad arguments; needs a WebGPU
- * adapter with `timestamp-query`.
+ * defaults of the backend when the flag is absent). `--clear-probe M` then times, as one batch,
+ * the clears that zero M MiB of reused pooled buffers (8 buffers; GB/s of `clearBuffer`), which the
+ * step pays for every reused buffer (the `alloc` contract: zeros). Exits 2 on bad arguments; needs
+ * a WebGPU adapter with `timestamp-query`.
  */
 import { createBackend, WebGpuBackend, type BatchTiming, type WebGpuStats } from "@zeromoe/kernels";
 import { parseArgs } from "node:util";
@@ -40,8 +42,9 @@ export interface StepGapRow {
   hostBeforeFirstSubmitMs: number;
   tailMs: number;
   phaseMs: Record<Phase, number>;
-  stats: Omit<WebGpuStats, "pooledBytes" | "pipelines">;
+  stats: Omit<WebGpuStats, "pooledBytes" | "pipelines" | "maxLiveBytes">;
   pooledBytes: number;
+  maxLiveBytes: number;
   batches: BatchTiming[];
   stepStartMs: number;
 }
@@ -97,7 +100,7 @@ export async function measureStepGaps(model: string, steps: number, warmup: numb
     const first = batches[0]?.hostSubmitMs ?? t0;
     const stats = {} as StepGapRow["stats"];
     for (const k of STAT_KEYS) (stats as Record<string, number>)[k] = after[k] - before[k];
-    rows.push({ wallMs: wall, gpuBusyMs: busy, gpuIdleMs: span - busy, hostBeforeFirstSubmitMs: first - t0, tailMs: wall - (first - t0) - span, phaseMs: { ...phaseMs }, stats, pooledBytes: after.pooledBytes, batches, stepStartMs: t0 });
+    rows.push({ wallMs: wall, gpuBusyMs: busy, gpuIdleMs: span - busy, hostBeforeFirstSubmitMs: first - t0, tailMs: wall - (first - t0) - span, phaseMs: { ...phaseMs }, stats, pooledBytes: after.pooledBytes, maxLiveBytes: after.maxLiveBytes, batches, stepStartMs: t0 });
   }
   const params = engine.model.numParameters;
   engine.destroy();
@@ -106,7 +109,26 @@ export async function measureStepGaps(model: string, steps: number, warmup: numb
   return { adapter, params, rows };
 }
 
-const USAGE = "usage: bun core/bench/step-gaps.ts [--model mixtral-med] [--steps 3] [--warmup 2] [--pool-bytes B1,B2…] [--submit-after N1,N2…] [--gaps 8]";
+const USAGE = "usage: bun core/bench/step-gaps.ts [--model mixtral-med] [--steps 3] [--warmup 2] [--pool-bytes B1,B2…] [--submit-after N1,N2…] [--gaps 8] [--clear-probe MiB]";
+
+/** GPU ms of the clears zeroing `mib` MiB of reused buffers (8 equal buffers), as one batch. */
+export async function clearProbe(mib: number): Promise<{ ms: number; bytes: number }> {
+  const { backend } = await createBackend("webgpu", { timeline: true });
+  if (!(backend instanceof WebGpuBackend)) throw new Error("step-gaps: needs the webgpu backend");
+  const n = Math.max(1, Math.floor((mib * 2 ** 20) / 8 / 4));
+  const first = Array.from({ length: 8 }, () => backend.alloc("f32", n, "other"));
+  for (const b of first) backend.fill({ buf: b, off: 0 }, 1, n); // touched, so the driver has them
+  await backend.flush();
+  for (const b of first) backend.free(b);
+  const again = Array.from({ length: 8 }, () => backend.alloc("f32", n, "other")); // reused: cleared
+  backend.resetTimeline();
+  await backend.flush();
+  const t = (await backend.timeline()).filter((b) => b.clearBytes > 0);
+  for (const b of again) backend.free(b);
+  backend.destroy();
+  const ms = t.reduce((a, b) => a + (b.gpuEndNs - b.gpuBeginNs), 0) / 1e6;
+  return { ms, bytes: t.reduce((a, b) => a + b.clearBytes, 0) };
+}
 
 function ints(flag: string, raw: string | undefined, min: number): (number | undefined)[] {
   if (raw === undefined) return [undefined];
@@ -121,9 +143,9 @@ const f1 = (x: number): string => x.toFixed(1);
 
 /** CLI entry (see the module comment). */
 export async function main(args: string[]): Promise<void> {
-  let model: string, steps: number, warmup: number, gaps: number, pools: (number | undefined)[], submitAfters: (number | undefined)[];
+  let model: string, steps: number, warmup: number, gaps: number, pools: (number | undefined)[], submitAfters: (number | undefined)[], probe: number | undefined;
   try {
-    const { values } = parseArgs({ args, strict: true, options: { model: { type: "string", default: "mixtral-med" }, steps: { type: "string", default: "3" }, warmup: { type: "string", default: "2" }, "pool-bytes": { type: "string" }, "submit-after": { type: "string" }, gaps: { type: "string", default: "8" } } });
+    const { values } = parseArgs({ args, strict: true, options: { model: { type: "string", default: "mixtral-med" }, steps: { type: "string", default: "3" }, warmup: { type: "string", default: "2" }, "pool-bytes": { type: "string" }, "submit-after": { type: "string" }, gaps: { type: "string", default: "8" }, "clear-probe": { type: "string" } } });
     model = values.model!;
     if (!BENCH_MODELS[model]) throw new Error(`--model: unknown "${model}"; known: ${Object.keys(BENCH_MODELS).join(", ")}\n${USAGE}`);
     steps = ints("steps", values.steps, 1)[0]!;
@@ -131,6 +153,7 @@ export async function main(args: string[]): Promise<void> {
     gaps = ints("gaps", values.gaps, 0)[0]!;
     pools = ints("pool-bytes", values["pool-bytes"], 0);
     submitAfters = ints("submit-after", values["submit-after"], 1);
+    probe = ints("clear-probe", values["clear-probe"], 1)[0];
   } catch (e) {
     console.error(`step-gaps: ${(e as Error).message}`);
     process.exit(2);
@@ -140,12 +163,12 @@ export async function main(args: string[]): Promise<void> {
       const opts = { ...(pool !== undefined ? { bufferPoolBytes: pool } : {}), ...(sa !== undefined ? { submitAfter: sa } : {}) };
       const { adapter, params, rows } = await measureStepGaps(model, steps, warmup, opts);
       console.log(`\n### ${model} (${params.toLocaleString("en-US")} parameters) on ${adapter}; backend options ${JSON.stringify(opts)}; ${warmup} warm-up + ${steps} measured steps`);
-      console.log("| step | wall ms | GPU busy | GPU idle (gaps) | host before 1st submit | tail | fwd / bwd / reduce / optim / gather host ms | dispatches | submits | reads (wait ms) | buffers created (ms) | destroyed (ms) | cleared MB | bind-group misses | submit ms | pooled MB |");
-      console.log("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |");
+      console.log("| step | wall ms | GPU busy | GPU idle (gaps) | host before 1st submit | tail | fwd / bwd / reduce / optim / gather host ms | dispatches | submits | reads (wait ms) | buffers created (ms) | destroyed (ms) | cleared MB | bind-group misses | submit ms | pooled MB | max live MB |");
+      console.log("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |");
       rows.forEach((r, i) => {
         const p = r.phaseMs;
         const s = r.stats;
-        console.log(`| ${i + 1} | ${f1(r.wallMs)} | ${f1(r.gpuBusyMs)} | ${f1(r.gpuIdleMs)} | ${f1(r.hostBeforeFirstSubmitMs)} | ${f1(r.tailMs)} | ${[p.forward, p.backward, p.reduce, p.optimizer, p.gather].map(f1).join(" / ")} | ${s.dispatches} | ${s.submits} | ${s.reads} (${f1(s.waitMs)}) | ${s.buffersCreated} (${f1(s.createMs)}) | ${s.buffersDestroyed} (${f1(s.destroyMs)}) | ${f1(s.clearedBytes / 2 ** 20)} | ${s.bindGroupMisses} | ${f1(s.submitMs)} | ${f1(r.pooledBytes / 2 ** 20)} |`);
+        console.log(`| ${i + 1} | ${f1(r.wallMs)} | ${f1(r.gpuBusyMs)} | ${f1(r.gpuIdleMs)} | ${f1(r.hostBeforeFirstSubmitMs)} | ${f1(r.tailMs)} | ${[p.forward, p.backward, p.reduce, p.optimizer, p.gather].map(f1).join(" / ")} | ${s.dispatches} | ${s.submits} | ${s.reads} (${f1(s.waitMs)}) | ${s.buffersCreated} (${f1(s.createMs)}) | ${s.buffersDestroyed} (${f1(s.destroyMs)}) | ${f1(s.clearedBytes / 2 ** 20)} | ${s.bindGroupMisses} | ${f1(s.submitMs)} | ${f1(r.pooledBytes / 2 ** 20)} | ${f1(r.maxLiveBytes / 2 ** 20)} |`);
       });
       const last = rows[rows.length - 1]!;
       const g = stepGaps(last.batches).sort((a, b) => b.ms - a.ms).slice(0, gaps);
@@ -154,6 +177,10 @@ export async function main(args: string[]): Promise<void> {
         for (const x of g) console.log(`- ${x.ms.toFixed(2)} ms idle at host +${f1(x.after.hostSubmitMs - last.stepStartMs)} ms: after [${x.before.firstLabel}…${x.before.lastLabel}] (${x.before.dispatches} dispatches, ${x.before.reason}) before [${x.after.firstLabel}…${x.after.lastLabel}] (${x.after.dispatches}, ${x.after.reason}, ${f1(x.after.clearBytes / 2 ** 20)} MB cleared); host ${f1(x.hostMs)} ms between submits`);
       }
     }
+  }
+  if (probe !== undefined) {
+    const c = await clearProbe(probe);
+    console.log(`\nclear probe: ${(c.bytes / 2 ** 20).toFixed(0)} MiB of reused buffers zeroed in ${c.ms.toFixed(2)} GPU ms (${(c.bytes / 1e9 / (c.ms / 1e3)).toFixed(0)} GB/s)`);
   }
 }
 

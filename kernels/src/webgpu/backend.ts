@@ -118,9 +118,14 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * (webgpu/timeline.ts). Read with {@link WebGpuBackend.timeline}. */
   timeline?: boolean;
   /** Most bytes of freed buffers kept for reuse by later allocations of the same size
-   * (webgpu/buffer-pool.ts; default {@link DEFAULT_BUFFER_POOL_BYTES}, 0 destroys every freed
-   * buffer). Pooled bytes are device memory outside the per-tag accounts: `stats().pooledBytes`. */
-  bufferPoolBytes?: number;
+   * (webgpu/buffer-pool.ts): a number is a fixed bound (0 destroys every freed buffer); "auto" (the
+   * default) bounds them by the high-water mark of the program's live buffer bytes, at least
+   * {@link MIN_AUTO_POOL_BYTES} — a training step's activations stay pooled between steps however
+   * large they are, and pooling at most doubles the program's own peak device memory (measured on
+   * allocation traces of the mixtral-med structure: 1.5–9 % above it). Pooled bytes are device memory
+   * outside the per-tag accounts: `stats().pooledBytes`; a device memory budget releases them
+   * before it refuses an allocation ({@link WebGpuBackend.releasePooledBuffers}). */
+  bufferPoolBytes?: number | "auto";
   /** Dispatches after which the open command batch is submitted without waiting (at most
    * `maxBatch`): the device starts on a phase's first ops while the host records the rest. Larger
    * values mean fewer submits, later device start. Default {@link DEFAULT_SUBMIT_AFTER} on a
@@ -159,6 +164,9 @@ export interface WebGpuStats {
   clearedBytes: number;
   /** Host ms spent submitting batches (pass end, encoder finish, uniform upload, `queue.submit`). */
   submitMs: number;
+  /** High-water mark of the bytes of live (allocated, not freed) GPU buffers since creation, padded
+   * sizes; the adaptive pool's bound. */
+  maxLiveBytes: number;
 }
 
 /** {@link WebGpuBackendOptions.matmulTuning}. */
@@ -170,8 +178,11 @@ export interface MatmulTuning {
 /** Default {@link WebGpuBackendOptions.submitAfter}. */
 export const DEFAULT_SUBMIT_AFTER = 32;
 
-/** Default {@link WebGpuBackendOptions.bufferPoolBytes}: 1 GiB. */
-export const DEFAULT_BUFFER_POOL_BYTES = 1 << 30;
+/** Least bound of the adaptive buffer pool ({@link WebGpuBackendOptions.bufferPoolBytes} "auto"):
+ * 1 GiB. (A fixed 1 GiB was the default before: at mixtral-med it destroyed and re-created 232
+ * buffers per step, 106–155 ms of host time in createBuffer, with the GPU idle ~70 ms of a 450 ms
+ * step; docs/performance.md "Where the step idled".) */
+export const MIN_AUTO_POOL_BYTES = 1 << 30;
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
@@ -240,9 +251,14 @@ export class WebGpuBackend implements Backend {
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", opts.trustedShaders ?? []);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
     if (opts.timeline) be.batcher.timeline = new GpuTimeline(device);
-    const poolBytes = opts.bufferPoolBytes ?? DEFAULT_BUFFER_POOL_BYTES;
-    if (!(Number.isFinite(poolBytes) && poolBytes >= 0)) throw new Error(`webgpu: bufferPoolBytes must be a number ≥ 0, got ${poolBytes}`);
-    be.batcher.pool.capacity = poolBytes;
+    const poolBytes = opts.bufferPoolBytes ?? "auto";
+    if (poolBytes === "auto") {
+      be.batcher.pool.capacity = Number.POSITIVE_INFINITY;
+      be.batcher.pool.limit = () => Math.max(MIN_AUTO_POOL_BYTES, be.ledger.maxLiveBytes);
+    } else {
+      if (!(Number.isFinite(poolBytes) && poolBytes >= 0)) throw new Error(`webgpu: bufferPoolBytes must be "auto" or a number ≥ 0, got ${poolBytes}`);
+      be.batcher.pool.capacity = poolBytes;
+    }
     const submitAfter = opts.submitAfter ?? (info.adapterType === "cpu" ? be.batcher.maxBatch : DEFAULT_SUBMIT_AFTER);
     if (!(Number.isInteger(submitAfter) && submitAfter >= 1)) throw new Error(`webgpu: submitAfter must be an integer ≥ 1, got ${submitAfter}`);
     be.batcher.submitAfter = Math.min(submitAfter, be.batcher.maxBatch);
@@ -304,7 +320,7 @@ export class WebGpuBackend implements Backend {
    * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
   stats(): WebGpuStats {
     const b = this.batcher;
-    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs };
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
   }
 
   /** Bytes of freed buffers held for reuse now (`stats().pooledBytes` without building the whole

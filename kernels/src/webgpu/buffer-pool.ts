@@ -18,7 +18,12 @@
  *
  * Pooled bytes are device memory the ledger's per-tag accounts do not count (they are free from the
  * program's point of view, as PyTorch's "reserved but unallocated"); `bytes` reports them and
- * `capacity` bounds them: a buffer that would exceed it is destroyed instead.
+ * `capacity` (fixed) and `limit` (recomputed at each give) bound them: a buffer that would exceed
+ * either is destroyed instead. The backend's default bound is adaptive — the high-water mark of the
+ * program's live buffer bytes, at least 1 GiB (webgpu/backend.ts `bufferPoolBytes`) — so a step
+ * whose activations take many GiB keeps them pooled between steps instead of destroying and
+ * re-creating them every step (each `createBuffer` of a large buffer costs the host a driver
+ * allocation, ~0.5 ms per buffer measured on the H200, and wgpu zeroes it on the GPU anyway).
  */
 
 /** Free GPUBuffers by byte size. */
@@ -29,8 +34,12 @@ export class BufferPool {
   /** Buffers handed back out (reuses) since creation. */
   reuses = 0;
 
-  /** @param capacity most bytes the pool holds (0 disables pooling); may be changed later (a lower
-   * value applies to buffers given afterwards)
+  /** A second bound on the pooled bytes, asked at each give (null: none): the backend's adaptive
+   * bound. */
+  limit: (() => number) | null = null;
+
+  /** @param capacity most bytes the pool holds (0 disables pooling; Infinity: only `limit`); may be
+   * changed later (a lower value applies to buffers given afterwards)
    * @param idOf a stable id per buffer (the order of preference) */
   constructor(
     public capacity: number,
@@ -49,7 +58,8 @@ export class BufferPool {
 
   /** Keep `b` for reuse; returns false (the caller destroys it) when it would exceed the capacity. */
   give(b: GPUBuffer): boolean {
-    if (this.bytes + b.size > this.capacity) return false;
+    const room = this.limit ? Math.min(this.capacity, this.limit()) : this.capacity;
+    if (this.bytes + b.size > room) return false;
     // each list is kept in descending id order, so pop() takes the smallest
     const list = this.free.get(b.size);
     if (!list) this.free.set(b.size, [b]);

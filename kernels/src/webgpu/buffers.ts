@@ -49,6 +49,10 @@ export class BufferLedger {
   creates = 0;
   /** Host milliseconds spent in `createBuffer` for those. */
   createMs = 0;
+  /** Bytes of the GPUBuffers of live (allocated, not freed) buffers — padded sizes, pooled ones
+   * excluded — and their high-water mark since creation (never reset; bounds the adaptive pool). */
+  liveBytes = 0;
+  maxLiveBytes = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -75,6 +79,8 @@ export class BufferLedger {
     const bytes = paddedBytes(dtype, length);
     if (bytes > this.maxBytes) throw new Error(`webgpu alloc: ${bytes} bytes (${length} × ${dtype}) for tag ${tag} exceed the device's largest bindable buffer of ${this.maxBytes} bytes`);
     const pooled = this.reuse(bytes);
+    this.liveBytes += bytes;
+    if (this.liveBytes > this.maxLiveBytes) this.maxLiveBytes = this.liveBytes;
     if (pooled) {
       const b = new GpuBuf(dtype, length, tag, this.nextId++, pooled, bytes, this);
       this.add(tag, length * DTYPE_BYTES[dtype]);
@@ -87,6 +93,7 @@ export class BufferLedger {
       gpu = this.device.createBuffer({ size: bytes, usage: BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST });
     } catch (e) {
       void this.device.popErrorScope();
+      this.liveBytes -= bytes;
       throw new Error(`webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${(e as Error).message}`);
     }
     this.onDeferredError(this.device.popErrorScope().then((err) => (err ? `webgpu alloc: device refused ${bytes} bytes (${length} × ${dtype}) for tag ${tag}: ${err.message}` : null)));
@@ -102,6 +109,7 @@ export class BufferLedger {
   freeDeferred(buf: Buf): GPUBuffer {
     const b = this.own(buf, "free");
     this.add(b.tag, -b.length * DTYPE_BYTES[b.dtype]);
+    this.liveBytes -= b.byteSize;
     const g = b.gpu!;
     b.gpu = null;
     return g;
