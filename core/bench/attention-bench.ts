@@ -6,8 +6,10 @@
  *   bun core/bench/attention-bench.ts [--shapes 16x256x8x8x64,8x1024x16x8x64] [--modes auto,tiled] [--reps 10]
  *
  * A shape is B×S×H×Hkv×D. A mode is "auto", "tiled", "rows", or "auto:" followed by forced fused
- * kernel blocks, e.g. `auto:dq=64x16r4+dkv=32x32r2` (rows × cols, r = rows per invocation; see
- * WebGpuBackendOptions.attentionBlocks). FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
+ * kernel blocks, e.g. `auto:dq=64x16r4+dkv=32x32r2ph` (rows × cols, r = rows per invocation, then
+ * `p` = register prefetch and `h` = heavy blocks first, FlashBlock in wgsl/attention-flash.ts; see
+ * WebGpuBackendOptions.attentionBlocks); "trusted" is "auto" with the flash kernels compiled
+ * without naga's runtime checks (trustedShaders ["attention_flash_"]), also with ":blocks". FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
  * forward 2 matmuls (Q·Kᵀ, P·V) = 4·B·H·S²·D/2; backward the 5 of FlashAttention-2's algorithm
  * (recompute S, dP = dO·Vᵀ, dV, dK, dQ) = 10·B·H·S²·D/2 (the kernels here run 7: the dQ kernel
  * recomputes S and dP, see wgsl/attention-flash.ts; the reported TFLOP/s uses the 5-matmul count).
@@ -25,18 +27,25 @@ function arg(name: string, def: string): string {
 const shapes = arg("shapes", "16x256x8x8x64,8x1024x16x8x64").split(",").map((s) => s.split("x").map(Number) as [number, number, number, number, number]);
 const modes = arg("modes", "auto,tiled").split(",");
 
-/** `auto:fwd=64x32r4+dq=…` → backend options. */
-function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; attentionBlocks?: Record<string, FlashBlock> } {
+/** `auto:fwd=64x32r4+dq=…` (or `trusted:…`) → backend options. */
+function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; attentionBlocks?: Record<string, FlashBlock>; trustedShaders?: string[] } {
   const [m, spec] = mode.split(":");
-  if (!["auto", "tiled", "rows"].includes(m!)) throw new Error(`--modes: unknown mode "${mode}"`);
-  if (!spec) return { attention: m as "auto" };
+  if (!["auto", "tiled", "rows", "trusted"].includes(m!)) {
+    console.error(`attention-bench: --modes: unknown mode "${mode}" (expected auto, tiled, rows or trusted, optionally followed by :blocks)`);
+    process.exit(2);
+  }
+  const trusted = m === "trusted" ? { trustedShaders: ["attention_flash_"] } : {};
+  if (!spec) return { attention: m === "trusted" ? "auto" : (m as "auto"), ...trusted };
   const blocks: Record<string, FlashBlock> = {};
   for (const part of spec.split("+")) {
-    const mm = /^(fwd|dq|dkv)=(\d+)x(\d+)r([24])$/.exec(part);
-    if (!mm) throw new Error(`--modes: bad block "${part}" (expected e.g. dq=64x16r4)`);
-    blocks[mm[1]!] = { rows: Number(mm[2]), cols: Number(mm[3]), rpt: Number(mm[4]) as 2 | 4 };
+    const mm = /^(fwd|dq|dkv)=(\d+)x(\d+)r([24])(p?)(h?)$/.exec(part);
+    if (!mm) {
+      console.error(`attention-bench: --modes: bad block "${part}" (expected e.g. dq=64x16r4, with p for prefetch and h for heavy-first order: dq=64x16r4ph)`);
+      process.exit(2);
+    }
+    blocks[mm[1]!] = { rows: Number(mm[2]), cols: Number(mm[3]), rpt: Number(mm[4]) as 2 | 4, prefetch: mm[5] === "p", heavyFirst: mm[6] === "h" };
   }
-  return { attention: "auto", attentionBlocks: blocks };
+  return { attention: "auto", attentionBlocks: blocks, ...trusted };
 }
 const reps = Number(arg("reps", "10"));
 const PEAK = 67e12;

@@ -9,12 +9,12 @@
  * - every tile is staged row-major as vec4s along the head dim, each row padded by one vec4
  *   (stride ⌈D/4⌉+1), so a score S[r, j] = Σ q_r·k_j is a chain of vec4 FMAs and the rows a warp
  *   reads at once fall in different banks;
- * - each invocation owns 4 rows (r = rg + RG·i, RG = rows/4) × KC columns (j = cg + 8c) of the
- *   score tile and 4 rows × ⌈D/32⌉ vec4s (d4 = cg + 8t) of the output accumulator, all held in
+ * - each invocation owns rpt ∈ {2, 4} rows (r = rg + RG·i, RG = rows/rpt) × KC columns (j = cg + 8c)
+ *   of the score tile and rpt rows × ⌈D/32⌉ vec4s (d4 = cg + 8t) of the output accumulator, all held in
  *   plain variables that the generator unrolls (no private arrays with dynamic indices, which
  *   drivers demote to local memory);
  * - P (and dS) go through workgroup memory transposed and packed so an invocation reads the
- *   coefficients of its 4 rows as one vec4 per column;
+ *   coefficients of its rpt rows as one vec2/vec4 per column;
  * - exponentials are base 2 with log2(e) folded into the scale (`exp2`), lse is stored in natural
  *   log units as in the other kernels.
  *
@@ -30,6 +30,15 @@
  *       query blocks at or after the key block, dV += Pᵀ·dO, dK += scale · dSᵀ·Q.
  * No S×S matrix exists anywhere: P and dS live one BQ×BK tile at a time in workgroup memory.
  * Every sum runs in a fixed order, so results are bit-reproducible run to run.
+ *
+ * Scheduling (FlashBlock options, on in the default blocks): the next inner block's tiles are
+ * prefetched into registers while the current one is computed (one barrier-separated load per
+ * block otherwise left the SM waiting on global memory: 64-row blocks ran 1.9× faster than 32-row
+ * blocks with the same per-invocation work), and workgroups with the most causal blocks start
+ * first. Neither changes any result bit.
+ * Every index is guarded in the WGSL (rows < S, dims < D, tile indices bounded by construction), so
+ * these kernels may be compiled without naga's runtime checks (`trustedShaders:
+ * ["attention_flash_"]`); on the H200 that is a further 1.2–1.25× (docs/performance.md).
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
@@ -46,18 +55,40 @@ export interface FlashBlock {
   cols: number;
   /** Rows per invocation (2 or 4): the workgroup has 8·rows/rpt invocations. */
   rpt: 2 | 4;
+  /** Register prefetch (software pipelining): the tiles of the next inner block (K/V for the
+   * forward and dQ, Q/dO/lse/Δ for dK/dV) are loaded from global memory into registers while the
+   * current block is computed, and stored to workgroup memory at the top of the next iteration,
+   * so the load latency overlaps compute instead of stalling behind a barrier. Same arithmetic in
+   * the same order: results are bit-identical with and without it. Costs ⌈cols·⌈D/4⌉/invocations⌉
+   * vec4 registers per staged tile. Default false. */
+  prefetch?: boolean;
+  /** Longest workgroups first: workgroup ids walk the (batch, head) pairs fastest and the row
+   * blocks from the one with the most causal inner blocks down (the last query block for the
+   * forward and dQ, the first key block for dK/dV), so the short ones fill the tail of the grid
+   * (longest-processing-time-first scheduling) instead of a long one starting last. Each workgroup
+   * computes exactly what it did before: results are bit-identical. Default false. */
+  heavyFirst?: boolean;
+}
+
+/** Label suffix of a block: `64x32r2`, then `p` when it prefetches and `h` when heavy blocks go first. */
+export function flashBlockName(b: FlashBlock): string {
+  return `${b.rows}x${b.cols}r${b.rpt}${b.prefetch ? "p" : ""}${b.heavyFirst ? "h" : ""}`;
 }
 
 /** Block configurations tried per kernel, in order of preference; the first that fits the
  * workgroup memory is used. Measured on the H200 at the benchmark shapes (docs/performance.md,
- * core/bench/attention-bench.ts): 64×32 with 2 rows per invocation (256 invocations) was the
- * fastest forward, 64×16 r2 the fastest dQ, 32×32 r2 the fastest dK/dV; the 4-rows-per-invocation
- * blocks follow for devices with less workgroup memory (lavapipe: 32 KiB). */
-export const FLASH_BLOCKS: Readonly<Record<"fwd" | "dq" | "dkv", readonly FlashBlock[]>> = {
-  fwd: [{ rows: 64, cols: 32, rpt: 2 }, { rows: 64, cols: 32, rpt: 4 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
-  dq: [{ rows: 64, cols: 16, rpt: 2 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
-  dkv: [{ rows: 32, cols: 32, rpt: 2 }, { rows: 32, cols: 32, rpt: 4 }, { rows: 32, cols: 16, rpt: 4 }, { rows: 16, cols: 16, rpt: 4 }],
-};
+ * core/bench/attention-bench.ts): forward 64×32 with 2 rows per invocation (256 invocations), dQ
+ * 64×16 r4, dK/dV 32×32 r2, all with register prefetch and heavy blocks first (1.37× forward and
+ * 1.30× backward over the same blocks without them at mixtral-med's shape); the 4-rows-per-
+ * invocation and smaller blocks follow for devices with less workgroup memory (lavapipe: 32 KiB). */
+export const FLASH_BLOCKS: Readonly<Record<"fwd" | "dq" | "dkv", readonly FlashBlock[]>> = (() => {
+  const b = (rows: number, cols: number, rpt: 2 | 4): FlashBlock => ({ rows, cols, rpt, prefetch: true, heavyFirst: true });
+  return {
+    fwd: [b(64, 32, 2), b(64, 32, 4), b(32, 32, 4), b(32, 16, 4), b(16, 16, 4)],
+    dq: [b(64, 16, 4), b(32, 32, 4), b(32, 16, 4), b(16, 16, 4)],
+    dkv: [b(32, 32, 2), b(32, 32, 4), b(32, 16, 4), b(16, 16, 4)],
+  };
+})();
 
 /** vec4s per head-dim row (⌈D/4⌉). */
 function nd4(d: number): number {
@@ -124,6 +155,65 @@ function stage(em: Emit, D: number, nt: number, n: string, tile: string, base: s
   em.e(`    }`);
   em.e(`    ${tile}[rr * RS + d4] = x;`);
   em.e(`  }`);
+}
+
+/** Register slots of a prefetched tile of `n` rows: slot u holds staged vec4 e = li + u·NT (row
+ * e / ND4, vec4 e % ND4), like {@link stage}. */
+function slotCount(D: number, NT: number, n: number): number {
+  return Math.ceil((n * nd4(D)) / NT);
+}
+
+/** Declare the per-invocation constants of a prefetched tile `reg` of `n` rows: `${reg}_r${u}` (row),
+ * `${reg}_d${u}` (vec4 column) and the vec4 registers `${reg}${u}`. */
+function declRegs(em: Emit, D: number, NT: number, n: number, reg: string): void {
+  for (let u = 0; u < slotCount(D, NT, n); u++) {
+    em.e(`  let ${reg}_r${u} = (li + ${u * NT}u) / ND4;\n  let ${reg}_d${u} = (li + ${u * NT}u) % ND4;\n  var ${reg}${u} = vec4<f32>(0.0);`);
+  }
+}
+
+/** Emit global loads of the next tile into registers `${reg}${u}` (see {@link declRegs}); the
+ * arguments are those of {@link stage}, with `rr` in `base` and `ok` the staged row. */
+function loadRegs(em: Emit, D: number, NT: number, n: number, reg: string, base: string, ok: string, buf: string, off: string, mul = ""): void {
+  const total = n * nd4(D);
+  for (let u = 0; u < slotCount(D, NT, n); u++) {
+    const inTile = (u + 1) * NT <= total ? "" : `li + ${u * NT}u < ${total}u && `;
+    em.e(`    {`);
+    em.e(`      let rr = ${reg}_r${u};`);
+    em.e(`      let d4 = ${reg}_d${u};`);
+    em.e(`      var x = vec4<f32>(0.0);`);
+    em.e(`      if (${inTile}${ok}) {`);
+    em.e(`        let g = ${off} + ${base} + 4u * d4;`);
+    if (D % 4 === 0) em.e(`        x = vec4<f32>(${buf}[g], ${buf}[g + 1u], ${buf}[g + 2u], ${buf}[g + 3u])${mul};`);
+    else for (let c = 0; c < 4; c++) em.e(`        if (4u * d4 + ${c}u < DH) { x[${c}] = ${buf}[g + ${c}u]${mul}; }`);
+    em.e(`      }`);
+    em.e(`      ${reg}${u} = x;`);
+    em.e(`    }`);
+  }
+}
+
+/** Emit the prefetch of the K and V rows kn… (kn: a WGSL value in scope) of kv head kh into
+ * registers pk*, pv* (see {@link loadRegs}). */
+function kvRegs(em: Emit, D: number, NT: number, n: number): void {
+  loadRegs(em, D, NT, n, "pk", "kidx(b, kn + rr, kh)", "kn + rr < P.S", "b_k", "P.koff");
+  loadRegs(em, D, NT, n, "pv", "kidx(b, kn + rr, kh)", "kn + rr < P.S", "b_v", "P.voff");
+}
+
+/** Emit the prefetch of the Q and dO rows qn… of query head hn (WGSL values in scope) into
+ * registers pq*, po*, and of their lse (times log2 e) and Δ into pl, pd (invocations li < BC). */
+function qoRegs(em: Emit, D: number, NT: number, n: number): void {
+  loadRegs(em, D, NT, n, "pq", "qidx(b, qn + rr, hn)", "qn + rr < P.S", "b_q", "P.qoff");
+  loadRegs(em, D, NT, n, "po", "qidx(b, qn + rr, hn)", "qn + rr < P.S", "b_do", "P.dooff");
+  em.e(`    pl = 0.0;\n    pd = 0.0;`);
+  em.e(`    if (li < BC && qn + li < P.S) { pl = b_lse[P.loff + ridx(b, hn, qn + li)] * ${LOG2E}; pd = b_delta[ridx(b, hn, qn + li)]; }`);
+}
+
+/** Emit the stores of registers `${reg}${u}` into the padded tile `tile`. */
+function storeRegs(em: Emit, D: number, NT: number, n: number, reg: string, tile: string): void {
+  const total = n * nd4(D);
+  for (let u = 0; u < slotCount(D, NT, n); u++) {
+    const st = `${tile}[${reg}_r${u} * RS + ${reg}_d${u}] = ${reg}${u};`;
+    em.e((u + 1) * NT <= total ? `    ${st}` : `    if (li + ${u * NT}u < ${total}u) { ${st} }`);
+  }
 }
 
 /** Emit the d-loop accumulating dot products of the invocation's 4 rows (tile `rowTile`, rows
@@ -203,7 +293,7 @@ export function attentionFlashLaunch(q: Buf, qoff: number, k: Buf, koff: number,
     const NT = (8 * blk.rows) / R;
   const KC = blk.cols / 8;
   const TD = Math.ceil(nd4(D) / 8);
-  const label = `attention_flash_fwd_d${D}_${blk.rows}x${blk.cols}r${blk.rpt}`;
+  const label = `attention_flash_fwd_d${D}_${flashBlockName(blk)}`;
   const kernel: Kernel = memoKernel(label, () => {
     const em = new Emit();
     em.e(`${header(D, blk)}
@@ -215,9 +305,11 @@ var<workgroup> red: array<vec4<f32>, ${blk.rows * 2}>;
 ${entry(NT)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nqb) { return; }
-  let qb = id % P.nqb;
+${blk.heavyFirst ? `  let qb = P.nqb - 1u - id / (P.B * P.H);
+  let h = id % P.H;
+  let b = (id / P.H) % P.B;` : `  let qb = id % P.nqb;
   let h = (id / P.nqb) % P.H;
-  let b = id / (P.nqb * P.H);
+  let b = id / (P.nqb * P.H);`}
   let kh = (h * P.Hkv) / P.H;
   let q0 = qb * BR;
   let rg = li / 8u;
@@ -227,11 +319,27 @@ ${entry(NT)} {
     declAcc(em, "o", R, TD, "vec4<f32>");
     declAcc(em, "s", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
+    if (blk.prefetch) {
+      declRegs(em, D, NT, blk.cols, "pk");
+      declRegs(em, D, NT, blk.cols, "pv");
+      em.e(`  {\n    let kn = 0u;`);
+      kvRegs(em, D, NT, blk.cols);
+      em.e(`  }`);
+    }
     em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
     em.e(`  workgroupBarrier();`);
-    stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
-    stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
-    em.e(`    workgroupBarrier();`);
+    if (blk.prefetch) {
+      storeRegs(em, D, NT, blk.cols, "pk", "Ks");
+      storeRegs(em, D, NT, blk.cols, "pv", "Vs");
+      em.e(`    workgroupBarrier();`);
+      em.e(`    if (k0 + BC <= qlast) {\n    let kn = k0 + BC;`);
+      kvRegs(em, D, NT, blk.cols);
+      em.e(`    }`);
+    } else {
+      stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+      stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+      em.e(`    workgroupBarrier();`);
+    }
     resetAcc(em, "s", R, KC);
     dots(em, R, KC, [["s", "Qs", "Ks"]]);
     // causal mask (keys past S are past every valid row too), partial row max
@@ -292,7 +400,7 @@ export function attentionFlashBackwardLaunches(
 
   // ---- dQ: rows = queries, cols = keys
   const nqb = Math.ceil(S / dqBlk.rows);
-  const dqLabel = `attention_flash_dq_d${D}_${dqBlk.rows}x${dqBlk.cols}r${dqBlk.rpt}`;
+  const dqLabel = `attention_flash_dq_d${D}_${flashBlockName(dqBlk)}`;
   const dqK: Kernel = memoKernel(dqLabel, () => {
     const blk = dqBlk;
     const R = blk.rpt;
@@ -308,9 +416,11 @@ var<workgroup> Dt: array<vec${R}<f32>, ${blk.cols * (blk.rows / R + 1)}>;
 ${entry(NT)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nb) { return; }
-  let qb = id % P.nb;
+${blk.heavyFirst ? `  let qb = P.nb - 1u - id / (P.B * P.H);
+  let h = id % P.H;
+  let b = (id / P.H) % P.B;` : `  let qb = id % P.nb;
   let h = (id / P.nb) % P.H;
-  let b = id / (P.nb * P.H);
+  let b = id / (P.nb * P.H);`}
   let kh = (h * P.Hkv) / P.H;
   let q0 = qb * BR;
   let rg = li / 8u;
@@ -325,11 +435,27 @@ ${entry(NT)} {
     declAcc(em, "s", R, KC, "f32");
     declAcc(em, "p", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
+    if (blk.prefetch) {
+      declRegs(em, D, NT, blk.cols, "pk");
+      declRegs(em, D, NT, blk.cols, "pv");
+      em.e(`  {\n    let kn = 0u;`);
+      kvRegs(em, D, NT, blk.cols);
+      em.e(`  }`);
+    }
     em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
     em.e(`    workgroupBarrier();`);
-    stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
-    stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
-    em.e(`    workgroupBarrier();`);
+    if (blk.prefetch) {
+      storeRegs(em, D, NT, blk.cols, "pk", "Ks");
+      storeRegs(em, D, NT, blk.cols, "pv", "Vs");
+      em.e(`    workgroupBarrier();`);
+      em.e(`    if (k0 + BC <= qlast) {\n    let kn = k0 + BC;`);
+      kvRegs(em, D, NT, blk.cols);
+      em.e(`    }`);
+    } else {
+      stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+      stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+      em.e(`    workgroupBarrier();`);
+    }
     resetAcc(em, "s", R, KC);
     resetAcc(em, "p", R, KC);
     dots(em, R, KC, [["s", "Qs", "Ks"], ["p", "Os", "Vs"]]);
@@ -357,7 +483,7 @@ ${entry(NT)} {
 
   // ---- dK/dV: rows = keys, cols = queries
   const nkb = Math.ceil(S / dkvBlk.rows);
-  const dkvLabel = `attention_flash_dkv_d${D}_${dkvBlk.rows}x${dkvBlk.cols}r${dkvBlk.rpt}`;
+  const dkvLabel = `attention_flash_dkv_d${D}_${flashBlockName(dkvBlk)}`;
   const dkvK: Kernel = memoKernel(dkvLabel, () => {
     const blk = dkvBlk;
     const R = blk.rpt;
@@ -376,9 +502,11 @@ var<workgroup> Dl: array<f32, ${blk.cols}>;
 ${entry(NT)} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.Hkv * P.nb) { return; }
-  let kb = id % P.nb;
+${blk.heavyFirst ? `  let kb = id / (P.B * P.Hkv);
+  let kh = id % P.Hkv;
+  let b = (id / P.Hkv) % P.B;` : `  let kb = id % P.nb;
   let kh = (id / P.nb) % P.Hkv;
-  let b = id / (P.nb * P.Hkv);
+  let b = id / (P.nb * P.Hkv);`}
   let k0 = kb * BR;
   let rg = li / 8u;
   let cg = li % 8u;`);
@@ -389,20 +517,51 @@ ${entry(NT)} {
     declAcc(em, "av", R, TD, "vec4<f32>");
     declAcc(em, "s", R, KC, "f32");
     declAcc(em, "p", R, KC, "f32");
-    em.e(`  for (var h = 0u; h < P.H; h = h + 1u) {`);
-    em.e(`    if ((h * P.Hkv) / P.H != kh) { continue; }`);
-    em.e(`    for (var q0 = (k0 / BC) * BC; q0 < P.S; q0 = q0 + BC) {`);
-    em.e(`    workgroupBarrier();`);
-    stage(em, D, NT, "BC", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff");
-    stage(em, D, NT, "BC", "Os", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_do", "P.dooff");
-    em.e(`    if (li < BC) {
+    if (blk.prefetch) {
+      // one flat loop over (query head of the group, query block) in the order of the nested
+      // loops below, so that the next iteration's tiles can be loaded ahead
+      em.e(`  let h0 = (kh * P.H + P.Hkv - 1u) / P.Hkv;
+  let h1 = ((kh + 1u) * P.H + P.Hkv - 1u) / P.Hkv;
+  let qs0 = (k0 / BC) * BC;
+  let nq = (P.S - qs0 + BC - 1u) / BC;
+  let nt = (h1 - h0) * nq;
+  var hn = h0;
+  var qn = qs0;
+  var pl: f32 = 0.0;
+  var pd: f32 = 0.0;`);
+      declRegs(em, D, NT, blk.cols, "pq");
+      declRegs(em, D, NT, blk.cols, "po");
+      em.e(`  {`);
+      qoRegs(em, D, NT, blk.cols);
+      em.e(`  }`);
+      em.e(`  for (var t = 0u; t < nt; t = t + 1u) {`);
+      em.e(`    let h = hn;\n    let q0 = qn;`);
+      em.e(`    {`);
+      em.e(`    workgroupBarrier();`);
+      storeRegs(em, D, NT, blk.cols, "pq", "Qs");
+      storeRegs(em, D, NT, blk.cols, "po", "Os");
+      em.e(`    if (li < BC) { Ls[li] = pl; Dl[li] = pd; }`);
+      em.e(`    workgroupBarrier();`);
+      em.e(`    qn = qn + BC;\n    if (qn >= P.S) { qn = qs0; hn = hn + 1u; }`);
+      em.e(`    if (t + 1u < nt) {`);
+      qoRegs(em, D, NT, blk.cols);
+      em.e(`    }`);
+    } else {
+      em.e(`  for (var h = 0u; h < P.H; h = h + 1u) {`);
+      em.e(`    if ((h * P.Hkv) / P.H != kh) { continue; }`);
+      em.e(`    for (var q0 = (k0 / BC) * BC; q0 < P.S; q0 = q0 + BC) {`);
+      em.e(`    workgroupBarrier();`);
+      stage(em, D, NT, "BC", "Qs", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_q", "P.qoff");
+      stage(em, D, NT, "BC", "Os", "qidx(b, q0 + rr, h)", "q0 + rr < P.S", "b_do", "P.dooff");
+      em.e(`    if (li < BC) {
       var lv: f32 = 0.0;
       var dv: f32 = 0.0;
       if (q0 + li < P.S) { lv = b_lse[P.loff + ridx(b, h, q0 + li)] * ${LOG2E}; dv = b_delta[ridx(b, h, q0 + li)]; }
       Ls[li] = lv;
       Dl[li] = dv;
     }`);
-    em.e(`    workgroupBarrier();`);
+      em.e(`    workgroupBarrier();`);
+    }
     resetAcc(em, "s", R, KC);
     resetAcc(em, "p", R, KC);
     dots(em, R, KC, [["s", "Ks", "Qs"], ["p", "Vs", "Os"]]);

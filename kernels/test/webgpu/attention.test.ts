@@ -3,7 +3,9 @@
  * kernels (wgsl/attention-tiled.ts) against the one-row-per-workgroup kernels (wgsl/attention.ts)
  * and the cpu backend, at sequence lengths that cross several blocks and end mid-block, one token,
  * grouped-query ratios 1, 2, 4 and H, and head dims that are not multiples of 4 or pick different
- * block sizes; plus the block choices themselves.
+ * block sizes; plus the block choices themselves. The scheduling options of the flash blocks
+ * (register prefetch, heavy blocks first) and compiling them without naga's runtime checks
+ * (trustedShaders) must leave every bit unchanged.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Backend, View } from "../../src/backend.ts";
@@ -11,7 +13,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
-import { chooseFlashBlocks, FLASH_BLOCKS, type FlashBlock, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
+import { chooseFlashBlocks, FLASH_BLOCKS, type FlashBlock, flashBlockName, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;
@@ -27,6 +29,8 @@ function rand(n: number, seed: number): Float32Array {
 
 let flash: WebGpuBackend;
 let flash2: WebGpuBackend;
+let flash2ph: WebGpuBackend;
+let trusted: WebGpuBackend;
 let tiled: WebGpuBackend;
 let rows: WebGpuBackend;
 const cpu = new CpuBackend();
@@ -36,12 +40,19 @@ beforeAll(async () => {
   // two rows per invocation, smaller blocks (tuning variants)
   const r2 = (rows: number, cols: number): FlashBlock => ({ rows, cols, rpt: 2 });
   flash2 = await WebGpuBackend.create(g, { attentionBlocks: { fwd: r2(32, 16), dq: r2(16, 16), dkv: r2(32, 16) } });
+  // the same blocks with register prefetch and heavy-first order (the default blocks have both)
+  const r2ph = (rows: number, cols: number): FlashBlock => ({ rows, cols, rpt: 2, prefetch: true, heavyFirst: true });
+  flash2ph = await WebGpuBackend.create(g, { attentionBlocks: { fwd: r2ph(32, 16), dq: r2ph(16, 16), dkv: r2ph(32, 16) } });
+  // the default blocks compiled without naga's bounds clamping and loop bounding
+  trusted = await WebGpuBackend.create(g, { trustedShaders: ["attention_flash_"] });
   tiled = await WebGpuBackend.create(g, { attention: "tiled" });
   rows = await WebGpuBackend.create(g, { attention: "rows" });
 });
 afterAll(() => {
   flash.destroy();
   flash2.destroy();
+  flash2ph.destroy();
+  trusted.destroy();
   tiled.destroy();
   rows.destroy();
 });
@@ -129,8 +140,11 @@ describe("flash attention", () => {
       }
     }
     // the H200's 48 KiB at head dim 64: the measured best blocks; lavapipe's 32 KiB: smaller ones
-    expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: { rows: 64, cols: 32, rpt: 2 }, dq: { rows: 64, cols: 16, rpt: 2 }, dkv: { rows: 32, cols: 32, rpt: 2 } });
-    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: { rows: 32, cols: 32, rpt: 4 }, dq: { rows: 32, cols: 16, rpt: 4 }, dkv: { rows: 32, cols: 16, rpt: 4 } });
+    const ph = (rows: number, cols: number, rpt: 2 | 4): FlashBlock => ({ rows, cols, rpt, prefetch: true, heavyFirst: true });
+    expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: ph(64, 32, 2), dq: ph(64, 16, 4), dkv: ph(32, 32, 2) });
+    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: ph(32, 32, 4), dq: ph(32, 16, 4), dkv: ph(32, 16, 4) });
+    expect(flashBlockName(ph(64, 16, 4))).toBe("64x16r4ph");
+    expect(flashBlockName({ rows: 32, cols: 32, rpt: 2 })).toBe("32x32r2");
     expect(chooseFlashBlocks(1024, 49152)).toEqual({ fwd: null, dq: null, dkv: null });
   });
 
@@ -146,19 +160,24 @@ describe("flash attention", () => {
     [1, 20, 4, 2, 96], // smaller blocks (3 vec4s of head dim per invocation)
   ];
   for (const [B, S, H, Hkv, D] of shapes) {
-    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash (two block variants) = cpu backend = per-row kernels, reproducible`, async () => {
+    test(`[B ${B}, S ${S}, H ${H}, Hkv ${Hkv}, D ${D}] flash (block variants, prefetch, trusted) = cpu backend = per-row kernels, reproducible`, async () => {
       const seed = 11 * S + D;
       const f = await run(flash, B, S, H, Hkv, D, seed);
       const c = await run(cpu, B, S, H, Hkv, D, seed);
       const r = await run(rows, B, S, H, Hkv, D, seed);
       const again = await run(flash, B, S, H, Hkv, D, seed);
       const f2 = await run(flash2, B, S, H, Hkv, D, seed);
+      const f2ph = await run(flash2ph, B, S, H, Hkv, D, seed);
+      const t = await run(trusted, B, S, H, Hkv, D, seed);
       const names = ["out", "lse", "dq", "dk", "dv"];
       for (let i = 0; i < 5; i++) {
         expect(`${names[i]} vs cpu: ${normwise(f[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} vs cpu: ok`);
         expect(`${names[i]} vs rows: ${normwise(f[i]!, r[i]!, 2e-5)}`).toBe(`${names[i]} vs rows: ok`);
         expect(Array.from(again[i]!)).toEqual(Array.from(f[i]!));
         expect(`${names[i]} 2 rows/invocation vs cpu: ${normwise(f2[i]!, c[i]!, 2e-5)}`).toBe(`${names[i]} 2 rows/invocation vs cpu: ok`);
+        // prefetch + heavy-first and trusted compilation: the same bits
+        expect(Array.from(f2ph[i]!)).toEqual(Array.from(f2[i]!));
+        expect(Array.from(t[i]!)).toEqual(Array.from(f[i]!));
       }
     }, 120000);
   }
