@@ -10,9 +10,12 @@
 #      ZEROMOE_WITH_MPI=1, or in CI (CI=true) as root, so CI runs the mpi transport's tests.
 #      ZEROMOE_WITH_MPI=0 skips it even in CI.
 #   6. Our own wgpu library (native/wgpu-coop: webgpu.h on the wgpu 30 crate with experimental
-#      features, for the tensor-core matmul; selected at run time by ZEROMOE_WGPU=coop) when asked:
-#      ZEROMOE_WITH_COOP=1 and cargo present. Opt-in because a clean build compiles wgpu/naga
-#      (about 2 min of CPU on 2 cores, crates from crates.io pinned by Cargo.lock); cached in
+#      features, for the tensor-core matmul; selected at run time by ZEROMOE_WGPU=coop) when asked,
+#      ZEROMOE_WITH_COOP=1, or in CI (CI=true), so `bun run test` runs the kernel conformance suite
+#      on it too (scripts/test.sh). ZEROMOE_WITH_COOP=0 skips it even in CI. Needs cargo: asked
+#      for and missing is an error; in CI, missing is one loud line and the conformance pass
+#      reports itself skipped. Opt-in elsewhere because a clean build compiles wgpu/naga (about
+#      2.5 min of CPU, crates from crates.io pinned by Cargo.lock; docs/wgpu-coop.md); cached in
 #      $ZEROMOE_CACHE/zm-wgpu by a hash of Cargo.lock, Cargo.toml and the sources.
 # Nothing is downloaded at training time; everything needed is fetched here.
 set -euo pipefail
@@ -99,8 +102,21 @@ if [ "$with_mpi" = 1 ]; then
     exit 1
   fi
 fi
-# 6. our own wgpu library (native/wgpu-coop), when asked
-if [ "${ZEROMOE_WITH_COOP:-0}" = 1 ]; then
+# 6. our own wgpu library (native/wgpu-coop), when asked or in CI
+with_coop=${ZEROMOE_WITH_COOP:-}
+case "$with_coop" in
+  "" | 0 | 1) ;;
+  *) echo "[setup] ZEROMOE_WITH_COOP=\"$with_coop\": expected 1 (build native/wgpu-coop) or 0 (skip it, even in CI)" >&2; exit 2 ;;
+esac
+if [ -z "$with_coop" ] && [ "${CI:-}" = true ]; then with_coop=ci; fi
+# rustup installs cargo in $CARGO_HOME/bin and adds it to PATH only in login shells' profiles
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$cargo_bin/cargo" ]; then export PATH="$cargo_bin:$PATH"; fi
+if [ "$with_coop" = ci ] && ! command -v cargo >/dev/null 2>&1; then
+  echo "[setup] WARNING: cargo (Rust) not found (PATH, $cargo_bin): native/wgpu-coop is NOT built, so bun run test skips the kernel conformance pass on it; install Rust (rustup) to run it" >&2
+  with_coop=0
+fi
+if [ "$with_coop" = 1 ] || [ "$with_coop" = ci ]; then
   if ! command -v cargo >/dev/null 2>&1; then
     echo "[setup] ZEROMOE_WITH_COOP=1 needs cargo (Rust) to build native/wgpu-coop; install rustup/cargo or unset it" >&2
     exit 1
@@ -108,7 +124,7 @@ if [ "${ZEROMOE_WITH_COOP:-0}" = 1 ]; then
   coop_key=$(cat native/wgpu-coop/Cargo.lock native/wgpu-coop/Cargo.toml native/wgpu-coop/src/*.rs | sha256sum | cut -c1-16)
   coop_dest="$cache/zm-wgpu"
   if [ ! -f "$coop_dest/libzm_wgpu.so" ] || [ "$(cat "$coop_dest/KEY" 2>/dev/null)" != "$coop_key" ]; then
-    say "building native/wgpu-coop (cargo build --release --locked)"
+    say "building native/wgpu-coop (cargo build --release --locked; a clean build takes 1.5-7 min on 2 cores, docs/wgpu-coop.md)"
     coop_start=$(date +%s)
     (cd native/wgpu-coop && cargo build --release --locked --quiet)
     mkdir -p "$coop_dest"
