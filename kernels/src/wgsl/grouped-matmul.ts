@@ -6,9 +6,10 @@
  *
  * The kernels come from the dense matmul's generator (matmul-fast-wgsl.ts, grouped modes "rows" and
  * "wgrad", see MatmulGroupedMode there): the same register blocking, double-buffered workgroup
- * staging and prefetch schedule, and tiles chosen per shape by the dense planner
- * (chooseMatmulTile in matmul-fast-tiles.ts) within the device's workgroup limits; only the mapping
- * of a workgroup to its group and rows differs. Every product accumulates in f32, k ascending.
+ * staging and prefetch schedule, and tiles from the dense catalogue (matmul-fast-tiles.ts) within
+ * the device's workgroup limits: 128×128×8 where it gives enough workgroups (measured fastest for
+ * the grouped products, see pickTile), else the dense planner's choice; only the mapping of a
+ * workgroup to its group and rows differs. Every product accumulates in f32, k ascending.
  *
  * Forward / dX (groupedMatmulDev): ⌈R/BM⌉ + G row-tile slots × ⌈N/BN⌉ column tiles. Slot s belongs
  * to the group g with Σ_{j<g} ⌈n_j/BM⌉ ≤ s < Σ_{j≤g} ⌈n_j/BM⌉ (n_j = offsets[j+1] − offsets[j]);
@@ -26,7 +27,7 @@ import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
 import type { MatmulForcedTile } from "./matmul-fast-launch.ts";
-import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, type MatmulLimits, tileFits } from "./matmul-fast-tiles.ts";
+import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, type MatmulLimits, tileFits } from "./matmul-fast-tiles.ts";
 import { GROUPED_MATMUL_PARAM_NAMES, type MatmulGroupedMode, type MatmulTile, type MatmulVariant, matmulFastWGSL, matmulParamWords, validateTile, variantKey } from "./matmul-fast-wgsl.ts";
 
 /** The kernel of a grouped variant: buffers b_a, b_b, b_off (i32 offsets), b_out. */
@@ -45,15 +46,26 @@ function groupedKernel(v: MatmulVariant): Kernel {
   }));
 }
 
-/** The tile and K-loop schedule: the forced one (which must fit `limits`), or the dense planner's
- * choice for an M×N output × batch. */
-function pickTile(M: number, N: number, batch: number, limits: MatmulLimits, force: MatmulForcedTile | undefined): { tile: MatmulTile; prefetchDistance: number; unroll2: boolean } {
+/**
+ * The catalogue entry the grouped products prefer: 128×128×8 with prefetch distance 4. Measured on
+ * the H200 (docs/performance.md, "Grouped expert matmuls", `kernels/bench/grouped-matmul.ts --tiles
+ * auto,128x256x16,128x128x16,128x128x8`): at every mixtral-med expert shape, forward, dX and dW, it
+ * ran 31–41 TFLOP/s against 29–33 for the dense planner's 128×256×16 and 25–28 for 128×128×16, and
+ * it was best or within 5% at the mixtral-small shapes.
+ */
+const GROUPED_PREFERRED = MATMUL_TILE_CHOICES.find((c) => c.tile.BM === 128 && c.tile.BN === 128 && c.tile.BK === 8 && c.tile.TM === 8 && c.tile.TN === 8);
+
+/** The tile and K-loop schedule: the forced one (which must fit `limits`); else
+ * {@link GROUPED_PREFERRED} where it fits and gives at least its `minWorkgroups` workgroups for an
+ * `rows`×N output × batch; else the dense planner's choice for that output. */
+function pickTile(rows: number, N: number, batch: number, limits: MatmulLimits, force: MatmulForcedTile | undefined): { tile: MatmulTile; prefetchDistance: number; unroll2: boolean } {
   if (force) {
     validateTile(force.tile);
     if (!tileFits(force.tile, limits)) throw new Error(`grouped matmul: forced tile ${JSON.stringify(force.tile)} does not fit the device limits`);
     return { tile: force.tile, prefetchDistance: force.prefetchDistance ?? 0, unroll2: force.unroll2 ?? false };
   }
-  const c = chooseMatmulTile(M, N, batch, limits);
+  const p = GROUPED_PREFERRED;
+  const c = p && tileFits(p.tile, limits) && Math.ceil(rows / p.tile.BM) * Math.ceil(N / p.tile.BN) * batch >= p.minWorkgroups ? p : chooseMatmulTile(rows, N, batch, limits);
   return { tile: c.tile, prefetchDistance: c.prefetchDistance, unroll2: c.unroll2 };
 }
 
