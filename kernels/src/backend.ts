@@ -277,7 +277,7 @@ export interface Backend {
   groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void;
   /** See {@link GroupedMatmulDevSpec}: all groups in one op with device offsets (i32). x, w, out:
    * f32. On the cpu backend each group is the same kernel call as `matmul` of its rows (bit-identical);
-   * on a GPU one dispatch over ceil(R/128) + G row tiles (128×128 output tiles, wgsl/grouped-matmul.ts). @throws on bad sizes (naming the field); the
+   * on a GPU one dispatch over ceil(R/BM) + G row tiles (the dense matmul generator's tiles, wgsl/grouped-matmul.ts). @throws on bad sizes (naming the field); the
    * cpu backend also throws on offsets that are not non-decreasing within [0, R]. */
   groupedMatmulDev(x: View, w: View, out: View, offsets: View, spec: GroupedMatmulDevSpec): void;
   /** See {@link GroupedWeightGradSpec}: per-group dW of a grouped linear in one op (one dispatch on a
