@@ -7,11 +7,11 @@
  * workgroup memory runs with BK halved, see testedTiles). Cases and float64 checks from
  * kernels/test/ops/grouped-awkward.ts. Also: device offsets outside [0, R] are clamped.
  */
-import { afterAll, beforeAll, describe, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { MATMUL_TILE_CHOICES, tileFits } from "../../src/wgsl/matmul-fast-tiles.ts";
-import { type MatmulTile, tileKey } from "../../src/wgsl/matmul-fast-wgsl.ts";
+import { type MatmulTile, type MatmulVariant, matmulFastWGSL, tileKey, variantKey } from "../../src/wgsl/matmul-fast-wgsl.ts";
 import { checkGroupedRows, checkGroupedWGrad, GROUPED_ROWS_CASES, GROUPED_WGRAD_CASES } from "../ops/grouped-awkward.ts";
 import { Ctx, Rng } from "../ops/harness.ts";
 import { refMatmul } from "../reference/matmul.ts";
@@ -89,5 +89,24 @@ describe("grouped matmul device offsets", () => {
     } finally {
       c.freeAll();
     }
+  });
+});
+
+describe("grouped generator modes", () => {
+  const base: MatmulVariant = {
+    tile: { BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, padA: 0, padB: 0 }, storage: "f32", f16Native: false, transA: false, transB: true,
+    vecA: false, vecB: false, vecC: false, edges: true, unroll2: false, prefetchDistance: 4, groupM: 8,
+  };
+  test("refuse what they do not support, naming it", () => {
+    expect(() => matmulFastWGSL({ ...base, grouped: "rows" }, "standalone")).toThrow(/grouped mode "rows" needs "kernel" binding mode/);
+    expect(() => matmulFastWGSL({ ...base, grouped: "rows", edges: false }, "kernel")).toThrow(/needs edges/);
+    expect(() => matmulFastWGSL({ ...base, grouped: "rows", storage: "f16" }, "kernel")).toThrow(/needs f32 storage/);
+    expect(() => matmulFastWGSL({ ...base, grouped: "rows", transA: true }, "kernel")).toThrow(/needs transA false/);
+    expect(() => matmulFastWGSL({ ...base, grouped: "wgrad" }, "kernel")).toThrow(/needs transA true and transB false/);
+  });
+  test("a grouped variant has its own key and reads the offsets; the dense one does not", () => {
+    expect(variantKey({ ...base, grouped: "rows" })).toBe(`${variantKey(base)}_grprows`);
+    expect(matmulFastWGSL({ ...base, grouped: "rows" }, "kernel")).toContain("b_off[P.offOff + g]");
+    expect(matmulFastWGSL(base, "kernel")).not.toContain("b_off");
   });
 });
