@@ -188,9 +188,12 @@ export interface Backend {
   readonly info: BackendInfo;
 
   // ---- memory -------------------------------------------------------------------------------
-  /** Allocate `length` elements of `dtype`, tagged. Contents are zero. Throws on length < 0 or
-   * when the device refuses (the message names bytes requested and the tag). */
-  alloc(dtype: DType, length: number, tag: MemTag): Buf;
+  /** Allocate `length` elements of `dtype`, tagged. Contents are zero — unless `contents` is
+   * "any": then they are unspecified (zeros, or whatever a recycled buffer held), for a buffer the
+   * caller overwrites entirely before reading it; a backend may skip the zeroing then (webgpu skips
+   * the clear of a pooled buffer; cpu always zeroes). Throws on length < 0 or when the device
+   * refuses (the message names bytes requested and the tag). */
+  alloc(dtype: DType, length: number, tag: MemTag, contents?: "zeros" | "any"): Buf;
   /** Release a buffer; using it afterwards throws. Freeing twice throws. */
   free(buf: Buf): void;
   /** Change a buffer's accounting tag (e.g. a comm buffer becoming a param shard). */

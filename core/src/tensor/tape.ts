@@ -206,8 +206,8 @@ export interface GradTarget {
   commit(): void;
 }
 
-function gradBuffer(be: Backend, t: Tensor): Tensor {
-  const buf = be.alloc("f32", t.numel, "activation");
+function gradBuffer(be: Backend, t: Tensor, contents: "zeros" | "any"): Tensor {
+  const buf = be.alloc("f32", t.numel, "activation", contents);
   return new Tensor(be, t.shape, "f32", { buf, owns: true });
 }
 
@@ -215,9 +215,11 @@ function gradBuffer(be: Backend, t: Tensor): Tensor {
  * Where an op's backward should write the gradient contribution for input `t`, given how the
  * backend op writes: `"add"` (it does `dst += …`) or `"overwrite"` (`dst = …`). Returns null when `t`
  * needs no gradient. For parameters the target is the unit's gradient accumulator; an overwrite
- * there goes through a temporary that `commit()` adds in and frees.
+ * there goes through a temporary that `commit()` adds in and frees. `fullWrite` (overwrite only):
+ * the op writes every one of t's elements, so a new buffer need not be zeroed first (tensor.ts
+ * `uninit`); leave it false for an op that may skip elements (they must read as 0).
  */
-export function gradTarget(t: Tensor, mode: "add" | "overwrite"): GradTarget | null {
+export function gradTarget(t: Tensor, mode: "add" | "overwrite", fullWrite = false): GradTarget | null {
   if (!t.requiresGrad) return null;
   if (!sweep) throw new Error(`gradTarget(${t}): called outside backward()`);
   const grads = sweep.grads;
@@ -228,14 +230,14 @@ export function gradTarget(t: Tensor, mode: "add" | "overwrite"): GradTarget | n
   } else {
     const g = grads.get(t);
     if (!g) {
-      const fresh = gradBuffer(be, t);
+      const fresh = gradBuffer(be, t, mode === "overwrite" && fullWrite ? "any" : "zeros");
       grads.set(t, fresh);
       return { view: fresh.view, commit: () => {} };
     }
     dst = g.view;
   }
   if (mode === "add") return { view: dst, commit: () => {} };
-  const tmp = be.alloc("f32", t.numel, "activation");
+  const tmp = be.alloc("f32", t.numel, "activation", fullWrite ? "any" : "zeros");
   return {
     view: { buf: tmp, off: 0 },
     commit: () => {
@@ -246,13 +248,14 @@ export function gradTarget(t: Tensor, mode: "add" | "overwrite"): GradTarget | n
 }
 
 /** Add a gradient contribution to `t`: `write(dst, accumulate)` writes it into `dst` (when
- * `accumulate`, it must add instead of overwrite; only requested when `canAccumulate`). */
-export function accumulateGrad(t: Tensor, write: (dst: View, accumulate: boolean) => void, canAccumulate: boolean): void {
+ * `accumulate`, it must add instead of overwrite; only requested when `canAccumulate`).
+ * `fullWrite`: when not accumulating, `write` sets every element of dst (see {@link gradTarget}). */
+export function accumulateGrad(t: Tensor, write: (dst: View, accumulate: boolean) => void, canAccumulate: boolean, fullWrite = false): void {
   if (!t.requiresGrad) return;
   if (canAccumulate) {
     // Decide between overwrite (fresh buffer) and add (existing accumulator) without a temporary.
     if (!t.param && sweep && !sweep.grads.has(t)) {
-      const target = gradTarget(t, "overwrite")!;
+      const target = gradTarget(t, "overwrite", fullWrite)!;
       write(target.view, false);
       target.commit();
       return;
@@ -262,7 +265,7 @@ export function accumulateGrad(t: Tensor, write: (dst: View, accumulate: boolean
     target.commit();
     return;
   }
-  const target = gradTarget(t, "overwrite")!;
+  const target = gradTarget(t, "overwrite", fullWrite)!;
   write(target.view, false);
   target.commit();
 }
@@ -293,11 +296,11 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
     let seed: Tensor;
     if (opts.grad) {
       if (opts.grad.numel !== loss.numel) throw new Error(`backward(): grad has shape ${fmtShape(opts.grad.shape)}, loss has ${fmtShape(loss.shape)}`);
-      seed = gradBuffer(be, loss);
+      seed = gradBuffer(be, loss, "zeros");
       be.copy(opts.grad.view, seed.view, loss.numel);
     } else {
       if (loss.numel !== 1) throw new Error(`backward(): loss has shape ${fmtShape(loss.shape)}; pass opts.grad for a non-scalar loss`);
-      seed = gradBuffer(be, loss);
+      seed = gradBuffer(be, loss, "zeros");
       be.fill(seed.view, 1, 1);
     }
     await sweepTape(list, new Map([[loss, seed]]), []);
@@ -345,7 +348,7 @@ async function sweepTape(list: Entry[], seeds: Map<Tensor, Tensor>, capture: Ten
       const node = e as OpNode;
       let g = s.grads.get(node.out);
       if (!g && (node.collective || node.extraOuts?.some((t) => s.grads.has(t)))) {
-        g = gradBuffer(node.out.be, node.out); // zeros (fresh allocations are zeroed)
+        g = gradBuffer(node.out.be, node.out, "zeros");
         s.grads.set(node.out, g);
       }
       if (g) {

@@ -39,7 +39,7 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
   return new Proxy(be, {
     get(target, prop, _receiver) {
       if (prop === "alloc") {
-        return (dtype: DType, length: number, tag: MemTag) => {
+        return (dtype: DType, length: number, tag: MemTag, contents?: "zeros" | "any") => {
           const want = DTYPE_BYTES[dtype] * length;
           // freed buffers a backend keeps for reuse are device memory too: counted, and released
           // before an allocation is refused
@@ -48,7 +48,7 @@ export function withDeviceBudget<B extends Backend>(be: B, budget: number | null
           if (used + want > budget) {
             throw new DeviceBudgetError(`device memory budget exceeded: allocating ${formatByteSize(want)} (${tag}) with ${formatByteSize(used)} in use, max_device_memory is ${formatByteSize(budget)} (${budget} bytes); offload optimizer states (zero_optimization.offload_optimizer.device "cpu"), use ZeRO stage 3, smaller micro-batches, activation checkpointing, or raise the budget`);
           }
-          return alloc(dtype, length, tag);
+          return alloc(dtype, length, tag, contents);
         };
       }
       const v = Reflect.get(target, prop, target);

@@ -55,7 +55,7 @@ describe("readTensorsBatched", () => {
     try {
       expect(await check(backend)).toBe(3);
     } finally {
-      backend.destroy?.();
+      (backend as Backend & { destroy?: () => void }).destroy?.();
     }
   });
 });

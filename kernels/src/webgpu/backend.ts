@@ -223,7 +223,7 @@ export class WebGpuBackend implements Backend {
           }),
         );
       },
-      (bytes) => this.batcher.reuse(bytes),
+      (bytes, zero) => this.batcher.reuse(bytes, zero),
     );
     this.pipelines = new PipelineCache(device, trustedShaders);
     this.batcher = new CommandBatcher(device, maxBatch);
@@ -431,8 +431,10 @@ export class WebGpuBackend implements Backend {
 
   // ---- memory --------------------------------------------------------------------------------
 
-  alloc(dtype: DType, length: number, tag: MemTag): Buf {
-    return this.ledger.alloc(dtype, length, tag);
+  /** Backend.alloc; with `contents` "any" a recycled buffer is handed out without its zeroing clear
+   * (a fresh one is zeroed by WebGPU anyway). */
+  alloc(dtype: DType, length: number, tag: MemTag, contents: "zeros" | "any" = "zeros"): Buf {
+    return this.ledger.alloc(dtype, length, tag, contents === "zeros");
   }
 
   free(buf: Buf): void {

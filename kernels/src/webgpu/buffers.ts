@@ -63,22 +63,23 @@ export class BufferLedger {
      * out-of-memory asynchronously, through an error scope); the backend throws it at the next
      * read/flush. */
     private readonly onDeferredError: (p: Promise<string | null>) => void = () => {},
-    /** A recycled GPUBuffer of exactly the given byte size, already scheduled to be zeroed before
-     * any later command (commands.ts `reuse`), or null to create one. */
-    private readonly reuse: (bytes: number) => GPUBuffer | null = () => null,
+    /** A recycled GPUBuffer of exactly the given byte size — when `zero`, already scheduled to be
+     * zeroed before any later command (commands.ts `reuse`) — or null to create one. */
+    private readonly reuse: (bytes: number, zero: boolean) => GPUBuffer | null = () => null,
   ) {}
 
   /** New zeroed buffer: a recycled one (zeroed by a clear ahead of its first use) or a fresh one
    * (WebGPU zero-initialises). Its GPUBuffer must only be written through paths that order the
-   * write after that clear (backend `write`, commands.ts `beforeWrite`). Throws on bad
+   * write after that clear (backend `write`, commands.ts `beforeWrite`). With `zero` false a
+   * recycled buffer keeps its previous contents (no clear: the caller overwrites it). Throws on bad
    * length/dtype/tag or a size above the device limit, naming bytes and tag. */
-  alloc(dtype: DType, length: number, tag: MemTag): GpuBuf {
+  alloc(dtype: DType, length: number, tag: MemTag, zero = true): GpuBuf {
     if (!Number.isInteger(length) || length < 0) throw new Error(`webgpu alloc: length must be a non-negative integer, got ${length} (dtype ${dtype}, tag ${tag})`);
     if (!(dtype in DTYPE_BYTES)) throw new Error(`webgpu alloc: unknown dtype "${dtype}" (expected f32|f16|bf16|i32|u32)`);
     if (!MEM_TAGS.includes(tag)) throw new Error(`webgpu alloc: unknown tag "${tag}" (expected ${MEM_TAGS.join("|")})`);
     const bytes = paddedBytes(dtype, length);
     if (bytes > this.maxBytes) throw new Error(`webgpu alloc: ${bytes} bytes (${length} × ${dtype}) for tag ${tag} exceed the device's largest bindable buffer of ${this.maxBytes} bytes`);
-    const pooled = this.reuse(bytes);
+    const pooled = this.reuse(bytes, zero);
     this.liveBytes += bytes;
     if (this.liveBytes > this.maxLiveBytes) this.maxLiveBytes = this.liveBytes;
     if (pooled) {

@@ -248,11 +248,11 @@ export class CommandBatcher {
     return id;
   }
 
-  /** A pooled buffer of exactly `bytes` bytes, zeroed ahead of the next batch; null when the pool
-   * has none. */
-  reuse(bytes: number): GPUBuffer | null {
+  /** A pooled buffer of exactly `bytes` bytes — when `zero`, zeroed ahead of the next batch,
+   * else with whatever it held — or null when the pool has none. */
+  reuse(bytes: number, zero = true): GPUBuffer | null {
     const b = this.pool.take(bytes);
-    if (b) this.pendingClears.add(b);
+    if (b && zero) this.pendingClears.add(b);
     return b;
   }
 

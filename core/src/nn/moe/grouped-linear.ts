@@ -54,7 +54,8 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
     if (!needW.some((b) => b)) return;
     // dW: stack the current gradients, accumulate dyᵀ·x per group in one op, copy back
     const targets: (GradTarget | null)[] = weights.map((w, i) => (needW[i] ? gradTarget(w, "add") : null));
-    const gstack = be.alloc("f32", G * wn, "activation");
+    // every slot whose gradient is copied back is copied in first: the rest may hold anything
+    const gstack = be.alloc("f32", G * wn, "activation", "any");
     targets.forEach((t, i) => {
       if (t) be.copy(t.view, { buf: gstack, off: i * wn }, wn);
     });
@@ -69,10 +70,11 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
 }
 
 /** A fresh f32 buffer [G, n] holding the G weights in order (one copy each). A group the host
- * knows to have no rows is not read (its slot stays zero): its unit may not be resident (the
- * offload plugin skips fetching experts no rank routed tokens to). */
+ * knows to have no rows is not read (its slot holds anything: the grouped products read no weight
+ * of a group without rows): its unit may not be resident (the offload plugin skips fetching experts
+ * no rank routed tokens to). The buffer is not zeroed first (`alloc` contents "any"). */
 function stackWeights(be: Backend, weights: readonly Tensor[], rowsPerGroup: ArrayLike<number> | null, n: number): Buf {
-  const stack = be.alloc("f32", Math.max(1, weights.length * n), "activation");
+  const stack = be.alloc("f32", Math.max(1, weights.length * n), "activation", "any");
   weights.forEach((w, i) => {
     if (!rowsPerGroup || rowsPerGroup[i]! > 0) be.copy(w.view, { buf: stack, off: i * n }, n);
   });

@@ -6,7 +6,7 @@
  */
 import type { Backend, MatmulSpec, View } from "@zeromoe/kernels";
 import { accumulateGrad, record } from "../tape.ts";
-import { Tensor, empty, fmtShape, numelOf } from "../tensor.ts";
+import { Tensor, empty, fmtShape, numelOf, uninit } from "../tensor.ts";
 
 /** Options of {@link matmul}. */
 export interface MatmulOptions {
@@ -139,14 +139,14 @@ export function linear(x: Tensor, w: Tensor): Tensor {
   if (x.dtype !== "f32" || w.dtype !== "f32") throw new Error(`linear: f32 expected, got ${x} and ${w}`);
   const rows = x.rows;
   const be = x.be;
-  const out = empty(be, [...x.shape.slice(0, -1), outF]);
+  const out = uninit(be, [...x.shape.slice(0, -1), outF]); // set by the matmul, or the fill when in = 0
   if (out.numel > 0) {
     if (inF === 0) be.fill(out.view, 0, out.numel);
     else be.matmul(x.view, w.view, out.view, { M: rows, N: outF, K: inF, transB: true });
   }
   return record("linear", [x, w], out, (g) => {
     if (rows === 0 || outF === 0 || inF === 0) return;
-    accumulateGrad(x, (dst, acc) => be.matmul(g.view, w.view, dst, { M: rows, N: inF, K: outF, accumulate: acc }), true);
+    accumulateGrad(x, (dst, acc) => be.matmul(g.view, w.view, dst, { M: rows, N: inF, K: outF, accumulate: acc }), true, outF > 0);
     accumulateGrad(w, (dst, acc) => be.matmul(g.view, x.view, dst, { M: outF, N: inF, K: rows, transA: true, accumulate: acc }), true);
   });
 }

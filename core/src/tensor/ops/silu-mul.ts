@@ -7,7 +7,7 @@
  * gradients equal `mul(silu(gate), up)` bit for bit.
  */
 import { gradTarget, record, scratch } from "../tape.ts";
-import { empty, fmtShape, type Tensor } from "../tensor.ts";
+import { fmtShape, uninit, type Tensor } from "../tensor.ts";
 
 /**
  * silu(gate) ⊙ up, elementwise over two f32 tensors of the same shape (no broadcasting); the output
@@ -21,12 +21,12 @@ export function siluMul(gate: Tensor, up: Tensor): Tensor {
   }
   const be = gate.be;
   const n = gate.numel;
-  const out = empty(be, gate.shape);
+  const out = uninit(be, gate.shape); // siluMul sets all n
   if (n > 0) be.siluMul(gate.view, up.view, out.view, n);
   return record("silu_mul", [gate, up], out, (g) => {
     if (n === 0) return;
-    const tg = gradTarget(gate, "overwrite");
-    const tu = gradTarget(up, "overwrite");
+    const tg = gradTarget(gate, "overwrite", true); // siluMulBackward sets all n of both
+    const tu = gradTarget(up, "overwrite", true);
     // an input that needs no gradient still gets its half written, into a scratch buffer
     const sg = tg ? null : scratch(be, n);
     const su = tu ? null : scratch(be, n);
