@@ -6,23 +6,49 @@
  * Only square 8×8 and 16×16 fragments are expressible in WGSL (naga 30), and only f16/f32 elements.
  *
  * Tiled kernel ({@link matmulCoopWGSL}): out[b] (+)= op(A[b])·op(B[b]), A/B f16 or f32 in memory
- * (f32 is rounded to f16 when staged, like autocast), f32 accumulation and output. A workgroup of
- * 256 invocations = 8 subgroups of 32 (NVIDIA's warp; the kernel assumes subgroup size 32) computes
- * a 128×128 block of out; the subgroups form a 2×4 grid, each owning 64×32 = 4×2 fragments of
- * 16×16. K advances 32 at a time: each invocation loads its 16 elements of the next A and B tiles
- * into registers (zero outside the matrix) while the tensor cores work on the current tiles in
- * workgroup memory, then stores them into the other of two buffers — double buffering with one
- * barrier per K step (the classic register-prefetch pipeline of CUTLASS's sm70-style GEMM, cf.
- * NVIDIA's "CUTLASS: Fast Linear Algebra in CUDA C++", 2017). Tiles keep the operand's own layout in
- * workgroup memory (rows padded by 8 halves), and the fragment load's layout (row- or column-major)
- * absorbs transposes. The epilogue goes through a 16×16 f32 scratch per subgroup so edges are
- * guarded and `accumulate` adds to out.
+ * (f32 is rounded to f16 when staged, like autocast), f32 accumulation and output. The block shape
+ * is a {@link CoopTile} (matmul-coop-tile.ts; default 128×128×32, 8 subgroups of 32 as 2×4, each
+ * 4×2 fragments of 16×16, two stages). Each K step, every invocation loads its share of the next
+ * A and B tiles into registers (guarded: zero outside the matrix, nothing read out of range) while
+ * the tensor cores work on the current tiles in workgroup memory, then stores them into workgroup
+ * memory — with two stages into the other buffer (one barrier per step), with one stage after a
+ * barrier (two per step): the register-prefetch pipeline of CUTLASS's sm70-style GEMM (NVIDIA,
+ * "CUTLASS: Fast Linear Algebra in CUDA C++", 2017). Tiles keep the operand's own layout in
+ * workgroup memory (rows padded by 8 halves), and the fragment load's layout (row- or
+ * column-major) absorbs transposes.
+ *
+ * Epilogue: "scratch" goes through a 16×16 f32 scratch per subgroup so any edge is guarded and
+ * `accumulate` adds to out element by element; "direct" stores each accumulator fragment straight
+ * into out with coopStoreT (after adding the fragment loaded from out when accumulating), which is
+ * only correct when every fragment lies wholly inside or wholly outside out and out is 16-byte
+ * aligned: M and N multiples of 16, c_off and the batch stride of out multiples of 4 (the caller
+ * checks; matmul-coop.ts does).
  *
  * `scaled` (f32 inputs): per-operand power-of-two scaling (matmul-coop-scale.ts) — the prologue
  * reduces the 2 × 256 partial maxima of binding `amax` to exponents kA, kB; staged values are
  * x·2^kA, y·2^kB before the rounding to f16, and the store multiplies by 2^−(kA+kB) (exact).
+ *
+ * `emulate`: the same kernel with every cooperative-matrix type and builtin replaced by plain WGSL
+ * (accumulators spread over the lanes like the real ones, f16 products summed in f32; see
+ * emulationWGSL), so the tiling, staging, guards and epilogues can be tested on a device without
+ * the feature (lavapipe). For tests only.
  */
 import { COOP_AMAX_PARTIALS, COOP_SCALE_WGSL } from "./matmul-coop-scale.ts";
+import {
+  COOP_DEFAULT_TILE,
+  COOP_FRAG,
+  COOP_SUBGROUP,
+  coopStageLdA,
+  coopStageLdB,
+  coopStageSizes,
+  coopTileFragments,
+  coopTileName,
+  coopTileProblem,
+  coopTileThreads,
+  type CoopTile,
+} from "./matmul-coop-tile.ts";
+
+export { coopProbeWGSL, type CoopProbeShape } from "./matmul-coop-probe.ts";
 
 /** Options of {@link matmulCoopWGSL}. */
 export interface CoopMatmulOptions {
@@ -42,59 +68,164 @@ export interface CoopMatmulOptions {
   /** Per-operand power-of-two scaling before the rounding to f16 (input "f32" only; needs the
    * partial maxima of matmul-coop-scale.ts's coopAbsMaxLaunch in the extra binding `amax`). */
   scaled?: boolean;
+  /** Block shape (default {@link COOP_DEFAULT_TILE}). */
+  tile?: CoopTile;
+  /** "scratch" (default; any shape) or "direct" (M, N multiples of 16, out offset and batch stride
+   * multiples of 4; see the file comment). */
+  epilogue?: "scratch" | "direct";
+  /** Plain-WGSL stand-ins for the cooperative-matrix builtins (tests on devices without them). */
+  emulate?: boolean;
 }
 
-/** Block shape of the tiled kernel. */
-export const COOP_TILE = { BM: 128, BN: 128, BK: 32, WG: 256, SUBGROUP: 32, PAD: 8 } as const;
+/** Block shape of the default tile (as the backend's launches use it). */
+export const COOP_TILE = { BM: COOP_DEFAULT_TILE.BM, BN: COOP_DEFAULT_TILE.BN, BK: COOP_DEFAULT_TILE.BK, WG: coopTileThreads(COOP_DEFAULT_TILE), SUBGROUP: COOP_SUBGROUP, PAD: 8 } as const;
 
 /** Uniform parameters of the tiled kernel, in order (all u32; element offsets and strides). */
 export const COOP_PARAM_NAMES = ["M", "N", "K", "a_off", "b_off", "c_off", "stride_a", "stride_b", "stride_c", "batch"] as const;
 
-/** Workgroup memory bytes the tiled kernel declares (two A and two B tiles of f16, 8 subgroup scratches of f32). */
-export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB">): number {
-  const { BM, BN, BK, PAD, WG, SUBGROUP } = COOP_TILE;
-  const sa = o.transA ? BK * (BM + PAD) : BM * (BK + PAD);
-  const sb = o.transB ? BN * (BK + PAD) : BK * (BN + PAD);
-  return 2 * 2 * (sa + sb) + (WG / SUBGROUP) * 256 * 4;
+/** f32 elements of the kernel's scratch: 256 per subgroup for the "scratch" epilogue, 2 per
+ * invocation for the scaled prologue's reduction (the larger of the two; 0 when neither). */
+function scratchFloats(o: Pick<CoopMatmulOptions, "tile" | "epilogue" | "scaled">): number {
+  const t = o.tile ?? COOP_DEFAULT_TILE;
+  const wg = coopTileThreads(t);
+  return Math.max((o.epilogue ?? "scratch") === "scratch" ? (wg / COOP_SUBGROUP) * COOP_FRAG * COOP_FRAG : 0, o.scaled ? 2 * wg : 0);
 }
 
-/** A stable key naming every choice that changes the WGSL. */
+/** Workgroup memory bytes the tiled kernel declares: `stages` A and B tiles of f16 plus the f32
+ * scratch (256 per subgroup with the "scratch" epilogue; 2 per invocation when scaled). */
+export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB" | "tile" | "epilogue" | "scaled">): number {
+  const t = o.tile ?? COOP_DEFAULT_TILE;
+  const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
+  return 2 * t.stages * (SA + SB) + 4 * scratchFloats(o);
+}
+
+/** A stable key naming every choice that changes the WGSL. The default tile and epilogue keep
+ * the names they had before tiles were selectable. */
 export function coopKernelKey(o: CoopMatmulOptions): string {
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}`;
+  const t = o.tile ?? COOP_DEFAULT_TILE;
+  const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.emulate ? "_emu" : ""}`;
+}
+
+/** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
+interface CoopOps {
+  zeroC: string;
+  /** Fragment load from array `arr` at element `idx` with row stride `ld`; `role` A/B (f16) or C (f32). */
+  load(role: "A" | "B" | "C", arr: string, idx: string, ld: string, rowMajor: boolean): string;
+  mma(a: string, b: string, c: string): string;
+  /** Row-major store of accumulator `c` into `arr` at `idx`, row stride `ld` (a statement). */
+  store(c: string, arr: string, idx: string, ld: string): string;
+  scale(c: string, s: string): string;
+  add(c: string, d: string): string;
+}
+
+const REAL_OPS: CoopOps = {
+  zeroC: "coop_mat16x16<f32, C>()",
+  load: (role, arr, idx, ld, rowMajor) => `coopLoad${rowMajor ? "T" : ""}<coop_mat16x16<${role === "C" ? "f32" : "f16"}, ${role}>>(&${arr}[${idx}], ${ld})`,
+  mma: (a, b, c) => `coopMultiplyAdd(${a}, ${b}, ${c})`,
+  store: (c, arr, idx, ld) => `coopStoreT(${c}, &${arr}[${idx}], ${ld});`,
+  scale: (c, s) => `(${c} * ${s})`,
+  add: (c, d) => `(${c} + ${d})`,
+};
+
+const EMU_OPS: CoopOps = {
+  zeroC: "EmuC()",
+  load: (role, arr, idx, ld, rowMajor) => (role === "C" ? `emu_ld_${arr}(${idx}, ${ld}, lane)` : `EmuRef(${idx}, ${ld}, ${rowMajor})`),
+  mma: (a, b, c) => `emu_mma(${a}, ${b}, ${c}, lane)`,
+  store: (c, arr, idx, ld) => `emu_st_${arr}(${c}, ${idx}, ${ld}, lane);`,
+  scale: (c, s) => `emu_scale(${c}, ${s})`,
+  add: (c, d) => `emu_add(${c}, ${d})`,
+};
+
+/**
+ * The emulation's types and functions. An accumulator fragment is spread over the 32 lanes of a
+ * subgroup like the real one (lane l holds elements l, l + 32, …: 8 of the 256); an A or B
+ * fragment is a reference (EmuRef: start, row stride, layout) into `sa` / `sb`, read when
+ * multiplied — the kernel multiplies its fragments before it next writes the staged tiles, so the
+ * reference sees what a load would have. `loads`/`stores`: arrays accumulators are read from /
+ * written to.
+ */
+function emulationWGSL(loads: string[], stores: string[]): string {
+  const lines = [
+    "struct EmuRef { idx: u32, ld: u32, row_major: bool }",
+    "struct EmuC { v: array<f32, 8> }",
+    `fn emu_at(r: EmuRef, i: u32, j: u32) -> u32 { return select(r.idx + j * r.ld + i, r.idx + i * r.ld + j, r.row_major); }
+fn emu_mma(a: EmuRef, b: EmuRef, c: EmuC, lane: u32) -> EmuC {
+  var r = c;
+  for (var q = 0u; q < 8u; q++) {
+    let e = lane + q * 32u;
+    let i = e / 16u;
+    let j = e % 16u;
+    var s = r.v[q];
+    for (var k = 0u; k < 16u; k++) { s += f32(sa[emu_at(a, i, k)]) * f32(sb[emu_at(b, k, j)]); }
+    r.v[q] = s;
+  }
+  return r;
+}`,
+    `fn emu_scale(c: EmuC, s: f32) -> EmuC { var r = c; for (var q = 0u; q < 8u; q++) { r.v[q] = r.v[q] * s; } return r; }`,
+    `fn emu_add(c: EmuC, d: EmuC) -> EmuC { var r = c; for (var q = 0u; q < 8u; q++) { r.v[q] = r.v[q] + d.v[q]; } return r; }`,
+  ];
+  for (const arr of loads) {
+    lines.push(`fn emu_ld_${arr}(idx: u32, ld: u32, lane: u32) -> EmuC { var r: EmuC; for (var q = 0u; q < 8u; q++) { let e = lane + q * 32u; r.v[q] = ${arr}[idx + (e / 16u) * ld + e % 16u]; } return r; }`);
+  }
+  for (const arr of stores) {
+    lines.push(`fn emu_st_${arr}(c: EmuC, idx: u32, ld: u32, lane: u32) { for (var q = 0u; q < 8u; q++) { let e = lane + q * 32u; ${arr}[idx + (e / 16u) * ld + e % 16u] = c.v[q]; } }`);
+  }
+  return lines.join("\n") + "\n";
 }
 
 /**
  * The complete WGSL module of the tiled cooperative-matrix matmul. Bindings: 0 uniform params
- * ({@link COOP_PARAM_NAMES}), 1 A, 2 B (`array<f16>` or `array<f32>`), 3 out (`array<f32>`), and
- * with `scaled` 4 amax (`array<u32>`, 2 × 256 partial maxima, matmul-coop-scale.ts).
- * Dispatch ceil(N/128) × ceil(M/128) × batch workgroups. Needs the device features
- * "shader-f16" and "wgpu-cooperative-matrix" (16×16×16 f16→f32 offered by the driver), subgroup
- * size 32, and {@link coopWorkgroupBytes} of workgroup memory.
+ * ({@link COOP_PARAM_NAMES}), 1 A, 2 B (`array<f16>` or `array<f32>`, or vec4 of them), 3 out
+ * (`array<f32>`), and with `scaled` 4 amax (`array<u32>`, 2 × 256 partial maxima,
+ * matmul-coop-scale.ts). Dispatch ceil(N/BN) × ceil(M/BM) × batch workgroups of the tile's
+ * SGM·SGN·32 invocations. Needs the device features "shader-f16" and "wgpu-cooperative-matrix"
+ * (16×16×16 f16→f32 offered by the driver), subgroup size 32, and {@link coopWorkgroupBytes} of
+ * workgroup memory (with `emulate` only "shader-f16").
+ * Every global read is guarded by the matrix bounds and every index into workgroup memory is in
+ * range by construction, so the module may be compiled without naga's runtime checks
+ * (createShaderModuleTrusted) — the "trusted" choice of matmul-coop.ts.
+ * @throws Error for scaled with f16 input, kernel mode with vec 4, or a tile that
+ *   {@link coopTileProblem} refuses.
  */
 export function matmulCoopWGSL(o: CoopMatmulOptions): string {
-  const { BM, BN, BK, WG, SUBGROUP, PAD } = COOP_TILE;
+  const t = o.tile ?? COOP_DEFAULT_TILE;
+  const problem = coopTileProblem(t);
+  if (problem) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: ${problem}`);
+  const { BM, BN, BK, SGM, SGN, stages } = t;
+  const WG = coopTileThreads(t);
+  const { FM, FN } = coopTileFragments(t);
   const scaled = !!o.scaled;
+  const direct = o.epilogue === "direct";
+  const ops = o.emulate ? EMU_OPS : REAL_OPS;
   if (scaled && o.input !== "f32") throw new Error("matmulCoopWGSL: scaled needs input f32 (f16 operands are already rounded)");
-  if (scaled && COOP_AMAX_PARTIALS !== WG) throw new Error("matmulCoopWGSL: the prologue reads one partial per invocation");
-  const SA_LD = o.transA ? BM + PAD : BK + PAD;
-  const SA = o.transA ? BK * SA_LD : BM * SA_LD;
-  const SB_LD = o.transB ? BK + PAD : BN + PAD;
-  const SB = o.transB ? BN * SB_LD : BK * SB_LD;
+  const SA_LD = coopStageLdA(t, o.transA);
+  const SB_LD = coopStageLdB(t, o.transB);
+  const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
+  const SO = scratchFloats(o);
   const V = o.vec ?? 1; // elements per global load (1, or 4 when rows and offsets are multiples of 4)
-  const PER = (BM * BK) / WG / V; // loads of each tile per invocation (16 scalar or 4 vec4)
   const elt = V === 1 ? o.input : `vec4<${o.input}>`;
   const reg = V === 1 ? "f16" : "vec4<f16>";
   const zero = V === 1 ? "0.0h" : "vec4<f16>()";
   const cvt = (x: string, mat: "a" | "b") => (o.input === "f16" ? x : scaled ? `${reg}(${x} * scale_${mat})` : `${reg}(${x})`);
   // Tiles are staged in the operand's stored orientation. Tile of A: !transA: A [M, K] → rows m
   // (BM) × columns k (BK); transA: A [K, M] → rows k (BK) × columns m (BM). B: !transB: [K, N] →
-  // rows k × columns n; transB: [N, K] → rows n × columns k. Invocation li loads, on pass i, the
-  // V elements at row li / (cols/V) + i·(WG·V/cols), column (li % (cols/V))·V.
-  const aCols = o.transA ? BM : BK;
-  const bCols = o.transB ? BK : BN;
+  // rows k × columns n; transB: [N, K] → rows n × columns k. Pass i of invocation li loads the V
+  // elements at flat position e = li + i·WG of the tile's (rows × cols/V) grid: row e / (cols/V),
+  // column (e % (cols/V))·V — split into a per-invocation part (ar, ac) and a per-pass constant.
+  const aCols = o.transA ? BM : BK, aRows = o.transA ? BK : BM;
+  const bCols = o.transB ? BK : BN, bRows = o.transB ? BN : BK;
+  const split = (cols: number) => {
+    const cv = cols / V;
+    if (!Number.isInteger(cv) || !(WG % cv === 0 || cv % WG === 0)) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: ${cols} staged columns do not map onto ${WG} invocations with vec ${V}`);
+    return cv;
+  };
+  const cvA = split(aCols), cvB = split(bCols);
+  const passes = (rows: number, cols: number) => (rows * cols) / V / WG;
+  const PA = passes(aRows, aCols), PB = passes(bRows, bCols);
+  const place = (cv: number, i: number): { dr: number; dc: number } => (WG % cv === 0 ? { dr: (i * WG) / cv, dc: 0 } : { dr: Math.floor((i * WG) / cv), dc: ((i * WG) % cv) * V });
   const stage = (mat: "a" | "b", i: number): { load: string; store: string } => {
-    const cols = mat === "a" ? aCols : bCols;
-    const step = (i * WG * V) / cols;
+    const { dr, dc } = place(mat === "a" ? cvA : cvB, i);
     const [rowVar, colVar] = mat === "a" ? ["ar", "ac"] : ["br", "bc"];
     // (stored row, stored column) → (origin, bound, leading dimension) per layout
     const layout = mat === "a"
@@ -103,60 +234,85 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     const base = mat === "a" ? "a_base" : "b_base";
     const idx = `${base} + r * ${layout.ld} + c`;
     const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
-    const load = `    { let r = ${layout.r0} + ${rowVar} + ${step}u; let c = ${layout.c0} + ${colVar}; r${mat}[${i}] = select(${zero}, ${cvt(at, mat)}, r < ${layout.rb} && c < ${layout.cb}); }`;
+    const load = `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; var v = ${zero}; if (r < ${layout.rb} && c < ${layout.cb}) { v = ${cvt(at, mat)}; } r${mat}[${i}] = v; }`;
     const ld = mat === "a" ? SA_LD : SB_LD;
     const size = mat === "a" ? SA : SB;
-    const dst = `s${mat}[buf * ${size}u + (${rowVar} + ${step}u) * ${ld}u + ${colVar}`;
+    const dst = `s${mat}[${stages === 2 ? `buf * ${size}u + ` : ""}(${rowVar} + ${dr}u) * ${ld}u + ${colVar} + ${dc}u`;
     const store = V === 1
       ? `    ${dst}] = r${mat}[${i}];`
       : ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${j}u] = r${mat}[${i}].${q};`).join("\n");
     return { load, store };
   };
-  const loadA: string[] = [];
-  const storeA: string[] = [];
-  const loadB: string[] = [];
-  const storeB: string[] = [];
-  for (let i = 0; i < PER; i++) {
-    const a = stage("a", i), b = stage("b", i);
-    loadA.push(a.load);
-    storeA.push(a.store);
-    loadB.push(b.load);
-    storeB.push(b.store);
+  const loads: string[] = [], stores: string[] = [];
+  for (let i = 0; i < PA; i++) {
+    const a = stage("a", i);
+    loads.push(a.load);
+    stores.push(a.store);
   }
-  // Fragment loads for the subgroup's 4 (m) × 2 (n) fragments at k offset kk within the tile.
+  for (let i = 0; i < PB; i++) {
+    const b = stage("b", i);
+    loads.push(b.load);
+    stores.push(b.store);
+  }
+  // Fragment loads for the subgroup's FM (m) × FN (n) fragments at k offset kk within the tile.
   const fragA = (i: number, kk: number) =>
     o.transA
-      ? `coopLoad<coop_mat16x16<f16, A>>(&sa[sa0 + ${kk * SA_LD}u + wm + ${i * 16}u], ${SA_LD}u)`
-      : `coopLoadT<coop_mat16x16<f16, A>>(&sa[sa0 + (wm + ${i * 16}u) * ${SA_LD}u + ${kk}u], ${SA_LD}u)`;
+      ? ops.load("A", "sa", `sa0 + ${kk * SA_LD}u + wm + ${i * 16}u`, `${SA_LD}u`, false)
+      : ops.load("A", "sa", `sa0 + (wm + ${i * 16}u) * ${SA_LD}u + ${kk}u`, `${SA_LD}u`, true);
   const fragB = (j: number, kk: number) =>
     o.transB
-      ? `coopLoad<coop_mat16x16<f16, B>>(&sb[sb0 + (wn + ${j * 16}u) * ${SB_LD}u + ${kk}u], ${SB_LD}u)`
-      : `coopLoadT<coop_mat16x16<f16, B>>(&sb[sb0 + ${kk * SB_LD}u + wn + ${j * 16}u], ${SB_LD}u)`;
+      ? ops.load("B", "sb", `sb0 + (wn + ${j * 16}u) * ${SB_LD}u + ${kk}u`, `${SB_LD}u`, false)
+      : ops.load("B", "sb", `sb0 + ${kk * SB_LD}u + wn + ${j * 16}u`, `${SB_LD}u`, true);
   const compute: string[] = [];
   for (let kk = 0; kk < BK; kk += 16) {
     compute.push(`    {`);
-    for (let i = 0; i < 4; i++) compute.push(`      let a${i} = ${fragA(i, kk)};`);
-    for (let j = 0; j < 2; j++) compute.push(`      let b${j} = ${fragB(j, kk)};`);
-    for (let i = 0; i < 4; i++) for (let j = 0; j < 2; j++) compute.push(`      c${i}${j} = coopMultiplyAdd(a${i}, b${j}, c${i}${j});`);
+    for (let i = 0; i < FM; i++) compute.push(`      let a${i} = ${fragA(i, kk)};`);
+    for (let j = 0; j < FN; j++) compute.push(`      let b${j} = ${fragB(j, kk)};`);
+    for (let i = 0; i < FM; i++) for (let j = 0; j < FN; j++) compute.push(`      c${i}_${j} = ${ops.mma(`a${i}`, `b${j}`, `c${i}_${j}`)};`);
     compute.push(`    }`);
   }
+  const outScale = (x: string) => (scaled ? ops.scale(ops.scale(x, "out_s1"), "out_s2") : x);
   const epilogue: string[] = [];
-  for (let i = 0; i < 4; i++) {
-    for (let j = 0; j < 2; j++) {
-      epilogue.push(`  coopStoreT(c${i}${j}, &so[sg * 256u], 16u);`);
-      epilogue.push(`  workgroupBarrier();`);
-      epilogue.push(`  for (var e = lane; e < 256u; e += ${SUBGROUP}u) {`);
-      epilogue.push(`    let m = m0 + wm + ${i * 16}u + e / 16u; let n = n0 + wn + ${j * 16}u + e % 16u;`);
-      epilogue.push(`    if (m < P.M && n < P.N) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]${scaled ? " * out_s1 * out_s2" : ""}; }`);
-      epilogue.push(`  }`);
-      epilogue.push(`  workgroupBarrier();`);
+  for (let i = 0; i < FM; i++) {
+    for (let j = 0; j < FN; j++) {
+      if (direct) {
+        // whole fragments in or out (M, N multiples of 16): subgroup-uniform guard of the store, no
+        // scratch. naga wants fragment loads in workgroup-uniform control flow, so the accumulate
+        // load runs unguarded, from the matrix's first fragment when this one lies outside. The
+        // stride is a let: naga 30 leaves a uniform load written inside coopStoreT unemitted.
+        epilogue.push(`  {`);
+        epilogue.push(`    let m = m0 + wm + ${i * 16}u; let n = n0 + wn + ${j * 16}u;`);
+        epilogue.push(`    let inside = m < P.M && n < P.N;`);
+        epilogue.push(`    let o = select(c_base, c_base + m * P.N + n, inside);`);
+        const v = outScale(`c${i}_${j}`);
+        epilogue.push(`    var r = ${o.accumulate ? ops.add(ops.load("C", "out", "o", "ldc", true), v) : v};`);
+        epilogue.push(`    if (inside) { ${ops.store("r", "out", "o", "ldc")} }`);
+        epilogue.push(`  }`);
+      } else {
+        epilogue.push(`  ${ops.store(`c${i}_${j}`, "so", "sg * 256u", "16u")}`);
+        epilogue.push(`  workgroupBarrier();`);
+        epilogue.push(`  for (var e = lane; e < 256u; e += ${COOP_SUBGROUP}u) {`);
+        epilogue.push(`    let m = m0 + wm + ${i * 16}u + e / 16u; let n = n0 + wn + ${j * 16}u + e % 16u;`);
+        epilogue.push(`    if (m < P.M && n < P.N) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]${scaled ? " * out_s1 * out_s2" : ""}; }`);
+        epilogue.push(`  }`);
+        epilogue.push(`  workgroupBarrier();`);
+      }
     }
   }
   // Scaled: reduce the 256 partial maxima of A (amax[0..256)) and of B (amax[256..512)) in the
-  // epilogue scratch (free until the epilogue; finite non-negative values, so f32 max = bit max, and
-  // a subnormal flushed to 0 gives the same clamp exponent), then the exponents and factors.
-  const prologue = `  so[li] = bitcast<f32>(amax[li]);
-  so[${WG}u + li] = bitcast<f32>(amax[${WG}u + li]);
+  // scratch (free until the epilogue; finite non-negative values, so f32 max = bit max, and a
+  // subnormal flushed to 0 gives the same clamp exponent), then the exponents and factors.
+  const P_ = COOP_AMAX_PARTIALS;
+  const prologue = `  {
+    var ma = 0.0;
+    var mb = 0.0;
+    for (var i = li; i < ${P_}u; i += ${WG}u) {
+      ma = max(ma, bitcast<f32>(amax[i]));
+      mb = max(mb, bitcast<f32>(amax[${P_}u + i]));
+    }
+    so[li] = ma;
+    so[${WG}u + li] = mb;
+  }
   workgroupBarrier();
   for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
     if (li < s) {
@@ -175,10 +331,42 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   workgroupBarrier();
 `;
   const accs: string[] = [];
-  for (let i = 0; i < 4; i++) for (let j = 0; j < 2; j++) accs.push(`  var c${i}${j} = coop_mat16x16<f32, C>();`);
+  for (let i = 0; i < FM; i++) for (let j = 0; j < FN; j++) accs.push(`  var c${i}_${j} = ${ops.zeroC};`);
+  const emu = o.emulate ? emulationWGSL(direct && o.accumulate ? ["out"] : [], direct ? ["out"] : ["so"]) : "";
+  const storeStaged = stores.map((l) => "  " + l).join("\n");
+  const loop = stages === 2
+    ? `  for (var t = 0u; t < nk; t++) {
+    let has_next = t + 1u < nk;
+    k0 = (t + 1u) * ${BK}u;
+    if (has_next) {
+${loads.map((l) => "  " + l).join("\n")}
+    }
+    let sa0 = buf * ${SA}u;
+    let sb0 = buf * ${SB}u;
+${compute.join("\n")}
+    buf = 1u - buf;
+    if (has_next) {
+${storeStaged}
+    }
+    workgroupBarrier();
+  }`
+    : `  for (var t = 0u; t < nk; t++) {
+    let has_next = t + 1u < nk;
+    k0 = (t + 1u) * ${BK}u;
+    if (has_next) {
+${loads.map((l) => "  " + l).join("\n")}
+    }
+    let sa0 = 0u;
+    let sb0 = 0u;
+${compute.join("\n")}
+    workgroupBarrier();
+    if (has_next) {
+${storeStaged}
+    }
+    workgroupBarrier();
+  }`;
   const module = `enable f16;
-enable wgpu_cooperative_matrix;
-// ${coopKernelKey(o)}: tensor-core matmul, ${BM}x${BN}x${BK} blocks, 8 subgroups of ${SUBGROUP}, double-buffered staging
+${o.emulate ? "" : "enable wgpu_cooperative_matrix;\n"}// ${coopKernelKey(o)}: tensor-core matmul, tile ${coopTileName(t)} (${FM}x${FN} fragments per subgroup), ${direct ? "direct" : "scratch"} epilogue${o.emulate ? ", cooperative matrices emulated" : ""}
 struct Params {
 ${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
 };
@@ -186,10 +374,9 @@ ${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
 @group(0) @binding(1) var<storage, read> mat_a: array<${elt}>;
 @group(0) @binding(2) var<storage, read> mat_b: array<${elt}>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}var<workgroup> sa: array<f16, ${2 * SA}>;
-var<workgroup> sb: array<f16, ${2 * SB}>;
-var<workgroup> so: array<f32, ${(WG / SUBGROUP) * 256}>;
-${scaled ? COOP_SCALE_WGSL : ""}
+${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}var<workgroup> sa: array<f16, ${stages * SA}>;
+var<workgroup> sb: array<f16, ${stages * SB}>;
+${SO > 0 ? `var<workgroup> so: array<f32, ${SO}>;\n` : ""}${scaled ? COOP_SCALE_WGSL : ""}${emu}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let m0 = wg.y * ${BM}u;
@@ -197,42 +384,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let a_base = P.a_off + wg.z * P.stride_a;
   let b_base = P.b_off + wg.z * P.stride_b;
   let c_base = P.c_off + wg.z * P.stride_c;
-  let sg = li / ${SUBGROUP}u;
-  let lane = li % ${SUBGROUP}u;
-  let wm = (sg / 4u) * 64u;
-  let wn = (sg % 4u) * 32u;
-  let ar = li / ${aCols / V}u;
-  let ac = (li % ${aCols / V}u) * ${V}u;
-  let br = li / ${bCols / V}u;
-  let bc = (li % ${bCols / V}u) * ${V}u;
-${scaled ? prologue : ""}  var ra: array<${reg}, ${PER}>;
-  var rb: array<${reg}, ${PER}>;
+  let ldc = P.N;
+  let sg = li / ${COOP_SUBGROUP}u;
+  let lane = li % ${COOP_SUBGROUP}u;
+  let wm = (sg / ${SGN}u) * ${BM / SGM}u;
+  let wn = (sg % ${SGN}u) * ${BN / SGN}u;
+  let ar = ${WG % cvA === 0 ? `li / ${cvA}u` : "0u"};
+  let ac = ${WG % cvA === 0 ? `(li % ${cvA}u) * ${V}u` : `li * ${V}u`};
+  let br = ${WG % cvB === 0 ? `li / ${cvB}u` : "0u"};
+  let bc = ${WG % cvB === 0 ? `(li % ${cvB}u) * ${V}u` : `li * ${V}u`};
+${scaled ? prologue : ""}  var ra: array<${reg}, ${PA}>;
+  var rb: array<${reg}, ${PB}>;
 ${accs.join("\n")}
   let nk = (P.K + ${BK - 1}u) / ${BK}u;
   var k0 = 0u;
   var buf = 0u;
-${loadA.join("\n")}
-${loadB.join("\n")}
-${storeA.join("\n")}
-${storeB.join("\n")}
-  workgroupBarrier();
-  for (var t = 0u; t < nk; t++) {
-    let has_next = t + 1u < nk;
-    k0 = (t + 1u) * ${BK}u;
-    if (has_next) {
-${loadA.map((l) => "  " + l).join("\n")}
-${loadB.map((l) => "  " + l).join("\n")}
-    }
-    let sa0 = buf * ${SA}u;
-    let sb0 = buf * ${SB}u;
-${compute.join("\n")}
-    buf = 1u - buf;
-    if (has_next) {
-${storeA.map((l) => "  " + l).join("\n")}
-${storeB.map((l) => "  " + l).join("\n")}
-    }
-    workgroupBarrier();
+  if (nk > 0u) {
+${loads.join("\n")}
+${stores.join("\n")}
   }
+  workgroupBarrier();
+${loop}
 ${epilogue.join("\n")}
 }
 `;
@@ -245,49 +417,7 @@ ${epilogue.join("\n")}
     .replace(/\bmat_a\[/g, "b_a[")
     .replace(/\bmat_b\[/g, "b_b[")
     .replace(/\bout\[/g, "b_out[")
-    .replace(/\bamax\[/g, "b_amax[");
-}
-
-/** A cooperative-matrix configuration expressible in WGSL (naga 30): square 8 or 16, f16/f32. */
-export interface CoopProbeShape {
-  size: 8 | 16;
-  ab: "f16" | "f32";
-  cr: "f16" | "f32";
-}
-
-/**
- * Throughput probe of one fragment configuration: every subgroup loads one A and one B fragment
- * from `src` and runs `iters` × 4 independent coopMultiplyAdd chains (no memory traffic in the
- * loop), then stores the 4 accumulators to `dst` (subgroup-distinct, so nothing is eliminated).
- * Bindings: 0 `src` (2·size² elements of ab), 1 `dst` (f32/f16 array of ≥ 4·size²·8 per workgroup).
- * Workgroup 256 (8 subgroups of 32). FLOPs per workgroup: 8 · iters · 4 · 2·size³.
- */
-export function coopProbeWGSL(s: CoopProbeShape, iters: number): string {
-  const t = `coop_mat${s.size}x${s.size}`;
-  const n2 = s.size * s.size;
-  return `enable f16;
-enable wgpu_cooperative_matrix;
-@group(0) @binding(0) var<storage, read> src: array<${s.ab}>;
-@group(0) @binding(1) var<storage, read_write> dst: array<${s.cr}>;
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let a = coopLoadT<${t}<${s.ab}, A>>(&src[0], ${s.size}u);
-  let b = coopLoadT<${t}<${s.ab}, B>>(&src[${n2}], ${s.size}u);
-  var c0 = ${t}<${s.cr}, C>();
-  var c1 = ${t}<${s.cr}, C>();
-  var c2 = ${t}<${s.cr}, C>();
-  var c3 = ${t}<${s.cr}, C>();
-  for (var i = 0u; i < ${iters}u; i++) {
-    c0 = coopMultiplyAdd(a, b, c0);
-    c1 = coopMultiplyAdd(a, b, c1);
-    c2 = coopMultiplyAdd(a, b, c2);
-    c3 = coopMultiplyAdd(a, b, c3);
-  }
-  let base = (wg.x * 8u + li / 32u) * ${4 * n2}u;
-  coopStoreT(c0, &dst[base], ${s.size}u);
-  coopStoreT(c1, &dst[base + ${n2}u], ${s.size}u);
-  coopStoreT(c2, &dst[base + ${2 * n2}u], ${s.size}u);
-  coopStoreT(c3, &dst[base + ${3 * n2}u], ${s.size}u);
-}
-`;
+    .replace(/\bamax\[/g, "b_amax[")
+    .replace(/\bemu_ld_out\(/g, "emu_ld_b_out(")
+    .replace(/\bemu_st_out\(/g, "emu_st_b_out(");
 }

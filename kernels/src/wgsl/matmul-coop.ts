@@ -8,7 +8,17 @@
  * of 32 and enough workgroup memory.
  */
 import { cooperativeMatrixProperties, type CoopMatrixConfig } from "../ffi/cooperative-matrix.ts";
+import { createShaderModuleTrusted } from "../ffi/shader.ts";
 import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
+import { COOP_DEFAULT_TILE, coopTileName, type CoopTile } from "./matmul-coop-tile.ts";
+import { COOP_SPLIT_K_REDUCE_WG, coopSplitKChunks, coopSplitKReduceWGSL } from "./matmul-coop-split-k.ts";
+
+/** One dispatch of a prepared call. */
+export interface CoopDispatch {
+  pipeline: GPUComputePipeline;
+  bindGroup: GPUBindGroup;
+  workgroups: [number, number, number];
+}
 
 /** Device features the tensor-core matmul needs. */
 export const COOP_FEATURES: readonly GPUFeatureName[] = ["shader-f16", "wgpu-cooperative-matrix" as GPUFeatureName];
@@ -69,6 +79,27 @@ export interface CoopMatmulCall {
   strideOut?: number;
   /** Elements per global load (default: 4 when aligned, else 1). */
   vec?: 1 | 4;
+  /** Block shape (default {@link COOP_DEFAULT_TILE}). */
+  tile?: CoopTile;
+  /** "scratch", "direct" (throws unless M, N are multiples of 16 and the out offset and batch
+   * stride multiples of 4), or "auto" (default: direct where allowed). */
+  epilogue?: "scratch" | "direct" | "auto";
+}
+
+/** Whether the "direct" epilogue (coopStoreT straight into out) is correct for a call: every
+ * 16×16 fragment wholly inside or outside out, and out's fragment rows 16-byte aligned. */
+export function coopDirectEpilogueOk(call: Pick<CoopMatmulCall, "M" | "N" | "outOff" | "strideOut" | "batch">): boolean {
+  const batch = call.batch ?? 1;
+  return call.M % 16 === 0 && call.N % 16 === 0 && (call.outOff ?? 0) % 4 === 0 && (batch <= 1 || (call.strideOut ?? call.M * call.N) % 4 === 0);
+}
+
+/** Choices of {@link CoopMatmul} that apply to all its pipelines. */
+export interface CoopMatmulConfig {
+  /** Compile without naga's runtime checks (createShaderModuleTrusted; our FFI binding only): the
+   * kernel guards every global read and write itself (matmul-coop-wgsl.ts). Default false. */
+  trusted?: boolean;
+  /** Emulated cooperative matrices (tests on devices without them; matmul-coop-wgsl.ts). */
+  emulate?: boolean;
 }
 
 /** Pipelines and dispatch of the tensor-core matmul on one device (created with {@link COOP_FEATURES}
@@ -78,7 +109,10 @@ export class CoopMatmul {
   private readonly layout: GPUBindGroupLayout;
   private readonly pipelineLayout: GPUPipelineLayout;
 
-  constructor(readonly device: GPUDevice) {
+  constructor(
+    readonly device: GPUDevice,
+    readonly config: CoopMatmulConfig = {},
+  ) {
     const storage = (binding: number, type: GPUBufferBindingType): GPUBindGroupLayoutEntry => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } });
     this.layout = device.createBindGroupLayout({
       label: "matmul_coop",
@@ -89,10 +123,15 @@ export class CoopMatmul {
 
   /** The pipeline of a variant (compiled on first use). */
   pipeline(o: CoopMatmulOptions): GPUComputePipeline {
-    const key = coopKernelKey(o);
+    const opts: CoopMatmulOptions = { ...o, emulate: !!this.config.emulate };
+    const key = coopKernelKey(opts);
     let p = this.pipelines.get(key);
     if (!p) {
-      const module = this.device.createShaderModule({ label: key, code: matmulCoopWGSL(o) });
+      const need = coopWorkgroupBytes(opts);
+      const have = this.device.limits.maxComputeWorkgroupStorageSize;
+      if (need > have) throw new Error(`matmul_coop: tile ${coopTileName(opts.tile ?? COOP_DEFAULT_TILE)} needs ${need} bytes of workgroup memory, the device allows ${have}`);
+      const desc = { label: key, code: matmulCoopWGSL(opts) };
+      const module = this.config.trusted ? (createShaderModuleTrusted(this.device, desc, { boundsChecks: false, forceLoopBounding: false }) as unknown as GPUShaderModule) : this.device.createShaderModule(desc);
       p = this.device.createComputePipeline({ label: key, layout: this.pipelineLayout, compute: { module, entryPoint: "main" } });
       this.pipelines.set(key, p);
     }
@@ -102,7 +141,9 @@ export class CoopMatmul {
   /**
    * A bind group + uniform buffer for one call on buffers `a`, `b` (elements `input`: f16 or
    * f32) and `out` (f32). Reusable for repeated dispatches of the same call.
-   * @throws Error on sizes that are not non-negative integers or exceed 2³² elements.
+   * @throws Error on sizes that are not non-negative integers or exceed 2³² elements, vec 4 or the
+   *   direct epilogue where the call's alignment does not allow them, or a tile needing more
+   *   workgroup memory than the device allows.
    */
   prepare(call: CoopMatmulCall, input: "f16" | "f32", a: GPUBuffer, b: GPUBuffer, out: GPUBuffer): { pipeline: GPUComputePipeline; bindGroup: GPUBindGroup; workgroups: [number, number, number]; params: GPUBuffer } {
     const { M, N, K } = call;
@@ -117,7 +158,12 @@ export class CoopMatmul {
     const aligned = [rowA, rowB, vals[3]!, vals[4]!, ...(batch > 1 ? [vals[6]!, vals[7]!] : [])].every((v) => v % 4 === 0);
     const vec = call.vec ?? (aligned ? 4 : 1);
     if (vec === 4 && !aligned) throw new Error(`matmul_coop: vec 4 needs A/B rows (${rowA}, ${rowB}), offsets and batch strides that are multiples of 4`);
-    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec });
+    const directOk = coopDirectEpilogueOk(call);
+    const ep = call.epilogue ?? "auto";
+    if (ep === "direct" && !directOk) throw new Error(`matmul_coop: the direct epilogue needs M, N multiples of 16 and out offset/batch stride multiples of 4 (M ${M}, N ${N})`);
+    const epilogue = ep === "scratch" || !directOk ? "scratch" : "direct";
+    const tile = call.tile ?? COOP_DEFAULT_TILE;
+    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec, tile, epilogue });
     const bindGroup = this.device.createBindGroup({
       layout: this.layout,
       entries: [
@@ -127,6 +173,47 @@ export class CoopMatmul {
         { binding: 3, resource: { buffer: out } },
       ],
     });
-    return { pipeline, bindGroup, workgroups: [Math.ceil(N / COOP_TILE.BN), Math.ceil(M / COOP_TILE.BM), batch], params };
+    return { pipeline, bindGroup, workgroups: [Math.ceil(N / tile.BN), Math.ceil(M / tile.BM), batch], params };
   }
+
+  /**
+   * Split-K (matmul-coop-split-k.ts) for the weight-gradient layout (transA, not transB, batch 1,
+   * zero offsets): K cut into `splits` chunks, the chunks as one batched coop matmul into a scratch
+   * [splits, M, N] (plus one launch for a ragged last chunk), then the reduce into out (adding to
+   * it with `accumulate`). Returns the dispatches in order and the buffers to destroy afterwards.
+   * @throws Error for another layout, a batch, offsets, or splits < 1.
+   */
+  prepareSplitK(call: CoopMatmulCall, splits: number, input: "f16" | "f32", a: GPUBuffer, b: GPUBuffer, out: GPUBuffer): { dispatches: CoopDispatch[]; buffers: GPUBuffer[] } {
+    const { M, N, K } = call;
+    if (!call.transA || call.transB || (call.batch ?? 1) !== 1 || call.aOff || call.bOff || call.outOff) throw new Error("matmul_coop split-K: only transA, not transB, batch 1, zero offsets");
+    const tile = call.tile ?? COOP_DEFAULT_TILE;
+    const { chunk, full, last } = coopSplitKChunks(K, splits, tile.BK);
+    const slabs = full + (last > 0 ? 1 : 0);
+    const scratch = this.device.createBuffer({ label: "matmul_coop_split_k", size: Math.max(4, slabs * M * N * 4), usage: GPUBufferUsage.STORAGE });
+    const base = { M, N, transA: true, transB: false, accumulate: false, tile, epilogue: call.epilogue, vec: call.vec } as const;
+    const parts = [this.prepare({ ...base, K: chunk, batch: full, strideA: chunk * M, strideB: chunk * N, strideOut: M * N }, input, a, b, scratch)];
+    if (last > 0) parts.push(this.prepare({ ...base, K: last, aOff: full * chunk * M, bOff: full * chunk * N, outOff: full * M * N }, input, a, b, scratch));
+    const acc = !!call.accumulate;
+    let reduce = this.reducePipelines.get(acc);
+    if (!reduce) {
+      reduce = this.device.createComputePipeline({ label: "coop_split_k_reduce", layout: "auto", compute: { module: this.device.createShaderModule({ code: coopSplitKReduceWGSL(acc) }), entryPoint: "main" } });
+      this.reducePipelines.set(acc, reduce);
+    }
+    const params = this.device.createBuffer({ label: "coop_split_k_reduce_params", size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.device.queue.writeBuffer(params, 0, new Uint32Array([M * N, slabs, 0, 0]));
+    const bindGroup = this.device.createBindGroup({
+      layout: reduce.getBindGroupLayout(0),
+      entries: [
+        { binding: 0, resource: { buffer: params } },
+        { binding: 1, resource: { buffer: scratch } },
+        { binding: 2, resource: { buffer: out } },
+      ],
+    });
+    return {
+      dispatches: [...parts.map((p) => ({ pipeline: p.pipeline, bindGroup: p.bindGroup, workgroups: p.workgroups })), { pipeline: reduce, bindGroup, workgroups: [Math.ceil((M * N) / COOP_SPLIT_K_REDUCE_WG), 1, 1] }],
+      buffers: [scratch, params, ...parts.map((p) => p.params)],
+    };
+  }
+
+  private readonly reducePipelines = new Map<boolean, GPUComputePipeline>();
 }

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createGPU } from "../../src/ffi/index.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL } from "../../src/wgsl/matmul-coop-wgsl.ts";
-import { COOP_FEATURES, CoopMatmul, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
+import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
+import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile, type CoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
 import { COOP_MIN_BLOCKS, coopBlocks } from "../../src/wgsl/matmul-coop-launch.ts";
 import type { MatmulSpec } from "../../src/backend.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
@@ -84,67 +85,157 @@ const CASES: Case[] = [
   { M: 37, N: 41, K: 43, input: "f16", batch: 3, aOff: 8, bOff: 4, outOff: 5, strideA: 37 * 43 + 3, strideB: 43 * 41 + 7, strideOut: 37 * 41 + 2, accumulate: true },
 ];
 
-describe("tensor-core matmul vs float64 reference", () => {
-  for (const c of CASES) {
-    const name = `${c.input}${c.vec === 4 ? " vec4" : ""} ${c.M}x${c.N}x${c.K} ${c.transA ? "T" : "N"}${c.transB ? "T" : "N"}${c.accumulate ? " accumulate" : ""}${c.batch ? ` batch ${c.batch} with offsets` : ""}`;
-    test.skipIf(!support.ok)(name, async () => {
-      if (!device || !coop) throw new Error("device not created");
-      const batch = c.batch ?? 1;
-      const sA = c.strideA ?? c.M * c.K, sB = c.strideB ?? c.K * c.N, sO = c.strideOut ?? c.M * c.N;
-      const aOff = c.aOff ?? 0, bOff = c.bOff ?? 0, oOff = c.outOff ?? 0;
-      const a16 = rand16(aOff + batch * sA, 11 + c.M), b16 = rand16(bOff + batch * sB, 23 + c.N);
-      const o0 = Float32Array.from(rand16(oOff + batch * sO, 5), (x) => f16ToNumber(x));
-      const av = (bi: number, m: number, k: number) => f16ToNumber(a16[aOff + bi * sA + (c.transA ? k * c.M + m : m * c.K + k)]!);
-      const bv = (bi: number, k: number, n: number) => f16ToNumber(b16[bOff + bi * sB + (c.transB ? n * c.K + k : k * c.N + n)]!);
-      const upload = (data: ArrayBufferView, usage: number) => {
-        const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
-        bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-        const buf = device!.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.COPY_DST });
-        device!.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
-        return buf;
-      };
-      const aData = c.input === "f16" ? a16 : Float32Array.from(a16, (x) => f16ToNumber(x));
-      const bData = c.input === "f16" ? b16 : Float32Array.from(b16, (x) => f16ToNumber(x));
-      const A = upload(aData, GPUBufferUsage.STORAGE), B = upload(bData, GPUBufferUsage.STORAGE);
-      const out = upload(o0, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC);
-      const read = device.createBuffer({ size: o0.byteLength, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-      const p = coop.prepare(c, c.input, A, B, out);
-      const enc = device.createCommandEncoder();
-      const pass = enc.beginComputePass();
-      pass.setPipeline(p.pipeline);
-      pass.setBindGroup(0, p.bindGroup);
-      pass.dispatchWorkgroups(...p.workgroups);
-      pass.end();
-      enc.copyBufferToBuffer(out, 0, read, 0, o0.byteLength);
-      device.queue.submit([enc.finish()]);
-      await read.mapAsync(GPUMapMode.READ);
-      const got = new Float32Array(read.getMappedRange().slice(0));
-      read.unmap();
-      let worst = 0;
-      const touched = new Uint8Array(got.length);
-      for (let bi = 0; bi < batch; bi++) {
-        for (let m = 0; m < c.M; m++) {
-          for (let n = 0; n < c.N; n++) {
-            let ref = 0, mag = 0;
-            for (let k = 0; k < c.K; k++) {
-              const prod = av(bi, m, k) * bv(bi, k, n);
-              ref += prod;
-              mag += Math.abs(prod);
-            }
-            const o = oOff + bi * sO + m * c.N + n;
-            touched[o] = 1;
-            if (c.accumulate) ref += o0[o]!;
-            worst = Math.max(worst, Math.abs(got[o]! - ref) / (mag + Math.abs(c.accumulate ? o0[o]! : 0) || 1));
-          }
-        }
-      }
-      // f16 products are exact in f32: only the f32 accumulation order differs from float64
-      expect(worst).toBeLessThan(1e-5);
-      // nothing outside the outputs is written (padding, offsets, batch gaps)
-      for (let i = 0; i < got.length; i++) if (!touched[i]) expect(got[i]).toBe(o0[i]!);
-      for (const x of [A, B, out, read, p.params]) x.destroy();
-    }, 60_000);
+/** Run one case on `coop` (real or emulated) and compare with the float64 reference of the same
+ * f16-rounded inputs; also checks that nothing outside the outputs is written. With `splitK` the
+ * call goes through CoopMatmul.prepareSplitK (transA, not transB, batch 1 only). */
+async function runCase(dev: GPUDevice, coop: CoopMatmul, c: Case, splitK = 1): Promise<void> {
+  const batch = c.batch ?? 1;
+  const sA = c.strideA ?? c.M * c.K, sB = c.strideB ?? c.K * c.N, sO = c.strideOut ?? c.M * c.N;
+  const aOff = c.aOff ?? 0, bOff = c.bOff ?? 0, oOff = c.outOff ?? 0;
+  const a16 = rand16(aOff + batch * sA, 11 + c.M), b16 = rand16(bOff + batch * sB, 23 + c.N);
+  const o0 = Float32Array.from(rand16(oOff + batch * sO, 5), (x) => f16ToNumber(x));
+  const av = (bi: number, m: number, k: number) => f16ToNumber(a16[aOff + bi * sA + (c.transA ? k * c.M + m : m * c.K + k)]!);
+  const bv = (bi: number, k: number, n: number) => f16ToNumber(b16[bOff + bi * sB + (c.transB ? n * c.K + k : k * c.N + n)]!);
+  const upload = (data: ArrayBufferView, usage: number) => {
+    const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
+    bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    const buf = dev.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
+    return buf;
+  };
+  const aData = c.input === "f16" ? a16 : Float32Array.from(a16, (x) => f16ToNumber(x));
+  const bData = c.input === "f16" ? b16 : Float32Array.from(b16, (x) => f16ToNumber(x));
+  const A = upload(aData, GPUBufferUsage.STORAGE), B = upload(bData, GPUBufferUsage.STORAGE);
+  const out = upload(o0, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC);
+  const read = dev.createBuffer({ size: o0.byteLength, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const prepared = splitK > 1 ? coop.prepareSplitK(c, splitK, c.input, A, B, out) : (() => {
+    const p = coop.prepare(c, c.input, A, B, out);
+    return { dispatches: [p], buffers: [p.params] };
+  })();
+  const enc = dev.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  for (const d of prepared.dispatches) {
+    pass.setPipeline(d.pipeline);
+    pass.setBindGroup(0, d.bindGroup);
+    pass.dispatchWorkgroups(...d.workgroups);
   }
+  pass.end();
+  enc.copyBufferToBuffer(out, 0, read, 0, o0.byteLength);
+  dev.queue.submit([enc.finish()]);
+  await read.mapAsync(GPUMapMode.READ);
+  const got = new Float32Array(read.getMappedRange().slice(0));
+  read.unmap();
+  let worst = 0;
+  const touched = new Uint8Array(got.length);
+  for (let bi = 0; bi < batch; bi++) {
+    for (let m = 0; m < c.M; m++) {
+      for (let n = 0; n < c.N; n++) {
+        let ref = 0, mag = 0;
+        for (let k = 0; k < c.K; k++) {
+          const prod = av(bi, m, k) * bv(bi, k, n);
+          ref += prod;
+          mag += Math.abs(prod);
+        }
+        const o = oOff + bi * sO + m * c.N + n;
+        touched[o] = 1;
+        if (c.accumulate) ref += o0[o]!;
+        worst = Math.max(worst, Math.abs(got[o]! - ref) / (mag + Math.abs(c.accumulate ? o0[o]! : 0) || 1));
+      }
+    }
+  }
+  // f16 products are exact in f32: only the f32 accumulation order differs from float64
+  expect(worst).toBeLessThan(1e-5);
+  // nothing outside the outputs is written (padding, offsets, batch gaps)
+  for (let i = 0; i < got.length; i++) if (!touched[i]) expect(got[i]).toBe(o0[i]!);
+  for (const x of [A, B, out, read, ...prepared.buffers]) x.destroy();
+}
+
+const caseName = (c: Case) => `${c.input}${c.vec === 4 ? " vec4" : ""} ${c.M}x${c.N}x${c.K} ${c.transA ? "T" : "N"}${c.transB ? "T" : "N"}${c.accumulate ? " accumulate" : ""}${c.batch ? ` batch ${c.batch} with offsets` : ""}${c.epilogue ? ` ${c.epilogue}` : ""}`;
+
+describe("tensor-core matmul vs float64 reference", () => {
+  for (const epilogue of ["scratch", "auto"] as const) {
+    for (const c0 of CASES) {
+      const c = { ...c0, epilogue };
+      test.skipIf(!support.ok)(`${coopTileName(COOP_DEFAULT_TILE)} ${caseName(c)}`, async () => {
+        if (!device || !coop) throw new Error("device not created");
+        await runCase(device, coop, c);
+      }, 60_000);
+    }
+  }
+});
+
+/** Larger blocks (4×4 fragments per subgroup, one stage; 4 subgroups; BK 16) on the awkward cases
+ * that reach every layout, vec width, epilogue, accumulate and batch offsets; compiled trusted
+ * (no runtime checks), as the bench's fastest variants are. */
+const TILE_NAMES = ["128x256x32-2x4-s1", "256x128x32-4x2-s1", "128x128x32-2x2-s2", "128x256x16-2x4-s2"];
+const TILE_CASES = [1, 4, 6, 7, 11, 13].map((i) => CASES[i]!);
+describe("tensor-core matmul, other tiles (trusted) vs float64 reference", () => {
+  let trusted: CoopMatmul | null = null;
+  for (const tn of TILE_NAMES) {
+    for (const c0 of TILE_CASES) {
+      const c = { ...c0, tile: parseCoopTile(tn) };
+      test.skipIf(!support.ok)(`${tn} ${caseName(c)}`, async () => {
+        if (!device) throw new Error("device not created");
+        trusted ??= new CoopMatmul(device, { trusted: true });
+        await runCase(device, trusted, c);
+      }, 60_000);
+    }
+  }
+  test.skipIf(!support.ok)("split-K 3 of 1000 rows (ragged last chunk), accumulate, 144x80 TN", async () => {
+    if (!device) throw new Error("device not created");
+    trusted ??= new CoopMatmul(device, { trusted: true });
+    await runCase(device, trusted, { M: 144, N: 80, K: 1000, transA: true, input: "f16", accumulate: true, tile: parseCoopTile(TILE_NAMES[0]!) }, 3);
+  }, 60_000);
+});
+
+// The same kernels with the cooperative matrices emulated in plain WGSL (matmul-coop-wgsl.ts
+// `emulate`), on any adapter with shader-f16 (lavapipe: 32 KiB of workgroup memory, so small
+// tiles): the tiling, staging, guards, both epilogues, both stage counts and split-K are checked
+// where the real builtins are not available.
+const emuAdapter = support.ok ? null : adapter;
+const emuSkip = !emuAdapter || !emuAdapter.features.has("shader-f16");
+describe("emulated cooperative matrices (tiling and epilogues on any adapter)", () => {
+  let emuDevice: GPUDevice | null = null;
+  let emu: CoopMatmul | null = null;
+  beforeAll(async () => {
+    if (emuSkip) return;
+    emuDevice = await emuAdapter!.requestDevice({ requiredFeatures: ["shader-f16"], requiredLimits: { maxComputeWorkgroupStorageSize: emuAdapter!.limits.maxComputeWorkgroupStorageSize } });
+    emu = new CoopMatmul(emuDevice, { emulate: true, trusted: true });
+  });
+  afterAll(() => emuDevice?.destroy());
+  const EMU: [string, Case][] = [
+    ["64x64x32-2x2-s1", { M: 129, N: 67, K: 37, input: "f16", transA: true, epilogue: "scratch" }],
+    ["64x32x16-2x1-s2", { M: 67, N: 131, K: 45, input: "f32", transB: true, accumulate: true, epilogue: "scratch" }],
+    ["128x32x16-2x1-s2", { M: 144, N: 48, K: 52, input: "f16", transA: true, transB: true, vec: 1, accumulate: true }],
+    ["64x64x32-2x2-s1", { M: 80, N: 96, K: 72, input: "f16", vec: 4, accumulate: true, epilogue: "direct" }],
+    ["64x64x16-2x2-s2", { M: 48, N: 64, K: 48, input: "f32", vec: 4, batch: 2, aOff: 4, bOff: 8, outOff: 4, strideA: 48 * 48 + 4, strideB: 48 * 64 + 12, strideOut: 48 * 64 + 4, accumulate: true }],
+  ];
+  for (const [tn, c0] of EMU) {
+    const c = { ...c0, tile: parseCoopTile(tn) };
+    test.skipIf(emuSkip)(`${tn} ${caseName(c)}`, async () => {
+      if (!emuDevice || !emu) throw new Error("device not created");
+      if (c.epilogue === "direct") expect(coopDirectEpilogueOk(c)).toBe(true);
+      await runCase(emuDevice, emu, c);
+    }, 120_000);
+  }
+  test.skipIf(emuSkip)("split-K 3 of 100 rows (ragged last chunk), accumulate, 80x48 TN", async () => {
+    if (!emuDevice || !emu) throw new Error("device not created");
+    await runCase(emuDevice, emu, { M: 80, N: 48, K: 100, transA: true, input: "f16", accumulate: true, tile: parseCoopTile("64x64x16-2x2-s2") }, 3);
+  }, 120_000);
+});
+
+test("tile names: parsed, refused with the reason, and every listed tile fits 48 KiB", () => {
+  expect(parseCoopTile("128x256x32-2x4-s1")).toEqual({ BM: 128, BN: 256, BK: 32, SGM: 2, SGN: 4, stages: 1 });
+  expect(() => parseCoopTile("128x256")).toThrow(/expected BMxBNxBK-SGMxSGN-sS/);
+  expect(() => parseCoopTile("128x128x24-2x4-s2")).toThrow(/BK must be a multiple of 16/);
+  expect(() => parseCoopTile("96x128x32-4x4-s2")).toThrow(/multiple of 16·SGM/);
+  for (const tn of TILE_NAMES) for (const transA of [false, true]) for (const transB of [false, true]) {
+    expect(coopWorkgroupBytes({ transA, transB, tile: parseCoopTile(tn), epilogue: "scratch" })).toBeLessThanOrEqual(49152);
+  }
+  expect(coopDirectEpilogueOk({ M: 32, N: 48 })).toBe(true);
+  expect(coopDirectEpilogueOk({ M: 32, N: 50 })).toBe(false);
+  expect(coopDirectEpilogueOk({ M: 32, N: 48, outOff: 2 })).toBe(false);
+  expect(coopDirectEpilogueOk({ M: 32, N: 48, batch: 2, strideOut: 32 * 48 + 2 })).toBe(false);
 });
 
 test("block shape constants are the kernel's", () => {
