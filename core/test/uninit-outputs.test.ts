@@ -65,7 +65,7 @@ describe("outputs allocated without zeroing", () => {
     expect(((await be.read({ buf: c, off: 0 }, n)) as Float32Array).every((v) => v === 0)).toBe(true);
     (be as Backend & { destroy?: () => void }).destroy?.();
     const cpu = new CpuBackend();
-    const d = cpu.alloc("f32", 7, "activation", "any");
+    const d = (cpu as Backend).alloc("f32", 7, "activation", "any");
     expect(Array.from((await cpu.read({ buf: d, off: 0 }, 7)) as Float32Array)).toEqual([0, 0, 0, 0, 0, 0, 0]);
   });
 

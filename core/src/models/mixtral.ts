@@ -40,6 +40,7 @@ import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter, readCounts } from "../nn/moe/router.ts";
+import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, scale, sum } from "../tensor/index.ts";
@@ -58,6 +59,9 @@ export interface MoEBlockOutput {
   expertCounts: Int32Array | null;
   /** The same counts on the device (u32 [E]), or null when the host has them. */
   countsDevice: Tensor | null;
+  /** The same counts as f32 [E] on the device for the load-balancing loss without a host read
+   * (nn/moe/aux-fractions.ts: a device backend with the choice on the device), else null/absent. */
+  countsF32?: Tensor | null;
   /** The gate's weighted extra loss of this layer (Switch/GShard aux, z-loss), or null. */
   gateLoss: Tensor | null;
 }
@@ -68,7 +72,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
    * Hugging Face's router and the local dispatcher. */
   override readonly moe: MoEParts;
   /** Per-layer block outputs' statistics from the last forward. */
-  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array | null; countsDevice: Tensor | null; gateLoss: Tensor | null }[] = [];
+  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array | null; countsDevice: Tensor | null; countsF32: Tensor | null; gateLoss: Tensor | null }[] = [];
   /** The load-balancing loss of the last forward (before the coefficient), or null. */
   lastAuxLoss: Tensor | null = null;
   /** The MoE layer of each decoder layer. */
@@ -121,7 +125,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   protected override layerOutputsToKeep(layer: number): Tensor[] {
     const b = this.lastBlocks[layer];
     if (!b) return [];
-    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : [])];
+    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : []), ...(b.countsF32 ? [b.countsF32] : [])];
   }
 
   protected override beginForward(): void {
@@ -131,7 +135,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
     const r = await this.sparseMoeBlock(layer, x);
-    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, countsDevice: r.countsDevice, gateLoss: r.gateLoss };
+    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, countsDevice: r.countsDevice, countsF32: r.countsF32 ?? null, gateLoss: r.gateLoss };
     return r.output;
   }
 
@@ -142,34 +146,43 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     if (extras[i]) b.routerProbMean = extras[i++]!;
     if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
     if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
+    if (b.countsF32 && extras[i]) b.countsF32 = extras[i++]!;
   }
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
     const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
-    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), gateLoss: d.loss };
+    const countsF32 = countOnDevice(x.be, d) ? expertCountsF32(d.expertIndices!, this.config.num_local_experts) : null;
+    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), countsF32, gateLoss: d.loss };
   }
 
   protected override auxLossOfLastForward(): Tensor | null {
     return this.lastAuxLoss;
   }
 
-  /** HF load-balancing loss over all layers of the last forward (module comment). Expert counts
-   * the routers kept on the device are read here, all layers in one read (router.ts readCounts). */
+  /** HF load-balancing loss over all layers of the last forward (module comment). The token
+   * fractions stay on the device where every layer counted its picks there (aux-fractions.ts: no
+   * host read, the host records the backward while the GPU still runs the forward; the layers'
+   * host `expertCounts` then stay null); else the counts the routers kept on the device are read
+   * here, all layers in one read (router.ts readCounts). */
   protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     const c = this.config;
     const L = this.lastBlocks.length;
     if (L === 0) return null;
-    const host = await readCounts(this.lastBlocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
-    this.lastBlocks.forEach((b, l) => (b.expertCounts = host[l]!));
     const E = c.num_local_experts;
+    let fracT = deviceFractions(this.lastBlocks, tokens);
+    if (!fracT) {
+      const host = await readCounts(this.lastBlocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
+      this.lastBlocks.forEach((b, l) => (b.expertCounts = host[l]!));
+      const frac = new Float64Array(E);
+      for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
+      fracT = fromArray(this.be, frac, [E]);
+    }
     // mean over all L·T rows of p = average of the per-layer means (every layer has T rows).
     let pSum = this.lastBlocks[0]!.routerProbMean;
     for (let l = 1; l < L; l++) pSum = add(pSum, this.lastBlocks[l]!.routerProbMean);
     const pMean = scale(pSum, 1 / L);
-    const frac = new Float64Array(E);
-    for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
-    const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
+    const aux = scale(sum(mul(pMean, fracT)), E);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;
     let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;

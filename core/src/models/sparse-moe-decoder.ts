@@ -29,6 +29,7 @@ import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter, readCounts } from "../nn/moe/router.ts";
+import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, rmsnorm, scale, sum } from "../tensor/index.ts";
@@ -44,6 +45,9 @@ export interface MoEBlockRecord {
   /** Host counts, or null while only `countsDevice` (u32 [E]) has them. */
   expertCounts: Int32Array | null;
   countsDevice: Tensor | null;
+  /** The counts as f32 [E] on the device for the load-balancing loss without a host read
+   * (nn/moe/aux-fractions.ts), or null. */
+  countsF32: Tensor | null;
   gateLoss: Tensor | null;
 }
 
@@ -159,7 +163,8 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       return swiglu(x, d.gate, d.up, d.down);
     }
     const { output, decision } = await moe.forward(x);
-    this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), gateLoss: decision.loss };
+    const countsF32 = countOnDevice(x.be, decision) ? expertCountsF32(decision.expertIndices!, this.config.num_local_experts) : null;
+    this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), countsF32, gateLoss: decision.loss };
     const shared = this.sharedOutput(layer, x);
     return shared ? add(output, shared) : output;
   }
@@ -167,7 +172,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
   protected override layerOutputsToKeep(layer: number): Tensor[] {
     const b = this.lastBlocks[layer];
     if (!b) return [];
-    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : [])];
+    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : []), ...(b.countsF32 ? [b.countsF32] : [])];
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
@@ -177,6 +182,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     if (extras[i]) b.routerProbMean = extras[i++]!;
     if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
     if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
+    if (b.countsF32 && extras[i]) b.countsF32 = extras[i++]!;
   }
 
   protected override beginForward(): void {
@@ -194,16 +200,22 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     const blocks = this.lastBlocks.filter((b) => b !== undefined);
     const L = blocks.length;
     if (L === 0) return null;
-    // counts the routers kept on the device: every layer's in one read (router.ts readCounts)
-    const host = await readCounts(blocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
-    blocks.forEach((b, l) => (b.expertCounts = host[l]!));
     const E = this.config.num_local_experts;
+    // the fractions stay on the device where every layer counted its picks there (aux-fractions.ts:
+    // no host read); else the counts the routers kept on the device, every layer's in one read
+    // (router.ts readCounts)
+    let fracT = deviceFractions(blocks, tokens);
+    if (!fracT) {
+      const host = await readCounts(blocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
+      blocks.forEach((b, l) => (b.expertCounts = host[l]!));
+      const frac = new Float64Array(E);
+      for (const b of blocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
+      fracT = fromArray(this.be, frac, [E]);
+    }
     let pSum = blocks[0]!.routerProbMean;
     for (let l = 1; l < L; l++) pSum = add(pSum, blocks[l]!.routerProbMean);
     const pMean = scale(pSum, 1 / L);
-    const frac = new Float64Array(E);
-    for (const b of blocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
-    const aux = scale(sum(mul(pMean, fromArray(this.be, frac, [E]))), E);
+    const aux = scale(sum(mul(pMean, fracT)), E);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;
     let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;

@@ -1,0 +1,44 @@
+/**
+ * The token fractions of Hugging Face's load-balancing loss (`load_balancing_loss_func`:
+ * f_e = picks of expert e over all MoE layers / (layers · tokens)) kept on the device, so a forward
+ * whose routers chose on the device needs no host read before its backward: each layer's picks are
+ * counted in f32 on the device ({@link expertCountsF32}) and {@link deviceFractions} sums them.
+ *
+ * Without it the model read every layer's counts at the end of the forward (router.ts readCounts):
+ * the host waited for the whole forward, and the GPU then idled while the host recorded the first
+ * ops of the backward — ~4.5 ms of a 380 ms mixtral-med step on the H200 (docs/performance.md
+ * "Where the step idled"). The cpu backend keeps the read path (a read costs it nothing and its
+ * float64 fractions are what its pinned losses were computed with).
+ */
+import { deferredReadCount } from "./readback.ts";
+import { add, full, reshape, scale, scatterAddRows, type Tensor } from "../../tensor/index.ts";
+
+/** Picks per expert of device choices `idx` (i32 [n], entries in [0, E) or −1 for a dropped pair)
+ * as f32 [E] on the device: ones scattered by index (Backend.scatterAddRows; integer counts, exact
+ * below 2^24). Not differentiable (nothing to differentiate). */
+export function expertCountsF32(idx: Tensor, numExperts: number): Tensor {
+  const n = idx.numel;
+  const ones = full(idx.be, [n, 1], 1);
+  const c = scatterAddRows(ones, reshape(idx, [n]), null, numExperts);
+  ones.dispose();
+  return reshape(c, [numExperts]);
+}
+
+/** Whether a forward on `be` should count picks on the device for the load-balancing loss: a device
+ * backend (not cpu) and a routing decision whose choice stayed on the device. */
+export function countOnDevice(be: Tensor["be"], decision: { counts: Int32Array | null; expertIndices?: Tensor | null }): boolean {
+  return be.info.name !== "cpu" && decision.counts === null && !!decision.expertIndices;
+}
+
+/**
+ * f_e = Σ_l counts_l[e] / (L · tokens) as f32 [E] on the device when every block has its f32 device
+ * counts (`countsF32`) and no statistic is waiting for a batched read (readback.ts: then the read
+ * happens anyway and the host path is taken); otherwise null (the caller reads the counts).
+ */
+export function deviceFractions(blocks: readonly { countsF32?: Tensor | null }[], tokens: number): Tensor | null {
+  const L = blocks.length;
+  if (L === 0 || deferredReadCount() > 0 || !blocks.every((b) => b.countsF32)) return null;
+  let c = blocks[0]!.countsF32!;
+  for (let l = 1; l < L; l++) c = add(c, blocks[l]!.countsF32!);
+  return scale(c, 1 / (L * tokens));
+}
