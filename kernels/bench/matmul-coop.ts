@@ -4,17 +4,17 @@
  *
  *   ZEROMOE_WGPU=coop bun kernels/bench/matmul-coop.ts [--shapes square_4096,med_expert_fwd,…]
  *       [--sweep-shapes square_4096] [--tiles 128x128x32-2x4-s2,128x256x32-2x4-s1,…]
- *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off,…]
+ *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off[:guard],…]
  *       [--top 2] [--split-k 2,4,8]
  *       [--input f16|f32|both] [--f32-best] [--probe] [--probe-iters 256] [--samples 256]
- *       [--target-ms 60] [--emulate] [--json out.json]
+ *       [--target-ms 60] [--gen xorshift|lcg] [--emulate] [--json out.json]
  *
  * 1. With --probe: lists the driver's cooperative-matrix configurations; for each one WGSL can
  *    express (square 8/16, f16/f32) runs a probe (register-only coopMultiplyAdd chains).
  * 2. Sweep: every variant (tile × epilogue × trusted, or the --variants list) at each
  *    --sweep-shapes shape. "trusted": compiled without naga's runtime checks.
  * 3. Shapes: the --top best variants of the sweep (by TFLOP/s at the first sweep shape) and the
- *    default variant (128x128x32-2x4-s2, scratch, checked) at each --shapes shape
+ *    default variant (128x128x32-2x4-s2, scratch, checked; not with --no-default) at each --shapes shape
  *    (core/bench/matmul-shapes.json names: [M, N, K, transA, transB, accumulate]); for the
  *    weight-gradient layout (TN) also split-K with each --split-k count, with the best variant.
  *    Shapes may also be literal: MxNxK + layout (NN, NT, TN, TT) + optional "+" (accumulate).
@@ -24,7 +24,8 @@
  * the same f16-rounded inputs: |out − ref| / Σ|a·b| (tolerance 2e-3: f16 products are exact in
  * f32, so this bounds the f32 accumulation order; exceeding it makes the run exit 1); with the
  * position of the worst sample and the count above 1e-6.
- * Inputs: uniform in [-1, 1) from a fixed xorshift generator (never zeros), rounded to f16.
+ * Inputs: uniform in [-1, 1) from a fixed xorshift generator (never zeros), rounded to f16
+ * (--gen lcg: the generator of earlier runs, see below).
  * Exit 2 with one line when the adapter cannot run the kernel or an option is malformed.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -174,15 +175,26 @@ if (process.argv.includes("--probe")) {
 }
 
 // ---- the problems: operands, buffers, sampled float64 references ------------------------------
-let seed = 0x9e3779b9;
-const rnd = () => {
-  seed ^= seed << 13;
-  seed >>>= 0;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  seed >>>= 0;
-  return (seed / 2 ** 32) * 2 - 1 || 0.5;
-};
+// --gen lcg: the linear congruential generator this bench used before (x ← 1103515245·x + 12345
+// mod 2³²). Its draws 2²³ apart agree in their low 25 bits up to a constant, so for
+// med_qo_proj_dW (A and B 2²³ elements each) B nearly repeats A and the diagonal outputs are
+// Σ a·(a + δ) without cancellation; kept to reproduce that case (docs/performance.md).
+const gen = arg("gen", "xorshift");
+if (gen !== "xorshift" && gen !== "lcg") fail(`--gen: expected xorshift or lcg, got '${gen}'`);
+let seed = gen === "lcg" ? 12345 : 0x9e3779b9;
+const rnd = gen === "lcg"
+  ? () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed / 2 ** 32) * 2 - 1 || 0.5;
+  }
+  : () => {
+    seed ^= seed << 13;
+    seed >>>= 0;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    seed >>>= 0;
+    return (seed / 2 ** 32) * 2 - 1 || 0.5;
+  };
 
 interface Problem {
   name: string;
@@ -257,14 +269,15 @@ interface Variant {
   trusted: boolean;
   /** Split-K chunks (1: none). */
   splitK: number;
+  guard: "branch" | "select";
 }
-const variantName = (v: Variant) => `${coopTileName(v.tile)} ${v.epilogue} ${v.trusted ? "trusted" : "checked"}${v.splitK > 1 ? ` split-k ${v.splitK}` : ""}`;
+const variantName = (v: Variant) => `${coopTileName(v.tile)} ${v.epilogue} ${v.trusted ? "trusted" : "checked"} ${v.guard}${v.splitK > 1 ? ` split-k ${v.splitK}` : ""}`;
 const coops = { checked: new CoopMatmul(device, { emulate }), trusted: new CoopMatmul(device, { trusted: true, emulate }) };
 
 /** The dispatches of `v` on `p` (accumulate as given), plus buffers to destroy. */
 function prepare(p: Problem, v: Variant, accumulate: boolean): { dispatches: CoopDispatch[]; buffers: GPUBuffer[] } {
   const coop = v.trusted ? coops.trusted : coops.checked;
-  const call = { M: p.M, N: p.N, K: p.K, transA: p.transA, transB: p.transB, accumulate, tile: v.tile, epilogue: v.epilogue };
+  const call = { M: p.M, N: p.N, K: p.K, transA: p.transA, transB: p.transB, accumulate, tile: v.tile, epilogue: v.epilogue, guard: v.guard };
   if (v.splitK > 1) return coop.prepareSplitK(call, v.splitK, p.input, p.A, p.B, p.out);
   const r = coop.prepare(call, p.input, p.A, p.B, p.out);
   return { dispatches: [r], buffers: [r.params] };
@@ -332,16 +345,16 @@ const variants: Variant[] = [];
 if (arg("variants", "")) {
   // explicit list instead of the cross product: tile:epilogue:trusted, e.g. 128x256x32-2x4-s1:direct:on
   for (const spec of arg("variants", "").split(",")) {
-    const [tn, ep, tr] = spec.split(":");
-    if (!(ep === "scratch" || ep === "direct") || !(tr === "on" || tr === "off")) fail(`--variants: '${spec}' is not tile:scratch|direct:on|off`);
+    const [tn, ep, tr, gd = "branch"] = spec.split(":");
+    if (!(ep === "scratch" || ep === "direct") || !(tr === "on" || tr === "off") || !(gd === "branch" || gd === "select")) fail(`--variants: '${spec}' is not tile:scratch|direct:on|off[:branch|select]`);
     try {
-      variants.push({ tile: parseCoopTile(tn!), epilogue: ep, trusted: tr === "on", splitK: 1 });
+      variants.push({ tile: parseCoopTile(tn!), epilogue: ep, trusted: tr === "on", splitK: 1, guard: gd });
     } catch (e) {
       fail(`--variants: ${(e as Error).message}`);
     }
   }
 } else {
-  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1 });
+  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1, guard: "branch" });
 }
 const score = new Map<Variant, number>();
 for (const name of sweepNames) {
@@ -362,13 +375,13 @@ console.log(`-- best: ${best.map(variantName).join("; ")}`);
 result.best = best.map(variantName);
 
 // ---- 3. the shapes -----------------------------------------------------------------------------
-const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1 };
+const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1, guard: "branch" };
 for (const name of names) {
   for (const input of inputs) {
     const p = makeProblem(name, input);
     console.log(`-- ${name} ${input}`);
     const vs = [...best];
-    if (!vs.some((v) => variantName(v) === variantName(defaultVariant))) vs.push(defaultVariant);
+    if (!process.argv.includes("--no-default") && !vs.some((v) => variantName(v) === variantName(defaultVariant))) vs.push(defaultVariant);
     if (p.transA && !p.transB && best[0]) for (const k of splitKs) vs.push({ ...best[0], splitK: k });
     const seen = new Set<string>();
     for (const v0 of vs) {

@@ -75,6 +75,10 @@ export interface CoopMatmulOptions {
   epilogue?: "scratch" | "direct";
   /** Plain-WGSL stand-ins for the cooperative-matrix builtins (tests on devices without them). */
   emulate?: boolean;
+  /** How global reads outside the matrix are avoided: "branch" (default: the load sits in an `if`)
+   * or "select" (every invocation loads, from element 0 when out of range, and selects zero —
+   * branch-free). Both read nothing out of range. */
+  guard?: "branch" | "select";
 }
 
 /** Block shape of the default tile (as the backend's launches use it). */
@@ -104,7 +108,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 export function coopKernelKey(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.emulate ? "_emu" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "select" ? "_sel" : ""}${o.emulate ? "_emu" : ""}`;
 }
 
 /** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
@@ -203,6 +207,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const SB_LD = coopStageLdB(t, o.transB);
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
   const SO = scratchFloats(o);
+  const guardSelect = o.guard === "select";
   const V = o.vec ?? 1; // elements per global load (1, or 4 when rows and offsets are multiples of 4)
   const elt = V === 1 ? o.input : `vec4<${o.input}>`;
   const reg = V === 1 ? "f16" : "vec4<f16>";
@@ -234,7 +239,11 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     const base = mat === "a" ? "a_base" : "b_base";
     const idx = `${base} + r * ${layout.ld} + c`;
     const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
-    const load = `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; var v = ${zero}; if (r < ${layout.rb} && c < ${layout.cb}) { v = ${cvt(at, mat)}; } r${mat}[${i}] = v; }`;
+    const inb = `r < ${layout.rb} && c < ${layout.cb}`;
+    const atSafe = V === 1 ? `mat_${mat}[select(0u, ${idx}, ok)]` : `mat_${mat}[select(0u, (${idx}) / 4u, ok)]`;
+    const load = guardSelect
+      ? `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; let ok = ${inb}; r${mat}[${i}] = select(${zero}, ${cvt(atSafe, mat)}, ok); }`
+      : `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; var v = ${zero}; if (${inb}) { v = ${cvt(at, mat)}; } r${mat}[${i}] = v; }`;
     const ld = mat === "a" ? SA_LD : SB_LD;
     const size = mat === "a" ? SA : SB;
     const dst = `s${mat}[${stages === 2 ? `buf * ${size}u + ` : ""}(${rowVar} + ${dr}u) * ${ld}u + ${colVar} + ${dc}u`;

@@ -84,6 +84,8 @@ export interface CoopMatmulCall {
   /** "scratch", "direct" (throws unless M, N are multiples of 16 and the out offset and batch
    * stride multiples of 4), or "auto" (default: direct where allowed). */
   epilogue?: "scratch" | "direct" | "auto";
+  /** Guard of the global reads (matmul-coop-wgsl.ts CoopMatmulOptions.guard; default "branch"). */
+  guard?: "branch" | "select";
 }
 
 /** Whether the "direct" epilogue (coopStoreT straight into out) is correct for a call: every
@@ -163,7 +165,7 @@ export class CoopMatmul {
     if (ep === "direct" && !directOk) throw new Error(`matmul_coop: the direct epilogue needs M, N multiples of 16 and out offset/batch stride multiples of 4 (M ${M}, N ${N})`);
     const epilogue = ep === "scratch" || !directOk ? "scratch" : "direct";
     const tile = call.tile ?? COOP_DEFAULT_TILE;
-    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec, tile, epilogue });
+    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec, tile, epilogue, guard: call.guard });
     const bindGroup = this.device.createBindGroup({
       layout: this.layout,
       entries: [
@@ -190,7 +192,7 @@ export class CoopMatmul {
     const { chunk, full, last } = coopSplitKChunks(K, splits, tile.BK);
     const slabs = full + (last > 0 ? 1 : 0);
     const scratch = this.device.createBuffer({ label: "matmul_coop_split_k", size: Math.max(4, slabs * M * N * 4), usage: GPUBufferUsage.STORAGE });
-    const base = { M, N, transA: true, transB: false, accumulate: false, tile, epilogue: call.epilogue, vec: call.vec } as const;
+    const base = { M, N, transA: true, transB: false, accumulate: false, tile, epilogue: call.epilogue, vec: call.vec, guard: call.guard } as const;
     const parts = [this.prepare({ ...base, K: chunk, batch: full, strideA: chunk * M, strideB: chunk * N, strideOut: M * N }, input, a, b, scratch)];
     if (last > 0) parts.push(this.prepare({ ...base, K: last, aOff: full * chunk * M, bOff: full * chunk * N, outOff: full * M * N }, input, a, b, scratch));
     const acc = !!call.accumulate;

@@ -164,17 +164,18 @@ describe("tensor-core matmul vs float64 reference", () => {
   }
 });
 
-/** Larger blocks (4×4 fragments per subgroup, one stage; 4 subgroups; BK 16) on the awkward cases
- * that reach every layout, vec width, epilogue, accumulate and batch offsets; compiled trusted
- * (no runtime checks), as the bench's fastest variants are. */
-const TILE_NAMES = ["128x256x32-2x4-s1", "256x128x32-4x2-s1", "128x128x32-2x2-s2", "128x256x16-2x4-s2"];
+/** The bench's fastest blocks (16 subgroups of 2×4 fragments, one stage, direct epilogue where
+ * allowed) with each guard of the global reads, on the awkward cases that reach every layout, vec
+ * width, both epilogues, accumulate and batch offsets; compiled trusted (no runtime checks). */
+const TILES: [string, "branch" | "select"][] = [["128x256x32-4x4-s1", "branch"], ["256x128x32-8x2-s1", "select"]];
+const TILE_NAMES = [...TILES.map(([t]) => t), "128x256x32-2x4-s1", "256x128x16-4x2-s2"];
 const TILE_CASES = [1, 4, 6, 7, 11, 13].map((i) => CASES[i]!);
 describe("tensor-core matmul, other tiles (trusted) vs float64 reference", () => {
   let trusted: CoopMatmul | null = null;
-  for (const tn of TILE_NAMES) {
+  for (const [tn, guard] of TILES) {
     for (const c0 of TILE_CASES) {
-      const c = { ...c0, tile: parseCoopTile(tn) };
-      test.skipIf(!support.ok)(`${tn} ${caseName(c)}`, async () => {
+      const c = { ...c0, tile: parseCoopTile(tn), guard };
+      test.skipIf(!support.ok)(`${tn} ${guard} ${caseName(c)}`, async () => {
         if (!device) throw new Error("device not created");
         trusted ??= new CoopMatmul(device, { trusted: true });
         await runCase(device, trusted, c);
@@ -184,7 +185,7 @@ describe("tensor-core matmul, other tiles (trusted) vs float64 reference", () =>
   test.skipIf(!support.ok)("split-K 3 of 1000 rows (ragged last chunk), accumulate, 144x80 TN", async () => {
     if (!device) throw new Error("device not created");
     trusted ??= new CoopMatmul(device, { trusted: true });
-    await runCase(device, trusted, { M: 144, N: 80, K: 1000, transA: true, input: "f16", accumulate: true, tile: parseCoopTile(TILE_NAMES[0]!) }, 3);
+    await runCase(device, trusted, { M: 144, N: 80, K: 1000, transA: true, input: "f16", accumulate: true, tile: parseCoopTile(TILES[0]![0]) }, 3);
   }, 60_000);
 });
 
@@ -208,6 +209,7 @@ describe("emulated cooperative matrices (tiling and epilogues on any adapter)", 
     ["64x32x16-2x1-s2", { M: 67, N: 131, K: 45, input: "f32", transB: true, accumulate: true, epilogue: "scratch" }],
     ["128x32x16-2x1-s2", { M: 144, N: 48, K: 52, input: "f16", transA: true, transB: true, vec: 1, accumulate: true }],
     ["64x64x32-2x2-s1", { M: 80, N: 96, K: 72, input: "f16", vec: 4, accumulate: true, epilogue: "direct" }],
+    ["64x64x32-4x2-s1", { M: 67, N: 45, K: 41, input: "f16", transA: true, guard: "select" }],
     ["64x64x16-2x2-s2", { M: 48, N: 64, K: 48, input: "f32", vec: 4, batch: 2, aOff: 4, bOff: 8, outOff: 4, strideA: 48 * 48 + 4, strideB: 48 * 64 + 12, strideOut: 48 * 64 + 4, accumulate: true }],
   ];
   for (const [tn, c0] of EMU) {
