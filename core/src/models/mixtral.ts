@@ -41,6 +41,7 @@ import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter, readCounts } from "../nn/moe/router.ts";
 import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
+import { startDeferredReads } from "../nn/moe/readback.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, scale, sum } from "../tensor/index.ts";
@@ -171,7 +172,8 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     if (L === 0) return null;
     const E = c.num_local_experts;
     let fracT = deviceFractions(this.lastBlocks, tokens);
-    if (!fracT) {
+    if (fracT) startDeferredReads(); // the routers' deferred statistics: read, not waited for
+    else {
       const host = await readCounts(this.lastBlocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
       this.lastBlocks.forEach((b, l) => (b.expertCounts = host[l]!));
       const frac = new Float64Array(E);

@@ -30,6 +30,7 @@ import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter, readCounts } from "../nn/moe/router.ts";
 import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
+import { startDeferredReads } from "../nn/moe/readback.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
 import { add, fromArray, mean, mul, rmsnorm, scale, sum } from "../tensor/index.ts";
@@ -205,7 +206,8 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     // no host read); else the counts the routers kept on the device, every layer's in one read
     // (router.ts readCounts)
     let fracT = deviceFractions(blocks, tokens);
-    if (!fracT) {
+    if (fracT) startDeferredReads(); // the routers' deferred statistics: read, not waited for
+    else {
       const host = await readCounts(blocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
       blocks.forEach((b, l) => (b.expertCounts = host[l]!));
       const frac = new Float64Array(E);

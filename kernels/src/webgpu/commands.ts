@@ -297,19 +297,21 @@ export class CommandBatcher {
   async finish(): Promise<void> {
     this.waits++;
     this.submit("finish");
+    const mark = this.submits;
     const t0 = performance.now();
     try {
       await this.device.queue.onSubmittedWorkDone();
     } finally {
       this.waitMs += performance.now() - t0;
     }
-    this.drained();
+    this.drained(mark);
   }
 
-  /** The host waited for everything submitted: the device is idle, so the next batches ramp up
-   * (see {@link submitAfter}). */
-  private drained(): void {
-    if (this.submitAfter < this.maxBatch && SUBMIT_RAMP_START < this.submitAfter) this.rampLimit = SUBMIT_RAMP_START;
+  /** The host waited for everything submitted up to submit number `mark`: when nothing was
+   * submitted since (a read that was not awaited at once may resolve after later submits), the
+   * device is idle, so the next batches ramp up (see {@link submitAfter}). */
+  private drained(mark: number): void {
+    if (this.submits === mark && this.submitAfter < this.maxBatch && SUBMIT_RAMP_START < this.submitAfter) this.rampLimit = SUBMIT_RAMP_START;
   }
 
   /** Copy `size` bytes (multiple of 4) from `src` at `srcOff` (multiple of 4) to the host, after all
@@ -323,6 +325,7 @@ export class CommandBatcher {
     const st = this.takeStaging(size);
     this.copy(src, srcOff, st, 0, size);
     this.submit("read");
+    const mark = this.submits;
     const t0 = performance.now();
     try {
       try {
@@ -333,7 +336,7 @@ export class CommandBatcher {
       const out = st.getMappedRange(0, size).slice(0);
       st.unmap();
       this.giveStaging(st);
-      this.drained();
+      this.drained(mark);
       return out;
     } catch (e) {
       st.destroy();

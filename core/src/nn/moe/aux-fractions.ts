@@ -10,7 +10,6 @@
  * "Where the step idled"). The cpu backend keeps the read path (a read costs it nothing and its
  * float64 fractions are what its pinned losses were computed with).
  */
-import { deferredReadCount } from "./readback.ts";
 import { add, full, reshape, scale, scatterAddRows, type Tensor } from "../../tensor/index.ts";
 
 /** Picks per expert of device choices `idx` (i32 [n], entries in [0, E) or −1 for a dropped pair)
@@ -32,12 +31,13 @@ export function countOnDevice(be: Tensor["be"], decision: { counts: Int32Array |
 
 /**
  * f_e = Σ_l counts_l[e] / (L · tokens) as f32 [E] on the device when every block has its f32 device
- * counts (`countsF32`) and no statistic is waiting for a batched read (readback.ts: then the read
- * happens anyway and the host path is taken); otherwise null (the caller reads the counts).
+ * counts (`countsF32`); otherwise null (the caller reads the counts). Statistics a router deferred
+ * (readback.ts deferRead: the moe plugin's gate) are then not read with the counts: the caller
+ * issues their read without waiting (readback.ts startDeferredReads).
  */
 export function deviceFractions(blocks: readonly { countsF32?: Tensor | null }[], tokens: number): Tensor | null {
   const L = blocks.length;
-  if (L === 0 || deferredReadCount() > 0 || !blocks.every((b) => b.countsF32)) return null;
+  if (L === 0 || !blocks.every((b) => b.countsF32)) return null;
   let c = blocks[0]!.countsF32!;
   for (let l = 1; l < L; l++) c = add(c, blocks[l]!.countsF32!);
   return scale(c, 1 / (L * tokens));

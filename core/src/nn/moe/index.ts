@@ -6,7 +6,7 @@ export { permuteByExpert, dispatchRows, combineRows } from "./permutation.ts";
 export type { DevicePermutation } from "./permutation.ts";
 export { groupedLinear } from "./grouped-linear.ts";
 export { takeAlongRows } from "./pick.ts";
-export { readTensorsBatched, deferRead, flushDeferredReads, deferredReadCount } from "./readback.ts";
+export { readTensorsBatched, deferRead, flushDeferredReads, deferredReadCount, startDeferredReads } from "./readback.ts";
 export type { MoERouter, GatingRequest, RoutingRequest, RoutingDecision, ScoreFunc, GroupLimit } from "./router.ts";
 export { PermutationDispatcher, LocalDispatcher, permutePlan, permuteCounts } from "./dispatcher.ts";
 export type { TokenDispatcher, DispatchRequest, Dispatched, PermutePlan, PermuteCounts, ExchangeResult } from "./dispatcher.ts";

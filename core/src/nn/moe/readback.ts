@@ -80,14 +80,43 @@ export function deferredReadCount(): number {
   return deferred.length;
 }
 
+/** Deferred reads issued by {@link startDeferredReads} and not yet awaited by a flush. */
+let started: Promise<void> | null = null;
+
+/**
+ * Issue the read of every deferred tensor now without waiting for it: the host goes on recording
+ * while the device gets there, and the callbacks run when the copies arrive. The models call it at
+ * the end of a forward whose load-balancing loss needed no host read (aux-fractions.ts), so the
+ * statistics are still read once per forward but nothing waits for them. The next
+ * {@link flushDeferredReads} first waits for these reads (and rethrows their error).
+ */
+export function startDeferredReads(): void {
+  if (deferred.length === 0) return;
+  const prev = started;
+  const jobs = deferred.splice(0);
+  const run = (async () => {
+    if (prev) await prev;
+    await readJobs(jobs, []);
+  })();
+  run.catch(() => {}); // surfaced by the next flushDeferredReads
+  started = run;
+}
+
 /**
  * Read every deferred tensor and `extra` in one batched read per dtype ({@link readTensorsBatched}),
  * call the deferred callbacks in queue order, dispose the deferred tensors, and return `extra`'s
- * host copies. The models call it at the end of a forward (with the layers' expert counts, for the
- * load-balancing loss); the moe plugin when it reduces a step.
+ * host copies — after the reads {@link startDeferredReads} issued have arrived. The models call it
+ * at the end of a forward when they read the layers' expert counts (for the load-balancing loss);
+ * the moe plugin when it reduces a step.
  */
 export async function flushDeferredReads(extra: readonly Tensor[] = []): Promise<HostArray[]> {
-  const jobs = deferred.splice(0);
+  const prev = started;
+  started = null;
+  if (prev) await prev;
+  return readJobs(deferred.splice(0), extra);
+}
+
+async function readJobs(jobs: { tensors: Tensor[]; done: (values: HostArray[]) => void }[], extra: readonly Tensor[]): Promise<HostArray[]> {
   const all = [...extra, ...jobs.flatMap((j) => j.tensors)];
   try {
     const got = all.length > 0 ? await readTensorsBatched(all) : [];
