@@ -345,7 +345,7 @@ const variants: Variant[] = [];
 if (arg("variants", "")) {
   // explicit list instead of the cross product: tile:epilogue:trusted, e.g. 128x256x32-2x4-s1:direct:on
   for (const spec of arg("variants", "").split(",")) {
-    const [tn, ep, tr, gd = "branch"] = spec.split(":");
+    const [tn, ep, tr, gd = "select"] = spec.split(":");
     if (!(ep === "scratch" || ep === "direct") || !(tr === "on" || tr === "off") || !(gd === "branch" || gd === "select")) fail(`--variants: '${spec}' is not tile:scratch|direct:on|off[:branch|select]`);
     try {
       variants.push({ tile: parseCoopTile(tn!), epilogue: ep, trusted: tr === "on", splitK: 1, guard: gd });
@@ -354,7 +354,7 @@ if (arg("variants", "")) {
     }
   }
 } else {
-  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1, guard: "branch" });
+  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1, guard: "select" });
 }
 const score = new Map<Variant, number>();
 for (const name of sweepNames) {
@@ -375,7 +375,7 @@ console.log(`-- best: ${best.map(variantName).join("; ")}`);
 result.best = best.map(variantName);
 
 // ---- 3. the shapes -----------------------------------------------------------------------------
-const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1, guard: "branch" };
+const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1, guard: "select" };
 for (const name of names) {
   for (const input of inputs) {
     const p = makeProblem(name, input);

@@ -75,9 +75,10 @@ export interface CoopMatmulOptions {
   epilogue?: "scratch" | "direct";
   /** Plain-WGSL stand-ins for the cooperative-matrix builtins (tests on devices without them). */
   emulate?: boolean;
-  /** How global reads outside the matrix are avoided: "branch" (default: the load sits in an `if`)
-   * or "select" (every invocation loads, from element 0 when out of range, and selects zero —
-   * branch-free). Both read nothing out of range. */
+  /** How global reads outside the matrix are avoided: "select" (default: every invocation loads,
+   * from element 0 when out of range, and selects zero — branch-free, the form closest to the
+   * kernel measured before guards were selectable) or "branch" (the load sits in an `if`; the
+   * form of the fastest H200 measurement, docs/performance.md). Both read nothing out of range. */
   guard?: "branch" | "select";
 }
 
@@ -108,7 +109,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 export function coopKernelKey(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "select" ? "_sel" : ""}${o.emulate ? "_emu" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.emulate ? "_emu" : ""}`;
 }
 
 /** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
@@ -207,7 +208,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const SB_LD = coopStageLdB(t, o.transB);
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
   const SO = scratchFloats(o);
-  const guardSelect = o.guard === "select";
+  const guardSelect = (o.guard ?? "select") === "select";
   const V = o.vec ?? 1; // elements per global load (1, or 4 when rows and offsets are multiples of 4)
   const elt = V === 1 ? o.input : `vec4<${o.input}>`;
   const reg = V === 1 ? "f16" : "vec4<f16>";

@@ -84,7 +84,7 @@ export interface CoopMatmulCall {
   /** "scratch", "direct" (throws unless M, N are multiples of 16 and the out offset and batch
    * stride multiples of 4), or "auto" (default: direct where allowed). */
   epilogue?: "scratch" | "direct" | "auto";
-  /** Guard of the global reads (matmul-coop-wgsl.ts CoopMatmulOptions.guard; default "branch"). */
+  /** Guard of the global reads (matmul-coop-wgsl.ts CoopMatmulOptions.guard; default "select"). */
   guard?: "branch" | "select";
 }
 

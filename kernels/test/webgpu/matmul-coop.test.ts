@@ -209,7 +209,7 @@ describe("emulated cooperative matrices (tiling and epilogues on any adapter)", 
     ["64x32x16-2x1-s2", { M: 67, N: 131, K: 45, input: "f32", transB: true, accumulate: true, epilogue: "scratch" }],
     ["128x32x16-2x1-s2", { M: 144, N: 48, K: 52, input: "f16", transA: true, transB: true, vec: 1, accumulate: true }],
     ["64x64x32-2x2-s1", { M: 80, N: 96, K: 72, input: "f16", vec: 4, accumulate: true, epilogue: "direct" }],
-    ["64x64x32-4x2-s1", { M: 67, N: 45, K: 41, input: "f16", transA: true, guard: "select" }],
+    ["64x64x32-4x2-s1", { M: 67, N: 45, K: 41, input: "f16", transA: true, guard: "branch" }],
     ["64x64x16-2x2-s2", { M: 48, N: 64, K: 48, input: "f32", vec: 4, batch: 2, aOff: 4, bOff: 8, outOff: 4, strideA: 48 * 48 + 4, strideB: 48 * 64 + 12, strideOut: 48 * 64 + 4, accumulate: true }],
   ];
   for (const [tn, c0] of EMU) {
