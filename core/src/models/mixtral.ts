@@ -153,7 +153,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
     const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
-    const countsF32 = countOnDevice(x.be, d) ? expertCountsF32(d.expertIndices!, this.config.num_local_experts) : null;
+    const countsF32 = countOnDevice(x.be, d) ? expertCountsF32(d.expertIndices!, this.config.num_local_experts, x.shape[0]!) : null;
     return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), countsF32, gateLoss: d.loss };
   }
 

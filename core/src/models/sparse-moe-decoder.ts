@@ -164,7 +164,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       return swiglu(x, d.gate, d.up, d.down);
     }
     const { output, decision } = await moe.forward(x);
-    const countsF32 = countOnDevice(x.be, decision) ? expertCountsF32(decision.expertIndices!, this.config.num_local_experts) : null;
+    const countsF32 = countOnDevice(x.be, decision) ? expertCountsF32(decision.expertIndices!, this.config.num_local_experts, x.shape[0]!) : null;
     this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), countsF32, gateLoss: decision.loss };
     const shared = this.sharedOutput(layer, x);
     return shared ? add(output, shared) : output;

@@ -181,7 +181,7 @@ export const DEFAULT_SUBMIT_AFTER = 32;
 /** Least bound of the adaptive buffer pool ({@link WebGpuBackendOptions.bufferPoolBytes} "auto"):
  * 1 GiB. (A fixed 1 GiB was the default before: at mixtral-med it destroyed and re-created 232
  * buffers per step, 106–155 ms of host time in createBuffer, with the GPU idle ~70 ms of a 450 ms
- * step; docs/performance.md "Where the step idled".) */
+ * step; docs/performance.md "Third pass: where the step idled".) */
 export const MIN_AUTO_POOL_BYTES = 1 << 30;
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];

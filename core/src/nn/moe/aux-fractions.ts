@@ -7,20 +7,28 @@
  * Without it the model read every layer's counts at the end of the forward (router.ts readCounts):
  * the host waited for the whole forward, and the GPU then idled while the host recorded the first
  * ops of the backward — ~4.5 ms of a 380 ms mixtral-med step on the H200 (docs/performance.md
- * "Where the step idled"). The cpu backend keeps the read path (a read costs it nothing and its
+ * "Third pass: where the step idled"). The cpu backend keeps the read path (a read costs it nothing and its
  * float64 fractions are what its pinned losses were computed with).
  */
-import { add, full, reshape, scale, scatterAddRows, type Tensor } from "../../tensor/index.ts";
+import { add, empty, full, scale, sum, type Tensor } from "../../tensor/index.ts";
 
-/** Picks per expert of device choices `idx` (i32 [n], entries in [0, E) or −1 for a dropped pair)
- * as f32 [E] on the device: ones scattered by index (Backend.scatterAddRows; integer counts, exact
- * below 2^24). Not differentiable (nothing to differentiate). */
-export function expertCountsF32(idx: Tensor, numExperts: number): Tensor {
+/** Picks per expert of device choices `idx` (i32 [tokens · k], entries outside [0, E) ignored) as
+ * f32 [E] on the device: ones added into a [tokens, E] one-hot matrix
+ * (Backend.scatterAddAlongRows, one dispatch) summed over the tokens — integer counts, exact below
+ * 2^24. Not differentiable (nothing to differentiate). @throws when idx.numel is not a multiple of
+ * `tokens`. */
+export function expertCountsF32(idx: Tensor, numExperts: number, tokens: number): Tensor {
   const n = idx.numel;
-  const ones = full(idx.be, [n, 1], 1);
-  const c = scatterAddRows(ones, reshape(idx, [n]), null, numExperts);
+  if (tokens < 1 || n % tokens !== 0) throw new Error(`expertCountsF32: ${n} choices are not k per token for ${tokens} tokens`);
+  const k = n / tokens;
+  const be = idx.be;
+  const ones = full(be, [n], 1);
+  const onehot = empty(be, [tokens, numExperts]);
+  be.scatterAddAlongRows(ones.view, idx.view, onehot.view, tokens, numExperts, k);
   ones.dispose();
-  return reshape(c, [numExperts]);
+  const c = sum(onehot, 0);
+  onehot.dispose();
+  return c;
 }
 
 /** Whether a forward on `be` should count picks on the device for the load-balancing loss: a device
