@@ -80,7 +80,8 @@ export function flashBlockName(b: FlashBlock): string {
  * core/bench/attention-bench.ts): forward 64×32 with 2 rows per invocation (256 invocations), dQ
  * 64×16 r4, dK/dV 32×32 r2, all with register prefetch and heavy blocks first (1.37× forward and
  * 1.30× backward over the same blocks without them at mixtral-med's shape); the 4-rows-per-
- * invocation and smaller blocks follow for devices with less workgroup memory (lavapipe: 32 KiB). */
+ * invocation and smaller blocks follow for devices with less workgroup memory (lavapipe: 32 KiB).
+ * {@link chooseFlashBlocks} turns prefetch off where it would take more registers than measured. */
 export const FLASH_BLOCKS: Readonly<Record<"fwd" | "dq" | "dkv", readonly FlashBlock[]>> = (() => {
   const b = (rows: number, cols: number, rpt: 2 | 4): FlashBlock => ({ rows, cols, rpt, prefetch: true, heavyFirst: true });
   return {
@@ -107,10 +108,28 @@ export function flashTileBytes(d: number, b: FlashBlock): { fwd: number; dq: num
   };
 }
 
-/** The preferred block ({@link FLASH_BLOCKS}) of each flash kernel that fits `maxShared` bytes of workgroup memory for head
- * dim `d`, or null for a kernel when none does (the caller falls back to attention-tiled.ts). */
+/** vec4 registers per invocation that one prefetched tile of block `b` takes at head dim `d`
+ * (⌈cols·⌈D/4⌉ / invocations⌉; two tiles are prefetched per kernel). */
+export function flashPrefetchSlots(d: number, b: FlashBlock): number {
+  return Math.ceil((b.cols * nd4(d)) / ((8 * b.rows) / b.rpt));
+}
+
+/** Most vec4 registers per prefetched tile that {@link chooseFlashBlocks} accepts: 4 is what the
+ * measured defaults take at head dim 64 (2, 2 and 4 for the forward, dQ and dK/dV). Larger head
+ * dims get smaller blocks with fewer invocations and would need up to 22 per tile, where the
+ * register pressure is unmeasured; there the chosen block has prefetch off. */
+export const FLASH_PREFETCH_MAX_SLOTS = 4;
+
+/** The preferred block ({@link FLASH_BLOCKS}) of each flash kernel that fits `maxShared` bytes of
+ * workgroup memory for head dim `d`, or null for a kernel when none does (the caller falls back to
+ * attention-tiled.ts); its prefetch is turned off when a tile would take more than
+ * {@link FLASH_PREFETCH_MAX_SLOTS} vec4 registers. */
 export function chooseFlashBlocks(d: number, maxShared: number): { fwd: FlashBlock | null; dq: FlashBlock | null; dkv: FlashBlock | null } {
-  const pick = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => FLASH_BLOCKS[k].find((b) => flashTileBytes(d, b)[k] <= maxShared) ?? null;
+  const pick = (k: "fwd" | "dq" | "dkv"): FlashBlock | null => {
+    const b = FLASH_BLOCKS[k].find((x) => flashTileBytes(d, x)[k] <= maxShared);
+    if (!b) return null;
+    return b.prefetch && flashPrefetchSlots(d, b) > FLASH_PREFETCH_MAX_SLOTS ? { ...b, prefetch: false } : b;
+  };
   return { fwd: pick("fwd"), dq: pick("dq"), dkv: pick("dkv") };
 }
 

@@ -13,7 +13,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
-import { chooseFlashBlocks, FLASH_BLOCKS, type FlashBlock, flashBlockName, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
+import { chooseFlashBlocks, FLASH_BLOCKS, FLASH_PREFETCH_MAX_SLOTS, type FlashBlock, flashBlockName, flashPrefetchSlots, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
 
 function rand(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;
@@ -134,16 +134,23 @@ describe("flash attention", () => {
         for (const k of ["fwd", "dq", "dkv"] as const) {
           const b = c[k];
           if (b) expect(flashTileBytes(d, b)[k]).toBeLessThanOrEqual(lim);
-          const before = b ? FLASH_BLOCKS[k].slice(0, FLASH_BLOCKS[k].indexOf(b)) : FLASH_BLOCKS[k];
-          for (const x of before) expect(flashTileBytes(d, x)[k]).toBeGreaterThan(lim);
+          const at = b ? FLASH_BLOCKS[k].findIndex((x) => x.rows === b.rows && x.cols === b.cols && x.rpt === b.rpt) : FLASH_BLOCKS[k].length;
+          expect(at).toBeGreaterThanOrEqual(0);
+          for (const x of FLASH_BLOCKS[k].slice(0, at)) expect(flashTileBytes(d, x)[k]).toBeGreaterThan(lim);
+          // prefetch kept exactly where a tile takes at most FLASH_PREFETCH_MAX_SLOTS vec4 registers
+          if (b) expect(!!b.prefetch).toBe(flashPrefetchSlots(d, b) <= FLASH_PREFETCH_MAX_SLOTS);
         }
       }
     }
     // the H200's 48 KiB at head dim 64: the measured best blocks; lavapipe's 32 KiB: smaller ones
     const ph = (rows: number, cols: number, rpt: 2 | 4): FlashBlock => ({ rows, cols, rpt, prefetch: true, heavyFirst: true });
     expect(chooseFlashBlocks(64, 49152)).toEqual({ fwd: ph(64, 32, 2), dq: ph(64, 16, 4), dkv: ph(32, 32, 2) });
-    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: ph(32, 32, 4), dq: ph(32, 16, 4), dkv: ph(32, 16, 4) });
+    // (lavapipe's forward block would prefetch 8 vec4s per tile: prefetch off)
+    expect(chooseFlashBlocks(64, 32768)).toEqual({ fwd: { ...ph(32, 32, 4), prefetch: false }, dq: ph(32, 16, 4), dkv: ph(32, 16, 4) });
     expect(flashBlockName(ph(64, 16, 4))).toBe("64x16r4ph");
+    // head dim 128 on 48 KiB: 16×16 r4 dQ and dK/dV blocks (32 invocations, 16 vec4s per tile) without prefetch
+    expect(chooseFlashBlocks(128, 49152).dkv).toEqual({ rows: 16, cols: 16, rpt: 4, prefetch: false, heavyFirst: true });
+    expect(flashPrefetchSlots(128, { rows: 16, cols: 16, rpt: 4 })).toBe(16);
     expect(flashBlockName({ rows: 32, cols: 32, rpt: 2 })).toBe("32x32r2");
     expect(chooseFlashBlocks(1024, 49152)).toEqual({ fwd: null, dq: null, dkv: null });
   });
