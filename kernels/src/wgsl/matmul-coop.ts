@@ -10,7 +10,7 @@
 import { cooperativeMatrixProperties, type CoopMatrixConfig } from "../ffi/cooperative-matrix.ts";
 import { createShaderModuleTrusted } from "../ffi/shader.ts";
 import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
-import { COOP_DEFAULT_TILE, coopTileName, type CoopTile } from "./matmul-coop-tile.ts";
+import { COOP_DEFAULT_TILE, coopTileName, coopTileThreads, type CoopTile } from "./matmul-coop-tile.ts";
 import { COOP_SPLIT_K_REDUCE_WG, coopSplitKChunks, coopSplitKReduceWGSL } from "./matmul-coop-split-k.ts";
 
 /** One dispatch of a prepared call. */
@@ -104,8 +104,9 @@ export interface CoopMatmulConfig {
   emulate?: boolean;
 }
 
-/** Pipelines and dispatch of the tensor-core matmul on one device (created with {@link COOP_FEATURES}
- * and a maxComputeWorkgroupStorageSize of at least {@link coopWorkgroupBytes}). */
+/** Pipelines and dispatch of the tensor-core matmul on one device (created with {@link COOP_FEATURES},
+ * a maxComputeWorkgroupStorageSize of at least {@link coopWorkgroupBytes}, and for tiles of more
+ * than 8 subgroups maxComputeInvocationsPerWorkgroup / maxComputeWorkgroupSizeX to match). */
 export class CoopMatmul {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
   private readonly layout: GPUBindGroupLayout;
@@ -132,6 +133,9 @@ export class CoopMatmul {
       const need = coopWorkgroupBytes(opts);
       const have = this.device.limits.maxComputeWorkgroupStorageSize;
       if (need > have) throw new Error(`matmul_coop: tile ${coopTileName(opts.tile ?? COOP_DEFAULT_TILE)} needs ${need} bytes of workgroup memory, the device allows ${have}`);
+      const threads = coopTileThreads(opts.tile ?? COOP_DEFAULT_TILE);
+      const lim = Math.min(this.device.limits.maxComputeInvocationsPerWorkgroup, this.device.limits.maxComputeWorkgroupSizeX);
+      if (threads > lim) throw new Error(`matmul_coop: tile ${coopTileName(opts.tile ?? COOP_DEFAULT_TILE)} needs workgroups of ${threads} invocations, the device allows ${lim} (request maxComputeInvocationsPerWorkgroup and maxComputeWorkgroupSizeX)`);
       const desc = { label: key, code: matmulCoopWGSL(opts) };
       const module = this.config.trusted ? (createShaderModuleTrusted(this.device, desc, { boundsChecks: false, forceLoopBounding: false }) as unknown as GPUShaderModule) : this.device.createShaderModule(desc);
       p = this.device.createComputePipeline({ label: key, layout: this.pipelineLayout, compute: { module, entryPoint: "main" } });

@@ -11,7 +11,8 @@ import { createGPU } from "../../src/ffi/index.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL } from "../../src/wgsl/matmul-coop-wgsl.ts";
 import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
-import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile, type CoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
+import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
+import { coopSplitKChunks } from "../../src/wgsl/matmul-coop-split-k.ts";
 import { COOP_MIN_BLOCKS, coopBlocks } from "../../src/wgsl/matmul-coop-launch.ts";
 import type { MatmulSpec } from "../../src/backend.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
@@ -53,7 +54,12 @@ beforeAll(async () => {
   if (!adapter || !support.ok) return;
   device = await adapter.requestDevice({
     requiredFeatures: [...COOP_FEATURES],
-    requiredLimits: { maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize },
+    requiredLimits: {
+      maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
+      // the 16-subgroup tiles need 512 invocations (WebGPU's default limit is 256)
+      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: adapter.limits.maxComputeWorkgroupSizeX,
+    },
   });
   coop = new CoopMatmul(device);
 });
@@ -200,7 +206,11 @@ describe("emulated cooperative matrices (tiling and epilogues on any adapter)", 
   let emu: CoopMatmul | null = null;
   beforeAll(async () => {
     if (emuSkip) return;
-    emuDevice = await emuAdapter!.requestDevice({ requiredFeatures: ["shader-f16"], requiredLimits: { maxComputeWorkgroupStorageSize: emuAdapter!.limits.maxComputeWorkgroupStorageSize } });
+    const l = emuAdapter!.limits;
+    emuDevice = await emuAdapter!.requestDevice({
+      requiredFeatures: ["shader-f16"],
+      requiredLimits: { maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize, maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup, maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX },
+    });
     emu = new CoopMatmul(emuDevice, { emulate: true, trusted: true });
   });
   afterAll(() => emuDevice?.destroy());
@@ -234,6 +244,8 @@ test("tile names: parsed, refused with the reason, and every listed tile fits 48
   for (const tn of TILE_NAMES) for (const transA of [false, true]) for (const transB of [false, true]) {
     expect(coopWorkgroupBytes({ transA, transB, tile: parseCoopTile(tn), epilogue: "scratch" })).toBeLessThanOrEqual(49152);
   }
+  // a tile the generator cannot map is refused by name, not miscompiled
+  expect(() => matmulCoopWGSL({ input: "f16", transA: false, transB: false, accumulate: false, tile: { BM: 128, BN: 128, BK: 32, SGM: 3, SGN: 4, stages: 2 } })).toThrow(/tile 128x128x32-3x4-s2/);
   expect(coopDirectEpilogueOk({ M: 32, N: 48 })).toBe(true);
   expect(coopDirectEpilogueOk({ M: 32, N: 50 })).toBe(false);
   expect(coopDirectEpilogueOk({ M: 32, N: 48, outOff: 2 })).toBe(false);
@@ -312,4 +324,18 @@ describe("webgpu backend option tensorCores", () => {
       }
     }, 120_000);
   }
+});
+
+test("split-K chunks: whole BK multiples, a ragged last chunk only when K needs one", () => {
+  expect(coopSplitKChunks(8192, 4, 32)).toEqual({ chunk: 2048, full: 4, last: 0 });
+  expect(coopSplitKChunks(1000, 3, 32)).toEqual({ chunk: 352, full: 2, last: 296 });
+  expect(coopSplitKChunks(100, 3, 16)).toEqual({ chunk: 48, full: 2, last: 4 });
+  expect(coopSplitKChunks(20, 8, 32)).toEqual({ chunk: 32, full: 0, last: 20 });
+  for (const [K, s, a] of [[8191, 8, 32], [37, 2, 16], [4096, 16, 32]] as const) {
+    const { chunk, full, last } = coopSplitKChunks(K, s, a);
+    expect(chunk % a).toBe(0);
+    expect(full * chunk + last).toBe(K);
+    expect(full + (last > 0 ? 1 : 0)).toBeLessThanOrEqual(s);
+  }
+  expect(() => coopSplitKChunks(100, 0, 16)).toThrow(/splits must be a positive integer/);
 });
