@@ -8,7 +8,6 @@
  * of 32 and enough workgroup memory.
  */
 import { cooperativeMatrixProperties, type CoopMatrixConfig } from "../ffi/cooperative-matrix.ts";
-import { createShaderModuleTrusted } from "../ffi/shader.ts";
 import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
 import { COOP_DEFAULT_TILE, coopTileName, coopTileThreads, type CoopTile } from "./matmul-coop-tile.ts";
 import { COOP_SPLIT_K_REDUCE_WG, coopSplitKChunks, coopSplitKReduceWGSL } from "./matmul-coop-split-k.ts";
@@ -137,7 +136,11 @@ export class CoopMatmul {
       const lim = Math.min(this.device.limits.maxComputeInvocationsPerWorkgroup, this.device.limits.maxComputeWorkgroupSizeX);
       if (threads > lim) throw new Error(`matmul_coop: tile ${coopTileName(opts.tile ?? COOP_DEFAULT_TILE)} needs workgroups of ${threads} invocations, the device allows ${lim} (request maxComputeInvocationsPerWorkgroup and maxComputeWorkgroupSizeX)`);
       const desc = { label: key, code: matmulCoopWGSL(opts) };
-      const module = this.config.trusted ? (createShaderModuleTrusted(this.device, desc, { boundsChecks: false, forceLoopBounding: false }) as unknown as GPUShaderModule) : this.device.createShaderModule(desc);
+      // the FFI binding's non-standard method (ffi/device.ts), reached through the device so this
+      // file stays free of bun:ffi imports (the backend that imports it also runs under Deno)
+      const trustedDevice = this.device as unknown as { createShaderModuleTrusted?(d: GPUShaderModuleDescriptor, checks: { boundsChecks: boolean; forceLoopBounding: boolean }): GPUShaderModule };
+      if (this.config.trusted && typeof trustedDevice.createShaderModuleTrusted !== "function") throw new TypeError("matmul_coop: trusted modules need the FFI binding's device.createShaderModuleTrusted; this WebGPU implementation has none");
+      const module = this.config.trusted ? trustedDevice.createShaderModuleTrusted!(desc, { boundsChecks: false, forceLoopBounding: false }) : this.device.createShaderModule(desc);
       p = this.device.createComputePipeline({ label: key, layout: this.pipelineLayout, compute: { module, entryPoint: "main" } });
       this.pipelines.set(key, p);
     }
