@@ -36,7 +36,8 @@ let rows: WebGpuBackend;
 const cpu = new CpuBackend();
 beforeAll(async () => {
   const g = createGPU();
-  flash = await WebGpuBackend.create(g);
+  // compiled with naga's runtime checks (the default compiles the flash kernels trusted where it can)
+  flash = await WebGpuBackend.create(g, { trustedShaders: [] });
   // two rows per invocation, smaller blocks (tuning variants)
   const r2 = (rows: number, cols: number): FlashBlock => ({ rows, cols, rpt: 2 });
   flash2 = await WebGpuBackend.create(g, { attentionBlocks: { fwd: r2(32, 16), dq: r2(16, 16), dkv: r2(32, 16) } });
