@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The H200 figures of docs/performance.md in one device command (issues 11, 12, 13), each part
-# writing its output under $OUT (default /tmp/step-figures) so a partial run still reports:
-#   1. PyTorch eager fp32 beside ours (webgpu, fp32) for llama-small, mixtral-small, mixtral-med;
-#   2. the per-kernel GPU profile of one mixtral-med forward + backward (defaults);
-#   3. offload under a 4 GiB device budget (examples/h200/offload-mixtral-med.sh);
-#   4. bf16 on tensor cores with our wgpu build (ZEROMOE_WGPU library from .device-coop/) beside
-#      PyTorch bf16 autocast, mixtral-small and mixtral-med.
+# The H200 figures of docs/performance.md in one device command (issues 11, 12), each part writing
+# its output under $OUT (default /tmp/step-figures) so a partial run still reports:
+#   1. PyTorch eager fp32 beside ours (webgpu, fp32) for llama-small, mixtral-small, mixtral-med
+#      (ours: 3 warm-up + 12 measured steps; the GPU idles at 345 MHz, so short runs catch the
+#      clock ramp);
+#   2. mixtral-med: the per-kernel GPU profile of one forward + backward, and the step timeline
+#      (GPU busy vs idle per step, core/bench/step-gaps.ts);
+#   3. the grouped expert matmuls and the flash attention beside PyTorch at the bench shapes;
+#   4. tensor cores with our wgpu build (.device-coop/libzm_wgpu.so.xz): the coop matmul at 4096³ and
+#      the mixtral-med step shapes beside torch, then bf16 training beside PyTorch bf16 autocast;
+#   5. (SKIP_OFFLOAD=1 skips it) offload under a 4 GiB budget (examples/h200/offload-mixtral-med.sh).
 # Run on the device with carry [".device", ".device-coop"]:
 #   source .device/enter.sh && bash examples/h200/step-figures.sh
 set -u
@@ -13,19 +17,31 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/step-figures}
 mkdir -p "$OUT"
 part() { echo; echo "=== $1"; }
+git log -1 --format='tree of commit %h' 2>/dev/null || true
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null || true
 part "1. PyTorch eager fp32"
-python3 core/bench/torch_train.py --models llama-small,mixtral-small,mixtral-med --precision fp32 --steps 20 --warmup 3 2>&1 | tee "$OUT/torch-fp32.txt" | tail -6
+python3 core/bench/torch_train.py --models llama-small,mixtral-small,mixtral-med --precision fp32 --steps 20 --warmup 3 2>&1 | tee "$OUT/torch-fp32.txt" | tail -5
 part "1. ZeroMoE webgpu fp32"
-bun run bench train --models llama-small,mixtral-small,mixtral-med --backends webgpu --steps 5 --warmup 2 2>&1 | tee "$OUT/ours-fp32.txt" | tail -6
-part "2. mixtral-med per-kernel profile"
-bun core/bench/step-profile.ts --model mixtral-med --configs after --steps 2 --top 30 > "$OUT/prof-med.txt" 2>&1; head -8 "$OUT/prof-med.txt" | tail -4
-part "3. offload under a 4 GiB budget"
-bash examples/h200/offload-mixtral-med.sh "$OUT/offload-med" 2>&1 | tee "$OUT/offload.txt" | tail -24
-part "4. bf16 on tensor cores (our wgpu build) and PyTorch bf16 autocast"
+bun run bench train --models llama-small,mixtral-small,mixtral-med --backends webgpu --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-fp32.txt" | tail -6
+part "2. mixtral-med per-kernel profile and step timeline"
+bun core/bench/step-profile.ts --model mixtral-med --configs after --steps 2 --top 30 > "$OUT/prof-med.txt" 2>&1; head -12 "$OUT/prof-med.txt" | tail -9
+bun core/bench/step-gaps.ts --model mixtral-med --steps 3 --warmup 2 --gaps 6 2>&1 | tee "$OUT/gaps-med.txt" | tail -14
+part "3. grouped expert matmuls and flash attention beside PyTorch"
+bun kernels/bench/grouped-matmul.ts 2>&1 | tee "$OUT/grouped.txt" | tail -16
+python3 kernels/bench/torch_grouped_matmul.py 2>&1 | tee "$OUT/torch-grouped.txt" | tail -16
+bun core/bench/attention-bench.ts --reps 10 2>&1 | tee "$OUT/attention.txt" | tail -8
+python3 core/bench/torch_attention.py 2>&1 | tee "$OUT/torch-attention.txt" | tail -6
+part "4. tensor cores (our wgpu build) and bf16 training"
 if [ -f .device-coop/libzm_wgpu.so.xz ]; then
   xz -dc .device-coop/libzm_wgpu.so.xz > /tmp/device-bin/libzm_wgpu.so
-  WGPU_NATIVE_LIB=/tmp/device-bin/libzm_wgpu.so bun run bench train --models mixtral-small,mixtral-med --backends webgpu --precision bf16 --steps 5 --warmup 2 2>&1 | tee "$OUT/ours-bf16.txt" | tail -8
+  WGPU_NATIVE_LIB=/tmp/device-bin/libzm_wgpu.so bun kernels/bench/matmul-coop.ts --json "$OUT/coop.json" 2>&1 | tee "$OUT/coop.txt" | tail -16
+  python3 kernels/bench/torch_matmul_coop.py --json "$OUT/torch-coop.json" 2>&1 | tee "$OUT/torch-coop.txt" | tail -14
+  WGPU_NATIVE_LIB=/tmp/device-bin/libzm_wgpu.so bun run bench train --models mixtral-small,mixtral-med --backends webgpu --precision bf16 --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-bf16.txt" | tail -5
   python3 core/bench/torch_train.py --models mixtral-small,mixtral-med --precision bf16 --steps 20 --warmup 3 2>&1 | tee "$OUT/torch-bf16.txt" | tail -4
 else
   echo "no .device-coop/libzm_wgpu.so.xz in the carry: skipped"
+fi
+if [ "${SKIP_OFFLOAD:-0}" != 1 ]; then
+  part "5. offload under a 4 GiB budget"
+  bash examples/h200/offload-mixtral-med.sh "$OUT/offload-med" 2>&1 | tee "$OUT/offload.txt" | tail -24
 fi
