@@ -35,7 +35,7 @@ part "4. tensor cores (our wgpu build) and bf16 training"
 if [ -f .device-coop/libzm_wgpu.so.xz ]; then
   xz -dc .device-coop/libzm_wgpu.so.xz > /tmp/device-bin/libzm_wgpu.so
   WGPU_NATIVE_LIB=/tmp/device-bin/libzm_wgpu.so bun kernels/bench/matmul-coop.ts --json "$OUT/coop.json" 2>&1 | tee "$OUT/coop.txt" | tail -16
-  python3 kernels/bench/torch_matmul_coop.py --json "$OUT/torch-coop.json" 2>&1 | tee "$OUT/torch-coop.txt" | tail -14
+  python3 kernels/bench/torch_matmul_coop.py --shapes square_4096,med_qo_proj_fwd,med_kv_proj_fwd,med_proj_dX,med_qo_proj_dW,med_kv_proj_dW,med_head_fwd,med_head_dX,med_head_dW,med_expert_fwd,med_expert_dX,med_expert_dW --json "$OUT/torch-coop.json" 2>&1 | tee "$OUT/torch-coop.txt" | tail -14
   WGPU_NATIVE_LIB=/tmp/device-bin/libzm_wgpu.so bun run bench train --models mixtral-small,mixtral-med --backends webgpu --precision bf16 --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-bf16.txt" | tail -5
   python3 core/bench/torch_train.py --models mixtral-small,mixtral-med --precision bf16 --steps 20 --warmup 3 2>&1 | tee "$OUT/torch-bf16.txt" | tail -4
 else
