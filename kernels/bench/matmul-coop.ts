@@ -3,7 +3,7 @@
  * (kernels/src/wgsl/matmul-coop*.ts) on the first adapter, through our own wgpu library.
  *
  *   ZEROMOE_WGPU=coop bun kernels/bench/matmul-coop.ts [--shapes square_4096,med_expert_fwd,…]
- *       [--sweep-shapes square_4096] [--tiles 128x128x32-2x4-s2,128x256x32-2x4-s1,…]
+ *       [--sweep-shapes square_4096] [--tiles 128x128x32-2x4-s2,128x256x32-4x4-s1,256x128x32-8x2-s1]
  *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off[:guard],…]
  *       [--top 2] [--split-k 2,4,8]
  *       [--input f16|f32|both] [--f32-best] [--probe] [--probe-iters 256] [--samples 256]
@@ -76,7 +76,8 @@ const names = shapeNames("shapes", "square_4096,med_qo_proj_fwd,med_kv_proj_fwd,
 const sweepNames = shapeNames("sweep-shapes", "square_4096");
 let tiles: CoopTile[];
 try {
-  tiles = arg("tiles", coopTileName(COOP_DEFAULT_TILE)).split(",").map(parseCoopTile);
+  // default: the default block and the two fastest of the first H200 sweep (docs/performance.md)
+  tiles = arg("tiles", `${coopTileName(COOP_DEFAULT_TILE)},128x256x32-4x4-s1,256x128x32-8x2-s1`).split(",").map(parseCoopTile);
 } catch (e) {
   fail(`--tiles: ${(e as Error).message}`);
 }
