@@ -18,6 +18,7 @@
  * Every mode's result is compared with the first mode's (max abs difference printed).
  */
 import { createBackend, type Backend, type FlashBlock, type View, type WebGpuBackend } from "@zeromoe/kernels";
+import { randomF32 as rand } from "@zeromoe/kernels/testing";
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -50,18 +51,6 @@ function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; atte
 const reps = Number(arg("reps", "10"));
 const PEAK = 67e12;
 const BW = 4.8e12;
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
 
 const firstResult = new Map<string, Float32Array[]>();
 for (const mode of modes) {

@@ -9,6 +9,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync 
 import { join } from "node:path";
 import type { RecordCodec } from "../src/checkpoint/record-file.ts";
 import { CpuBackend } from "@zeromoe/kernels";
+import { xorshift32 } from "@zeromoe/kernels/testing";
 import type { Communicator } from "../src/comm/communicator.ts";
 import { resolveJobConfig } from "../src/config/index.ts";
 import { Engine } from "../src/engine/engine.ts";
@@ -38,12 +39,10 @@ export interface CkptBenchOut {
 const CHUNK = 4 << 20;
 
 function fillRandom(a: Float32Array, seed: number): void {
-  let x = seed >>> 0 || 1;
+  const next = xorshift32(seed);
   for (let i = 0; i < a.length; i += 2) {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    const u1 = (x + 1) / 4294967297;
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    const u2 = x / 4294967296;
+    const u1 = (next() + 1) / 4294967297;
+    const u2 = next() / 4294967296;
     const r = Math.sqrt(-2 * Math.log(u1)) * 1e-3;
     a[i] = r * Math.cos(2 * Math.PI * u2);
     if (i + 1 < a.length) a[i + 1] = r * Math.sin(2 * Math.PI * u2);

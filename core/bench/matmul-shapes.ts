@@ -29,6 +29,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { createBackend, type MatmulSpec, type MatmulTuning, type View, type WebGpuBackend } from "@zeromoe/kernels";
+import { randomF32 } from "@zeromoe/kernels/testing";
 
 /** name → [M, N, K, transA, transB, accumulate] (core/bench/matmul-shapes.json). */
 const RAW = JSON.parse(readFileSync(new URL("./matmul-shapes.json", import.meta.url), "utf8")) as Record<string, unknown>;
@@ -91,11 +92,7 @@ function arg(name: string, def: string): string {
 const BLOCK = 1048573;
 
 function randomBlock(seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: BLOCK }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
+  return randomF32(BLOCK, seed);
 }
 
 function tiled(block: Float32Array, n: number): Float32Array {

@@ -33,6 +33,7 @@
 import { writeFileSync } from "node:fs";
 import { createBackend, type MatmulTuning, type View, type WebGpuBackend } from "../src/index.ts";
 import { MATMUL_TILE_CHOICES } from "../src/wgsl/matmul-fast-tiles.ts";
+import { xorshift32 } from "../src/testing.ts";
 
 /** Tiles --tiles may force, by short name (e.g. "128x256x16"), with the planner's schedule. */
 const TILES: Readonly<Record<string, NonNullable<MatmulTuning["tile"]>>> = Object.fromEntries(
@@ -75,11 +76,8 @@ function arg(name: string, def: string): string {
 
 /** xorshift32 stream in [0, 1). */
 function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s / 2 ** 32;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 2 ** 32;
 }
 
 /** Row offsets (G + 1) of `tokens` tokens each routed to `topK` distinct experts drawn from a

@@ -23,6 +23,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { matmulF, matmulGeometry } from "../src/cpu/matmul.ts";
 import { f16FromNumber, f16ToNumber } from "../src/numerics/index.ts";
+import { randomF32 } from "../src/testing.ts";
 import { planMatmulFast, type MatmulFastOptions } from "../src/wgsl/matmul-fast.ts";
 import { MatmulFastPipelines } from "../src/wgsl/matmul-fast-pipeline.ts";
 import { MATMUL_TILES, tileFits, type MatmulLimits } from "../src/wgsl/matmul-fast-tiles.ts";
@@ -86,17 +87,6 @@ function parseArgs(argv: string[]): Args {
     else throw new Error(`bench kernels: unknown flag ${k}`);
   }
   return a;
-}
-
-/** Deterministic uniform(-1, 1) data (xorshift32), so runs are comparable. */
-function randomF32(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = (s / 4294967296) * 2 - 1;
-  }
-  return out;
 }
 
 interface MatmulResult {

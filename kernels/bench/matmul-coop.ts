@@ -33,6 +33,7 @@ import { createGPU } from "../src/ffi/index.ts";
 import { formatCoopConfig } from "../src/ffi/cooperative-matrix.ts";
 import { libraryKind, loadNative } from "../src/ffi/native.ts";
 import { f16FromF32, f16ToNumber } from "../src/numerics/index.ts";
+import { xorshift32 } from "../src/testing.ts";
 import { coopProbeWGSL, type CoopProbeShape } from "../src/wgsl/matmul-coop-probe.ts";
 import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type CoopDispatch } from "../src/wgsl/matmul-coop.ts";
 import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile, type CoopTile } from "../src/wgsl/matmul-coop-tile.ts";
@@ -182,20 +183,11 @@ if (process.argv.includes("--probe")) {
 // Σ a·(a + δ) without cancellation; kept to reproduce that case (docs/performance.md).
 const gen = arg("gen", "xorshift");
 if (gen !== "xorshift" && gen !== "lcg") fail(`--gen: expected xorshift or lcg, got '${gen}'`);
-let seed = gen === "lcg" ? 12345 : 0x9e3779b9;
-const rnd = gen === "lcg"
-  ? () => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed / 2 ** 32) * 2 - 1 || 0.5;
-  }
-  : () => {
-    seed ^= seed << 13;
-    seed >>>= 0;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    seed >>>= 0;
-    return (seed / 2 ** 32) * 2 - 1 || 0.5;
-  };
+let lcgState = 12345;
+const u32 = gen === "lcg"
+  ? () => (lcgState = (Math.imul(lcgState, 1103515245) + 12345) >>> 0)
+  : xorshift32(0x9e3779b9);
+const rnd = () => (u32() / 2 ** 32) * 2 - 1 || 0.5;
 
 interface Problem {
   name: string;

@@ -10,6 +10,7 @@
 
 import { describe, expect, test } from "bun:test";
 import { bf16FromF32, bf16FromF32Bits, bf16FromNumber, bf16ToNumber, bitsToF32, f16FromF32, f16FromF32Bits, f16FromNumber, f16ToNumber, f32ToBits } from "../src/numerics/index.ts";
+import { xorshift32 } from "../src/testing.ts";
 
 const dv = new DataView(new ArrayBuffer(8));
 
@@ -51,19 +52,6 @@ function isNaNBf16(h: number): boolean {
   return (h & 0x7f80) === 0x7f80 && (h & 0x7f) !== 0;
 }
 
-/** Seeded xorshift32 so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
-
 describe("f16", () => {
   test("all 65536 patterns decode as DataView.getFloat16 and re-encode to themselves", () => {
     let bad = 0;
@@ -103,7 +91,7 @@ describe("f16", () => {
   });
 
   test("random f32 bit patterns and random doubles match Math.f16round", () => {
-    const next = rng(12345);
+    const next = xorshift32(12345);
     let bad = 0;
     for (let i = 0; i < 200000; i++) {
       const bits = next();
@@ -174,7 +162,7 @@ describe("bf16", () => {
   });
 
   test("random f32 bit patterns", () => {
-    const next = rng(777);
+    const next = xorshift32(777);
     let bad = 0;
     for (let i = 0; i < 200000; i++) {
       const bits = next();

@@ -5,18 +5,12 @@
  * rename a key). Hostile values that JSON cannot express are spliced into the JSON text through
  * placeholder strings (see {@link SPLICE}).
  */
+import { xorshift32 } from "@zeromoe/kernels/testing";
 
 /** xorshift32 in [0, 1). */
 export function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4294967296;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 4294967296;
 }
 
 /** Integer in [0, n). */

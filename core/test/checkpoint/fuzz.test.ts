@@ -16,6 +16,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { xorshift32 } from "@zeromoe/kernels/testing";
 import { CheckpointError } from "../../src/checkpoint/errors.ts";
 import { decodeTensor } from "../../src/checkpoint/hf-load.ts";
 import { locateCheckpoint, readManifest } from "../../src/checkpoint/manifest.ts";
@@ -32,15 +33,8 @@ const SEED = 20261129;
 
 /** xorshift32 */
 function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4294967296;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 4294967296;
 }
 
 /** One random mutation of `src` (a new array) and its description. */

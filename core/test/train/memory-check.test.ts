@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { CpuBackend } from "@zeromoe/kernels";
+import { xorshift32 } from "@zeromoe/kernels/testing";
 import { moeModelStateBytes } from "@zeromoe/plugin-moe";
 import { ConfigError } from "../../src/config/errors.ts";
 import { countParameters } from "../../src/config/param-count.ts";
@@ -41,15 +42,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A seeded xorshift32 generator of integers in [lo, hi]. */
 function rng(seed: number): (lo: number, hi: number) => number {
-  let s = seed >>> 0 || 1;
-  return (lo, hi) => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return lo + (s % (hi - lo + 1));
-  };
+  const next = xorshift32(seed);
+  return (lo, hi) => lo + (next() % (hi - lo + 1));
 }
 
 /** A resolved job from a partial raw job. */

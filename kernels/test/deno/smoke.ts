@@ -10,6 +10,7 @@
  */
 import type { Backend, Buf, DType, HostArray, View } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
+import { randomF32 as rand } from "../../src/testing.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
@@ -18,20 +19,6 @@ if (!nav?.gpu) {
   (globalThis as unknown as { Deno: { exit(c: number): never } }).Deno.exit(2);
 }
 
-/** Seeded xorshift32 uniform in [-1, 1). */
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    a[i] = (s / 2 ** 32) * 2 - 1;
-  }
-  return a;
-}
 
 let failures = 0;
 function report(name: string, got: ArrayLike<number>, want: ArrayLike<number>, rtol: number, atol: number): void {

@@ -6,6 +6,7 @@
 
 import { expect } from "bun:test";
 import type { Backend, Buf, DType, HostArray, MemTag, View } from "../../src/backend.ts";
+import { xorshift32 } from "../../src/testing.ts";
 
 /** Tolerance: an element passes when |got − want| ≤ atol + rtol·scale, where scale is |want| (or
  * the caller's magnitude, see {@link Ctx.close}). */
@@ -36,20 +37,13 @@ const SENTINEL = -12345.5;
 
 /** Seeded xorshift32 (reproducible failures). */
 export class Rng {
-  private s: number;
+  private readonly next: () => number;
   constructor(seed: number) {
-    this.s = seed >>> 0 || 0x9e3779b9;
+    this.next = xorshift32(seed >>> 0 || 0x9e3779b9);
   }
   /** Uniform u32. */
   u32(): number {
-    let s = this.s;
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    this.s = s;
-    return s;
+    return this.next();
   }
   /** Uniform in [lo, hi). */
   uniform(lo: number, hi: number): number {

@@ -12,20 +12,9 @@ import type { Backend, View } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
+import { randomF32 as rand } from "../../src/testing.ts";
 import { attentionTileBytes, chooseAttentionBlock } from "../../src/wgsl/attention-tiled.ts";
 import { chooseFlashBlocks, FLASH_BLOCKS, FLASH_PREFETCH_MAX_SLOTS, type FlashBlock, flashBlockName, flashPrefetchSlots, flashTileBytes } from "../../src/wgsl/attention-flash.ts";
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
 
 let flash: WebGpuBackend;
 let flash2: WebGpuBackend;

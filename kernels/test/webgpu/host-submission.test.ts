@@ -10,19 +10,8 @@ import type { AdamWParams, Backend, View } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { bf16FromNumber } from "../../src/numerics/bf16.ts";
+import { randomF32 as rand } from "../../src/testing.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
-
-function rand(n: number, seed: number, lo = -1, hi = 1): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return lo + (s / 2 ** 32) * (hi - lo);
-  });
-}
 
 let gpu: WebGpuBackend;
 let early: WebGpuBackend; // submitAfter 5

@@ -11,18 +11,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { grid2d } from "../../src/webgpu/grid.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
+import { randomF32 as rand } from "../../src/testing.ts";
 
 function close(got: ArrayLike<number>, want: ArrayLike<number>, rtol: number, atol: number): string {
   if (got.length !== want.length) return `length ${got.length} vs ${want.length}`;

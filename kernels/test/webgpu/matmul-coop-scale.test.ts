@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Buf, MatmulSpec } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
+import { randomF64 } from "../../src/testing.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
@@ -34,17 +35,7 @@ import { coopSupport } from "../../src/wgsl/matmul-coop.ts";
 
 /** xorshift32 uniform in [-1, 1), never exactly 0. */
 function uniform(n: number, seed: number): Float64Array {
-  let s = seed >>> 0 || 1;
-  const out = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    out[i] = ((s / 2 ** 32) * 2 - 1) || 0.5;
-  }
-  return out;
+  return randomF64(n, seed).map((x) => x || 0.5);
 }
 
 const f32 = Math.fround;

@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createGPU } from "../../src/ffi/index.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
+import { randomF64 } from "../../src/testing.ts";
 import { COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL } from "../../src/wgsl/matmul-coop-wgsl.ts";
 import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type CoopMatmulCall } from "../../src/wgsl/matmul-coop.ts";
 import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
@@ -17,18 +18,9 @@ import { COOP_MIN_BLOCKS, coopBlocks } from "../../src/wgsl/matmul-coop-launch.t
 import type { MatmulSpec } from "../../src/backend.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
+/** n seeded f16 bit patterns of values uniform in [-1, 1), a drawn 0 replaced by 0.25. */
 function rand16(n: number, seed: number): Uint16Array {
-  let s = seed >>> 0 || 1;
-  const out = new Uint16Array(n);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    out[i] = f16FromF32(((s / 2 ** 32) * 2 - 1) || 0.25);
-  }
-  return out;
+  return Uint16Array.from(randomF64(n, seed), (x) => f16FromF32(x || 0.25));
 }
 
 test("every variant fits WebGPU's 48 KiB-class workgroup memory and names its choices", () => {

@@ -10,18 +10,7 @@ import type { MatmulSpec, View } from "../../src/backend.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { planSplitK } from "../../src/wgsl/matmul-split-k.ts";
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
+import { randomF32 as rand } from "../../src/testing.ts";
 
 let be: WebGpuBackend;
 beforeAll(async () => {

@@ -8,14 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { MatmulSpec, View } from "../../src/backend.ts";
 import { createGPU, createShaderModuleTrusted, GPUShaderCompilationError } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
-
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return (s / 2 ** 32) * 2 - 1;
-  });
-}
+import { randomF32 as rand } from "../../src/testing.ts";
 
 let checked: WebGpuBackend;
 let trusted: WebGpuBackend;

@@ -14,6 +14,7 @@ import { chooseMatmulTile, DEFAULT_MATMUL_LIMITS, MATMUL_TILE_CHOICES, MATMUL_TI
 import { type MatmulTile, matmulFastWGSL, tileWorkgroupBytes, validateTile } from "../../src/wgsl/matmul-fast-wgsl.ts";
 import { planMatmulFastLaunches } from "../../src/wgsl/matmul-fast-launch.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
+import { randomF64 } from "../../src/testing.ts";
 import type { Buf, DType } from "../../src/backend.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -54,13 +55,7 @@ afterAll(() => {
 
 /** Random values in [-1, 1) with a fixed seed (never zeros, never constant). */
 function random(n: number, seed: number): Float64Array {
-  const out = new Float64Array(n);
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = (s / 4294967296) * 2 - 1;
-  }
-  return out;
+  return randomF64(n, seed * 2654435761);
 }
 
 /** Rounds to the storage type (f32 or f16) so the reference sees exactly what the GPU sees. */

@@ -6,20 +6,12 @@
  */
 import { describe, expect, test } from "bun:test";
 import { createGPU } from "../../src/ffi/index.ts";
+import { randomF32 } from "../../src/testing.ts";
 import { BufferPool } from "../../src/webgpu/buffer-pool.ts";
 import { MIN_AUTO_POOL_BYTES, WebGpuBackend } from "../../src/webgpu/backend.ts";
 
-function rand(n: number, seed: number): Float32Array {
-  let s = seed >>> 0 || 1;
-  return Float32Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32 - 0.5;
-  });
-}
+/** n seeded f32 values uniform in [-0.5, 0.5). */
+const rand = (n: number, seed: number): Float32Array => randomF32(n, seed, -0.5, 0.5);
 
 const fake = (size: number): GPUBuffer => ({ size }) as unknown as GPUBuffer;
 
