@@ -29,7 +29,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { createBackend, type MatmulSpec, type MatmulTuning, type View, type WebGpuBackend } from "@zeromoe/kernels";
-import { randomF32 } from "@zeromoe/kernels/testing";
+import { gpuMsPerCall, tiledRandomF32 } from "@zeromoe/kernels/testing";
 
 /** name → [M, N, K, transA, transB, accumulate] (core/bench/matmul-shapes.json). */
 const RAW = JSON.parse(readFileSync(new URL("./matmul-shapes.json", import.meta.url), "utf8")) as Record<string, unknown>;
@@ -88,35 +88,10 @@ function arg(name: string, def: string): string {
   return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1]! : def;
 }
 
-/** Length of the repeated random block (a prime, so it never lines up with a matrix row). */
-const BLOCK = 1048573;
-
-function randomBlock(seed: number): Float32Array {
-  return randomF32(BLOCK, seed);
-}
-
-function tiled(block: Float32Array, n: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i += BLOCK) out.set(block.subarray(0, Math.min(BLOCK, n - i)), i);
-  return out;
-}
-
 /** GPU work recorded right before every timed batch so the clocks are up when it runs (the H200's
  * SM clock falls from 1980 toward 345 MHz within a second of light load, and every timed batch
  * follows a host wait); its kernel (Aᵀ·Bᵀ, a layout no step shape uses) is left out of the sums. */
 let heater: (() => void) | null = null;
-const HEATER_TAG = "tAtB";
-
-/** Runs `fn` `calls` times after the heater and returns the GPU ms per call (sum of the
- * timestamps of all dispatches except the heater's). */
-async function gpuMsPerCall(be: WebGpuBackend, calls: number, fn: () => void): Promise<{ ms: number; kernels: string[] }> {
-  be.resetProfile();
-  heater?.();
-  for (let i = 0; i < calls; i++) fn();
-  const rows = (await be.profile()).filter((r) => !r.label.includes(HEATER_TAG));
-  be.resetProfile();
-  return { ms: rows.reduce((x, r) => x + r.ns, 0) / 1e6 / calls, kernels: rows.map((r) => `${r.label}×${r.dispatches / calls}`) };
-}
 
 if (import.meta.main) {
   const names = arg("shapes", Object.keys(STEP_MATMULS).join(",")).split(",");
@@ -136,8 +111,7 @@ if (import.meta.main) {
     const { M, N, K } = STEP_MATMULS[n]!;
     maxA = Math.max(maxA, M * K); maxB = Math.max(maxB, K * N); maxC = Math.max(maxC, M * N);
   }
-  const blockA = randomBlock(1), blockB = randomBlock(2);
-  const hostA = tiled(blockA, maxA), hostB = tiled(blockB, maxB);
+  const hostA = tiledRandomF32(maxA, 1), hostB = tiledRandomF32(maxB, 2);
 
   for (const trusted of trustedModes) {
     const be = (await createBackend("webgpu", { profile: true, ...(trusted ? { trustedShaders: ["mmf_", "matmul_split_k_reduce"] } : {}) })).backend as WebGpuBackend;
@@ -147,7 +121,7 @@ if (import.meta.main) {
       be.write(v, data);
       return v;
     };
-    const a = put(hostA), b = put(hostB), c = put(tiled(randomBlock(3), maxC));
+    const a = put(hostA), b = put(hostB), c = put(tiledRandomF32(maxC, 3));
     const heatDim = Math.floor(Math.sqrt(Math.min(maxA, maxB, maxC)));
     const heat = (): void => {
       const t = { matmulSplitK: false, matmulTuning: {} };
@@ -165,10 +139,10 @@ if (import.meta.main) {
       be.matmul(a, b, c, spec);
       await be.profile();
       heater = null;
-      const cold = await gpuMsPerCall(be, 10, () => be.matmul(a, b, c, spec));
+      const cold = await gpuMsPerCall(be, 10, () => be.matmul(a, b, c, spec), heater);
       const t0 = performance.now();
-      while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 10, () => be.matmul(a, b, c, spec));
-      const warm = await gpuMsPerCall(be, 30, () => be.matmul(a, b, c, spec));
+      while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 10, () => be.matmul(a, b, c, spec), heater);
+      const warm = await gpuMsPerCall(be, 30, () => be.matmul(a, b, c, spec), heater);
       const line = { diag: "square_4096", cold_ms: +cold.ms.toFixed(3), cold_tflops: +(flops / cold.ms / 1e9).toFixed(2), warm_ms: +warm.ms.toFixed(3), warm_tflops: +(flops / warm.ms / 1e9).toFixed(2) };
       // wall clock without the profiler (no pass per dispatch, no timestamp queries)
       const wb = (await createBackend("webgpu", trusted ? { trustedShaders: ["mmf_", "matmul_split_k_reduce"] } : {})).backend as WebGpuBackend;
@@ -192,7 +166,7 @@ if (import.meta.main) {
     // keep the GPU busy so its clocks are up before timing
     const big = names.map((n) => STEP_MATMULS[n]!).sort((x, y) => y.M * y.N * y.K - x.M * x.N * x.K)[0]!;
     const t0 = performance.now();
-    while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 4, () => be.matmul(a, b, c, big));
+    while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 4, () => be.matmul(a, b, c, big), heater);
 
     for (const name of names) {
       const spec = STEP_MATMULS[name]!;
@@ -225,9 +199,9 @@ if (import.meta.main) {
             const got = m === M - 1 ? last[n]! : first[m * N + n]!;
             worst = Math.max(worst, Math.abs(got - s) / (mag + 1e-30));
           }
-          const probe = await gpuMsPerCall(be, 3, call);
+          const probe = await gpuMsPerCall(be, 3, call, heater);
           const calls = Math.max(5, Math.min(500, Math.ceil(targetMs / Math.max(probe.ms, 1e-3))));
-          const t = await gpuMsPerCall(be, calls, call);
+          const t = await gpuMsPerCall(be, calls, call, heater);
           out = { name, variant: v.name, trusted, M, N, K, transA: !!spec.transA, transB: !!spec.transB, acc: !!spec.accumulate, calls, ms: +t.ms.toFixed(4), tflops: +(flops / t.ms / 1e9).toFixed(2), max_rel_err: +worst.toExponential(2), kernels: t.kernels };
           row[v.name] = t.ms;
         } catch (e) {

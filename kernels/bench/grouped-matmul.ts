@@ -33,7 +33,7 @@
 import { writeFileSync } from "node:fs";
 import { createBackend, type MatmulTuning, type View, type WebGpuBackend } from "../src/index.ts";
 import { MATMUL_TILE_CHOICES } from "../src/wgsl/matmul-fast-tiles.ts";
-import { xorshift32 } from "../src/testing.ts";
+import { gpuMsPerCall, tiledRandomF32, xorshift32 } from "../src/testing.ts";
 
 /** Tiles --tiles may force, by short name (e.g. "128x256x16"), with the planner's schedule. */
 const TILES: Readonly<Record<string, NonNullable<MatmulTuning["tile"]>>> = Object.fromEntries(
@@ -101,44 +101,21 @@ export function routedOffsets(tokens: number, G: number, topK: number, seed: num
   return off;
 }
 
-/** Length of the repeated random block (a prime, so it never lines up with a matrix row). */
-const BLOCK = 1048573;
-
-function tiled(seed: number, n: number): Float32Array {
-  const r = rng(seed);
-  const block = Float32Array.from({ length: Math.min(BLOCK, n) }, () => r() * 2 - 1);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i += BLOCK) out.set(block.subarray(0, Math.min(BLOCK, n - i)), i);
-  return out;
-}
-
 /** GPU work recorded right before every timed batch so the clocks are up when it runs (every timed
  * batch follows a host wait); its kernel (Aᵀ·Bᵀ, a layout no product here uses) is left out of the
- * sums, as in core/bench/matmul-shapes.ts. */
+ * sums (see gpuMsPerCall of @zeromoe/kernels/testing, shared with core/bench/matmul-shapes.ts). */
 let heater: (() => void) | null = null;
-const HEATER_TAG = "tAtB";
-
-/** Runs `fn` `calls` times after the heater and returns the GPU ms per call (sum of the
- * timestamps of all its dispatches) and the kernels it ran. */
-async function gpuMsPerCall(be: WebGpuBackend, calls: number, fn: () => void): Promise<{ ms: number; kernels: string[] }> {
-  be.resetProfile();
-  heater?.();
-  for (let i = 0; i < calls; i++) fn();
-  const rows = (await be.profile()).filter((r) => !r.label.includes(HEATER_TAG));
-  be.resetProfile();
-  return { ms: rows.reduce((x, r) => x + r.ns, 0) / 1e6 / calls, kernels: rows.map((r) => `${r.label}×${r.dispatches / calls}`) };
-}
 
 /** Timed batches per measurement; the fastest is reported (clock and scheduling noise only ever
  * slows a batch down). */
 let ROUNDS = 3;
 
 async function measure(be: WebGpuBackend, targetMs: number, fn: () => void): Promise<{ ms: number; calls: number; kernels: string[] }> {
-  const probe = await gpuMsPerCall(be, 3, fn);
+  const probe = await gpuMsPerCall(be, 3, fn, heater);
   const calls = Math.max(5, Math.min(500, Math.ceil(targetMs / Math.max(probe.ms, 1e-3))));
-  let best = await gpuMsPerCall(be, calls, fn);
+  let best = await gpuMsPerCall(be, calls, fn, heater);
   for (let i = 1; i < ROUNDS; i++) {
-    const t = await gpuMsPerCall(be, calls, fn);
+    const t = await gpuMsPerCall(be, calls, fn, heater);
     if (t.ms < best.ms) best = t;
   }
   return { ...best, calls };
@@ -184,7 +161,7 @@ if (import.meta.main) {
     const offsets = routedOffsets(tokens, G, topK, 11);
     console.log(`# ${model}: R = ${R} rows, G = ${G}, H = ${H}, I = ${I}, group sizes ${offsets.slice(1).map((o, g) => o - offsets[g]!).join(",")}`);
     const big = R * Math.max(H, I);
-    const hostX = tiled(1, big), hostW = tiled(2, G * H * I), hostY = tiled(3, big);
+    const hostX = tiledRandomF32(big, 1), hostW = tiledRandomF32(G * H * I, 2), hostY = tiledRandomF32(big, 3);
     const put = (data: Float32Array): View => {
       const v = { buf: be.alloc("f32", data.length, "other"), off: 0 };
       be.write(v, data);
@@ -203,7 +180,7 @@ if (import.meta.main) {
     };
     // clocks up: the biggest dense product for warmupMs
     const t0 = performance.now();
-    while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 4, () => be.matmul(x, w, y, { M: R, N: I, K: H, transB: true }));
+    while (performance.now() - t0 < warmupMs) await gpuMsPerCall(be, 4, () => be.matmul(x, w, y, { M: R, N: I, K: H, transB: true }), heater);
 
     for (const p of products(H, I)) {
       if (only.length > 0 && !only.includes(p.name)) continue;

@@ -52,3 +52,23 @@ export function randomF64(n: number, seed: number, lo = -1, hi = 1): Float64Arra
 export function randomF32(n: number, seed: number, lo = -1, hi = 1): Float32Array {
   return Float32Array.from(randomF64(n, seed, lo, hi));
 }
+
+/** Default block length of {@link tiledRandomF32}: a prime, so the repetition never lines up with
+ * a matrix row. */
+export const RANDOM_BLOCK = 1048573;
+
+/**
+ * `n` f32 values made of {@link randomF32}(min(block, n), seed) repeated (the last copy cut short):
+ * benchmark operands of hundreds of millions of elements for the cost of one block of draws.
+ *
+ * @param n number of values (a non-negative integer).
+ * @param seed see {@link xorshift32}.
+ * @param block length of the repeated block, default {@link RANDOM_BLOCK} (a positive integer).
+ * @returns a Float32Array of length n, values in [-1, 1).
+ */
+export function tiledRandomF32(n: number, seed: number, block = RANDOM_BLOCK): Float32Array {
+  const b = randomF32(Math.min(block, n), seed);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i += block) out.set(b.subarray(0, Math.min(block, n - i)), i);
+  return out;
+}
