@@ -235,6 +235,36 @@ function storeRegs(em: Emit, D: number, NT: number, n: number, reg: string, tile
   }
 }
 
+/** Emit the key loop of the forward and dQ kernels up to its staged K/V block: with
+ * `blk.prefetch`, the registers pk*, pv* and the load of keys 0… into them before the loop, then at
+ * the top of each iteration k0 (a barrier, the registers stored into Ks, Vs, a barrier, and the load
+ * of keys k0 + BC… while this block is computed); without it, Ks and Vs staged straight from global
+ * memory (see {@link stage}) between two barriers. Opens `for (k0 …) {`: the caller closes it.
+ * The WGSL values b, kh, qlast must be in scope. */
+function kvLoopHead(em: Emit, D: number, NT: number, blk: FlashBlock): void {
+  if (blk.prefetch) {
+    declRegs(em, D, NT, blk.cols, "pk");
+    declRegs(em, D, NT, blk.cols, "pv");
+    em.e(`  {\n    let kn = 0u;`);
+    kvRegs(em, D, NT, blk.cols);
+    em.e(`  }`);
+  }
+  em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
+  em.e(`    workgroupBarrier();`);
+  if (blk.prefetch) {
+    storeRegs(em, D, NT, blk.cols, "pk", "Ks");
+    storeRegs(em, D, NT, blk.cols, "pv", "Vs");
+    em.e(`    workgroupBarrier();`);
+    em.e(`    if (k0 + BC <= qlast) {\n    let kn = k0 + BC;`);
+    kvRegs(em, D, NT, blk.cols);
+    em.e(`    }`);
+  } else {
+    stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
+    stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
+    em.e(`    workgroupBarrier();`);
+  }
+}
+
 /** Emit the d-loop accumulating dot products of the invocation's 4 rows (tile `rowTile`, rows
  * rg + RG·i) with its KC columns (tile `colTile`, rows cg + 8c) into scalars `${acc}_i_c`. */
 function dots(em: Emit, R: number, KC: number, pairs: [string, string, string][]): void {
@@ -338,27 +368,7 @@ ${blk.heavyFirst ? `  let qb = P.nqb - 1u - id / (P.B * P.H);
     declAcc(em, "o", R, TD, "vec4<f32>");
     declAcc(em, "s", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
-    if (blk.prefetch) {
-      declRegs(em, D, NT, blk.cols, "pk");
-      declRegs(em, D, NT, blk.cols, "pv");
-      em.e(`  {\n    let kn = 0u;`);
-      kvRegs(em, D, NT, blk.cols);
-      em.e(`  }`);
-    }
-    em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
-    em.e(`  workgroupBarrier();`);
-    if (blk.prefetch) {
-      storeRegs(em, D, NT, blk.cols, "pk", "Ks");
-      storeRegs(em, D, NT, blk.cols, "pv", "Vs");
-      em.e(`    workgroupBarrier();`);
-      em.e(`    if (k0 + BC <= qlast) {\n    let kn = k0 + BC;`);
-      kvRegs(em, D, NT, blk.cols);
-      em.e(`    }`);
-    } else {
-      stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
-      stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
-      em.e(`    workgroupBarrier();`);
-    }
+    kvLoopHead(em, D, NT, blk);
     resetAcc(em, "s", R, KC);
     dots(em, R, KC, [["s", "Qs", "Ks"]]);
     // causal mask (keys past S are past every valid row too), partial row max
@@ -454,27 +464,7 @@ ${blk.heavyFirst ? `  let qb = P.nb - 1u - id / (P.B * P.H);
     declAcc(em, "s", R, KC, "f32");
     declAcc(em, "p", R, KC, "f32");
     em.e(`  let qlast = min(q0 + BR, P.S) - 1u;`);
-    if (blk.prefetch) {
-      declRegs(em, D, NT, blk.cols, "pk");
-      declRegs(em, D, NT, blk.cols, "pv");
-      em.e(`  {\n    let kn = 0u;`);
-      kvRegs(em, D, NT, blk.cols);
-      em.e(`  }`);
-    }
-    em.e(`  for (var k0 = 0u; k0 <= qlast; k0 = k0 + BC) {`);
-    em.e(`    workgroupBarrier();`);
-    if (blk.prefetch) {
-      storeRegs(em, D, NT, blk.cols, "pk", "Ks");
-      storeRegs(em, D, NT, blk.cols, "pv", "Vs");
-      em.e(`    workgroupBarrier();`);
-      em.e(`    if (k0 + BC <= qlast) {\n    let kn = k0 + BC;`);
-      kvRegs(em, D, NT, blk.cols);
-      em.e(`    }`);
-    } else {
-      stage(em, D, NT, "BC", "Ks", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_k", "P.koff");
-      stage(em, D, NT, "BC", "Vs", "kidx(b, k0 + rr, kh)", "k0 + rr < P.S", "b_v", "P.voff");
-      em.e(`    workgroupBarrier();`);
-    }
+    kvLoopHead(em, D, NT, blk);
     resetAcc(em, "s", R, KC);
     resetAcc(em, "p", R, KC);
     dots(em, R, KC, [["s", "Qs", "Ks"], ["p", "Os", "Vs"]]);
