@@ -14,7 +14,8 @@ TFLOP/s = 2·R·N·K / time. Prints one JSON line per product.
 """
 import argparse
 import json
-import statistics
+
+from cuda_timing import one_call_seconds, seconds_per_call, warm_up
 
 MODELS = {
     "mixtral-med": dict(tokens=8 * 1024, H=1024, I=2816, G=8, topK=2),
@@ -56,26 +57,10 @@ def routed_offsets(tokens, G, top_k, seed):
 
 
 def time_cuda(fn, torch, trials=5, target_s=0.04):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    probe = max(start.elapsed_time(end) / 1e3, 1e-6)
+    warm_up(fn, torch)
+    probe = one_call_seconds(fn, torch)
     reps = max(5, min(500, int(target_s / probe) + 1))
-    out = []
-    for _ in range(trials):
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        out.append(start.elapsed_time(end) / 1e3 / reps)
-    return statistics.median(out)
+    return seconds_per_call(fn, torch, reps, trials)
 
 
 def main():

@@ -10,25 +10,14 @@ Prints one JSON object on stdout with --json, else a table.
 """
 import argparse
 import json
-import statistics
 import sys
+
+from cuda_timing import seconds_per_call, warm_up
 
 
 def time_cuda(fn, reps, trials, torch):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(trials):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        out.append(start.elapsed_time(end) / 1e3 / reps)
-    return statistics.median(out)
+    warm_up(fn, torch)
+    return seconds_per_call(fn, torch, reps, trials)
 
 
 def main():

@@ -11,7 +11,8 @@ back-to-back calls (about 50 ms) after warm-up, median of 5 trials.
 import argparse
 import json
 import os
-import statistics
+
+from cuda_timing import one_call_seconds, seconds_per_call, warm_up
 
 
 def main():
@@ -37,28 +38,10 @@ def main():
             Bv = B.t() if tb else B
             out = torch.zeros(M, N, device=dev, dtype=dt)
             fn = (lambda: out.addmm_(Av, Bv)) if acc else (lambda: torch.matmul(Av, Bv, out=out))
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            s0 = torch.cuda.Event(enable_timing=True)
-            e0 = torch.cuda.Event(enable_timing=True)
-            s0.record()
-            fn()
-            e0.record()
-            torch.cuda.synchronize()
-            one = max(s0.elapsed_time(e0) / 1e3, 1e-6)
+            warm_up(fn, torch)
+            one = one_call_seconds(fn, torch)
             reps = max(5, min(5000, int(0.05 / one)))
-            trials = []
-            for _ in range(5):
-                s = torch.cuda.Event(enable_timing=True)
-                e = torch.cuda.Event(enable_timing=True)
-                s.record()
-                for _ in range(reps):
-                    fn()
-                e.record()
-                torch.cuda.synchronize()
-                trials.append(s.elapsed_time(e) / 1e3 / reps)
-            t = statistics.median(trials)
+            t = seconds_per_call(fn, torch, reps, 5)
             res["matmuls"].append({"name": name, "dtype": dn, "seconds": t, "tflops": 2.0 * M * N * K / t / 1e12})
             print(f"torch {name:18} {dn} {M}x{N}x{K} {'T' if ta else 'N'}{'T' if tb else 'N'}{'+' if acc else ' '} {2.0 * M * N * K / t / 1e12:8.1f} TFLOP/s  {t * 1e3:.3f} ms")
             del A, B, out
