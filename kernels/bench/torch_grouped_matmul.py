@@ -16,6 +16,7 @@ import argparse
 import json
 
 from cuda_timing import one_call_seconds, seconds_per_call, warm_up
+from cuda_torch import import_cuda_torch
 
 MODELS = {
     "mixtral-med": dict(tokens=8 * 1024, H=1024, I=2816, G=8, topK=2),
@@ -67,13 +68,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(MODELS))
     a = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"error": f"torch not importable: {e}"}))
-        return 1
-    if not torch.cuda.is_available():
-        print(json.dumps({"error": "torch.cuda.is_available() is False"}))
+    torch = import_cuda_torch()
+    if torch is None:
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")

@@ -13,6 +13,7 @@ import json
 import sys
 
 from cuda_timing import seconds_per_call, warm_up
+from cuda_torch import import_cuda_torch
 
 
 def time_cuda(fn, reps, trials, torch):
@@ -28,13 +29,8 @@ def main():
     ap.add_argument("--trials", type=int, default=7)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"error": f"torch not importable: {e}"}))
-        return 1
-    if not torch.cuda.is_available():
-        print(json.dumps({"error": "torch.cuda.is_available() is False"}))
+    torch = import_cuda_torch()
+    if torch is None:
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
