@@ -9,6 +9,7 @@ import { createGPU } from "../../src/ffi/index.ts";
 import { randomF32 } from "../../src/testing.ts";
 import { BufferPool } from "../../src/webgpu/buffer-pool.ts";
 import { MIN_AUTO_POOL_BYTES, WebGpuBackend } from "../../src/webgpu/backend.ts";
+import { offersTimestamps } from "./offers-timestamps.ts";
 
 /** n seeded f32 values uniform in [-0.5, 0.5). */
 const rand = (n: number, seed: number): Float32Array => randomF32(n, seed, -0.5, 0.5);
@@ -76,10 +77,7 @@ describe("buffer pool bound", () => {
 describe("submission timeline", () => {
   test("after the queue drained, early submits ramp up 4, 8, 16 … to submitAfter; none without early submits; results unchanged", async () => {
     const g = createGPU();
-    const probe = await WebGpuBackend.create(g);
-    const offered = probe.info.features.includes("timestamp-query");
-    probe.destroy();
-    if (!offered) return; // the ramp is observed through the timeline
+    if (!(await offersTimestamps(g))) return; // the ramp is observed through the timeline
     const n = 613;
     const xs = rand(n, 5);
     for (const [opts, want] of [
@@ -108,10 +106,7 @@ describe("submission timeline", () => {
 
   test("timeline: true times every submitted batch (GPU end ≥ start, in order), records reasons, dispatches and cleared bytes, and leaves results unchanged", async () => {
     const g = createGPU();
-    const probe = await WebGpuBackend.create(g);
-    const offered = probe.info.features.includes("timestamp-query");
-    probe.destroy();
-    if (!offered) {
+    if (!(await offersTimestamps(g))) {
       await expect(WebGpuBackend.create(g, { timeline: true })).rejects.toThrow(/timestamp-query/);
       return;
     }
