@@ -9,7 +9,8 @@
 #   3. the grouped expert matmuls and the flash attention beside PyTorch at the bench shapes;
 #   4. tensor cores with our wgpu build (.device-coop/libzm_wgpu.so.xz): the coop matmul at 4096³ and
 #      the mixtral-med step shapes beside torch, then bf16 training beside PyTorch bf16 autocast;
-#   5. (SKIP_OFFLOAD=1 skips it) offload under a 4 GiB budget (examples/h200/offload-mixtral-med.sh).
+#   5. only with WITH_OFFLOAD=1 (parts 1–4 take most of a device call's 600 s): offload under a
+#      4 GiB budget (examples/h200/offload-mixtral-med.sh).
 # Run on the device with carry [".device", ".device-coop"]:
 #   source .device/enter.sh && bash examples/h200/step-figures.sh
 set -u
@@ -41,7 +42,7 @@ if [ -f .device-coop/libzm_wgpu.so.xz ]; then
 else
   echo "no .device-coop/libzm_wgpu.so.xz in the carry: skipped"
 fi
-if [ "${SKIP_OFFLOAD:-0}" != 1 ]; then
+if [ "${WITH_OFFLOAD:-0}" = 1 ]; then
   part "5. offload under a 4 GiB budget"
   bash examples/h200/offload-mixtral-med.sh "$OUT/offload-med" 2>&1 | tee "$OUT/offload.txt" | tail -24
 fi
