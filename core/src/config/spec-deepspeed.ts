@@ -15,6 +15,22 @@ const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true
 const nonNegInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 0, default: def, doc });
 const bool = (doc: string, def: boolean): Spec => ({ kind: "boolean", default: def, doc });
 
+/**
+ * A deprecated DeepSpeed key that only `false` may take (it then asks for nothing and resolves to
+ * undefined); any other value is an issue at the key naming `use`, the current way to ask for it.
+ */
+function deprecatedFalse(replacement: string, use: string): Spec {
+  return {
+    kind: "custom",
+    typeName: "false (deprecated)",
+    doc: `deprecated DeepSpeed key: use ${replacement}`,
+    check(value: unknown, path: string, ctx: CheckContext): unknown {
+      if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use ${use}`);
+      return undefined;
+    },
+  };
+}
+
 /** `optimizer.params` for Adam/AdamW (DeepSpeed FusedAdam defaults). */
 export const OPTIMIZER_PARAMS_SPEC: ObjectSpec = {
   kind: "object",
@@ -261,35 +277,12 @@ export const ZERO_SPEC: ObjectSpec = {
     sub_group_size: noEffect(nonNegInt("parameter elements the optimizer step processes at a time (0: one parameter tensor at a time)", 1e9), "the optimizer steps one unit at a time"),
     offload_optimizer: OFFLOAD_OPTIMIZER_SPEC,
     offload_param: OFFLOAD_PARAM_SPEC,
-    cpu_offload: {
-      kind: "custom",
-      typeName: "false (deprecated)",
-      doc: "deprecated DeepSpeed key: use offload_optimizer.device",
-      check(value: unknown, path: string, ctx: CheckContext): unknown {
-        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "offload_optimizer": {"device": "cpu"}`);
-        return undefined;
-      },
-    },
-    // DeepSpeed's other deprecated offload keys (its zero config: cpu_offload_param → offload_param,
-    // cpu_offload_use_pin_memory → the pin_memory of offload_param/offload_optimizer)
-    cpu_offload_param: {
-      kind: "custom",
-      typeName: "false (deprecated)",
-      doc: "deprecated DeepSpeed key: use offload_param.device",
-      check(value: unknown, path: string, ctx: CheckContext): unknown {
-        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "offload_param": {"device": "cpu"} (ZeRO stage 3)`);
-        return undefined;
-      },
-    },
-    cpu_offload_use_pin_memory: {
-      kind: "custom",
-      typeName: "false (deprecated)",
-      doc: "deprecated DeepSpeed key: use offload_optimizer.pin_memory / offload_param.pin_memory",
-      check(value: unknown, path: string, ctx: CheckContext): unknown {
-        if (value !== false) addIssue(ctx, path, `deprecated DeepSpeed key (got ${show(value)}): use "pin_memory" inside "offload_optimizer" / "offload_param"`);
-        return undefined;
-      },
-    },
+    // DeepSpeed's deprecated offload keys (its zero config: cpu_offload → offload_optimizer,
+    // cpu_offload_param → offload_param, cpu_offload_use_pin_memory → the pin_memory of
+    // offload_param/offload_optimizer): false asks for nothing, anything else is refused
+    cpu_offload: deprecatedFalse("offload_optimizer.device", '"offload_optimizer": {"device": "cpu"}'),
+    cpu_offload_param: deprecatedFalse("offload_param.device", '"offload_param": {"device": "cpu"} (ZeRO stage 3)'),
+    cpu_offload_use_pin_memory: deprecatedFalse("offload_optimizer.pin_memory / offload_param.pin_memory", '"pin_memory" inside "offload_optimizer" / "offload_param"'),
   },
   aliases: { stage3_gather_fp16_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save" },
   ignored: {
