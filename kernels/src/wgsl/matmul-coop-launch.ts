@@ -8,7 +8,7 @@ import type { Buf, MatmulSpec } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
 import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
-import { COOP_AMAX_WORDS, coopAbsMaxLaunch } from "./matmul-coop-scale.ts";
+import { coopAbsMaxLaunch } from "./matmul-coop-scale.ts";
 
 /** Fewest 128×128 output blocks for which the tensor-core kernel is used; below it the FMA path
  * (with split-K) is faster. Measured on the H200 (132 SMs): the Aᵀ·B weight gradients of
@@ -57,7 +57,7 @@ export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, o
   const strideA = spec.strideA ?? M * K, strideB = spec.strideB ?? K * N;
   const params = [M, N, K, aoff, boff, ooff, strideA, strideB, spec.strideOut ?? M * N, batch];
   if (amax === null) return [{ kernel: coopKernel(o), bufs: [a, b, out], params, workgroups: wg }];
-  if (amax.dtype !== "u32" || amax.length < COOP_AMAX_WORDS) throw new Error(`webgpu tensor-core matmul: amax must be a u32 buffer of at least ${COOP_AMAX_WORDS} elements, got ${amax.dtype}[${amax.length}]`);
+  // coopAbsMaxLaunch checks amax (u32, at least COOP_AMAX_WORDS elements)
   return [
     coopAbsMaxLaunch(a, aoff, M * K, strideA, b, boff, K * N, strideB, batch, amax),
     { kernel: coopKernel(o), bufs: [a, b, out, amax], params, workgroups: wg },

@@ -83,7 +83,7 @@ export interface CoopMatmulOptions {
 }
 
 /** Block shape of the default tile (as the backend's launches use it). */
-export const COOP_TILE = { BM: COOP_DEFAULT_TILE.BM, BN: COOP_DEFAULT_TILE.BN, BK: COOP_DEFAULT_TILE.BK, WG: coopTileThreads(COOP_DEFAULT_TILE), SUBGROUP: COOP_SUBGROUP, PAD: 8 } as const;
+export const COOP_TILE = { BM: COOP_DEFAULT_TILE.BM, BN: COOP_DEFAULT_TILE.BN, BK: COOP_DEFAULT_TILE.BK, WG: coopTileThreads(COOP_DEFAULT_TILE), SUBGROUP: COOP_SUBGROUP } as const;
 
 /** Uniform parameters of the tiled kernel, in order (all u32; element offsets and strides). */
 export const COOP_PARAM_NAMES = ["M", "N", "K", "a_off", "b_off", "c_off", "stride_a", "stride_b", "stride_c", "batch"] as const;
