@@ -39,12 +39,11 @@ import { initUnit } from "../nn/init.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
-import { TopKRouter, readCounts } from "../nn/moe/router.ts";
-import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
-import { startDeferredReads } from "../nn/moe/readback.ts";
+import { TopKRouter } from "../nn/moe/router.ts";
+import { layerCountsF32, loadBalancingLoss } from "../nn/moe/aux-fractions.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
-import { add, fromArray, mean, mul, scale, sum } from "../tensor/index.ts";
+import { add, mean, scale } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { MixtralConfig } from "../config/types.ts";
 import { CausalDecoder, type ModelOptions } from "./llama.ts";
@@ -153,7 +152,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
     const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
-    const countsF32 = countOnDevice(x.be, d) ? expertCountsF32(d.expertIndices!, this.config.num_local_experts, x.shape[0]!) : null;
+    const countsF32 = layerCountsF32(x.be, d, this.config.num_local_experts, x.shape[0]!);
     return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), countsF32, gateLoss: d.loss };
   }
 
@@ -161,30 +160,14 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     return this.lastAuxLoss;
   }
 
-  /** HF load-balancing loss over all layers of the last forward (module comment). The token
-   * fractions stay on the device where every layer counted its picks there (aux-fractions.ts: no
-   * host read, the host records the backward while the GPU still runs the forward; the layers'
-   * host `expertCounts` then stay null); else the counts the routers kept on the device are read
-   * here, all layers in one read (router.ts readCounts). */
+  /** HF load-balancing loss over all layers of the last forward (module comment), through
+   * aux-fractions.ts loadBalancingLoss: the token fractions stay on the device where every layer
+   * counted its picks there (no host read, the host records the backward while the GPU still runs
+   * the forward; the layers' host `expertCounts` then stay null); else the counts the routers kept
+   * on the device are read, all layers in one read (router.ts readCounts). */
   protected override async extraLoss(tokens: number): Promise<Tensor | null> {
-    const c = this.config;
-    const L = this.lastBlocks.length;
-    if (L === 0) return null;
-    const E = c.num_local_experts;
-    let fracT = deviceFractions(this.lastBlocks, tokens);
-    if (fracT) startDeferredReads(); // the routers' deferred statistics: read, not waited for
-    else {
-      const host = await readCounts(this.lastBlocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
-      this.lastBlocks.forEach((b, l) => (b.expertCounts = host[l]!));
-      const frac = new Float64Array(E);
-      for (const b of this.lastBlocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
-      fracT = fromArray(this.be, frac, [E]);
-    }
-    // mean over all L·T rows of p = average of the per-layer means (every layer has T rows).
-    let pSum = this.lastBlocks[0]!.routerProbMean;
-    for (let l = 1; l < L; l++) pSum = add(pSum, this.lastBlocks[l]!.routerProbMean);
-    const pMean = scale(pSum, 1 / L);
-    const aux = scale(sum(mul(pMean, fracT)), E);
+    if (this.lastBlocks.length === 0) return null;
+    const aux = await loadBalancingLoss(this.be, this.lastBlocks, this.config.num_local_experts, tokens);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;
     let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;

@@ -28,12 +28,11 @@ import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
-import { TopKRouter, readCounts } from "../nn/moe/router.ts";
-import { countOnDevice, deviceFractions, expertCountsF32 } from "../nn/moe/aux-fractions.ts";
-import { startDeferredReads } from "../nn/moe/readback.ts";
+import { TopKRouter } from "../nn/moe/router.ts";
+import { layerCountsF32, loadBalancingLoss } from "../nn/moe/aux-fractions.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
-import { add, fromArray, mean, mul, rmsnorm, scale, sum } from "../tensor/index.ts";
+import { add, mean, rmsnorm, scale } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
 
@@ -164,7 +163,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       return swiglu(x, d.gate, d.up, d.down);
     }
     const { output, decision } = await moe.forward(x);
-    const countsF32 = countOnDevice(x.be, decision) ? expertCountsF32(decision.expertIndices!, this.config.num_local_experts, x.shape[0]!) : null;
+    const countsF32 = layerCountsF32(x.be, decision, this.config.num_local_experts, x.shape[0]!);
     this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), countsF32, gateLoss: decision.loss };
     const shared = this.sharedOutput(layer, x);
     return shared ? add(output, shared) : output;
@@ -195,29 +194,13 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     return this.lastAuxLoss;
   }
 
-  /** HF load-balancing loss over the MoE layers of the last forward (module comment), plus the
-   * router's per-layer weighted losses. */
+  /** HF load-balancing loss over the MoE layers of the last forward (module comment; computed by
+   * aux-fractions.ts loadBalancingLoss: fractions on the device or read once), plus the router's
+   * per-layer weighted losses. */
   protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     const blocks = this.lastBlocks.filter((b) => b !== undefined);
-    const L = blocks.length;
-    if (L === 0) return null;
-    const E = this.config.num_local_experts;
-    // the fractions stay on the device where every layer counted its picks there (aux-fractions.ts:
-    // no host read); else the counts the routers kept on the device, every layer's in one read
-    // (router.ts readCounts)
-    let fracT = deviceFractions(blocks, tokens);
-    if (fracT) startDeferredReads(); // the routers' deferred statistics: read, not waited for
-    else {
-      const host = await readCounts(blocks.map((b) => ({ counts: b.expertCounts, expertCounts: b.countsDevice })));
-      blocks.forEach((b, l) => (b.expertCounts = host[l]!));
-      const frac = new Float64Array(E);
-      for (const b of blocks) for (let e = 0; e < E; e++) frac[e]! += b.expertCounts![e]! / (L * tokens);
-      fracT = fromArray(this.be, frac, [E]);
-    }
-    let pSum = blocks[0]!.routerProbMean;
-    for (let l = 1; l < L; l++) pSum = add(pSum, blocks[l]!.routerProbMean);
-    const pMean = scale(pSum, 1 / L);
-    const aux = scale(sum(mul(pMean, fracT)), E);
+    if (blocks.length === 0) return null;
+    const aux = await loadBalancingLoss(this.be, blocks, this.config.num_local_experts, tokens);
     this.lastAuxLoss = aux;
     const coef = this.moe.router.mixtralAuxCoef;
     let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;
