@@ -39,11 +39,11 @@ export class BindGroupCache {
       this.hits++;
       return node.group;
     }
-    this.misses++;
     if (this.count >= this.capacity || this.nodes >= 4 * this.capacity) {
       this.clear();
-      return this.get(pipelineId, bufIds, make);
+      return this.get(pipelineId, bufIds, make); // counts the miss once, in the fresh cache
     }
+    this.misses++;
     const g = make();
     node.group = g;
     this.count++;

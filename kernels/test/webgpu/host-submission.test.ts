@@ -11,6 +11,7 @@ import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { bf16FromNumber } from "../../src/numerics/bf16.ts";
 import { randomF32 as rand } from "../../src/testing.ts";
+import { BindGroupCache } from "../../src/webgpu/bindgroups.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
 let gpu: WebGpuBackend;
@@ -117,6 +118,29 @@ describe("buffer pool", () => {
     const n1 = nopool.stats();
     expect(n1.buffersCreated - n0.buffersCreated).toBe(4);
     expect(n1.pooledBytes).toBe(0);
+  });
+});
+
+describe("bind-group cache", () => {
+  test("keyed by pipeline and buffer ids in order; forget drops every group binding a buffer; a full cache clears and counts each lookup once", () => {
+    const c = new BindGroupCache(3);
+    let made = 0;
+    const make = () => ({ n: made++ }) as unknown as GPUBindGroup;
+    const a = c.get(7, [1, 2], make);
+    expect(c.get(7, [1, 2], make)).toBe(a);
+    const b = c.get(7, [2, 1], make); // other binding order: another group
+    const d = c.get(8, [1, 2], make); // other pipeline
+    expect(new Set([a, b, d]).size).toBe(3);
+    expect([c.hits, c.misses, c.size]).toEqual([1, 3, 3]);
+    c.forget(1); // all three bind buffer 1
+    expect(c.size).toBe(0);
+    expect(c.get(7, [1, 2], make)).not.toBe(a);
+    expect([c.hits, c.misses, c.size]).toEqual([1, 4, 1]);
+    c.get(9, [3], make);
+    c.get(9, [4], make);
+    expect(c.size).toBe(3);
+    c.get(9, [5], make); // full: cleared, then this one cached
+    expect([c.hits, c.misses, c.size, made]).toEqual([1, 7, 1, 7]);
   });
 });
 
