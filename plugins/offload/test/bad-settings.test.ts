@@ -13,11 +13,11 @@
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { runTrainCli } from "./fixtures/train-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "offload-bad-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
-const TRAIN = resolve(import.meta.dir, "../../../core/src/cli/train.ts");
 const A_FILE = join(ROOT, "a-file");
 writeFileSync(A_FILE, "not a directory\n");
 
@@ -34,14 +34,8 @@ function jobFile(name: string, zero: Record<string, unknown>): string {
   return p;
 }
 
-async function train(args: string[]): Promise<{ code: number; out: string }> {
-  const p = Bun.spawn(["bun", TRAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
-  return { code: await p.exited, out: o + e };
-}
-
 test("offload_optimizer.nvme_path on a regular file: exit 2 naming the key, no stack trace", async () => {
-  const r = await train(["--config", jobFile("opt-file.json", { stage: 2, offload_optimizer: { device: "nvme", nvme_path: A_FILE } })]);
+  const r = await runTrainCli(["--config", jobFile("opt-file.json", { stage: 2, offload_optimizer: { device: "nvme", nvme_path: A_FILE } })]);
   expect(r.code).toBe(2);
   expect(r.out).toContain("zero_optimization.offload_optimizer.nvme_path");
   expect(r.out).toContain(A_FILE);
@@ -50,7 +44,7 @@ test("offload_optimizer.nvme_path on a regular file: exit 2 naming the key, no s
 
 test("offload_param.nvme_path under a regular file: exit 2 naming the key, no stack trace", async () => {
   const zero = { stage: 3, stage3_param_persistence_threshold: 0, offload_param: { device: "nvme", nvme_path: join(A_FILE, "sub") } };
-  const r = await train(["--config", jobFile("param-file.json", zero)]);
+  const r = await runTrainCli(["--config", jobFile("param-file.json", zero)]);
   expect(r.code).toBe(2);
   expect(r.out).toContain("zero_optimization.offload_param.nvme_path");
   expect(r.out).not.toMatch(/\n\s+at /);
@@ -60,7 +54,7 @@ test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit,
   const losses = async (name: string, bufferCount: number) => {
     const summary = join(ROOT, `${name}.summary.json`);
     const zero = { stage: 2, offload_optimizer: { device: "nvme", nvme_path: join(ROOT, `nvme-${name}`), buffer_count: bufferCount } };
-    const r = await train(["--config", jobFile(`${name}.json`, zero), "--summary", summary]);
+    const r = await runTrainCli(["--config", jobFile(`${name}.json`, zero), "--summary", summary]);
     expect(r.out).not.toMatch(/\n\s+at /);
     expect(r.code).toBe(0);
     return JSON.parse(readFileSync(summary, "utf8")).losses as number[];
@@ -73,7 +67,7 @@ test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit,
 test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_size (was EFBIG from ftruncate with a stack trace)", async () => {
   const path = join(ROOT, "big-block.json");
   writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(jobFile("big-block.json", { stage: 1, offload_optimizer: { device: "nvme", nvme_path: join(ROOT, "nvme-big") } }), "utf8")), aio: { block_size: 2 ** 44 } }));
-  const r = await train(["--config", path]);
+  const r = await runTrainCli(["--config", path]);
   expect(r.code).toBe(2);
   expect(r.out).toContain("aio.block_size");
   expect(r.out).not.toMatch(/\n\s+at /);
@@ -82,23 +76,20 @@ test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_si
 test("ZEROMOE_OFFLOAD_THREADS not a positive integer: exit 2 naming the variable before launch (was silently the default)", async () => {
   const job = jobFile("threads.json", { stage: 1, offload_optimizer: { device: "cpu" } });
   for (const v of ["abc", "0", "1.5", "-2"]) {
-    const p = Bun.spawn(["bun", TRAIN, "--config", job], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1", ZEROMOE_OFFLOAD_THREADS: v } });
-    const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
-    expect(await p.exited).toBe(2);
-    expect(o + e).toContain(`ZEROMOE_OFFLOAD_THREADS: host AdamW threads per rank: expected a positive integer, got "${v}"`);
-    expect(o + e).not.toContain("training windows"); // refused before the data is loaded
-    expect(o + e).not.toMatch(/\n\s+at /);
+    const r = await runTrainCli(["--config", job], { ZEROMOE_OFFLOAD_THREADS: v });
+    expect(r.code).toBe(2);
+    expect(r.out).toContain(`ZEROMOE_OFFLOAD_THREADS: host AdamW threads per rank: expected a positive integer, got "${v}"`);
+    expect(r.out).not.toContain("training windows"); // refused before the data is loaded
+    expect(r.out).not.toMatch(/\n\s+at /);
   }
-  const ok = Bun.spawn(["bun", TRAIN, "--config", job], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1", ZEROMOE_OFFLOAD_THREADS: "3" } });
-  await new Response(ok.stdout).text();
-  expect(await ok.exited).toBe(0);
+  expect((await runTrainCli(["--config", job], { ZEROMOE_OFFLOAD_THREADS: "3" })).code).toBe(0);
 }, 240_000);
 
 test("offload_optimizer.ratio so small that no unit is offloaded: trains, and says so", async () => {
-  const r = await train(["--config", jobFile("ratio0.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 0 } })]);
+  const r = await runTrainCli(["--config", jobFile("ratio0.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 0 } })]);
   expect(r.code).toBe(0);
   expect(r.out).toContain("warning: zero_optimization.offload_optimizer.ratio 0: no unit's optimizer states were offloaded");
-  const some = await train(["--config", jobFile("ratio1.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 1 } })]);
+  const some = await runTrainCli(["--config", jobFile("ratio1.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 1 } })]);
   expect(some.code).toBe(0);
   expect(some.out).not.toContain("no unit's optimizer states were offloaded");
 }, 120_000);

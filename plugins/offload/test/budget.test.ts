@@ -10,11 +10,11 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { CpuBackend } from "@zeromoe/kernels";
 import { DeviceBudgetError, withDeviceBudget } from "@zeromoe/core";
+import { runTrainCli } from "./fixtures/train-cli.ts";
 
-const ROOT = resolve(import.meta.dir, "../../..");
 const dir = mkdtempSync(join(tmpdir(), "offload-budget-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -32,17 +32,11 @@ function jobFile(name: string, offload: boolean): string {
   return p;
 }
 
-async function train(args: string[]): Promise<{ code: number; out: string }> {
-  const p = Bun.spawn(["bun", "run", "train", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
-  return { code: await p.exited, out: o + e };
-}
-
 describe("max_device_memory and offload", () => {
   test("without offload: exit 2 at the memory check naming offload and the bytes; with offload: trains, same losses", async () => {
     const plain = jobFile("plain.json", false);
     const off = jobFile("off.json", true);
-    const refused = await train(["--config", plain, "--max-device-memory", "6MiB"]);
+    const refused = await runTrainCli(["--config", plain, "--max-device-memory", "6MiB"]);
     expect(refused.code).toBe(2);
     expect(refused.out).toContain("max_device_memory: model states need 7.13 MiB (7481344 bytes) per rank on the device");
     expect(refused.out).toContain('zero_optimization.offload_optimizer.device "cpu" → 3.57 MiB (3740672 bytes) on the device');
@@ -50,9 +44,9 @@ describe("max_device_memory and offload", () => {
     expect(refused.out).not.toMatch(/^data +moby-dick: \d+ tokens/m); // refused before the data was loaded
     const s1 = join(dir, "s1.json");
     const s2 = join(dir, "s2.json");
-    const ok = await train(["--config", off, "--max-device-memory", "6MiB", "--summary", s1]);
+    const ok = await runTrainCli(["--config", off, "--max-device-memory", "6MiB", "--summary", s1]);
     expect(ok.code).toBe(0);
-    const base = await train(["--config", plain, "--summary", s2]);
+    const base = await runTrainCli(["--config", plain, "--summary", s2]);
     expect(base.code).toBe(0);
     const a = JSON.parse(readFileSync(s1, "utf8"));
     const b = JSON.parse(readFileSync(s2, "utf8"));
@@ -67,7 +61,7 @@ describe("max_device_memory and offload", () => {
   test("offload settings that cannot run exit 2 before any data is loaded, naming the key", async () => {
     const f = join(dir, "bad.json");
     writeFileSync(f, JSON.stringify({ zero_optimization: { stage: 3, offload_optimizer: { device: "nvme", nvme_path: dir, buffer_count: 2 } } }));
-    const r = await train(["--deepspeed", f, "--backend", "cpu", "--steps", "1"]);
+    const r = await runTrainCli(["--deepspeed", f, "--backend", "cpu", "--steps", "1"]);
     expect(r.code).toBe(2);
     expect(r.out).toContain("zero_optimization.offload_optimizer.buffer_count: nvme offload stages master, m and v of a unit at once: buffer_count must be at least 3");
     expect(r.out).not.toMatch(/^data +moby-dick: \d+ tokens/m);

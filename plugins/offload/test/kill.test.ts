@@ -9,11 +9,11 @@
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { REPO_ROOT, TRAIN_CLI, runTrainCli } from "./fixtures/train-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "offload-kill-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
-const TRAIN = resolve(import.meta.dir, "../../../core/src/cli/train.ts");
 
 function jobFile(name: string, ckpt: string): string {
   const job = {
@@ -30,22 +30,16 @@ function jobFile(name: string, ckpt: string): string {
   return p;
 }
 
-async function train(args: string[]): Promise<{ code: number; out: string }> {
-  const p = Bun.spawn(["bun", TRAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
-  return { code: await p.exited, out: o + e };
-}
-
 test("kill -9 during NVMe write-back, then --resume: the same losses as the uninterrupted run", async () => {
   const straightSummary = join(ROOT, "straight.json");
-  const straight = await train(["--config", jobFile("a.json", join(ROOT, "ck-a")), "--summary", straightSummary]);
+  const straight = await runTrainCli(["--config", jobFile("a.json", join(ROOT, "ck-a")), "--summary", straightSummary]);
   expect(straight.code).toBe(0);
   const want: number[] = JSON.parse(readFileSync(straightSummary, "utf8")).losses;
   expect(want.length).toBe(8);
 
   const ck = join(ROOT, "ck-b");
   const job = jobFile("b.json", ck);
-  const p = Bun.spawn(["bun", TRAIN, "--config", job], { stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const p = Bun.spawn(["bun", TRAIN_CLI, "--config", job], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
   // wait for the checkpoint after step 4, then kill inside step 5 or 6 (their NVMe write-back)
   const reader = p.stdout.getReader();
   let text = "";
@@ -63,7 +57,7 @@ test("kill -9 during NVMe write-back, then --resume: the same losses as the unin
   expect(text).not.toContain("done       "); // it was killed mid-run
 
   const resumedSummary = join(ROOT, "resumed.json");
-  const resumed = await train(["--config", job, "--resume", ck, "--summary", resumedSummary]);
+  const resumed = await runTrainCli(["--config", job, "--resume", ck, "--summary", resumedSummary]);
   expect(resumed.code).toBe(0);
   const s = JSON.parse(readFileSync(resumedSummary, "utf8"));
   expect(s.start_step).toBeGreaterThanOrEqual(4);

@@ -7,9 +7,9 @@
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { runTrainCli } from "./fixtures/train-cli.ts";
 
-const ROOT = resolve(import.meta.dir, "../../..");
 const dir = mkdtempSync(join(tmpdir(), "offload-param-noop-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -30,19 +30,13 @@ function jobFile(name: string, threshold: number | undefined): string {
   return p;
 }
 
-async function train(args: string[]): Promise<{ code: number; out: string }> {
-  const p = Bun.spawn(["bun", "run", "train", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
-  return { code: await p.exited, out: o + e };
-}
-
 test("offload_param with every unit under the persistence threshold warns once; with threshold 0 it offloads and does not", async () => {
-  const whole = await train(["--config", jobFile("whole.json", undefined), "--summary", join(dir, "a.json")]);
+  const whole = await runTrainCli(["--config", jobFile("whole.json", undefined), "--summary", join(dir, "a.json")]);
   expect(whole.code).toBe(0);
   const warnings = whole.out.match(/^warning: zero_optimization\.offload_param: no parameters were offloaded.*$/gm) ?? [];
   expect(warnings.length).toBe(1);
   expect(warnings[0]).toContain("stage3_param_persistence_threshold (100000)");
-  const sharded = await train(["--config", jobFile("sharded.json", 0), "--summary", join(dir, "b.json")]);
+  const sharded = await runTrainCli(["--config", jobFile("sharded.json", 0), "--summary", join(dir, "b.json")]);
   expect(sharded.code).toBe(0);
   expect(sharded.out).not.toContain("no parameters were offloaded");
   const b = JSON.parse(readFileSync(join(dir, "b.json"), "utf8"));
