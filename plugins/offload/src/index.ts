@@ -23,7 +23,7 @@ import { CpuParamShard, NvmeParamShard, ParamCache, type ParamDtype } from "./pa
 import { join } from "node:path";
 import { HostAdamWPool } from "./adamw-pool.ts";
 import { Aio } from "./aio.ts";
-import { createRunDir, NvmeOptimizerState, NvmeStaging, removeRunDir } from "./nvme-state.ts";
+import { createRunDir, NvmeOptimizerState, NvmeStaging, removeRunDir, stagingSlots } from "./nvme-state.ts";
 import { CpuOptimizerState } from "./cpu-state.ts";
 import { GradCopies } from "./grad-copy.ts";
 import { HostLedger } from "./host-ledger.ts";
@@ -194,8 +194,8 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           };
         });
       }
-      // staging slots: buffer_count / 3, but never more than the units on NVMe (NvmeStaging allocates no more)
-      const slots = Math.max(1, Math.min(Math.floor(o.bufferCount / 3), [...placed.values()].filter((d) => d === "nvme").length));
+      // the staging slots NvmeStaging will allocate (never more than the units on NVMe)
+      const slots = stagingSlots(o.bufferCount, [...placed.values()].filter((d) => d === "nvme").length);
       if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${slots} staging slot${slots >= 2 ? "s: double-buffered" : o.bufferCount >= 6 ? ": one unit on NVMe" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,

@@ -141,6 +141,15 @@ function bytesOf(a: Float32Array, n: number): Uint8Array {
   return new Uint8Array(a.buffer, a.byteOffset, n * 4);
 }
 
+/**
+ * Staging slots of a step over NVMe states: `buffer_count / 3` (master, m and v of a unit per slot),
+ * at least 1, and never more than `units`, the units with NVMe states (a step never holds more, so
+ * more are not allocated whatever `bufferCount` asks: 1e9 would exhaust host memory).
+ */
+export function stagingSlots(bufferCount: number, units: number = Number.POSITIVE_INFINITY): number {
+  return Math.max(1, Math.min(Math.floor(bufferCount / 3), units));
+}
+
 /** The step's staging slots over NVMe states (see the module comment). */
 export class NvmeStaging implements StagedStates {
   readonly depth: number;
@@ -150,11 +159,10 @@ export class NvmeStaging implements StagedStates {
 
   /**
    * @param bufferCount `offload_optimizer.buffer_count` (≥ 3); @param maxLength largest unit state
-   * @param units how many units have NVMe states: a step never holds more slots than units, so at
-   *   most that many are allocated whatever `bufferCount` asks (1e9 would exhaust host memory)
+   * @param units how many units have NVMe states ({@link stagingSlots} allocates no more slots)
    */
   constructor(bufferCount: number, maxLength: number, private readonly ledger: HostLedger, units: number = Number.POSITIVE_INFINITY) {
-    this.depth = Math.max(1, Math.min(Math.floor(bufferCount / 3), units));
+    this.depth = stagingSlots(bufferCount, units);
     for (let i = 0; i < this.depth; i++) {
       const len = Math.max(1, maxLength);
       const sab = new SharedArrayBuffer(12 * len);
