@@ -108,10 +108,15 @@ export function flashTileBytes(d: number, b: FlashBlock): { fwd: number; dq: num
   };
 }
 
+/** Invocations per workgroup of a flash kernel with block `b`: 8 column groups × rows/rpt row groups. */
+function flashThreads(b: FlashBlock): number {
+  return (8 * b.rows) / b.rpt;
+}
+
 /** vec4 registers per invocation that one prefetched tile of block `b` takes at head dim `d`
- * (⌈cols·⌈D/4⌉ / invocations⌉; two tiles are prefetched per kernel). */
+ * (⌈cols·⌈D/4⌉ / invocations⌉, {@link slotCount}; two tiles are prefetched per kernel). */
 export function flashPrefetchSlots(d: number, b: FlashBlock): number {
-  return Math.ceil((b.cols * nd4(d)) / ((8 * b.rows) / b.rpt));
+  return slotCount(d, flashThreads(b), b.cols);
 }
 
 /** Most vec4 registers per prefetched tile that {@link chooseFlashBlocks} accepts: 4 is what the
@@ -339,7 +344,7 @@ export function attentionFlashLaunch(q: Buf, qoff: number, k: Buf, koff: number,
   if (Bt * S * H === 0 || D === 0) return null;
   const nqb = Math.ceil(S / blk.rows);
   const R = blk.rpt;
-    const NT = (8 * blk.rows) / R;
+  const NT = flashThreads(blk);
   const KC = blk.cols / 8;
   const TD = Math.ceil(nd4(D) / 8);
   const label = `attention_flash_fwd_d${D}_${flashBlockName(blk)}`;
@@ -433,7 +438,7 @@ export function attentionFlashBackwardLaunches(
   const dqK: Kernel = memoKernel(dqLabel, () => {
     const blk = dqBlk;
     const R = blk.rpt;
-    const NT = (8 * blk.rows) / R;
+    const NT = flashThreads(blk);
     const KC = blk.cols / 8;
     const em = new Emit();
     em.e(`${header(D, blk)}
@@ -496,7 +501,7 @@ ${blk.heavyFirst ? `  let qb = P.nb - 1u - id / (P.B * P.H);
   const dkvK: Kernel = memoKernel(dkvLabel, () => {
     const blk = dkvBlk;
     const R = blk.rpt;
-    const NT = (8 * blk.rows) / R;
+    const NT = flashThreads(blk);
     const KC = blk.cols / 8;
     const em = new Emit();
     em.e(`${header(D, blk)}
