@@ -344,32 +344,18 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   for (let i = 0; i < FM; i++) for (let j = 0; j < FN; j++) accs.push(`  var c${i}_${j} = ${ops.zeroC};`);
   const emu = o.emulate ? emulationWGSL(direct && o.accumulate ? ["out"] : [], direct ? ["out"] : ["so"]) : "";
   const storeStaged = stores.map((l) => "  " + l).join("\n");
-  const loop = stages === 2
-    ? `  for (var t = 0u; t < nk; t++) {
+  // two stages: compute on one buffer while the next tile goes into the other (one barrier per
+  // step); one stage: a barrier before overwriting the tile being computed on (two per step)
+  const loop = `  for (var t = 0u; t < nk; t++) {
     let has_next = t + 1u < nk;
     k0 = (t + 1u) * ${BK}u;
     if (has_next) {
 ${loads.map((l) => "  " + l).join("\n")}
     }
-    let sa0 = buf * ${SA}u;
-    let sb0 = buf * ${SB}u;
+    let sa0 = ${stages === 2 ? `buf * ${SA}u` : "0u"};
+    let sb0 = ${stages === 2 ? `buf * ${SB}u` : "0u"};
 ${compute.join("\n")}
-    buf = 1u - buf;
-    if (has_next) {
-${storeStaged}
-    }
-    workgroupBarrier();
-  }`
-    : `  for (var t = 0u; t < nk; t++) {
-    let has_next = t + 1u < nk;
-    k0 = (t + 1u) * ${BK}u;
-    if (has_next) {
-${loads.map((l) => "  " + l).join("\n")}
-    }
-    let sa0 = 0u;
-    let sb0 = 0u;
-${compute.join("\n")}
-    workgroupBarrier();
+    ${stages === 2 ? "buf = 1u - buf;" : "workgroupBarrier();"}
     if (has_next) {
 ${storeStaged}
     }
