@@ -195,11 +195,7 @@ export class Tensor {
 /** Allocate an owned tensor (contents zero) tagged `activation` and register it with the current
  * arena. @throws if the backend refuses the allocation. */
 export function empty(be: Backend, shape: readonly number[], dtype: DType = "f32"): Tensor {
-  const n = numelOf(shape);
-  const buf = be.alloc(dtype, n, "activation");
-  const t = new Tensor(be, shape, dtype, { buf, off: 0, owns: true });
-  trackTensor(t);
-  return t;
+  return allocTracked(be, shape, dtype, "zeros");
 }
 
 /** Alias of {@link empty}: backend allocations are zero-filled. */
@@ -210,7 +206,12 @@ export const zeros = empty;
  * buffer — ~2.6 TB/s of GPU time on the H200). Only for the output of an op that overwrites every
  * element before anything reads it. @throws if the backend refuses the allocation. */
 export function uninit(be: Backend, shape: readonly number[], dtype: DType = "f32"): Tensor {
-  const buf = be.alloc(dtype, numelOf(shape), "activation", "any");
+  return allocTracked(be, shape, dtype, "any");
+}
+
+/** The owned `activation` tensor of {@link empty} / {@link uninit}, registered with the arena. */
+function allocTracked(be: Backend, shape: readonly number[], dtype: DType, contents: "zeros" | "any"): Tensor {
+  const buf = be.alloc(dtype, numelOf(shape), "activation", contents);
   const t = new Tensor(be, shape, dtype, { buf, off: 0, owns: true });
   trackTensor(t);
   return t;
