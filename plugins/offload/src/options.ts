@@ -18,7 +18,7 @@
  * | `offload_param.max_in_cpu` | nvme: at most this many parameter elements cached in host memory |
  * | `aio.*` | nvme optimizer-state I/O: request size/alignment, depth, streams, submission (aio.ts); warned about when not the default without offload_optimizer.device nvme |
  */
-import { ConfigError, type JobConfig } from "@zeromoe/core/config";
+import { ConfigError, JOB_SPEC, type JobConfig } from "@zeromoe/core/config";
 
 /** The environment variable that sets the host AdamW threads per rank (docs/offload.md). */
 export const OFFLOAD_THREADS_ENV = "ZEROMOE_OFFLOAD_THREADS";
@@ -37,6 +37,13 @@ export function offloadThreadsFromEnv(env: Readonly<Record<string, string | unde
   }
   return v;
 }
+
+/** The `aio` keys and their defaults, read from the job schema (core's AIO_SPEC) rather than copied. */
+const AIO_DEFAULTS: Readonly<Record<string, unknown>> = (() => {
+  const spec = JOB_SPEC.fields.aio;
+  if (spec?.kind !== "object") throw new Error("offload: the job schema has no aio object");
+  return Object.fromEntries(Object.entries(spec.fields).map(([k, f]) => [k, f.default]));
+})();
 
 /** Largest `aio.block_size` accepted with NVMe optimizer states (bytes; 1 GiB). */
 export const MAX_BLOCK_SIZE = 2 ** 30;
@@ -106,8 +113,7 @@ export function offloadOptions(config: Readonly<JobConfig>): OffloadOptions {
   // aio shapes the NVMe optimizer-state files only (parameter files are read and written whole,
   // synchronously): a non-default aio key with nothing to act on is said, not silently ignored
   if (oo.device !== "nvme") {
-    const defaults: Record<string, number | boolean> = { block_size: 1048576, queue_depth: 8, thread_count: 1, single_submit: false, overlap_events: true };
-    for (const [k, d] of Object.entries(defaults)) {
+    for (const [k, d] of Object.entries(AIO_DEFAULTS)) {
       const v = (a as unknown as Record<string, unknown>)[k];
       if (v !== d) warnings.push(`aio.${k} ${JSON.stringify(v)} applies to NVMe optimizer states only (zero_optimization.offload_optimizer.device "nvme"); no effect here`);
     }
