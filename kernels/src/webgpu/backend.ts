@@ -69,7 +69,7 @@ import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
 import { openDevice, type OpenDeviceOptions } from "./device.ts";
 import { grid2d } from "./grid.ts";
 import { assembleWgsl, type AssembledKernel, type Kernel, type Launch } from "./kernel.ts";
-import { PipelineCache, type CachedPipeline } from "./pipelines.ts";
+import { offersTrustedShaders, PipelineCache, type CachedPipeline } from "./pipelines.ts";
 import { GpuProfiler, type KernelTime } from "./profiler.ts";
 import { GpuTimeline, type BatchTiming } from "./timeline.ts";
 
@@ -259,8 +259,7 @@ export class WebGpuBackend implements Backend {
    */
   static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const { adapter, device, info } = await openDevice(gpu, opts);
-    const hasTrusted = typeof (device as unknown as { createShaderModuleTrusted?: unknown }).createShaderModuleTrusted === "function";
-    const trusted = opts.trustedShaders ?? (hasTrusted ? DEFAULT_TRUSTED_SHADERS : []);
+    const trusted = opts.trustedShaders ?? (offersTrustedShaders(device) ? DEFAULT_TRUSTED_SHADERS : []);
     const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", trusted);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
     if (opts.timeline) be.batcher.timeline = new GpuTimeline(device);

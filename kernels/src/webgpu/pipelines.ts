@@ -18,6 +18,12 @@ interface TrustedDevice {
   createShaderModuleTrusted(d: GPUShaderModuleDescriptor, checks: { boundsChecks: boolean; forceLoopBounding: boolean }): GPUShaderModule;
 }
 
+/** Whether `device` can compile trusted kernels: it has the FFI binding's non-standard
+ * `createShaderModuleTrusted` (ffi/shader.ts); other WebGPU implementations do not. */
+export function offersTrustedShaders(device: GPUDevice): boolean {
+  return typeof (device as unknown as Partial<TrustedDevice>).createShaderModuleTrusted === "function";
+}
+
 /** A compiled kernel ready to bind. */
 export interface CachedPipeline {
   pipeline: GPUComputePipeline;
@@ -37,7 +43,7 @@ export class PipelineCache {
     private readonly device: GPUDevice,
     private readonly trustedPrefixes: readonly string[] = [],
   ) {
-    if (trustedPrefixes.length > 0 && typeof (device as unknown as TrustedDevice).createShaderModuleTrusted !== "function") {
+    if (trustedPrefixes.length > 0 && !offersTrustedShaders(device)) {
       throw new TypeError(`webgpu: trusted shaders (${trustedPrefixes.join(", ")}) need the wgpu-native FFI binding's createShaderModuleTrusted; this WebGPU implementation has none`);
     }
   }
