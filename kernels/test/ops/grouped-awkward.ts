@@ -5,7 +5,8 @@
  * row in one group, prime sizes, R not a multiple of any tile, N and K not multiples of 4, rows
  * before offsets[0] and after offsets[G] (must stay untouched), a W stride with gaps (gaps must
  * stay untouched), accumulate on and off, transB both ways. The case runners are exported so
- * kernels/test/webgpu/grouped-matmul-tiles.test.ts can run them with every catalogue tile forced.
+ * kernels/test/webgpu/grouped-matmul-tiles.test.ts can run them with every catalogue tile forced,
+ * and ./moe-device.ts runs its MoE cases through them (with the per-group matmul check on cpu).
  */
 
 import { refMatmul } from "../reference/matmul.ts";
@@ -30,6 +31,8 @@ export interface GroupedWGradCase {
   R: number;
   M: number;
   N: number;
+  /** Elements between groups' dW (default 5; must stay untouched). */
+  gap?: number;
 }
 
 /** Forward/dX cases (each run with transB both ways and accumulate on and off). */
@@ -50,8 +53,9 @@ export const GROUPED_WGRAD_CASES: readonly GroupedWGradCase[] = [
   { name: "rows before offsets[0] ignored, M and N past 128", offsets: [3, 132, 133, 300], R: 307, M: 131, N: 137 },
 ];
 
-/** Runs one forward/dX case on `c.be` and checks it (values, untouched rows and gaps, guards). */
-export async function checkGroupedRows(c: Ctx, r: Rng, cs: GroupedRowsCase, transB: boolean, acc: boolean): Promise<void> {
+/** Runs one forward/dX case on `c.be` and checks it (values, untouched rows and gaps, guards).
+ * With `perGroup` on the cpu backend, also bit for bit against one plain matmul per group. */
+export async function checkGroupedRows(c: Ctx, r: Rng, cs: GroupedRowsCase, transB: boolean, acc: boolean, perGroup = false): Promise<void> {
   const { offsets, R, N, K } = cs;
   const G = offsets.length - 1;
   const sW = cs.strideW ?? N * K;
@@ -59,51 +63,63 @@ export async function checkGroupedRows(c: Ctx, r: Rng, cs: GroupedRowsCase, tran
   const w = r.f32((G - 1) * sW + N * K);
   const init = r.f32(R * N);
   const out = c.output(R * N, "f32", init);
-  c.be.groupedMatmulDev(c.input(x), c.input(w), out.view, c.ints(offsets), { G, R, N, K, transB, strideW: sW, accumulate: acc });
+  const xv = c.input(x), wv = c.input(w);
+  c.be.groupedMatmulDev(xv, wv, out.view, c.ints(offsets), { G, R, N, K, transB, strideW: sW, accumulate: acc });
   const got = await out.read();
   await out.checkGuards();
+  const per = perGroup && c.be.info.name === "cpu" ? c.output(R * N, "f32", init) : null;
   const want = Float64Array.from(init);
   const mag = Float64Array.from(init, Math.abs);
   for (let g = 0; g < G; g++) {
     const r0 = offsets[g]!, M = offsets[g + 1]! - r0;
     if (M === 0) continue;
-    const ref = refMatmul(x, r0 * K, w, g * sW, acc ? init : new Float64Array(R * N), r0 * N, { M, N, K, transB, accumulate: acc });
+    const ms = { M, N, K, transB, accumulate: acc };
+    const ref = refMatmul(x, r0 * K, w, g * sW, acc ? init : new Float64Array(R * N), r0 * N, ms);
     want.set(ref.out.subarray(r0 * N, (r0 + M) * N), r0 * N);
     mag.set(ref.mag.subarray(r0 * N, (r0 + M) * N), r0 * N);
+    if (per) c.be.matmul({ buf: xv.buf, off: xv.off + r0 * K }, { buf: wv.buf, off: wv.off + g * sW }, { buf: per.view.buf, off: per.view.off + r0 * N }, ms);
   }
   const label = `groupedMatmulDev ${cs.name} (${transB ? "transB" : "K×N"}, ${acc ? "accumulate" : "set"})`;
   c.close(label, got, want, { mag, factor: 4 });
   const first = offsets[0]!, end = offsets[G]!;
   c.exact(`${label}: rows before offsets[0]`, got.subarray(0, first * N), init.subarray(0, first * N));
   c.exact(`${label}: rows past offsets[G]`, got.subarray(end * N), init.subarray(end * N));
+  if (per) c.exact(`${label} vs per-group matmul`, got, await per.read());
 }
 
-/** Runs one weight-gradient case (dw_g with a gap of 5 elements between groups, which must stay
- * untouched) and checks it. */
-export async function checkGroupedWGrad(c: Ctx, r: Rng, cs: GroupedWGradCase, acc: boolean): Promise<void> {
+/** Runs one weight-gradient case (dw_g with a gap of `cs.gap` elements between groups, which must
+ * stay untouched) and checks it; `perGroup` as in {@link checkGroupedRows}. */
+export async function checkGroupedWGrad(c: Ctx, r: Rng, cs: GroupedWGradCase, acc: boolean, perGroup = false): Promise<void> {
   const { offsets, R, M, N } = cs;
   const G = offsets.length - 1;
-  const stride = M * N + 5;
+  const stride = M * N + (cs.gap ?? 5);
   const dy = r.f32(R * M);
   const x = r.f32(R * N);
   const init = r.f32(G * stride);
   const dw = c.output(G * stride, "f32", init);
-  c.be.groupedWeightGrad(c.input(dy), c.input(x), dw.view, c.ints(offsets), { G, R, M, N, strideW: stride, accumulate: acc });
+  const dyv = c.input(dy), xv = c.input(x);
+  c.be.groupedWeightGrad(dyv, xv, dw.view, c.ints(offsets), { G, R, M, N, strideW: stride, accumulate: acc });
   const got = await dw.read();
   await dw.checkGuards();
+  const per = perGroup && c.be.info.name === "cpu" ? c.output(G * stride, "f32", init) : null;
   const want = Float64Array.from(init);
   const mag = Float64Array.from(init, Math.abs);
   for (let g = 0; g < G; g++) {
     const r0 = offsets[g]!, rows = offsets[g + 1]! - r0, base = g * stride;
     if (rows === 0) {
       if (!acc) for (let i = 0; i < M * N; i++) { want[base + i] = 0; mag[base + i] = 0; }
+      if (per && !acc) c.be.fill({ buf: per.view.buf, off: per.view.off + base }, 0, M * N);
       continue;
     }
-    const ref = refMatmul(dy, r0 * M, x, r0 * N, acc ? init : new Float64Array(G * stride), base, { M, N, K: rows, transA: true, accumulate: acc });
+    const ms = { M, N, K: rows, transA: true, accumulate: acc };
+    const ref = refMatmul(dy, r0 * M, x, r0 * N, acc ? init : new Float64Array(G * stride), base, ms);
     want.set(ref.out.subarray(base, base + M * N), base);
     mag.set(ref.mag.subarray(base, base + M * N), base);
+    if (per) c.be.matmul({ buf: dyv.buf, off: dyv.off + r0 * M }, { buf: xv.buf, off: xv.off + r0 * N }, { buf: per.view.buf, off: per.view.off + base }, ms);
   }
-  c.close(`groupedWeightGrad ${cs.name} (${acc ? "accumulate" : "set"})`, got, want, { mag, factor: 4 });
+  const label = `groupedWeightGrad ${cs.name} (${acc ? "accumulate" : "set"})`;
+  c.close(label, got, want, { mag, factor: 4 });
+  if (per) c.exact(`${label} vs per-group matmul`, got, await per.read());
 }
 
 /** Registers the awkward-size grouped matmul tests. */

@@ -7,7 +7,7 @@
  * 128-row tile, rows past offsets[G] that must stay untouched, dropped pairs, experts with no pairs.
  */
 
-import { refMatmul } from "../reference/matmul.ts";
+import { checkGroupedRows, checkGroupedWGrad } from "./grouped-awkward.ts";
 import { Rng } from "./harness.ts";
 import type { T } from "./index.ts";
 
@@ -65,74 +65,13 @@ export function moeDeviceTests(t: T): void {
 
   t("groupedMatmulDev = per-group matmul; rows outside the groups untouched", async (c) => {
     const r = new Rng(4100);
-    for (const { name, offsets, R, N, K, transB, acc } of gcases((n, m) => c.large(n, m))) {
-      const G = offsets.length - 1;
-      const x = r.f32(R * K);
-      const w = r.f32(G * N * K);
-      const init = r.f32(R * N);
-      const xv = c.input(x);
-      const wv = c.input(w);
-      const out = c.output(R * N, "f32", init);
-      c.be.groupedMatmulDev(xv, wv, out.view, c.ints(offsets), { G, R, N, K, transB, accumulate: acc });
-      const got = await out.read();
-      await out.checkGuards();
-      const per = c.output(R * N, "f32", init);
-      const want = Float64Array.from(init);
-      const mag = Float64Array.from(init, Math.abs);
-      for (let g = 0; g < G; g++) {
-        const M = offsets[g + 1]! - offsets[g]!;
-        if (M === 0) continue;
-        const r0 = offsets[g]!;
-        const ms = { M, N, K, transB, accumulate: acc };
-        const ref = refMatmul(x, r0 * K, w, g * N * K, acc ? init : new Float64Array(R * N), r0 * N, ms);
-        want.set(ref.out.subarray(r0 * N, (r0 + M) * N), r0 * N);
-        mag.set(ref.mag.subarray(r0 * N, (r0 + M) * N), r0 * N);
-        c.be.matmul({ buf: xv.buf, off: xv.off + r0 * K }, { buf: wv.buf, off: wv.off + g * N * K }, { buf: per.view.buf, off: per.view.off + r0 * N }, ms);
-      }
-      c.close(`groupedMatmulDev ${name}`, got, want, { mag, factor: 4 });
-      // rows past offsets[G] keep their initial values exactly
-      const end = offsets[G]!;
-      c.exact(`groupedMatmulDev ${name}: rows past offsets[G]`, got.subarray(end * N), init.subarray(end * N));
-      if (c.be.info.name === "cpu") c.exact(`groupedMatmulDev ${name} vs per-group matmul`, got, await per.read());
-    }
+    for (const { name, offsets, R, N, K, transB, acc } of gcases((n, m) => c.large(n, m))) await checkGroupedRows(c, r, { name, offsets, R, N, K }, transB, acc, true);
   });
 
   t("groupedWeightGrad = per-group dyᵀ·x (empty groups: zeros, or unchanged when accumulating)", async (c) => {
     const r = new Rng(4200);
-    for (const { name, offsets, R, N, K, acc } of gcases((n, m) => c.large(n, m))) {
-      const G = offsets.length - 1;
-      const M = K; // dw_g is [M, N]: dy [R, M], x [R, N]
-      const dy = r.f32(R * M);
-      const x = r.f32(R * N);
-      const stride = M * N + 3; // a gap between groups, which must stay untouched
-      const init = r.f32(G * stride);
-      const dyv = c.input(dy);
-      const xv = c.input(x);
-      const dw = c.output(G * stride, "f32", init);
-      c.be.groupedWeightGrad(dyv, xv, dw.view, c.ints(offsets), { G, R, M, N, strideW: stride, accumulate: acc });
-      const got = await dw.read();
-      await dw.checkGuards();
-      const per = c.output(G * stride, "f32", init);
-      const want = Float64Array.from(init);
-      const mag = Float64Array.from(init, Math.abs);
-      for (let g = 0; g < G; g++) {
-        const rows = offsets[g + 1]! - offsets[g]!;
-        const base = g * stride;
-        if (rows === 0) {
-          if (!acc) for (let i = 0; i < M * N; i++) { want[base + i] = 0; mag[base + i] = 0; }
-          if (!acc) c.be.fill({ buf: per.view.buf, off: per.view.off + base }, 0, M * N);
-          continue;
-        }
-        const r0 = offsets[g]!;
-        const ms = { M, N, K: rows, transA: true, accumulate: acc };
-        const ref = refMatmul(dy, r0 * M, x, r0 * N, acc ? init : new Float64Array(G * stride), base, ms);
-        want.set(ref.out.subarray(base, base + M * N), base);
-        mag.set(ref.mag.subarray(base, base + M * N), base);
-        c.be.matmul({ buf: dyv.buf, off: dyv.off + r0 * M }, { buf: xv.buf, off: xv.off + r0 * N }, { buf: per.view.buf, off: per.view.off + base }, ms);
-      }
-      c.close(`groupedWeightGrad ${name}`, got, want, { mag, factor: 4 });
-      if (c.be.info.name === "cpu") c.exact(`groupedWeightGrad ${name} vs per-group matmul`, got, await per.read());
-    }
+    // dw_g is [M, N] with M = the case's K: dy [R, M], x [R, N]; a gap of 3 between groups
+    for (const { name, offsets, R, N, K, acc } of gcases((n, m) => c.large(n, m))) await checkGroupedWGrad(c, r, { name, offsets, R, M: K, N, gap: 3 }, acc, true);
   });
 
   t("moePermute: stable counting sort by expert (drops, one expert, empty experts)", async (c) => {
