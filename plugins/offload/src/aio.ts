@@ -15,6 +15,7 @@
 import { readv, writev } from "node:fs";
 import { promisify } from "node:util";
 import type { JobConfig } from "@zeromoe/core/config";
+import { withPath } from "./path-error.ts";
 
 const readvP = promisify(readv);
 const writevP = promisify(writev);
@@ -44,13 +45,6 @@ function skipBytes(parts: readonly Uint8Array[], n: number): Uint8Array[] {
   return out;
 }
 
-/** A system error with `file` appended to its message (the message still starts with its code, e.g.
- * "ENOSPC: no space left on device, pwritev: /nvme/…/embed.optim"; train reports those without a stack). */
-function naming(e: unknown, file: string | undefined): unknown {
-  if (file && e instanceof Error) e.message = `${e.message}: ${file}`;
-  return e;
-}
-
 /** The I/O engine (see the module comment). */
 export class Aio {
   readonly settings: AioSettings;
@@ -69,7 +63,7 @@ export class Aio {
       const want = parts.reduce((s, p) => s + p.byteLength, 0);
       let done = 0;
       while (done < want) {
-        const r = await readvP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(naming(e, file)));
+        const r = await readvP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(withPath(e, file)));
         if (r.bytesRead === 0) throw new Error(`nvme offload: short read of ${done} of ${want} bytes at offset ${at}${file ? ` of ${file}` : ""} (end of file)`);
         done += r.bytesRead;
       }
@@ -90,7 +84,7 @@ export class Aio {
       const want = parts.reduce((s, p) => s + p.byteLength, 0);
       let done = 0;
       while (done < want) {
-        const r = await writevP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(naming(e, file)));
+        const r = await writevP(fd, skipBytes(parts, done), at + done).catch((e) => Promise.reject(withPath(e, file)));
         if (r.bytesWritten === 0) throw new Error(`nvme offload: short write of ${done} of ${want} bytes at offset ${at}${file ? ` of ${file}` : ""}`);
         done += r.bytesWritten;
       }

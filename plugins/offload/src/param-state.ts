@@ -16,6 +16,7 @@ import { ConfigError } from "@zeromoe/core/config";
 import type { HostParamShard } from "@zeromoe/core/plugin";
 import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { HostLedger } from "./host-ledger.ts";
+import { withPath } from "./path-error.ts";
 
 /** Storage dtype of a shard. */
 export type ParamDtype = "f32" | "bf16" | "f16";
@@ -84,14 +85,12 @@ export class ParamCache {
   }
 }
 
-/** Run a file-system call; a system error gets `path` appended to its message (its code, which
- * starts the message, is kept: train reports ENOSPC and the like without a stack). */
+/** Run a file-system call; a system error gets `path` appended to its message (path-error.ts). */
 function fsCall<T>(path: string, f: () => T): T {
   try {
     return f();
   } catch (e) {
-    if (e instanceof Error) e.message = `${e.message}: ${path}`;
-    throw e;
+    throw withPath(e, path);
   }
 }
 
