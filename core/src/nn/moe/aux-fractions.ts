@@ -32,7 +32,7 @@ export interface BlockRoutingStats {
  * (Backend.scatterAddAlongRows, one dispatch) summed over the tokens — integer counts, exact below
  * 2^24. Not differentiable (nothing to differentiate). @throws when idx.numel is not a multiple of
  * `tokens`. */
-export function expertCountsF32(idx: Tensor, numExperts: number, tokens: number): Tensor {
+function expertCountsF32(idx: Tensor, numExperts: number, tokens: number): Tensor {
   const n = idx.numel;
   if (tokens < 1 || n % tokens !== 0) throw new Error(`expertCountsF32: ${n} choices are not k per token for ${tokens} tokens`);
   const k = n / tokens;
