@@ -1,4 +1,5 @@
-/** Shared test set-up for kernels/test/ffi: one GPU, adapter and device per test file. */
+/** Shared test set-up for kernels/test/ffi (one GPU, adapter and device per test file), also used by
+ * the webgpu tests that drive a raw GPUDevice (matmul-coop*.test.ts). */
 import { createGPU } from "../../src/ffi/index.ts";
 
 /** Seeded pseudo-random numbers in [-1, 1) (mulberry32), so failures reproduce. */
@@ -28,6 +29,16 @@ export async function openDevice(features: GPUFeatureName[] = []): Promise<{ gpu
     },
   });
   return { gpu, adapter, device };
+}
+
+/** A new buffer holding `data`, zero-padded to a multiple of 4 bytes (at least 4), with `usage` |
+ * COPY_DST (writeBuffer needs 4-byte sizes; f16 arrays of odd length are not). */
+export function uploadPadded(device: GPUDevice, data: ArrayBufferView, usage: number): GPUBuffer {
+  const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
+  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  const buf = device.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
+  return buf;
 }
 
 /** Copy `size` bytes of `src` into a fresh MAP_READ buffer and return them. */

@@ -17,6 +17,7 @@ import { createGPU } from "../../src/ffi/index.ts";
 import { randomF64 } from "../../src/testing.ts";
 import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
+import { readBack, uploadPadded } from "../ffi/setup.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches } from "../../src/wgsl/matmul-coop-launch.ts";
 import {
@@ -128,25 +129,8 @@ beforeAll(async () => {
 });
 afterAll(() => device?.destroy());
 
-function upload(data: ArrayBufferView, usage: number): GPUBuffer {
-  const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
-  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  const buf = device!.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC });
-  device!.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
-  return buf;
-}
-
-async function readU32(buf: GPUBuffer, n: number): Promise<Uint32Array> {
-  const read = device!.createBuffer({ size: 4 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-  const enc = device!.createCommandEncoder();
-  enc.copyBufferToBuffer(buf, 0, read, 0, 4 * n);
-  device!.queue.submit([enc.finish()]);
-  await read.mapAsync(GPUMapMode.READ);
-  const out = new Uint32Array(read.getMappedRange().slice(0));
-  read.unmap();
-  read.destroy();
-  return out;
-}
+const upload = (data: ArrayBufferView, usage: number): GPUBuffer => uploadPadded(device!, data, usage | GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC);
+const readU32 = async (buf: GPUBuffer, n: number): Promise<Uint32Array> => new Uint32Array(await readBack(device!, buf, 4 * n));
 
 /** Run one backend Launch on raw buffers through the backend's WGSL assembler. */
 function runLaunch(l: ReturnType<typeof coopAbsMaxLaunch>, gpuOf: Map<number, GPUBuffer>): void {

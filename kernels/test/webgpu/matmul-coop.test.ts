@@ -15,6 +15,7 @@ import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type Coop
 import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
 import { coopSplitKChunks } from "../../src/wgsl/matmul-coop-split-k.ts";
 import { COOP_MIN_BLOCKS, coopBlocks } from "../../src/wgsl/matmul-coop-launch.ts";
+import { uploadPadded } from "../ffi/setup.ts";
 import type { MatmulSpec } from "../../src/backend.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 
@@ -94,13 +95,7 @@ async function runCase(dev: GPUDevice, coop: CoopMatmul, c: Case, splitK = 1): P
   const o0 = Float32Array.from(rand16(oOff + batch * sO, 5), (x) => f16ToNumber(x));
   const av = (bi: number, m: number, k: number) => f16ToNumber(a16[aOff + bi * sA + (c.transA ? k * c.M + m : m * c.K + k)]!);
   const bv = (bi: number, k: number, n: number) => f16ToNumber(b16[bOff + bi * sB + (c.transB ? n * c.K + k : k * c.N + n)]!);
-  const upload = (data: ArrayBufferView, usage: number) => {
-    const bytes = new Uint8Array(Math.ceil(data.byteLength / 4) * 4 || 4);
-    bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-    const buf = dev.createBuffer({ size: bytes.byteLength, usage: usage | GPUBufferUsage.COPY_DST });
-    dev.queue.writeBuffer(buf, 0, bytes.buffer, 0, bytes.byteLength);
-    return buf;
-  };
+  const upload = (data: ArrayBufferView, usage: number) => uploadPadded(dev, data, usage);
   const aData = c.input === "f16" ? a16 : Float32Array.from(a16, (x) => f16ToNumber(x));
   const bData = c.input === "f16" ? b16 : Float32Array.from(b16, (x) => f16ToNumber(x));
   const A = upload(aData, GPUBufferUsage.STORAGE), B = upload(bData, GPUBufferUsage.STORAGE);
