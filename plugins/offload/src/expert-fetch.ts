@@ -82,7 +82,7 @@ export class ExpertFetcher {
   /** Unset idle expert `u`'s placeholder parameters. */
   releasePlaceholder(u: UnitHandle): void {
     const b = u.params();
-    if (b && [...this.placeholders.values()].includes(b)) u.setParams(null);
+    for (const p of this.placeholders.values()) if (p === b) u.setParams(null);
   }
 
   /** Free `u`'s gathered buffer (and unset its parameters). */

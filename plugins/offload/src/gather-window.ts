@@ -85,9 +85,11 @@ export function offloadGatherWindow(prev: GatherHook, ledger: HostLedger, opts: 
     await experts.fetch(unit, ctx);
     experts.use(unit);
     if (!d) return;
-    const order = phase === "fwd" ? d.order : [...d.order].reverse();
+    // the phase's order: ascending in forward, descending in backward (no reversed copy per gather)
+    const { order } = d;
+    const dir = phase === "fwd" ? 1 : -1;
     let budget = ctx.config.zero_optimization.stage3_prefetch_bucket_size;
-    for (let j = order.indexOf(unit) + 1; j < order.length && budget > 0; j++) {
+    for (let j = order.indexOf(unit) + dir; j >= 0 && j < order.length && budget > 0; j += dir) {
       const v = order[j]!;
       if (d.idle.has(v.name) || !candidate(v)) continue; // an idle expert is never prefetched
       if (v.numel > budget) break;
