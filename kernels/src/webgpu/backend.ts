@@ -345,9 +345,7 @@ export class WebGpuBackend implements Backend {
    * and return the bytes released. A device memory budget calls this before it refuses an
    * allocation (core/src/train/device-budget.ts), so pooled memory never takes a budget's room. */
   releasePooledBuffers(): number {
-    const bytes = this.batcher.pool.bytes;
-    for (const b of this.batcher.pool.drain()) b.destroy();
-    return bytes;
+    return this.batcher.releasePool();
   }
 
   /** Release the device (the backend is unusable afterwards). */

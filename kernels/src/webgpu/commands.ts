@@ -73,7 +73,8 @@ export class CommandBatcher {
   submitMs = 0;
   /** Bytes of reused pooled buffers zeroed by clears since creation. */
   clearedBytes = 0;
-  /** GPUBuffers destroyed since creation (freed while the pool was full, or pool drains). */
+  /** Freed GPUBuffers destroyed since creation (freed while the pool was full, or released from the
+   * pool: {@link releasePool}). */
   destroyed = 0;
   /** Milliseconds the host spent in `GPUBuffer.destroy` of freed buffers. */
   destroyMs = 0;
@@ -267,7 +268,19 @@ export class CommandBatcher {
   }
 
   private keepOrDestroy(b: GPUBuffer): void {
-    if (this.pool.give(b)) return;
+    if (!this.pool.give(b)) this.destroyFreed(b);
+  }
+
+  /** Destroy every pooled buffer (as {@link destroyFreed}) and return the bytes released. */
+  releasePool(): number {
+    const bytes = this.pool.bytes;
+    for (const b of this.pool.drain()) this.destroyFreed(b);
+    return bytes;
+  }
+
+  /** Destroy a buffer the program freed: its cached bind groups go with it, and it is counted in
+   * {@link destroyed} / {@link destroyMs}. */
+  private destroyFreed(b: GPUBuffer): void {
     this.bindGroups.forget(this.idOf(b));
     const t0 = performance.now();
     b.destroy();

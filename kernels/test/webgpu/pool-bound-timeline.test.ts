@@ -72,6 +72,36 @@ describe("buffer pool bound", () => {
 
     await expect(WebGpuBackend.create(g, { bufferPoolBytes: -1 })).rejects.toThrow(/bufferPoolBytes must be "auto" or a number ≥ 0, got -1/);
   });
+
+  test("releasePooledBuffers destroys every pooled buffer: counted as destroyed, their bind groups dropped, later allocations and results unaffected", async () => {
+    const be = await WebGpuBackend.create(createGPU());
+    const bindGroups = (be as unknown as { batcher: { bindGroups: { size: number } } }).batcher.bindGroups;
+    const n = 1013;
+    const xs = rand(n, 5);
+    const x = be.alloc("f32", n, "activation");
+    const y = be.alloc("f32", n, "activation");
+    be.write({ buf: x, off: 0 }, xs);
+    be.axpy(2, { buf: x, off: 0 }, { buf: y, off: 0 }, n);
+    await be.flush();
+    expect(bindGroups.size).toBe(1);
+    be.free(x);
+    be.free(y);
+    await be.flush();
+    const s0 = be.stats();
+    expect(s0.pooledBytes).toBe(2 * 4 * n);
+    expect(be.releasePooledBuffers()).toBe(2 * 4 * n);
+    const s1 = be.stats();
+    expect([s1.pooledBytes, s1.buffersDestroyed - s0.buffersDestroyed]).toEqual([0, 2]);
+    expect(bindGroups.size).toBe(0);
+    const x2 = be.alloc("f32", n, "activation"); // fresh, not reused
+    const y2 = be.alloc("f32", n, "activation");
+    expect(be.stats().buffersReused).toBe(s1.buffersReused);
+    be.write({ buf: x2, off: 0 }, xs);
+    be.axpy(-1.5, { buf: x2, off: 0 }, { buf: y2, off: 0 }, n);
+    const got = (await be.read({ buf: y2, off: 0 }, n)) as Float32Array;
+    for (let j = 0; j < n; j++) expect(got[j]).toBe(Math.fround(-1.5 * xs[j]!));
+    be.destroy();
+  });
 });
 
 describe("submission timeline", () => {
