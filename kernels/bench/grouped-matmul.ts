@@ -144,12 +144,20 @@ if (import.meta.main) {
     be.setKernelOptions({ matmulTuning: {} });
   };
   const targetMs = Number(arg("target-ms", "40"));
+  if (!(targetMs > 0)) {
+    console.error(`--target-ms must be a positive number of milliseconds, got ${arg("target-ms", "40")}`);
+    process.exit(2);
+  }
   ROUNDS = Number(arg("rounds", "3"));
   if (!Number.isInteger(ROUNDS) || ROUNDS < 1) {
     console.error(`--rounds must be a positive integer, got ${arg("rounds", "3")}`);
     process.exit(2);
   }
   const warmupMs = Number(arg("warmup-ms", "1500"));
+  if (!(warmupMs >= 0)) {
+    console.error(`--warmup-ms must be a non-negative number of milliseconds, got ${arg("warmup-ms", "1500")}`);
+    process.exit(2);
+  }
   const jsonPath = arg("json", "");
   const be = (await createBackend("webgpu", { profile: true })).backend as WebGpuBackend;
   console.log(`adapter ${be.info.adapter}`);
