@@ -21,7 +21,7 @@
 import { ConfigError, JOB_SPEC, type JobConfig } from "@zeromoe/core/config";
 
 /** The environment variable that sets the host AdamW threads per rank (docs/offload.md). */
-export const OFFLOAD_THREADS_ENV = "ZEROMOE_OFFLOAD_THREADS";
+const OFFLOAD_THREADS_ENV = "ZEROMOE_OFFLOAD_THREADS";
 
 /**
  * `ZEROMOE_OFFLOAD_THREADS` from `env`: a positive integer, or null when unset or empty.
@@ -46,7 +46,7 @@ const AIO_DEFAULTS: Readonly<Record<string, unknown>> = (() => {
 })();
 
 /** Largest `aio.block_size` accepted with NVMe optimizer states (bytes; 1 GiB). */
-export const MAX_BLOCK_SIZE = 2 ** 30;
+const MAX_BLOCK_SIZE = 2 ** 30;
 
 /** What the plugin does for a job. */
 export interface OffloadOptions {
