@@ -40,13 +40,12 @@ import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
-import { layerCountsF32, loadBalancingLoss } from "../nn/moe/aux-fractions.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, Unit, UnitKind } from "../nn/unit.ts";
-import { add, mean, scale } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { MixtralConfig } from "../config/types.ts";
 import { CausalDecoder, type ModelOptions } from "./llama.ts";
+import { adoptBlockTensors, blockTensorsToKeep, moeBlockRecord, moeExtraLoss, type MoEBlockRecord } from "./moe-block-record.ts";
 
 /** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)). */
 export interface MoEBlockOutput {
@@ -72,7 +71,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
    * Hugging Face's router and the local dispatcher. */
   override readonly moe: MoEParts;
   /** Per-layer block outputs' statistics from the last forward. */
-  lastBlocks: { routerProbMean: Tensor; expertCounts: Int32Array | null; countsDevice: Tensor | null; countsF32: Tensor | null; gateLoss: Tensor | null }[] = [];
+  lastBlocks: MoEBlockRecord[] = [];
   /** The load-balancing loss of the last forward (before the coefficient), or null. */
   lastAuxLoss: Tensor | null = null;
   /** The MoE layer of each decoder layer. */
@@ -123,9 +122,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   }
 
   protected override layerOutputsToKeep(layer: number): Tensor[] {
-    const b = this.lastBlocks[layer];
-    if (!b) return [];
-    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : []), ...(b.countsF32 ? [b.countsF32] : [])];
+    return blockTensorsToKeep(this.lastBlocks[layer]);
   }
 
   protected override beginForward(): void {
@@ -140,20 +137,13 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
-    const b = this.lastBlocks[layer];
-    if (!b) return;
-    let i = 0;
-    if (extras[i]) b.routerProbMean = extras[i++]!;
-    if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
-    if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
-    if (b.countsF32 && extras[i]) b.countsF32 = extras[i++]!;
+    adoptBlockTensors(this.lastBlocks[layer], extras);
   }
 
   /** The sparse MoE block of layer `layer` on normed x [T, hidden] (see the module comment). */
   async sparseMoeBlock(layer: number, x: Tensor): Promise<MoEBlockOutput> {
     const { output, decision: d } = await this.moeLayers[layer]!.forward(x);
-    const countsF32 = layerCountsF32(x.be, d, this.config.num_local_experts, x.shape[0]!);
-    return { output, routerProbMean: mean(d.probs, 0), expertCounts: d.counts, countsDevice: d.counts ? null : (d.expertCounts ?? null), countsF32, gateLoss: d.loss };
+    return { output, ...moeBlockRecord(x.be, d, this.config.num_local_experts, x.shape[0]!) };
   }
 
   protected override auxLossOfLastForward(): Tensor | null {
@@ -161,17 +151,14 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   }
 
   /** HF load-balancing loss over all layers of the last forward (module comment), through
-   * aux-fractions.ts loadBalancingLoss: the token fractions stay on the device where every layer
+   * moe-block-record.ts moeExtraLoss and aux-fractions.ts loadBalancingLoss: the token fractions stay on the device where every layer
    * counted its picks there (no host read, the host records the backward while the GPU still runs
    * the forward; the layers' host `expertCounts` then stay null); else the counts the routers kept
    * on the device are read, all layers in one read (router.ts readCounts). */
   protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     if (this.lastBlocks.length === 0) return null;
-    const aux = await loadBalancingLoss(this.be, this.lastBlocks, this.config.num_local_experts, tokens);
+    const { aux, extra } = await moeExtraLoss(this.be, this.lastBlocks, this.config.num_local_experts, tokens, this.moe.router.mixtralAuxCoef);
     this.lastAuxLoss = aux;
-    const coef = this.moe.router.mixtralAuxCoef;
-    let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;
-    for (const b of this.lastBlocks) if (b.gateLoss) extra = extra ? add(extra, b.gateLoss) : b.gateLoss;
     return extra;
   }
 

@@ -29,27 +29,17 @@ import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
-import { layerCountsF32, loadBalancingLoss } from "../nn/moe/aux-fractions.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec, UnitKind } from "../nn/unit.ts";
-import { add, mean, rmsnorm, scale } from "../tensor/index.ts";
+import { add, rmsnorm } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { CausalDecoder, swiglu, type ModelOptions } from "./llama.ts";
+import { adoptBlockTensors, blockTensorsToKeep, moeBlockRecord, moeExtraLoss, type MoEBlockRecord } from "./moe-block-record.ts";
+
+export type { MoEBlockRecord } from "./moe-block-record.ts";
 
 /** Configs of the families built on this class (Qwen3-MoE, Qwen2-MoE, DeepSeek-V2/V3). */
 export type QwenMoeConfig = Qwen3MoeConfig | Qwen2MoeConfig | DeepseekV3Config | DeepseekV2Config;
-
-/** Per MoE layer of the last forward: mean router probability [E], pre-drop counts, gate loss. */
-export interface MoEBlockRecord {
-  routerProbMean: Tensor;
-  /** Host counts, or null while only `countsDevice` (u32 [E]) has them. */
-  expertCounts: Int32Array | null;
-  countsDevice: Tensor | null;
-  /** The counts as f32 [E] on the device for the load-balancing loss without a host read
-   * (nn/moe/aux-fractions.ts), or null. */
-  countsF32: Tensor | null;
-  gateLoss: Tensor | null;
-}
 
 /** Base of the Qwen-style sparse decoders (module comment). */
 export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDecoder<C> {
@@ -163,26 +153,17 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       return swiglu(x, d.gate, d.up, d.down);
     }
     const { output, decision } = await moe.forward(x);
-    const countsF32 = layerCountsF32(x.be, decision, this.config.num_local_experts, x.shape[0]!);
-    this.lastBlocks[layer] = { routerProbMean: mean(decision.probs, 0), expertCounts: decision.counts, countsDevice: decision.counts ? null : (decision.expertCounts ?? null), countsF32, gateLoss: decision.loss };
+    this.lastBlocks[layer] = moeBlockRecord(x.be, decision, this.config.num_local_experts, x.shape[0]!);
     const shared = this.sharedOutput(layer, x);
     return shared ? add(output, shared) : output;
   }
 
   protected override layerOutputsToKeep(layer: number): Tensor[] {
-    const b = this.lastBlocks[layer];
-    if (!b) return [];
-    return [b.routerProbMean, ...(b.gateLoss ? [b.gateLoss] : []), ...(b.countsDevice ? [b.countsDevice] : []), ...(b.countsF32 ? [b.countsF32] : [])];
+    return blockTensorsToKeep(this.lastBlocks[layer]);
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
-    const b = this.lastBlocks[layer];
-    if (!b) return;
-    let i = 0;
-    if (extras[i]) b.routerProbMean = extras[i++]!;
-    if (b.gateLoss && extras[i]) b.gateLoss = extras[i++]!;
-    if (b.countsDevice && extras[i]) b.countsDevice = extras[i++]!;
-    if (b.countsF32 && extras[i]) b.countsF32 = extras[i++]!;
+    adoptBlockTensors(this.lastBlocks[layer], extras);
   }
 
   protected override beginForward(): void {
@@ -195,16 +176,13 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
   }
 
   /** HF load-balancing loss over the MoE layers of the last forward (module comment; computed by
-   * aux-fractions.ts loadBalancingLoss: fractions on the device or read once), plus the router's
+   * moe-block-record.ts moeExtraLoss: fractions on the device or read once), plus the router's
    * per-layer weighted losses. */
   protected override async extraLoss(tokens: number): Promise<Tensor | null> {
     const blocks = this.lastBlocks.filter((b) => b !== undefined);
     if (blocks.length === 0) return null;
-    const aux = await loadBalancingLoss(this.be, blocks, this.config.num_local_experts, tokens);
+    const { aux, extra } = await moeExtraLoss(this.be, blocks, this.config.num_local_experts, tokens, this.moe.router.mixtralAuxCoef);
     this.lastAuxLoss = aux;
-    const coef = this.moe.router.mixtralAuxCoef;
-    let extra: Tensor | null = coef !== null ? scale(aux, coef) : null;
-    for (const b of blocks) if (b.gateLoss) extra = extra ? add(extra, b.gateLoss) : b.gateLoss;
     return extra;
   }
 
