@@ -47,22 +47,12 @@ import type { MixtralConfig } from "../config/types.ts";
 import { CausalDecoder, type ModelOptions } from "./llama.ts";
 import { adoptBlockTensors, blockTensorsToKeep, moeBlockRecord, moeExtraLoss, type MoEBlockRecord } from "./moe-block-record.ts";
 
-/** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)). */
-export interface MoEBlockOutput {
+/** What one MoE block returns (DeepSpeed's (output, l_aux, exp_counts)): the layer's record
+ * (moe-block-record.ts: mean router probability [E], differentiable; the picks per expert, Σ = k·T
+ * before any capacity drop, on the host or the device; the gate's weighted loss) and its output. */
+export interface MoEBlockOutput extends MoEBlockRecord {
   /** [T, hidden]. */
   output: Tensor;
-  /** Mean router probability per expert over this layer's tokens, [E] (differentiable). */
-  routerProbMean: Tensor;
-  /** Top-k picks per expert in this layer (host), [E]; Σ = k·T (before any capacity drop) — null
-   * while only `countsDevice` has them (the router kept the choice on the device). */
-  expertCounts: Int32Array | null;
-  /** The same counts on the device (u32 [E]), or null when the host has them. */
-  countsDevice: Tensor | null;
-  /** The same counts as f32 [E] on the device for the load-balancing loss without a host read
-   * (nn/moe/aux-fractions.ts: a device backend with the choice on the device), else null/absent. */
-  countsF32?: Tensor | null;
-  /** The gate's weighted extra loss of this layer (Switch/GShard aux, z-loss), or null. */
-  gateLoss: Tensor | null;
 }
 
 /** `MixtralForCausalLM`. */
@@ -131,9 +121,9 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
   }
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
-    const r = await this.sparseMoeBlock(layer, x);
-    this.lastBlocks[layer] = { routerProbMean: r.routerProbMean, expertCounts: r.expertCounts, countsDevice: r.countsDevice, countsF32: r.countsF32 ?? null, gateLoss: r.gateLoss };
-    return r.output;
+    const { output, ...record } = await this.sparseMoeBlock(layer, x);
+    this.lastBlocks[layer] = record;
+    return output;
   }
 
   protected override adoptLayerOutputs(layer: number, extras: Tensor[]): void {
