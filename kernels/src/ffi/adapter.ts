@@ -98,7 +98,7 @@ export class GPUAdapterImpl {
     this.limits = readLimits(n, handle, null);
     this.features = readFeatures(n, handle, null);
     this.isFallbackAdapter = this.info.isFallbackAdapter;
-    ctx.track(this, handle, (h) => n.lib.wgpuAdapterRelease(h));
+    ctx.track(this, handle, "wgpuAdapterRelease");
   }
 
   /**

@@ -16,8 +16,7 @@ export class GPUBindGroupLayoutImpl {
     label: string,
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuBindGroupLayoutRelease(h));
+    device.ctx.track(this, handle, "wgpuBindGroupLayoutRelease");
   }
 }
 
@@ -33,8 +32,7 @@ export class GPUPipelineLayoutImpl {
     readonly layouts: readonly GPUBindGroupLayoutImpl[],
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuPipelineLayoutRelease(h));
+    device.ctx.track(this, handle, "wgpuPipelineLayoutRelease");
   }
 }
 
@@ -50,7 +48,6 @@ export class GPUBindGroupImpl {
     readonly buffers: readonly GPUBufferImpl[],
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuBindGroupRelease(h));
+    device.ctx.track(this, handle, "wgpuBindGroupRelease");
   }
 }

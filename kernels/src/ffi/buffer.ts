@@ -45,8 +45,7 @@ export class GPUBufferImpl {
       this.mapMode = GPUMapModeFlags.WRITE;
       this.mapSize = size;
     }
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuBufferRelease(h));
+    device.ctx.track(this, handle, "wgpuBufferRelease");
   }
 
   /** True after destroy(). */

@@ -7,17 +7,23 @@ import type { Pointer } from "bun:ffi";
 import type { EventPump } from "./events.ts";
 import type { Native } from "./native.ts";
 
-/** A wgpu-native release function (`wgpuXRelease`). */
-export type ReleaseFn = (handle: Pointer) => void;
+/** The name of a wgpu-native release function (`wgpuXRelease`). */
+export type ReleaseName = Extract<keyof Native["lib"], `wgpu${string}Release`>;
 
+/**
+ * What the registry keeps for a tracked object: a function *name* and the handle, never a closure.
+ * A closure made in the owner's constructor (an arrow function there) captures the owner's `this`,
+ * and a held value that reaches its owner keeps the owner alive for ever: nothing was ever released
+ * (NVIDIA then refuses the 64th live device of a process, and every bind group leaked).
+ */
 interface Held {
-  release: ReleaseFn;
+  release: ReleaseName;
   handle: Pointer;
 }
 
 /** Shared state of one `GPU` object (see file comment). */
 export class FFIContext {
-  private readonly registry = new FinalizationRegistry<Held>((h) => h.release(h.handle));
+  private readonly registry = new FinalizationRegistry<Held>((h) => (this.native.lib[h.release] as (p: Pointer) => void)(h.handle));
 
   constructor(
     readonly native: Native,
@@ -25,8 +31,9 @@ export class FFIContext {
     readonly pump: EventPump,
   ) {}
 
-  /** Release `handle` with `release` when `owner` is garbage-collected, unless {@link untrack}ed. */
-  track(owner: object, handle: Pointer, release: ReleaseFn): void {
+  /** Release `handle` with the wgpu-native function `release` when `owner` is garbage-collected,
+   * unless {@link untrack}ed. */
+  track(owner: object, handle: Pointer, release: ReleaseName): void {
     this.registry.register(owner, { release, handle }, owner);
   }
 

@@ -84,7 +84,7 @@ export class GPUDeviceImpl extends EventTarget {
     this.queue = new GPUQueueImpl(this, n.lib.wgpuDeviceGetQueue(handle)!);
     // The lost slot and error queue are deliberately never freed: wgpu-native may still call the
     // callbacks while dropping the device, after this wrapper is gone (two small allocations).
-    ctx.track(this, handle, (h) => n.lib.wgpuDeviceRelease(h));
+    ctx.track(this, handle, "wgpuDeviceRelease");
   }
 
   // ---- errors and loss -----------------------------------------------------------------------

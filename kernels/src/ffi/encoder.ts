@@ -41,8 +41,7 @@ export class GPUCommandBufferImpl {
   ) {
     this.handle = handle;
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuCommandBufferRelease(h));
+    device.ctx.track(this, handle, "wgpuCommandBufferRelease");
   }
 
   /** True until submitted. */
@@ -76,8 +75,7 @@ export class GPUComputePassEncoderImpl {
   ) {
     this.h = handle;
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (x) => lib.wgpuComputePassEncoderRelease(x));
+    device.ctx.track(this, handle, "wgpuComputePassEncoderRelease");
   }
 
   private get handle(): Pointer {
@@ -185,8 +183,7 @@ export class GPUCommandEncoderImpl {
   ) {
     this.h = handle;
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (x) => lib.wgpuCommandEncoderRelease(x));
+    device.ctx.track(this, handle, "wgpuCommandEncoderRelease");
   }
 
   private get handle(): Pointer {

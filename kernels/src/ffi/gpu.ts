@@ -44,10 +44,9 @@ export class GPUImpl {
     const pump = new EventPump(native, instance, options.pollMode ?? "yield", options.spinMs ?? 0.5);
     this.ctx = new FFIContext(native, instance, pump);
     native.lib.wgpuInstanceProcessEvents(instance);
-    const lib = native.lib;
     // Every adapter, device and pump holds the context (and uses the instance through it), so the
     // instance is released when the context, not this GPU object, is collected.
-    this.ctx.track(this.ctx, instance, (h) => lib.wgpuInstanceRelease(h));
+    this.ctx.track(this.ctx, instance, "wgpuInstanceRelease");
   }
 
   /**

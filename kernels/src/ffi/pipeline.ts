@@ -18,8 +18,7 @@ export class GPUComputePipelineImpl {
     label: string,
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuComputePipelineRelease(h));
+    device.ctx.track(this, handle, "wgpuComputePipelineRelease");
   }
 
   /** The bind group layout of group `index` (cached per index).

@@ -20,8 +20,7 @@ export class GPUQuerySetImpl {
     label: string,
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuQuerySetRelease(h));
+    device.ctx.track(this, handle, "wgpuQuerySetRelease");
   }
 
   /** Free the query set. Idempotent. Implemented as an immediate release of our handle (wgpu keeps

@@ -22,8 +22,7 @@ export class GPUQueueImpl {
     readonly device: GPUDeviceImpl,
     readonly handle: Pointer,
   ) {
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuQueueRelease(h));
+    device.ctx.track(this, handle, "wgpuQueueRelease");
   }
 
   /** Submit command buffers in order. Each command buffer can be submitted once; its native handle

@@ -24,8 +24,7 @@ export class GPUShaderModuleImpl {
     label: string,
   ) {
     this.label = label;
-    const lib = device.ctx.native.lib;
-    device.ctx.track(this, handle, (h) => lib.wgpuShaderModuleRelease(h));
+    device.ctx.track(this, handle, "wgpuShaderModuleRelease");
   }
 
   /** Spec getCompilationInfo: always an empty message list here (see the file comment). */
