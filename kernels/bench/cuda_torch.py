@@ -1,5 +1,5 @@
 """Loading PyTorch with CUDA for the reference benches in this folder (torch_matmul.py,
-torch_grouped_matmul.py), whose callers (kernels/bench/kernels.ts) read one JSON object on stdout:
+torch_grouped_matmul.py, torch_matmul_coop.py), whose callers (kernels/bench/kernels.ts) read one JSON object on stdout:
 a missing torch or GPU is reported as {"error": "..."} rather than a traceback.
 """
 import json

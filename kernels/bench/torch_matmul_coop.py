@@ -11,8 +11,10 @@ back-to-back calls (about 50 ms) after warm-up, median of 5 trials.
 import argparse
 import json
 import os
+import sys
 
 from cuda_timing import one_call_seconds, seconds_per_call, warm_up
+from cuda_torch import import_cuda_torch
 
 
 def main():
@@ -21,7 +23,9 @@ def main():
     ap.add_argument("--dtypes", default="fp16,bf16,fp32")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
-    import torch
+    torch = import_cuda_torch()
+    if torch is None:  # the reason was printed as {"error": ...}
+        sys.exit(2)
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
