@@ -10,7 +10,8 @@
 #   4. tensor cores with our wgpu build (.device-coop/libzm_wgpu.so.xz): the coop matmul at 4096³ and
 #      the mixtral-med step shapes beside torch (fp16, bf16, fp32);
 #   5. bf16 training on the tensor cores beside PyTorch bf16 autocast, after an fp32 run of ours so
-#      the bench's second table compares the bf16 losses with the fp32 ones step by step;
+#      the bench's second table compares the bf16 losses with the fp32 ones step by step; then
+#      mixtral-med bf16 without tensor cores against fp32 the same way;
 #   6. the kernel conformance suite on our wgpu build on this GPU (kernels/test/ffi, kernels/test/webgpu);
 #   7. only with WITH_OFFLOAD=1: offload under a 4 GiB budget (examples/h200/offload-mixtral-med.sh).
 # After ../shared/device/pack.sh, run python3 examples/h200/stage-node-modules.py (see there why).
@@ -57,6 +58,8 @@ fi
 if want 5 && part "5. bf16 training on the tensor cores beside PyTorch bf16 autocast" && coop_lib; then
   WGPU_NATIVE_LIB=$COOP_LIB bun run bench train --models mixtral-small,mixtral-med --backends webgpu --precision fp32,bf16 --tensor-cores on --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-bf16.txt" | tail -12
   python3 core/bench/torch_train.py --models mixtral-small,mixtral-med --precision bf16 --steps 20 --warmup 3 2>&1 | tee "$OUT/torch-bf16.txt" | tail -4
+  # the same bf16 run without tensor cores: what of the loss gap is bf16 storage, what the f16 matmul
+  WGPU_NATIVE_LIB=$COOP_LIB bun run bench train --models mixtral-med --backends webgpu --precision fp32,bf16 --tensor-cores off --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-bf16-no-tc.txt" | tail -6
 fi
 if want 6 && part "6. kernel conformance suite on our wgpu build (this GPU)" && coop_lib; then
   ZEROMOE_WGPU=coop WGPU_NATIVE_LIB=$COOP_LIB bun test kernels/test/ffi kernels/test/webgpu > "$OUT/conformance-coop.txt" 2>&1
