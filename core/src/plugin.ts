@@ -7,4 +7,4 @@
 export { checkPluginSet, definePlugin, composePlugins, PluginConflictError, HOOK_NAMES, type HookName, type Plugin, type PluginContext, type PluginDeclaration } from "./hooks/plugin.ts";
 export * from "./engine/index.ts";
 export type { Unit, Phase, UnitKind } from "./nn/unit.ts";
-export { partitionedBytes, type MemoryContributor } from "./train/memory-estimate.ts";
+export { partElementsInUnitsBelow, partitionedBytes, type MemoryContributor } from "./train/memory-estimate.ts";

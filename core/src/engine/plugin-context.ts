@@ -268,13 +268,23 @@ export interface MemoryPart {
   optim: number;
   /** Bytes per rank a plugin keeps in host memory instead (offload); absent = 0. */
   host?: number;
+  /** Bytes of `params` a partition keeps whole on every rank while sharding the rest (ZeRO-3's
+   * units under `stage3_param_persistence_threshold`); a later contribution that moves sharded
+   * parameters off the device (offload_param) leaves these on it. Absent = 0. */
+  wholeParams?: number;
 }
 
-/** What memory contributions see: the job, and the bytes per parameter of its precision. */
+/** What memory contributions see: the job, the bytes per parameter of its precision, and the
+ * model's units. */
 export interface MemoryEstimateInput {
   readonly config: Readonly<JobConfig>;
   readonly mixed: boolean;
   readonly perParameter: { readonly param: number; readonly grad: number; readonly optim: number };
+  /** The model's units in model order (memory-estimate.ts `modelUnits`): name, kind, elements of
+   * one unit, and how many equal units the entry stands for (a MoE layer's E experts are one entry
+   * of count E). Expert units make up the `expert` part, the others the `dense` part; see
+   * `partElementsInUnitsBelow` (`@zeromoe/core/plugin`). */
+  readonly units: readonly { readonly name: string; readonly kind: UnitKind; readonly numel: number; readonly count: number }[];
 }
 
 /** A plugin's contribution to the memory estimate (a field of the plugin, usable before any engine

@@ -10,9 +10,11 @@
  * change it: every `layout` in plugin order (the MoE plugin: a rank keeps Ψ_e/P expert parameters
  * over its edp group of N/P ranks), then every `partition` on each part (a ZeRO stage: with
  * {@link partitionedBytes}, X over n ranks costs stage 1 (a+g)·X + o·X/n, stage 2 a·X + (g+o)·X/n,
- * stage 3 (a+g+o)·X/n). A third-party plugin changes the estimate the same way. Padding,
- * activations, gathered ZeRO-3 parameters and communication buffers come on top, so the estimate
- * is a lower bound.
+ * stage 3 (a+g+o)·X/n). A third-party plugin changes the estimate the same way. The contributions
+ * see the model's units ({@link modelUnits}) in `input.units`, so a partition that treats units by
+ * size (ZeRO-3 keeps units under `stage3_param_persistence_threshold` whole:
+ * {@link partElementsInUnitsBelow}) counts them exactly. Padding, activations, gathered ZeRO-3
+ * parameters and communication buffers come on top, so the estimate is a lower bound.
  *
  * The largest single buffer is a whole unit in f32 (core/src/nn/unit.ts: an f32 unit's `data`, or
  * a 16-bit unit's f32 working copy `work` and gradient accumulator `workGrad`), whatever the stage:
@@ -23,6 +25,7 @@ import { attentionParams, layerExtraParams, moeShape, uniformLayers } from "../c
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import type { Placement } from "../engine/plan.ts";
 import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";
+import type { UnitKind } from "../nn/unit.ts";
 
 /** Bytes per parameter of each kind of model state. */
 export interface StateBytesPerParameter {
@@ -31,12 +34,19 @@ export interface StateBytesPerParameter {
   optim: number;
 }
 
-/** One unit's size (see core/src/nn/unit.ts for the layout). */
+/** One unit's size (see core/src/nn/unit.ts for the layout), or a run of equal units. */
 export interface UnitSize {
-  /** Unit name as the model names it: `embed`, `layers.<i>`, `layers.<i>.experts.<e>`, `head`. */
+  /** Unit name as the model names it: `embed`, `layers.<i>`, `layers.<i>.experts.<e>`, `head`
+   * (for a run of `count` experts, the first one's: `layers.<i>.experts.0`). */
   name: string;
-  /** Elements. */
+  /** The unit's kind (core/src/nn/unit.ts): expert units form the `expert` memory part, the others
+   * the `dense` part. */
+  kind: UnitKind;
+  /** Elements of one unit. */
   numel: number;
+  /** Units this entry stands for: a MoE layer's E experts (all the same size) are one entry with
+   * count E; every other entry has count 1. */
+  count: number;
 }
 
 /** What {@link estimateModelState} returns. All byte figures are per rank, without padding. */
@@ -73,24 +83,66 @@ export function stateBytesPerParameter(mixed: boolean): StateBytesPerParameter {
 }
 
 /**
- * The largest unit of the model `m` describes (units of core/src/models: embed V·H; a layer's
- * attention 2·H·nH·d + 2·H·nKV·d, two norms 2H and a SwiGLU MLP 3·H·I or, for Mixtral, a router
- * H·E; an expert 3·H·I; head H + V·H unless tied). The first of equal sizes wins.
+ * The units of the model `m` describes, in model order (units of core/src/models: embed V·H; a
+ * layer's attention (config/moe-shape.ts `attentionParams`), two norms 2H, the family's extras
+ * (`layerExtraParams`) and a SwiGLU MLP 3·H·I or, in a MoE layer, a router H·E; after a MoE layer
+ * its E experts of 3·H·I_e each, as one entry of count E; head H + V·H unless tied). One entry per
+ * layer (at most 4096 by the config's bounds), so the list stays short for any expert count.
  */
-export function largestUnit(m: ModelConfig): UnitSize {
+export function modelUnits(m: ModelConfig): UnitSize[] {
   const H = m.hidden_size;
   const attn = attentionParams(m);
   const shape = moeShape(m);
-  const units: UnitSize[] = [{ name: "embed", numel: m.vocab_size * H }];
+  const sparse = new Set(shape?.layers ?? []);
+  const units: UnitSize[] = [{ name: "embed", kind: "embed", numel: m.vocab_size * H, count: 1 }];
   for (let l = 0; l < m.num_hidden_layers; l++) {
-    const sparse = shape !== null && shape.layers.includes(l);
-    const ffn = sparse ? H * shape.numExperts : 3 * H * m.intermediate_size;
-    units.push({ name: `layers.${l}`, numel: attn + 2 * H + layerExtraParams(m, l) + ffn });
-    if (sparse && shape.numExperts > 0) units.push({ name: `layers.${l}.experts.0`, numel: 3 * H * shape.expertIntermediate });
-    if (uniformLayers(m)) break; // every layer alike: the first one stands for all
+    const moe = shape !== null && sparse.has(l);
+    const ffn = moe ? H * shape.numExperts : 3 * H * m.intermediate_size;
+    units.push({ name: `layers.${l}`, kind: "layer", numel: attn + 2 * H + layerExtraParams(m, l) + ffn, count: 1 });
+    if (moe && shape.numExperts > 0) units.push({ name: `layers.${l}.experts.0`, kind: "expert", numel: 3 * H * shape.expertIntermediate, count: shape.numExperts });
   }
-  units.push({ name: "head", numel: H + (m.tie_word_embeddings ? 0 : m.vocab_size * H) });
+  units.push({ name: "head", kind: "head", numel: H + (m.tie_word_embeddings ? 0 : m.vocab_size * H), count: 1 });
+  return units;
+}
+
+/** The largest unit of the model `m` describes ({@link modelUnits}); the first of equal sizes wins. */
+export function largestUnit(m: ModelConfig): UnitSize {
+  return largestOf(modelUnits(m));
+}
+
+/** The largest of `units` (non-empty); the first of equal sizes wins. */
+function largestOf(units: readonly UnitSize[]): UnitSize {
   return units.reduce((a, b) => (b.numel > a.numel ? b : a));
+}
+
+/** The unit kinds whose parameters make up core's memory part `name` (`dense`, `expert`), or null
+ * for a part core does not know (a plugin's own). */
+function kindsOfPart(name: string): readonly UnitKind[] | null {
+  if (name === "dense") return ["embed", "layer", "head"];
+  if (name === "expert") return ["expert"];
+  return null;
+}
+
+/**
+ * Elements of `part` (its `elements` as this rank holds them, after the layouts) that lie in units
+ * with fewer than `threshold` elements — what ZeRO-3 keeps whole under
+ * `stage3_param_persistence_threshold` (DeepSpeed: "Do not partition parameters smaller than this
+ * threshold"). Computed from `input.units`: the small units' share of all units of the part's
+ * kinds, times `part.elements` (exact under expert parallelism: a rank holds E/ep_size of each
+ * layer's equal-sized experts). 0 for a part core does not know or whose units hold no elements.
+ */
+export function partElementsInUnitsBelow(part: MemoryPart, input: MemoryEstimateInput, threshold: number): number {
+  const kinds = kindsOfPart(part.name);
+  if (kinds === null) return 0;
+  let all = 0;
+  let small = 0;
+  for (const u of input.units) {
+    if (!kinds.includes(u.kind)) continue;
+    all += u.numel * u.count;
+    if (u.numel < threshold) small += u.numel * u.count;
+  }
+  if (all === 0 || small === 0) return 0;
+  return small === all ? part.elements : (small * part.elements) / all;
 }
 
 /** What a plugin that may change the estimate carries (a plugin object, or anything with `memory`). */
@@ -121,14 +173,15 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
   const mixed = config.bf16.enabled || config.fp16.enabled;
   const N = config.world_size;
   const b = stateBytesPerParameter(mixed);
-  const input: MemoryEstimateInput = { config, mixed, perParameter: b };
+  const units = modelUnits(config.model);
+  const input: MemoryEstimateInput = { config, mixed, perParameter: b, units };
   const replicated = (name: string, elements: number): MemoryPart => partitionedBytes({ name, elements, groupSize: N, params: 0, grads: 0, optim: 0 }, input, "replicated", "replicated", "replicated");
   let parts: MemoryPart[] = [replicated("dense", count.total - count.expert)];
   if (count.expert > 0) parts.push(replicated("expert", count.expert));
   const check = (ps: MemoryPart[], who: string): MemoryPart[] => {
     for (const q of ps) {
-      for (const k of ["elements", "groupSize", "params", "grads", "optim", "host"] as const) {
-        if (k === "host" && q.host === undefined) continue;
+      for (const k of ["elements", "groupSize", "params", "grads", "optim", "host", "wholeParams"] as const) {
+        if ((k === "host" || k === "wholeParams") && q[k] === undefined) continue;
         if (!Number.isFinite(q[k]) || q[k]! < 0) throw new Error(`memory estimate: plugin "${who}" gave part "${q.name}" ${k} = ${q[k]} (expected a finite number ≥ 0)`);
       }
     }
@@ -139,7 +192,7 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
   const params = parts.reduce((s, q) => s + q.params, 0);
   const grads = parts.reduce((s, q) => s + q.grads, 0);
   const optim = parts.reduce((s, q) => s + q.optim, 0);
-  const unit = largestUnit(config.model);
+  const unit = largestOf(units);
   return {
     parameters: count.total,
     expertParameters: count.expert,

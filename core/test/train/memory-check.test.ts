@@ -9,7 +9,7 @@
  * host (exit 2 at once, nothing allocated).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { CpuBackend } from "@zeromoe/kernels";
@@ -23,7 +23,7 @@ import { createModel } from "../../src/engine/model-factory.ts";
 import {
   backendMemoryLimits, checkModelStateFits, CPU_MAX_BUFFER_BYTES, MemoryBudgetError, readHostAvailableMemory, type MemoryLimits,
 } from "../../src/train/memory-check.ts";
-import { estimateModelState, largestUnit } from "../../src/train/memory-estimate.ts";
+import { estimateModelState, largestUnit, modelUnits, type UnitSize } from "../../src/train/memory-estimate.ts";
 import { loadJobPlugins } from "../../src/train/job-plugins.ts";
 import { FIXTURE_ENTRY, launch, tinyJob, type TrainOut } from "../../src/testing.ts";
 
@@ -63,6 +63,23 @@ function randomModel(r: (lo: number, hi: number) => number, type: "llama" | "mix
   return m;
 }
 
+/** The Hugging Face config of a family's test fixture (core/test/fixtures/<type>/config.json), with
+ * a prime vocab_size the byte tokenizer accepts. */
+function fixtureModel(type: string): Record<string, unknown> {
+  return { ...JSON.parse(readFileSync(resolve(import.meta.dir, `../fixtures/${type}/config.json`), "utf8")), vocab_size: 263 };
+}
+
+/** Name, kind and elements of every unit of `c`'s real model, built without allocating. */
+function realUnits(c: JobConfig): { name: string; kind: string; numel: number }[] {
+  const model = createModel(new CpuBackend(), c.model, { dtype: "f32", seed: 1, allocate: false });
+  return model.units.units.map((u) => ({ name: u.name, kind: u.kind, numel: u.numel }));
+}
+
+/** `modelUnits` entries expanded to one per unit (a run of `count` experts → experts 0…count−1). */
+function expandUnits(us: UnitSize[]): { name: string; kind: string; numel: number }[] {
+  return us.flatMap((u) => Array.from({ length: u.count }, (_, e) => ({ name: u.count === 1 ? u.name : u.name.replace(/\.0$/, `.${e}`), kind: u.kind, numel: u.numel })));
+}
+
 const HUGE_LLAMA = {
   model_type: "llama", vocab_size: 32000, hidden_size: 8192, intermediate_size: 22016, num_hidden_layers: 48,
   num_attention_heads: 64, num_key_value_heads: 8, max_position_embeddings: 256,
@@ -75,7 +92,7 @@ describe("estimateModelState", () => {
       const N = [1, 3, 7, 64][i % 4]!;
       for (const stage of [0, 1, 2, 3] as const) {
         for (const bf16 of [false, true]) {
-          const c = job({ model: randomModel(r, "llama"), world_size: N, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage }, bf16: { enabled: bf16 } });
+          const c = job({ model: randomModel(r, "llama"), world_size: N, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage, stage3_param_persistence_threshold: 0 }, bf16: { enabled: bf16 } });
           const P = countParameters(c.model).total;
           const want = bf16
             ? [16 * P, 4 * P + (12 * P) / N, 2 * P + (14 * P) / N, (16 * P) / N][stage]!
@@ -97,7 +114,7 @@ describe("estimateModelState", () => {
       const N = P * [1, 3][(i >> 1) % 2]!;
       const stage = (i % 4) as 0 | 1 | 2 | 3;
       const mixed = i % 3 === 0;
-      const c = job({ model, world_size: N, train_micro_batch_size_per_gpu: 1, moe: { ep_size: P }, zero_optimization: { stage }, bf16: { enabled: mixed } });
+      const c = job({ model, world_size: N, train_micro_batch_size_per_gpu: 1, moe: { ep_size: P }, zero_optimization: { stage, stage3_param_persistence_threshold: 0 }, bf16: { enabled: mixed } });
       const cnt = countParameters(c.model);
       const ref = moeModelStateBytes({ denseParams: cnt.total - cnt.expert, expertParams: cnt.expert, worldSize: N, epSize: P, stage, mixed });
       const e = await estimate(c);
@@ -121,13 +138,95 @@ describe("estimateModelState", () => {
     }
     expect(be.memory().peakTotal).toBe(0);
   });
+
+  test("modelUnits lists every unit of the real model in order, every family", () => {
+    const r = rng(23);
+    const models = [
+      ...Array.from({ length: 6 }, (_, i) => randomModel(r, i % 2 === 0 ? "llama" : "mixtral")),
+      ...["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"].map(fixtureModel),
+    ];
+    for (const m of models) {
+      const c = job({ model: m });
+      expect(expandUnits(modelUnits(c.model))).toEqual(realUnits(c));
+    }
+  });
+
+  // ZeRO-3 keeps units under stage3_param_persistence_threshold whole on every rank (their grads and
+  // optimizer states stay sharded; plugins/zero3 plan): each such unit adds its whole parameter bytes
+  // minus its 1/n share, n = world_size for dense units, the edp group N/ep_size for experts (a rank
+  // holds 1/ep_size of every layer's experts). Hand computation from the real model's units.
+  test("ZeRO-3: units under stage3_param_persistence_threshold count whole on every rank", async () => {
+    const r = rng(29);
+    const cases: { model: Record<string, unknown>; N: number; P: number }[] = [
+      { model: randomModel(r, "llama"), N: 3, P: 1 },
+      { model: randomModel(r, "llama"), N: 4, P: 1 },
+      { model: randomModel(r, "mixtral"), N: 2, P: 2 },
+      { model: randomModel(r, "mixtral"), N: 4, P: 2 },
+      { model: fixtureModel("qwen3_moe"), N: 3, P: 3 }, // a dense layer (mlp_only_layers) in a sparse model
+      { model: fixtureModel("deepseek_v3"), N: 4, P: 2 },
+      { model: fixtureModel("mixtral"), N: 1, P: 1 },
+    ];
+    let checked = 0;
+    let raised = 0;
+    for (const { model, N, P } of cases) {
+      const real = realUnits(job({ model }));
+      const sizes = [...new Set(real.map((u) => u.numel))].sort((x, y) => x - y);
+      // every unit of size ≤ s persistent, for each size s (the largest: all units persistent)
+      for (const T of sizes.map((s) => s + 1)) {
+        for (const bf16 of [false, true]) {
+          const raw = { model, world_size: N, moe: real.some((u) => u.kind === "expert") ? { ep_size: P } : undefined, bf16: { enabled: bf16 } };
+          const at = (stage: 2 | 3, threshold: number) => job({ ...raw, zero_optimization: { stage, stage3_param_persistence_threshold: threshold } });
+          const [e, e0] = [await estimate(at(3, T)), await estimate(at(3, 0))];
+          const a = bf16 ? 2 : 4;
+          let extra = 0;
+          for (const u of real) {
+            if (u.numel >= T) continue;
+            extra += u.kind === "expert" ? (a * u.numel) / P - (a * u.numel) / N : a * u.numel - (a * u.numel) / N;
+          }
+          expect(e.params - e0.params).toBeCloseTo(extra, 6);
+          expect(e.grads).toBeCloseTo(e0.grads, 6);
+          expect(e.optim).toBeCloseTo(e0.optim, 6);
+          expect(e.total).toBeCloseTo(e.params + e.grads + e.optim, 6);
+          if (extra > 0) {
+            expect(e.params).toBeGreaterThan(e0.params);
+            raised++;
+          }
+          // threshold 0 is the paper's 16Ψ/N (fp32 and mixed alike: 16 bytes per parameter)
+          expect(e0.total).toBeCloseTo((16 * e0.parameters) / N, 6);
+          // below stage 3 the threshold changes nothing
+          expect((await estimate(at(2, T))).total).toBeCloseTo((await estimate(at(2, 0))).total, 6);
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
+    expect(raised).toBeGreaterThan(20);
+  });
+
+  test("ZeRO-3 + offload_param: persistent units' whole parameters stay on the device, the sharded rest moves", async () => {
+    for (const [model, N, P] of [[randomModel(rng(31), "mixtral"), 4, 2], [fixtureModel("deepseek_v2"), 2, 2], [randomModel(rng(37), "llama"), 3, 1]] as const) {
+      const real = realUnits(job({ model }));
+      const sizes = [...new Set(real.map((u) => u.numel))].sort((x, y) => x - y);
+      const T = sizes[Math.floor(sizes.length / 2)]!; // some units persistent, some not
+      const c = job({ model, world_size: N, moe: real.some((u) => u.kind === "expert") ? { ep_size: P } : undefined, zero_optimization: { stage: 3, stage3_param_persistence_threshold: T, offload_param: { device: "cpu" } } });
+      const e = await estimate(c);
+      const share = (u: { kind: string; numel: number }) => (u.kind === "expert" ? u.numel / P : u.numel); // elements a rank holds
+      const whole = real.filter((u) => u.numel < T).reduce((acc, u) => acc + 4 * share(u), 0);
+      const sharded = real.filter((u) => u.numel >= T).reduce((acc, u) => acc + (4 * share(u)) / (u.kind === "expert" ? N / P : N), 0);
+      expect(whole).toBeGreaterThan(0);
+      expect(sharded).toBeGreaterThan(0);
+      expect(e.params).toBeCloseTo(whole, 6);
+      expect(e.host).toBeCloseTo(sharded, 6);
+    }
+  });
 });
 
 describe("checkModelStateFits", () => {
   const host = (bytes: number): MemoryLimits => ({ backend: "cpu", host: { bytes, source: "test" }, maxBufferBytes: CPU_MAX_BUFFER_BYTES, maxBufferSource: "test" });
 
   test("a job far over the host limit fails naming estimate, limit and the stage that fits", async () => {
-    const c = job({ model: randomModel(rng(3), "llama"), world_size: 3, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 0 } });
+    // threshold 0: at the default 1e5 every unit of this small model would stay whole at stage 3
+    const c = job({ model: randomModel(rng(3), "llama"), world_size: 3, train_micro_batch_size_per_gpu: 1, zero_optimization: { stage: 0, stage3_param_persistence_threshold: 0 } });
     const e = await estimate(c);
     const mp = await memoryOf(c);
     // room for ZeRO-3 (16Ψ over all ranks of the process) but far from stage 0's 3 × 16Ψ

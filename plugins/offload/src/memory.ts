@@ -4,7 +4,9 @@
  * (`offload_optimizer.ratio`, 1 by default) leave the device — `optim` drops by that fraction and
  * the bytes move to `host` (host memory for "cpu"; NVMe files for "nvme" hold them, with only
  * staging buffers in host memory, not counted here). With `offload_param` at stage 3 the sharded
- * parameters leave the device likewise.
+ * parameters leave the device likewise; the parameters ZeRO-3 keeps whole (units under
+ * `stage3_param_persistence_threshold`, the part's `wholeParams`) stay on it, as DeepSpeed keeps
+ * them.
  */
 import type { PluginMemory } from "@zeromoe/core/plugin";
 import { offloadOptions, offloadThreadsFromEnv } from "./options.ts";
@@ -25,9 +27,11 @@ export const offloadMemory: PluginMemory = {
       out = { ...out, optim: out.optim - moved, host: (out.host ?? 0) + (oo.device === "cpu" ? moved : 0) };
     }
     if (op.device !== "none" && z.stage === 3) {
-      // sharded parameters leave the device (the prefetch window and the persistent small units
-      // come on top, like ZeRO-3's gathered parameters)
-      out = { ...out, params: 0, host: (out.host ?? 0) + (op.device === "cpu" ? out.params : 0) };
+      // sharded parameters leave the device; the persistent small units' whole parameters stay
+      // (the prefetch window comes on top, like ZeRO-3's gathered parameters)
+      const stay = Math.min(out.params, out.wholeParams ?? 0);
+      const moved = out.params - stay;
+      out = { ...out, params: stay, host: (out.host ?? 0) + (op.device === "cpu" ? moved : 0) };
     }
     return out;
   },
