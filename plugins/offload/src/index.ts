@@ -104,8 +104,19 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
       let nvmeStaging: NvmeStaging | null = null;
       let maxNvmeLength = 0;
       let nvmeUnits = 0;
+      let stagingLogged = false;
       const nvmeStates = (): StagedStates => {
-        nvmeStaging ??= new NvmeStaging(o.bufferCount, maxNvmeLength, ledger, nvmeUnits);
+        if (!nvmeStaging) {
+          nvmeStaging = new NvmeStaging(o.bufferCount, maxNvmeLength, ledger, nvmeUnits);
+          // said where the slots are allocated (first step), from the staging's own depth: only
+          // then is it known how many units this rank holds on NVMe (expert parallelism: its own
+          // experts; frozen units: no states; ratio: units in model order)
+          if (!stagingLogged) {
+            stagingLogged = true;
+            const d = nvmeStaging.depth;
+            ctx.log(`offload    nvme staging on rank ${ctx.rank}: ${d} staging slot${d >= 2 ? "s" : ""} of 3 × ${Math.max(1, maxNvmeLength)} f32 for ${nvmeUnits} unit${nvmeUnits === 1 ? "" : "s"} on NVMe${d >= 2 ? ": double-buffered" : o.bufferCount >= 6 ? ": one unit on NVMe" : ": buffer_count ≥ 6 double-buffers"}`);
+          }
+        }
         return nvmeStaging;
       };
       const provider = new Map<UnitHandle, () => StagedStates>();
@@ -194,9 +205,11 @@ export function createOffloadPlugin(popts: OffloadPluginOptions = {}) {
           };
         });
       }
-      // the staging slots NvmeStaging will allocate (never more than the units on NVMe)
-      const slots = stagingSlots(o.bufferCount, [...placed.values()].filter((d) => d === "nvme").length);
-      if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (${slots} staging slot${slots >= 2 ? "s: double-buffered" : o.bufferCount >= 6 ? ": one unit on NVMe" : ": buffer_count ≥ 6 double-buffers"}; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
+      // at set-up only buffer_count's bound is known: which units this rank holds on NVMe is decided
+      // when the units are partitioned (after every setup: expert placement, freeze), so the slots
+      // really allocated are logged by nvmeStates() when it allocates them
+      const most = stagingSlots(o.bufferCount);
+      if (o.optimizer === "nvme") ctx.log(`offload    optimizer states → nvme under ${o.nvmePath} (buffer_count ${o.bufferCount}: at most ${most} slot${most === 1 ? "" : "s"} of master, m and v, no more than this rank's units on NVMe; aio block ${o.aio.block_size} B, queue ${o.aio.queue_depth}, ${o.aio.thread_count} stream${o.aio.thread_count === 1 ? "" : "s"})`);
       ctx.metrics.summary("offload", () => ({
         optimizer_device: o.optimizer,
         param_device: o.param,
