@@ -270,7 +270,7 @@ export const ZERO_SPEC: ObjectSpec = {
     reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),
     allgather_bucket_size: noEffect(posInt("elements per parameter all-gather bucket", 5e8), "updated shards are all-gathered one unit at a time"),
     stage3_prefetch_bucket_size: nonNegInt("parameter elements fetched ahead of use", 5e7),
-    stage3_param_persistence_threshold: nonNegInt("parameters with fewer elements stay whole on every rank", 1e5),
+    stage3_param_persistence_threshold: nonNegInt("units with fewer elements keep their parameters whole on every rank (gradients and optimizer states stay sharded); the memory check counts those parameters whole", 1e5),
     stage3_max_live_parameters: nonNegInt("most gathered parameter elements resident before releasing", 1e9),
     stage3_max_reuse_distance: nonNegInt("do not release a parameter reused within this many elements of compute", 1e9),
     stage3_gather_16bit_weights_on_model_save: bool("gather 16-bit weights when saving the model (false: save16bitModel skips)", false),
