@@ -3,10 +3,15 @@
  * the same messages, whatever moves the bytes). Throws plain Errors naming the collective, the group
  * and what was expected (docs/comm.md).
  */
-import type { CollectiveName, CommArray, ReduceOptions } from "./communicator.ts";
+import type { CollectiveName, CommArray, CommReduceOp, ReduceOptions } from "./communicator.ts";
 
-/** Typed-array constructor of a CommArray. */
-export type ArrayCtor = { new (n: number): CommArray };
+/** Typed-array constructor of a CommArray (`array.constructor`). */
+export type ArrayCtor = {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
+  new (length: number): CommArray;
+  readonly BYTES_PER_ELEMENT: number;
+  readonly name: string;
+};
 
 /** Index of world rank `root` in group `g`.
  * @throws when `root` is not a member of the group. */
@@ -19,6 +24,11 @@ export function rootIndex(g: { readonly name: string; readonly ranks: readonly n
 /** The reduction options as the call header's flag bits: 1 max, 2 average, 4 f16-packed halves. */
 export function reduceFlags(opts: ReduceOptions | undefined): number {
   return (opts?.op === "max" ? 1 : 0) | (opts?.average ? 2 : 0) | (opts?.half === "f16" ? 4 : 0);
+}
+
+/** The reduction options with their defaults: op "sum", no average, Uint16Array as bf16. */
+export function reduceSettings(opts: ReduceOptions | undefined): { op: CommReduceOp; average: boolean; half: "bf16" | "f16" } {
+  return { op: opts?.op ?? "sum", average: opts?.average ?? false, half: opts?.half ?? "bf16" };
 }
 
 /** @throws on an unknown op, average with max, or average of integer data. */
@@ -51,6 +61,42 @@ export function allGatherOutput<T extends CommArray>(input: T, output: T | undef
   if (out.constructor !== ctor) throw new Error(`all_gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
   if (out.length !== n * s) throw new Error(`all_gather on group ${groupName}: output length ${out.length}, expected group size × input length = ${n * s}`);
   return out;
+}
+
+/** reduce_scatter's output: `output` checked (same type, length input length / n) or a new array.
+ * The caller has checked that n divides the input length.
+ * @throws on an output of another type or length. */
+export function reduceScatterOutput<T extends CommArray>(input: T, output: T | undefined, n: number, groupName: string): T {
+  const ctor = input.constructor as ArrayCtor;
+  const s = input.length / n;
+  const out = output ?? (new ctor(s) as T);
+  if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+  if (out.length !== s) throw new Error(`reduce_scatter on group ${groupName}: output length ${out.length}, expected input length / group size = ${s}`);
+  return out;
+}
+
+/** gather's output: at the root `output` checked (same type, length n × input length) or a new
+ * array; null on the other members (their `output` is ignored).
+ * @throws at the root on an output of another type or length. */
+export function gatherOutput<T extends CommArray>(input: T, output: T | undefined, n: number, isRoot: boolean, groupName: string): T | null {
+  const ctor = input.constructor as ArrayCtor;
+  const s = input.length;
+  const out = isRoot ? (output ?? (new ctor(n * s) as T)) : null;
+  if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
+  if (out && out.length !== n * s) throw new Error(`gather on group ${groupName}: output length ${out.length}, expected ${n * s}`);
+  return out;
+}
+
+/** scatter's root input, checked at the root (world rank `root`): present, same type as `output`,
+ * n × output length. Other members' input is not looked at.
+ * @throws at the root when the input is missing or of another type or length. */
+export function checkScatterInput(input: CommArray | null, output: CommArray, n: number, isRoot: boolean, root: number, groupName: string): void {
+  if (!isRoot) return;
+  const ctor = output.constructor as ArrayCtor;
+  const s = output.length;
+  if (!input) throw new Error(`scatter on group ${groupName}: the root (rank ${root}) must pass an input array`);
+  if (input.constructor !== ctor) throw new Error(`scatter: input is ${input.constructor.name}, output is ${ctor.name}; they must match`);
+  if (input.length !== n * s) throw new Error(`scatter on group ${groupName}: root input length ${input.length}, expected group size × output length = ${n * s}`);
 }
 
 /** all_to_all_v's checked layout: displacements of both sides and the receive array (`recv`, or a

@@ -24,6 +24,28 @@ export function ringShardBytes(bytes: number, n: number): number {
   return ((n - 1) * bytes) / n;
 }
 
+/** Nominal bytes of all_to_all_v per rank: the `sentElems` elements of `send` minus the `selfElems`
+ * this rank addresses to itself, times `bytesPerElement`. */
+export function allToAllVSentBytes(sentElems: number, selfElems: number, bytesPerElement: number): number {
+  return (sentElems - selfElems) * bytesPerElement;
+}
+
+/** Nominal bytes of broadcast per rank: `bytes` at the root of a group of n > 1 members, else 0. */
+export function broadcastSentBytes(bytes: number, n: number, isRoot: boolean): number {
+  return isRoot && n > 1 ? bytes : 0;
+}
+
+/** Nominal bytes of gather per rank: `inputBytes` at a non-root, 0 at the root. */
+export function gatherSentBytes(inputBytes: number, isRoot: boolean): number {
+  return isRoot ? 0 : inputBytes;
+}
+
+/** Nominal bytes of scatter per rank: (n−1)/n · `fullBytes` (the root's whole input) at the root,
+ * 0 elsewhere. */
+export function scatterSentBytes(fullBytes: number, n: number, isRoot: boolean): number {
+  return isRoot ? ringShardBytes(fullBytes, n) : 0;
+}
+
 /** Accumulates {@link OpStats} per collective kind. */
 export class CommStats {
   private table: Record<CollectiveName, OpStats> = CommStats.empty();

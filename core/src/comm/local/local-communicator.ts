@@ -24,54 +24,31 @@ import type {
   OpStats,
   ReduceOptions,
 } from "../communicator.ts";
-import { allGatherOutput, allToAllVLayout, prefix, reduceFlags, rootIndex, sharesBytes, validateReduce } from "../collective-args.ts";
-import { CommMismatchError } from "../errors.ts";
+import { CallTrace, OP_CODES, callMismatchError, dtypeCode, type CallHeader } from "../call-header.ts";
+import { allToAllVLayout, checkScatterInput, gatherOutput, reduceFlags, reduceScatterOutput, reduceSettings, rootIndex, sharesBytes, validateReduce, allGatherOutput, type ArrayCtor } from "../collective-args.ts";
+import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
+import { callGroup, groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
-import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
+import { allToAllVSentBytes, broadcastSentBytes, CommStats, gatherSentBytes, ringAllReduceBytes, ringShardBytes, scatterSentBytes } from "../stats.ts";
+import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { GroupSync, registerGroup } from "./group-sync.ts";
-import { OP_CODES, describeCallHeader, describeHeaderMismatch, dtypeCode, writeCallHeader, type CallHeader } from "./call-header.ts";
+import { describeHeaderMismatch, writeCallHeader } from "./call-header.ts";
 import { controlLayout, type LocalWorldMemory } from "./memory.ts";
 
-/** Options of a local communicator. */
-export interface LocalCommOptions {
-  /** Longest wait at any barrier before a collective fails, ms. Default: env ZEROMOE_COMM_TIMEOUT_S
-   * (seconds) or 300 s. */
-  timeoutMs?: number;
-  /** Print every collective call (rank, call number, op, array type, length, group) to stderr as it
-   * starts, to find where ranks diverge. Default: env ZEROMOE_COMM_TRACE=1. */
-  trace?: boolean;
-}
+/** Options of a local communicator (timeout: the longest wait at any barrier). */
+export type LocalCommOptions = TransportOptions;
 
-/** Collective timeout from env ZEROMOE_COMM_TIMEOUT_S (seconds), default 300 s; returns ms. */
-export function timeoutMsFromEnv(): number {
-  const v = process.env.ZEROMOE_COMM_TIMEOUT_S;
-  if (v === undefined || v === "") return 300_000;
-  const s = Number(v);
-  if (!Number.isFinite(s) || s <= 0) throw new Error(`ZEROMOE_COMM_TIMEOUT_S must be a positive number of seconds, got "${v}"`);
-  return s * 1000;
-}
-
-type ArrayCtor = {
-  new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
-  new (length: number): CommArray;
-  readonly BYTES_PER_ELEMENT: number;
-  readonly name: string;
-};
+/** Kept here too for existing importers (core/src/launch/launch.ts); defined in ../transport-options.ts. */
+export { timeoutMsFromEnv } from "../transport-options.ts";
 
 /** Chunks of at most min(this, slot elements / 16) elements are all-reduced by every member in
  * full (2 barriers) instead of segment by segment (3 barriers). */
 const SMALL_ALL_REDUCE = 4096;
 
-class LocalGroup implements Group {
-  readonly size: number;
-  constructor(
-    readonly owner: LocalCommunicator,
-    readonly ranks: readonly number[],
-    readonly rank: number,
-    readonly name: string,
-    readonly sync: GroupSync,
-  ) {
-    this.size = ranks.length;
+/** A group with the barrier state of its rank set (shared by every group of the same ranks). */
+class LocalGroup extends MemberGroup {
+  constructor(owner: LocalCommunicator, ranks: readonly number[], rank: number, name: string, readonly sync: GroupSync) {
+    super(owner, ranks, rank, name);
   }
 }
 
@@ -84,9 +61,7 @@ export class LocalCommunicator implements Communicator {
   private readonly syncs = new Map<number, GroupSync>();
   private readonly counters = new CommStats();
   private readonly timeoutMs: number;
-  private readonly trace: boolean;
-  /** Collectives called so far (counted only when tracing). */
-  private calls = 0;
+  private readonly tracer: CallTrace;
 
   /**
    * Attach rank `rank` to the job memory `mem`. Every rank of the job must construct exactly one
@@ -102,8 +77,9 @@ export class LocalCommunicator implements Communicator {
     }
     this.worldSize = mem.worldSize;
     this.ctl = new Int32Array(mem.control);
-    this.timeoutMs = opts.timeoutMs ?? timeoutMsFromEnv();
-    this.trace = opts.trace ?? process.env.ZEROMOE_COMM_TRACE === "1";
+    const { timeoutMs, trace } = resolveTransportOptions(opts);
+    this.timeoutMs = timeoutMs;
+    this.tracer = new CallTrace(rank, trace);
     this.world = this.newGroup(
       Array.from({ length: this.worldSize }, (_, i) => i),
       "world",
@@ -111,23 +87,14 @@ export class LocalCommunicator implements Communicator {
   }
 
   newGroup(ranks: readonly number[], name?: string): Group {
-    const sorted = [...ranks].sort((a, b) => a - b);
-    for (let i = 0; i < sorted.length; i++) {
-      const r = sorted[i];
-      if (!Number.isInteger(r) || r < 0 || r >= this.worldSize) {
-        throw new Error(`newGroup: rank ${r} out of range [0, ${this.worldSize}) in [${ranks.join(",")}]`);
-      }
-      if (i > 0 && sorted[i - 1] === r) throw new Error(`newGroup: rank ${r} listed twice in [${ranks.join(",")}]`);
-    }
-    const me = sorted.indexOf(this.rank);
-    if (me < 0) throw new Error(`newGroup: rank ${this.rank} is not a member of [${ranks.join(",")}]; only members create a group`);
+    const { sorted, me, name: groupName } = groupRanks(ranks, name, this.rank, this.worldSize);
     const entry = registerGroup(this.ctl, this.worldSize, sorted);
     let sync = this.syncs.get(entry);
     if (!sync) {
       sync = new GroupSync(this.ctl, entry, sorted, this.rank, controlLayout(this.worldSize));
       this.syncs.set(entry, sync);
     }
-    return new LocalGroup(this, sorted, me, name ?? `[${sorted.join(",")}]`, sync);
+    return new LocalGroup(this, sorted, me, groupName, sync);
   }
 
   stats(): Record<CollectiveName, OpStats> {
@@ -141,11 +108,7 @@ export class LocalCommunicator implements Communicator {
   // ---- helpers ------------------------------------------------------------------------------
 
   private group(opts: CollectiveOptions | undefined, op: CollectiveName): LocalGroup {
-    const g = opts?.group ?? this.world;
-    if (!(g instanceof LocalGroup) || g.owner !== this) {
-      throw new Error(`${op}: group ${g?.name ?? String(g)} was not created by this rank's communicator`);
-    }
-    return g;
+    return callGroup(opts, this.world as LocalGroup, this, op);
   }
 
   /** A view of `len` elements of world rank `r`'s slot, starting at element `off`. */
@@ -159,10 +122,7 @@ export class LocalCommunicator implements Communicator {
 
   private writeHeader(g: LocalGroup, h: CallHeader): void {
     writeCallHeader(this.ctl, this.rank, h);
-    if (this.trace) {
-      this.calls++;
-      console.error(`[comm] rank ${this.rank} call ${this.calls}: ${describeCallHeader(h)} on group ${g.name}`);
-    }
+    this.tracer.note(h, g.name);
   }
 
   private barrierOf(g: LocalGroup, op: CollectiveName): void {
@@ -175,7 +135,7 @@ export class LocalCommunicator implements Communicator {
     const problem = describeHeaderMismatch(this.ctl, g.ranks);
     if (problem === null) return;
     this.barrierOf(g, op);
-    throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${problem}`);
+    throw callMismatchError(op, g.name, this.rank, problem);
   }
 
   // ---- collectives --------------------------------------------------------------------------
@@ -189,9 +149,7 @@ export class LocalCommunicator implements Communicator {
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
     const len = data.length;
-    const op = opts?.op ?? "sum";
-    const average = opts?.average ?? false;
-    const half = opts?.half ?? "bf16";
+    const { op, average, half } = reduceSettings(opts);
     this.writeHeader(g, { op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: reduceFlags(opts) });
     const small = Math.min(SMALL_ALL_REDUCE, Math.floor(cap / 16));
     const chunks = Math.max(1, Math.ceil(len / cap));
@@ -246,12 +204,8 @@ export class LocalCommunicator implements Communicator {
       throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not divisible by the group size ${n}`);
     }
     const s = input.length / n;
-    const out = output ?? (new ctor(s) as T);
-    if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out.length !== s) throw new Error(`reduce_scatter on group ${g.name}: output length ${out.length}, expected input length / group size = ${s}`);
-    const op = opts?.op ?? "sum";
-    const average = opts?.average ?? false;
-    const half = opts?.half ?? "bf16";
+    const out = reduceScatterOutput(input, output, n, g.name);
+    const { op, average, half } = reduceSettings(opts);
     const cap = Math.floor(this.slotElems(ctor) / n);
     this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
     const chunks = Math.max(1, Math.ceil(s / cap));
@@ -318,26 +272,13 @@ export class LocalCommunicator implements Communicator {
 
     // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.
     this.writeHeader(g, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
-    const cnt = this.slot(this.rank, Float64Array as unknown as ArrayCtor, 0, 2 * n) as Float64Array;
-    for (let j = 0; j < n; j++) {
-      cnt[j] = sendCounts[j];
-      cnt[n + j] = recvCounts[j];
-    }
+    packCountRow(this.slot(this.rank, Float64Array, 0, 2 * n) as Float64Array, sendCounts, recvCounts);
     this.barrierOf(g, "all_to_all_v");
     this.checkHeaders(g, "all_to_all_v");
-    let maxCount = 0;
-    const problems: string[] = [];
-    const mats = g.ranks.map((r) => this.slot(r, Float64Array as unknown as ArrayCtor, 0, 2 * n) as Float64Array);
-    for (let i = 0; i < n; i++) {
-      for (let j = 0; j < n; j++) {
-        const sent = mats[i][j];
-        const expected = mats[j][n + i];
-        if (sent !== expected) problems.push(`rank ${g.ranks[i]} sends ${sent} to rank ${g.ranks[j]}, which expects ${expected}`);
-        if (i !== j && sent > maxCount) maxCount = sent;
-      }
-    }
+    const rows = g.ranks.map((r) => this.slot(r, Float64Array, 0, 2 * n) as Float64Array);
+    const { maxCount, error } = checkCountRows(rows, g.ranks, where);
     this.barrierOf(g, "all_to_all_v");
-    if (problems.length > 0) throw new CommMismatchError(`${where}: send/recv counts disagree: ${problems.join("; ")}`);
+    if (error) throw error;
 
     // Self part: a direct copy.
     const me = g.rank;
@@ -360,8 +301,7 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "all_to_all_v");
     }
-    const bpe = ctor.BYTES_PER_ELEMENT;
-    this.counters.record("all_to_all_v", (sdispl[n] - sendCounts[me]) * bpe, performance.now() - t0);
+    this.counters.record("all_to_all_v", allToAllVSentBytes(sdispl[n], sendCounts[me], ctor.BYTES_PER_ELEMENT), performance.now() - t0);
     return out;
   }
 
@@ -384,7 +324,7 @@ export class LocalCommunicator implements Communicator {
       if (g.rank !== rootIdx) data.set(this.slot(root, ctor, 0, c) as T, o);
       this.barrierOf(g, "broadcast");
     }
-    this.counters.record("broadcast", g.rank === rootIdx && g.size > 1 ? data.byteLength : 0, performance.now() - t0);
+    this.counters.record("broadcast", broadcastSentBytes(data.byteLength, g.size, g.rank === rootIdx), performance.now() - t0);
     return data;
   }
 
@@ -397,9 +337,7 @@ export class LocalCommunicator implements Communicator {
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
     const isRoot = g.rank === rootIdx;
-    const out = isRoot ? (output ?? (new ctor(n * s) as T)) : null;
-    if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
+    const out = gatherOutput(input, output, n, isRoot, g.name);
     const cap = this.slotElems(ctor);
     this.writeHeader(g, { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
@@ -417,7 +355,7 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "gather");
     }
-    this.counters.record("gather", isRoot ? 0 : input.byteLength, performance.now() - t0);
+    this.counters.record("gather", gatherSentBytes(input.byteLength, isRoot), performance.now() - t0);
     return out;
   }
 
@@ -430,11 +368,7 @@ export class LocalCommunicator implements Communicator {
     const ctor = output.constructor as ArrayCtor;
     const s = output.length;
     const isRoot = g.rank === rootIdx;
-    if (isRoot) {
-      if (!input) throw new Error(`scatter on group ${g.name}: the root (rank ${root}) must pass an input array`);
-      if (input.constructor !== ctor) throw new Error(`scatter: input is ${input.constructor.name}, output is ${ctor.name}; they must match`);
-      if (input.length !== n * s) throw new Error(`scatter on group ${g.name}: root input length ${input.length}, expected group size × output length = ${n * s}`);
-    }
+    checkScatterInput(input, output, n, isRoot, root, g.name);
     const cap = Math.floor(this.slotElems(ctor) / n);
     this.writeHeader(g, { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
     const chunks = Math.max(1, Math.ceil(s / cap));
@@ -450,7 +384,7 @@ export class LocalCommunicator implements Communicator {
       output.set(this.slot(root, ctor, g.rank * c, c) as T, o);
       this.barrierOf(g, "scatter");
     }
-    this.counters.record("scatter", isRoot ? ringShardBytes(n * s * ctor.BYTES_PER_ELEMENT, n) : 0, performance.now() - t0);
+    this.counters.record("scatter", scatterSentBytes(n * s * ctor.BYTES_PER_ELEMENT, n, isRoot), performance.now() - t0);
     return output;
   }
 

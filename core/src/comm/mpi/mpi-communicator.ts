@@ -42,29 +42,30 @@ import type {
   OpStats,
   ReduceOptions,
 } from "../communicator.ts";
-import { allGatherOutput, allToAllVLayout, reduceFlags, rootIndex, sharesBytes, validateReduce } from "../collective-args.ts";
-import { CommMismatchError, CommTimeoutError } from "../errors.ts";
-import { OP_CODES, describeCallHeader, dtypeCode, type CallHeader } from "../local/call-header.ts";
-import { timeoutMsFromEnv } from "../local/local-communicator.ts";
+import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
+import { CallTrace, OP_CODES, callMismatchError, describeMemberCall, dtypeCode, headerMismatchTable, type CallHeader } from "../call-header.ts";
+import {
+  allGatherOutput,
+  allToAllVLayout,
+  checkScatterInput,
+  gatherOutput,
+  reduceFlags,
+  reduceScatterOutput,
+  reduceSettings,
+  rootIndex,
+  sharesBytes,
+  validateReduce,
+  type ArrayCtor,
+} from "../collective-args.ts";
+import { CommTimeoutError } from "../errors.ts";
+import { callGroup, groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
-import { CommStats, ringAllReduceBytes, ringShardBytes } from "../stats.ts";
+import { allToAllVSentBytes, broadcastSentBytes, CommStats, gatherSentBytes, ringAllReduceBytes, ringShardBytes, scatterSentBytes } from "../stats.ts";
+import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { handleOut, handleValue, loadMpi, MPI_SUCCESS, MPI_THREAD_FUNNELED, mpiErrorString, type MpiLib } from "./ffi.ts";
 
-/** Options of an MPI communicator. */
-export interface MpiCommOptions {
-  /** Longest wait for the members of a collective to arrive, ms. Default: env
-   * ZEROMOE_COMM_TIMEOUT_S (seconds) or 300 s. */
-  timeoutMs?: number;
-  /** Print every collective call to stderr as it starts. Default: env ZEROMOE_COMM_TRACE=1. */
-  trace?: boolean;
-}
-
-type ArrayCtor = {
-  new (buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray;
-  new (length: number): CommArray;
-  readonly BYTES_PER_ELEMENT: number;
-  readonly name: string;
-};
+/** Options of an MPI communicator (timeout: the longest wait for the members' call headers). */
+export type MpiCommOptions = TransportOptions;
 
 /** Header flags of {@link MpiCommunicator.gatherBytes}: the launcher gathering the entry's results. */
 const RESULTS_FLAG = 16;
@@ -98,16 +99,10 @@ function partStart(len: number, n: number, k: number): number {
   return Math.floor((len * k) / n);
 }
 
-class MpiGroup implements Group {
-  readonly size: number;
-  constructor(
-    readonly owner: MpiCommunicator,
-    readonly ranks: readonly number[],
-    readonly rank: number,
-    readonly name: string,
-    readonly key: string,
-  ) {
-    this.size = ranks.length;
+/** A group with the key of its rank set in the communicator's table of MPI communicators. */
+class MpiGroup extends MemberGroup {
+  constructor(owner: MpiCommunicator, ranks: readonly number[], rank: number, name: string, readonly key: string) {
+    super(owner, ranks, rank, name);
   }
 }
 
@@ -122,8 +117,7 @@ export class MpiCommunicator implements Communicator {
   private readonly comms = new Map<string, Pointer>();
   private readonly counters = new CommStats();
   private readonly timeoutMs: number;
-  private readonly trace: boolean;
-  private calls = 0;
+  private readonly tracer: CallTrace;
   private readonly hdrSend = new Float64Array(HEADER_LEN);
   /** Receive buffer of the reductions, kept between calls (grown to the largest call's need). */
   private scratch = new ArrayBuffer(0);
@@ -153,8 +147,9 @@ export class MpiCommunicator implements Communicator {
     this.check(lib.fn.MPI_Comm_set_errhandler(world, lib.ERRORS_RETURN), "MPI_Comm_set_errhandler");
     const all = Array.from({ length: this.worldSize }, (_, i) => i);
     this.comms.set(all.join(","), world);
-    this.timeoutMs = opts.timeoutMs ?? timeoutMsFromEnv();
-    this.trace = opts.trace ?? process.env.ZEROMOE_COMM_TRACE === "1";
+    const { timeoutMs, trace } = resolveTransportOptions(opts);
+    this.timeoutMs = timeoutMs;
+    this.tracer = new CallTrace(this.rank, trace);
     this.world = this.newGroup(all, "world");
   }
 
@@ -164,17 +159,8 @@ export class MpiCommunicator implements Communicator {
   }
 
   newGroup(ranks: readonly number[], name?: string): Group {
-    const sorted = [...ranks].sort((a, b) => a - b);
-    for (let i = 0; i < sorted.length; i++) {
-      const r = sorted[i]!;
-      if (!Number.isInteger(r) || r < 0 || r >= this.worldSize) {
-        throw new Error(`newGroup: rank ${r} out of range [0, ${this.worldSize}) in [${ranks.join(",")}]`);
-      }
-      if (i > 0 && sorted[i - 1] === r) throw new Error(`newGroup: rank ${r} listed twice in [${ranks.join(",")}]`);
-    }
-    const me = sorted.indexOf(this.rank);
-    if (me < 0) throw new Error(`newGroup: rank ${this.rank} is not a member of [${ranks.join(",")}]; only members create a group`);
-    return new MpiGroup(this, sorted, me, name ?? `[${sorted.join(",")}]`, sorted.join(","));
+    const { sorted, me, name: groupName } = groupRanks(ranks, name, this.rank, this.worldSize);
+    return new MpiGroup(this, sorted, me, groupName, sorted.join(","));
   }
 
   stats(): Record<CollectiveName, OpStats> {
@@ -188,11 +174,7 @@ export class MpiCommunicator implements Communicator {
   // ---- helpers ------------------------------------------------------------------------------
 
   private group(opts: CollectiveOptions | undefined, op: CollectiveName): MpiGroup {
-    const g = opts?.group ?? this.world;
-    if (!(g instanceof MpiGroup) || g.owner !== this) {
-      throw new Error(`${op}: group ${g?.name ?? String(g)} was not created by this rank's communicator`);
-    }
-    return g;
+    return callGroup(opts, this.world as MpiGroup, this, op);
   }
 
   /** The MPI communicator of `g`, created at its first collective (MPI_Comm_create_group over the
@@ -225,10 +207,7 @@ export class MpiCommunicator implements Communicator {
    * members whose header did not arrive, CommMismatchError when headers disagree.
    */
   private arrive(g: MpiGroup, op: CollectiveName, h: CallHeader): Pointer {
-    if (this.trace) {
-      this.calls++;
-      console.error(`[comm] rank ${this.rank} call ${this.calls}: ${describeCallHeader(h)} on group ${g.name}`);
-    }
+    this.tracer.note(h, g.name);
     const comm = this.commOf(g);
     const n = g.size;
     if (n === 1) return comm;
@@ -272,20 +251,15 @@ export class MpiCommunicator implements Communicator {
       }
       return missing;
     });
-    const same = (j: number) => {
-      for (let f = 0; f < HEADER_LEN; f++) if (all[j * HEADER_LEN + f] !== all[f]) return false;
-      return true;
-    };
-    let ok = true;
-    for (let j = 1; j < n; j++) if (!same(j)) ok = false;
-    if (!ok) {
-      const rows = g.ranks.map((r, j) => {
-        const b = j * HEADER_LEN;
-        if (all[b] === OP_CODES.gather && all[b + 4] === RESULTS_FLAG) return `rank ${r}: returned from its entry function (gathering the results)`;
-        return `rank ${r}: ${describeCallHeader({ op: all[b]!, dtype: all[b + 1]!, length: all[b + 2]!, root: all[b + 3]!, flags: all[b + 4]! })}`;
-      });
-      throw new CommMismatchError(`${op} on group ${g.name} (rank ${this.rank}): members disagree on the call: ${rows.join("; ")}`);
-    }
+    const headers = g.ranks.map((_, j) => {
+      const b = j * HEADER_LEN;
+      return { op: all[b]!, dtype: all[b + 1]!, length: all[b + 2]!, root: all[b + 3]!, flags: all[b + 4]! };
+    });
+    // a member in gatherBytes (RESULTS_FLAG) has returned from its entry function
+    const table = headerMismatchTable(headers, g.ranks, (h, r) =>
+      h.op === OP_CODES.gather && h.flags === RESULTS_FLAG ? `rank ${r}: returned from its entry function (gathering the results)` : describeMemberCall(h, r),
+    );
+    if (table !== null) throw callMismatchError(op, g.name, this.rank, table);
     return comm;
   }
 
@@ -359,7 +333,8 @@ export class MpiCommunicator implements Communicator {
     const parts = this.scratchOf(ctor, n * mySize);
     this.alltoallv(comm, chunk, sCnt, sOff, parts, rCnt, rOff, "all_reduce");
     const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * mySize, (j + 1) * mySize) as CommArray);
-    reduceInto(parts, 0, srcs, mySize, opts?.op ?? "sum", opts?.average ?? false, n, opts?.half ?? "bf16");
+    const { op, average, half } = reduceSettings(opts);
+    reduceInto(parts, 0, srcs, mySize, op, average, n, half);
     const bpe = ctor.BYTES_PER_ELEMENT;
     const rc = new Int32Array(n), rd = new Int32Array(n);
     for (let j = 0; j < n; j++) {
@@ -383,7 +358,8 @@ export class MpiCommunicator implements Communicator {
     const n = g.size;
     const comm = this.arrive(g, "all_reduce", { op: OP_CODES.all_reduce, dtype: dt, length: data.length, root: 0, flags: reduceFlags(opts) });
     if (n === 1) {
-      if (opts?.average || data instanceof Uint16Array) reduceInto(data, 0, [data], data.length, opts?.op ?? "sum", opts?.average ?? false, 1, opts?.half ?? "bf16");
+      const { op, average, half } = reduceSettings(opts);
+      if (average || data instanceof Uint16Array) reduceInto(data, 0, [data], data.length, op, average, 1, half);
     } else {
       const cap = Math.floor(ALL_REDUCE_CHUNK_BYTES / data.BYTES_PER_ELEMENT);
       for (let o = 0; o < data.length; o += cap) this.allReduceChunk(comm, g, data, o, Math.min(cap, data.length - o), opts);
@@ -401,9 +377,7 @@ export class MpiCommunicator implements Communicator {
     const ctor = input.constructor as ArrayCtor;
     if (input.length % n !== 0) throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not a multiple of the group size ${n}`);
     const s = input.length / n;
-    const out = output ?? (new ctor(s) as T);
-    if (out.constructor !== ctor) throw new Error(`reduce_scatter: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out.length !== s) throw new Error(`reduce_scatter on group ${g.name}: output length ${out.length}, expected input length / group size = ${s}`);
+    const out = reduceScatterOutput(input, output, n, g.name);
     this.fitsInt(input.byteLength, "reduce_scatter", g);
     const comm = this.arrive(g, "reduce_scatter", { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
     const parts = this.scratchOf(ctor, n * s);
@@ -414,7 +388,8 @@ export class MpiCommunicator implements Communicator {
       this.alltoallv(comm, input, cnt, off, parts, cnt, off, "reduce_scatter");
     }
     const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * s, (j + 1) * s) as CommArray);
-    reduceInto(out, 0, srcs, s, opts?.op ?? "sum", opts?.average ?? false, n, opts?.half ?? "bf16");
+    const { op, average, half } = reduceSettings(opts);
+    reduceInto(out, 0, srcs, s, op, average, n, half);
     this.counters.record("reduce_scatter", ringShardBytes(input.byteLength, n), performance.now() - t0);
     return out;
   }
@@ -461,28 +436,18 @@ export class MpiCommunicator implements Communicator {
     if (n > 1) {
       // the n×n count matrix on every member (as local does), validated before any data moves
       const mine = new Float64Array(2 * n);
-      for (let j = 0; j < n; j++) {
-        mine[j] = sendCounts[j]!;
-        mine[n + j] = recvCounts[j]!;
-      }
+      packCountRow(mine, sendCounts, recvCounts);
       const mats = new Float64Array(2 * n * n);
       this.check(lib.fn.MPI_Allgather(ptr(mine), 16 * n, lib.BYTE, ptr(mats), 16 * n, lib.BYTE, comm), "all_to_all_v: MPI_Allgather of the counts");
-      const problems: string[] = [];
-      for (let i = 0; i < n; i++) {
-        for (let j = 0; j < n; j++) {
-          const sent = mats[2 * n * i + j];
-          const expected = mats[2 * n * j + n + i];
-          if (sent !== expected) problems.push(`rank ${g.ranks[i]} sends ${sent} to rank ${g.ranks[j]}, which expects ${expected}`);
-        }
-      }
-      if (problems.length > 0) throw new CommMismatchError(`${where}: send/recv counts disagree: ${problems.join("; ")}`);
+      const rows = Array.from({ length: n }, (_, i) => mats.subarray(2 * n * i, 2 * n * (i + 1)));
+      const { error } = checkCountRows(rows, g.ranks, where);
+      if (error) throw error;
       const src = sharesBytes(send, out) ? send.slice() : send;
       this.alltoallv(comm, src, sendCounts, sdispl, out, recvCounts, rdispl, "all_to_all_v");
     } else {
       out.set(send.subarray(sdispl[me]!, sdispl[me]! + sendCounts[me]!) as T, rdispl[me]!);
     }
-    const bpe = ctor.BYTES_PER_ELEMENT;
-    this.counters.record("all_to_all_v", (sdispl[n]! - sendCounts[me]!) * bpe, performance.now() - t0);
+    this.counters.record("all_to_all_v", allToAllVSentBytes(sdispl[n]!, sendCounts[me]!, ctor.BYTES_PER_ELEMENT), performance.now() - t0);
     return out;
   }
 
@@ -499,7 +464,7 @@ export class MpiCommunicator implements Communicator {
         this.check(this.lib.fn.MPI_Bcast(addr(c), c.length, this.lib.BYTE, rootIdx, comm), "broadcast: MPI_Bcast");
       }
     }
-    this.counters.record("broadcast", g.rank === rootIdx && g.size > 1 ? data.byteLength : 0, performance.now() - t0);
+    this.counters.record("broadcast", broadcastSentBytes(data.byteLength, g.size, g.rank === rootIdx), performance.now() - t0);
     return data;
   }
 
@@ -509,12 +474,9 @@ export class MpiCommunicator implements Communicator {
     const dt = dtypeCode(input);
     const rootIdx = rootIndex(g, root, "gather");
     const n = g.size;
-    const ctor = input.constructor as ArrayCtor;
     const s = input.length;
     const isRoot = g.rank === rootIdx;
-    const out = isRoot ? (output ?? (new ctor(n * s) as T)) : null;
-    if (out && out.constructor !== ctor) throw new Error(`gather: output is ${out.constructor.name}, input is ${ctor.name}; they must match`);
-    if (out && out.length !== n * s) throw new Error(`gather on group ${g.name}: output length ${out.length}, expected ${n * s}`);
+    const out = gatherOutput(input, output, n, isRoot, g.name);
     this.fitsInt(n * input.byteLength, "gather", g);
     const comm = this.arrive(g, "gather", { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
     const src = out && sharesBytes(input, out) ? input.slice() : input;
@@ -526,7 +488,7 @@ export class MpiCommunicator implements Communicator {
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
       this.check(lib.fn.MPI_Gatherv(addr(src), b, lib.BYTE, out ? addr(out) : null, counts, displs, lib.BYTE, rootIdx, comm), "gather: MPI_Gatherv");
     }
-    this.counters.record("gather", isRoot ? 0 : input.byteLength, performance.now() - t0);
+    this.counters.record("gather", gatherSentBytes(input.byteLength, isRoot), performance.now() - t0);
     return out;
   }
 
@@ -539,11 +501,7 @@ export class MpiCommunicator implements Communicator {
     const ctor = output.constructor as ArrayCtor;
     const s = output.length;
     const isRoot = g.rank === rootIdx;
-    if (isRoot) {
-      if (!input) throw new Error(`scatter on group ${g.name}: the root (rank ${root}) must pass an input array`);
-      if (input.constructor !== ctor) throw new Error(`scatter: input is ${input.constructor.name}, output is ${ctor.name}; they must match`);
-      if (input.length !== n * s) throw new Error(`scatter on group ${g.name}: root input length ${input.length}, expected group size × output length = ${n * s}`);
-    }
+    checkScatterInput(input, output, n, isRoot, root, g.name);
     this.fitsInt(n * output.byteLength, "scatter", g);
     const comm = this.arrive(g, "scatter", { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
     const src = isRoot && sharesBytes(input!, output) ? input!.slice() : input;
@@ -555,7 +513,7 @@ export class MpiCommunicator implements Communicator {
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
       this.check(lib.fn.MPI_Scatterv(isRoot ? addr(src!) : null, counts, displs, lib.BYTE, addr(output), b, lib.BYTE, rootIdx, comm), "scatter: MPI_Scatterv");
     }
-    this.counters.record("scatter", isRoot ? ringShardBytes(n * s * ctor.BYTES_PER_ELEMENT, n) : 0, performance.now() - t0);
+    this.counters.record("scatter", scatterSentBytes(n * s * ctor.BYTES_PER_ELEMENT, n, isRoot), performance.now() - t0);
     return output;
   }
 
