@@ -15,21 +15,13 @@
  * every call through per-rank headers (op, dtype, length, root, flags).
  */
 
-import type {
-  CollectiveName,
-  CollectiveOptions,
-  CommArray,
-  Communicator,
-  Group,
-  OpStats,
-  ReduceOptions,
-} from "../communicator.ts";
-import { CallTrace, OP_CODES, callMismatchError, dtypeCode, type CallHeader } from "../call-header.ts";
-import { allToAllVLayout, checkScatterInput, gatherOutput, reduceFlags, reduceScatterOutput, reduceSettings, rootIndex, sharesBytes, validateReduce, allGatherOutput, type ArrayCtor } from "../collective-args.ts";
+import type { CollectiveName, CommArray, Group, ReduceOptions } from "../communicator.ts";
 import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
-import { callGroup, groupRanks, MemberGroup } from "../group-ranks.ts";
+import { CallTrace, callMismatchError, type CallHeader } from "../call-header.ts";
+import { CheckedCommunicator, type AllToAllVDispl } from "../checked-communicator.ts";
+import { reduceSettings, sharesBytes, type ArrayCtor } from "../collective-args.ts";
+import { groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
-import { allToAllVSentBytes, broadcastSentBytes, CommStats, gatherSentBytes, ringAllReduceBytes, ringShardBytes, scatterSentBytes } from "../stats.ts";
 import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { GroupSync, registerGroup } from "./group-sync.ts";
 import { describeHeaderMismatch, writeCallHeader } from "./call-header.ts";
@@ -53,13 +45,12 @@ class LocalGroup extends MemberGroup {
 }
 
 /** A rank's communicator on the `local` (shared-memory, Bun Workers) transport. */
-export class LocalCommunicator implements Communicator {
+export class LocalCommunicator extends CheckedCommunicator<LocalGroup> {
   readonly transport = "local";
   readonly worldSize: number;
   readonly world: Group;
   private readonly ctl: Int32Array;
   private readonly syncs = new Map<number, GroupSync>();
-  private readonly counters = new CommStats();
   private readonly timeoutMs: number;
   private readonly tracer: CallTrace;
 
@@ -72,6 +63,7 @@ export class LocalCommunicator implements Communicator {
     readonly rank: number,
     opts: LocalCommOptions = {},
   ) {
+    super();
     if (!Number.isInteger(rank) || rank < 0 || rank >= mem.worldSize) {
       throw new Error(`local comm: rank ${rank} out of range [0, ${mem.worldSize})`);
     }
@@ -97,19 +89,7 @@ export class LocalCommunicator implements Communicator {
     return new LocalGroup(this, sorted, me, groupName, sync);
   }
 
-  stats(): Record<CollectiveName, OpStats> {
-    return this.counters.snapshot();
-  }
-
-  resetStats(): void {
-    this.counters.reset();
-  }
-
   // ---- helpers ------------------------------------------------------------------------------
-
-  private group(opts: CollectiveOptions | undefined, op: CollectiveName): LocalGroup {
-    return callGroup(opts, this.world as LocalGroup, this, op);
-  }
 
   /** A view of `len` elements of world rank `r`'s slot, starting at element `off`. */
   private slot(r: number, ctor: ArrayCtor, off: number, len: number): CommArray {
@@ -138,19 +118,15 @@ export class LocalCommunicator implements Communicator {
     throw callMismatchError(op, g.name, this.rank, problem);
   }
 
-  // ---- collectives --------------------------------------------------------------------------
+  // ---- data movement of each collective (checks, header, stats: ../checked-communicator.ts) ----
 
-  async allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_reduce");
-    const dt = dtypeCode(data);
-    validateReduce(data, opts, "all_reduce");
+  protected moveAllReduce<T extends CommArray>(g: LocalGroup, data: T, h: CallHeader, opts: ReduceOptions | undefined): void {
     const n = g.size;
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
     const len = data.length;
     const { op, average, half } = reduceSettings(opts);
-    this.writeHeader(g, { op: OP_CODES.all_reduce, dtype: dt, length: len, root: 0, flags: reduceFlags(opts) });
+    this.writeHeader(g, h);
     const small = Math.min(SMALL_ALL_REDUCE, Math.floor(cap / 16));
     const chunks = Math.max(1, Math.ceil(len / cap));
     for (let ch = 0; ch < chunks; ch++) {
@@ -189,25 +165,15 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "all_reduce");
     }
-    this.counters.record("all_reduce", ringAllReduceBytes(data.byteLength, n), performance.now() - t0);
-    return data;
   }
 
-  async reduceScatter<T extends CommArray>(input: T, output?: T, opts?: ReduceOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "reduce_scatter");
-    const dt = dtypeCode(input);
-    validateReduce(input, opts, "reduce_scatter");
+  protected moveReduceScatter<T extends CommArray>(g: LocalGroup, input: T, out: T, h: CallHeader, opts: ReduceOptions | undefined): void {
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
-    if (input.length % n !== 0) {
-      throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not divisible by the group size ${n}`);
-    }
     const s = input.length / n;
-    const out = reduceScatterOutput(input, output, n, g.name);
     const { op, average, half } = reduceSettings(opts);
     const cap = Math.floor(this.slotElems(ctor) / n);
-    this.writeHeader(g, { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
+    this.writeHeader(g, h);
     const chunks = Math.max(1, Math.ceil(s / cap));
     const ownInSlot = sharesBytes(out, input);
     for (let ch = 0; ch < chunks; ch++) {
@@ -224,20 +190,14 @@ export class LocalCommunicator implements Communicator {
       reduceInto(out, o, srcs, c, op, average, n, half);
       this.barrierOf(g, "reduce_scatter");
     }
-    this.counters.record("reduce_scatter", ringShardBytes(input.byteLength, n), performance.now() - t0);
-    return out;
   }
 
-  async allGather<T extends CommArray>(input: T, output?: T, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_gather");
-    const dt = dtypeCode(input);
+  protected moveAllGather<T extends CommArray>(g: LocalGroup, input: T, out: T, h: CallHeader): void {
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
-    const out = allGatherOutput(input, output, n, g.name);
     const cap = this.slotElems(ctor);
-    this.writeHeader(g, { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
+    this.writeHeader(g, h);
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -251,27 +211,22 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "all_gather");
     }
-    this.counters.record("all_gather", ringShardBytes(out.byteLength, n), performance.now() - t0);
-    return out;
   }
 
-  async allToAllV<T extends CommArray>(
+  protected moveAllToAllV<T extends CommArray>(
+    g: LocalGroup,
     send: T,
     sendCounts: readonly number[],
     recvCounts: readonly number[],
-    recv?: T,
-    opts?: CollectiveOptions,
-  ): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_to_all_v");
-    const dt = dtypeCode(send);
+    out: T,
+    { sdispl, rdispl }: AllToAllVDispl,
+    where: string,
+    h: CallHeader,
+  ): void {
     const n = g.size;
     const ctor = send.constructor as ArrayCtor;
-    const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
-    const { out, sdispl, rdispl } = allToAllVLayout(send, sendCounts, recvCounts, recv, n, where);
-
     // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.
-    this.writeHeader(g, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    this.writeHeader(g, h);
     packCountRow(this.slot(this.rank, Float64Array, 0, 2 * n) as Float64Array, sendCounts, recvCounts);
     this.barrierOf(g, "all_to_all_v");
     this.checkHeaders(g, "all_to_all_v");
@@ -301,19 +256,13 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "all_to_all_v");
     }
-    this.counters.record("all_to_all_v", allToAllVSentBytes(sdispl[n], sendCounts[me], ctor.BYTES_PER_ELEMENT), performance.now() - t0);
-    return out;
   }
 
-  async broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "broadcast");
-    const dt = dtypeCode(data);
-    const rootIdx = rootIndex(g, root, "broadcast");
+  protected moveBroadcast<T extends CommArray>(g: LocalGroup, data: T, root: number, rootIdx: number, h: CallHeader): void {
     const ctor = data.constructor as ArrayCtor;
     const cap = this.slotElems(ctor);
     const len = data.length;
-    this.writeHeader(g, { op: OP_CODES.broadcast, dtype: dt, length: len, root, flags: 0 });
+    this.writeHeader(g, h);
     const chunks = Math.max(1, Math.ceil(len / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -324,22 +273,15 @@ export class LocalCommunicator implements Communicator {
       if (g.rank !== rootIdx) data.set(this.slot(root, ctor, 0, c) as T, o);
       this.barrierOf(g, "broadcast");
     }
-    this.counters.record("broadcast", broadcastSentBytes(data.byteLength, g.size, g.rank === rootIdx), performance.now() - t0);
-    return data;
   }
 
-  async gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Promise<T | null> {
-    const t0 = performance.now();
-    const g = this.group(opts, "gather");
-    const dt = dtypeCode(input);
-    const rootIdx = rootIndex(g, root, "gather");
+  protected moveGather<T extends CommArray>(g: LocalGroup, input: T, _root: number, rootIdx: number, out: T | null, h: CallHeader): void {
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
     const s = input.length;
     const isRoot = g.rank === rootIdx;
-    const out = gatherOutput(input, output, n, isRoot, g.name);
     const cap = this.slotElems(ctor);
-    this.writeHeader(g, { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
+    this.writeHeader(g, h);
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -355,22 +297,15 @@ export class LocalCommunicator implements Communicator {
       }
       this.barrierOf(g, "gather");
     }
-    this.counters.record("gather", gatherSentBytes(input.byteLength, isRoot), performance.now() - t0);
-    return out;
   }
 
-  async scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "scatter");
-    const dt = dtypeCode(output);
-    const rootIdx = rootIndex(g, root, "scatter");
+  protected moveScatter<T extends CommArray>(g: LocalGroup, input: T | null, output: T, root: number, rootIdx: number, h: CallHeader): void {
     const n = g.size;
     const ctor = output.constructor as ArrayCtor;
     const s = output.length;
     const isRoot = g.rank === rootIdx;
-    checkScatterInput(input, output, n, isRoot, root, g.name);
     const cap = Math.floor(this.slotElems(ctor) / n);
-    this.writeHeader(g, { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
+    this.writeHeader(g, h);
     const chunks = Math.max(1, Math.ceil(s / cap));
     for (let ch = 0; ch < chunks; ch++) {
       const o = ch * cap;
@@ -384,17 +319,12 @@ export class LocalCommunicator implements Communicator {
       output.set(this.slot(root, ctor, g.rank * c, c) as T, o);
       this.barrierOf(g, "scatter");
     }
-    this.counters.record("scatter", scatterSentBytes(n * s * ctor.BYTES_PER_ELEMENT, n, isRoot), performance.now() - t0);
-    return output;
   }
 
-  async barrier(opts?: CollectiveOptions): Promise<void> {
-    const t0 = performance.now();
-    const g = this.group(opts, "barrier");
-    this.writeHeader(g, { op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
+  protected moveBarrier(g: LocalGroup, h: CallHeader): void {
+    this.writeHeader(g, h);
     this.barrierOf(g, "barrier");
     this.checkHeaders(g, "barrier");
     this.barrierOf(g, "barrier");
-    this.counters.record("barrier", 0, performance.now() - t0);
   }
 }

@@ -33,34 +33,14 @@
  */
 
 import { ptr, type Pointer } from "bun:ffi";
-import type {
-  CollectiveName,
-  CollectiveOptions,
-  CommArray,
-  Communicator,
-  Group,
-  OpStats,
-  ReduceOptions,
-} from "../communicator.ts";
+import type { CollectiveName, CommArray, Group, ReduceOptions } from "../communicator.ts";
 import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
-import { CallTrace, OP_CODES, callMismatchError, describeMemberCall, dtypeCode, headerMismatchTable, type CallHeader } from "../call-header.ts";
-import {
-  allGatherOutput,
-  allToAllVLayout,
-  checkScatterInput,
-  gatherOutput,
-  reduceFlags,
-  reduceScatterOutput,
-  reduceSettings,
-  rootIndex,
-  sharesBytes,
-  validateReduce,
-  type ArrayCtor,
-} from "../collective-args.ts";
+import { CallTrace, OP_CODES, callMismatchError, describeMemberCall, headerMismatchTable, type CallHeader } from "../call-header.ts";
+import { CheckedCommunicator, type AllToAllVDispl } from "../checked-communicator.ts";
+import { reduceSettings, sharesBytes, type ArrayCtor } from "../collective-args.ts";
 import { CommTimeoutError } from "../errors.ts";
-import { callGroup, groupRanks, MemberGroup } from "../group-ranks.ts";
+import { groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
-import { allToAllVSentBytes, broadcastSentBytes, CommStats, gatherSentBytes, ringAllReduceBytes, ringShardBytes, scatterSentBytes } from "../stats.ts";
 import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { handleOut, handleValue, loadMpi, MPI_SUCCESS, MPI_THREAD_FUNNELED, mpiErrorString, type MpiLib } from "./ffi.ts";
 
@@ -107,7 +87,7 @@ class MpiGroup extends MemberGroup {
 }
 
 /** A rank's communicator on the `mpi` transport (see the file comment). */
-export class MpiCommunicator implements Communicator {
+export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
   readonly transport = "mpi";
   readonly rank: number;
   readonly worldSize: number;
@@ -115,7 +95,6 @@ export class MpiCommunicator implements Communicator {
   private readonly lib: MpiLib;
   /** MPI communicator per rank set (key: ranks joined by ","); the world's is a dup of COMM_WORLD. */
   private readonly comms = new Map<string, Pointer>();
-  private readonly counters = new CommStats();
   private readonly timeoutMs: number;
   private readonly tracer: CallTrace;
   private readonly hdrSend = new Float64Array(HEADER_LEN);
@@ -128,6 +107,7 @@ export class MpiCommunicator implements Communicator {
    * collective of the world). Throws when Open MPI cannot be loaded or initialised.
    */
   constructor(opts: MpiCommOptions = {}) {
+    super();
     const lib = (this.lib = loadMpi());
     const flag = new Int32Array(1);
     this.check(lib.fn.MPI_Initialized(flag), "MPI_Initialized");
@@ -163,19 +143,7 @@ export class MpiCommunicator implements Communicator {
     return new MpiGroup(this, sorted, me, groupName, sorted.join(","));
   }
 
-  stats(): Record<CollectiveName, OpStats> {
-    return this.counters.snapshot();
-  }
-
-  resetStats(): void {
-    this.counters.reset();
-  }
-
   // ---- helpers ------------------------------------------------------------------------------
-
-  private group(opts: CollectiveOptions | undefined, op: CollectiveName): MpiGroup {
-    return callGroup(opts, this.world as MpiGroup, this, op);
-  }
 
   /** The MPI communicator of `g`, created at its first collective (MPI_Comm_create_group over the
    * members only; every member is in the same first collective on the group by the contract). */
@@ -348,15 +316,11 @@ export class MpiCommunicator implements Communicator {
     );
   }
 
-  // ---- collectives --------------------------------------------------------------------------
+  // ---- data movement of each collective (checks, header, stats: ../checked-communicator.ts) ----
 
-  async allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_reduce");
-    const dt = dtypeCode(data);
-    validateReduce(data, opts, "all_reduce");
+  protected moveAllReduce<T extends CommArray>(g: MpiGroup, data: T, h: CallHeader, opts: ReduceOptions | undefined): void {
     const n = g.size;
-    const comm = this.arrive(g, "all_reduce", { op: OP_CODES.all_reduce, dtype: dt, length: data.length, root: 0, flags: reduceFlags(opts) });
+    const comm = this.arrive(g, "all_reduce", h);
     if (n === 1) {
       const { op, average, half } = reduceSettings(opts);
       if (average || data instanceof Uint16Array) reduceInto(data, 0, [data], data.length, op, average, 1, half);
@@ -364,22 +328,14 @@ export class MpiCommunicator implements Communicator {
       const cap = Math.floor(ALL_REDUCE_CHUNK_BYTES / data.BYTES_PER_ELEMENT);
       for (let o = 0; o < data.length; o += cap) this.allReduceChunk(comm, g, data, o, Math.min(cap, data.length - o), opts);
     }
-    this.counters.record("all_reduce", ringAllReduceBytes(data.byteLength, n), performance.now() - t0);
-    return data;
   }
 
-  async reduceScatter<T extends CommArray>(input: T, output?: T, opts?: ReduceOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "reduce_scatter");
-    const dt = dtypeCode(input);
-    validateReduce(input, opts, "reduce_scatter");
+  protected moveReduceScatter<T extends CommArray>(g: MpiGroup, input: T, out: T, h: CallHeader, opts: ReduceOptions | undefined): void {
     const n = g.size;
     const ctor = input.constructor as ArrayCtor;
-    if (input.length % n !== 0) throw new Error(`reduce_scatter on group ${g.name}: input length ${input.length} is not a multiple of the group size ${n}`);
     const s = input.length / n;
-    const out = reduceScatterOutput(input, output, n, g.name);
     this.fitsInt(input.byteLength, "reduce_scatter", g);
-    const comm = this.arrive(g, "reduce_scatter", { op: OP_CODES.reduce_scatter, dtype: dt, length: input.length, root: 0, flags: reduceFlags(opts) });
+    const comm = this.arrive(g, "reduce_scatter", h);
     const parts = this.scratchOf(ctor, n * s);
     if (n === 1) parts.set(input);
     else {
@@ -390,19 +346,12 @@ export class MpiCommunicator implements Communicator {
     const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * s, (j + 1) * s) as CommArray);
     const { op, average, half } = reduceSettings(opts);
     reduceInto(out, 0, srcs, s, op, average, n, half);
-    this.counters.record("reduce_scatter", ringShardBytes(input.byteLength, n), performance.now() - t0);
-    return out;
   }
 
-  async allGather<T extends CommArray>(input: T, output?: T, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_gather");
-    const dt = dtypeCode(input);
+  protected moveAllGather<T extends CommArray>(g: MpiGroup, input: T, out: T, h: CallHeader): void {
     const n = g.size;
-    const s = input.length;
-    const out = allGatherOutput(input, output, n, g.name);
     this.fitsInt(out.byteLength, "all_gather", g);
-    const comm = this.arrive(g, "all_gather", { op: OP_CODES.all_gather, dtype: dt, length: s, root: 0, flags: 0 });
+    const comm = this.arrive(g, "all_gather", h);
     const src = sharesBytes(input, out) ? input.slice() : input;
     if (n === 1) out.set(src as T);
     else {
@@ -410,27 +359,23 @@ export class MpiCommunicator implements Communicator {
       const bytes = src.byteLength;
       this.check(lib.fn.MPI_Allgather(addr(src), bytes, lib.BYTE, addr(out), bytes, lib.BYTE, comm), "all_gather: MPI_Allgather");
     }
-    this.counters.record("all_gather", ringShardBytes(out.byteLength, n), performance.now() - t0);
-    return out;
   }
 
-  async allToAllV<T extends CommArray>(
+  protected moveAllToAllV<T extends CommArray>(
+    g: MpiGroup,
     send: T,
     sendCounts: readonly number[],
     recvCounts: readonly number[],
-    recv?: T,
-    opts?: CollectiveOptions,
-  ): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "all_to_all_v");
-    const dt = dtypeCode(send);
+    out: T,
+    { sdispl, rdispl }: AllToAllVDispl,
+    where: string,
+    h: CallHeader,
+  ): void {
     const n = g.size;
-    const ctor = send.constructor as ArrayCtor;
-    const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
-    const { out, sdispl, rdispl } = allToAllVLayout(send, sendCounts, recvCounts, recv, n, where);
-    this.fitsInt(sdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
-    this.fitsInt(rdispl[n]! * ctor.BYTES_PER_ELEMENT, "all_to_all_v", g);
-    const comm = this.arrive(g, "all_to_all_v", { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    const bpe = send.BYTES_PER_ELEMENT;
+    this.fitsInt(sdispl[n]! * bpe, "all_to_all_v", g);
+    this.fitsInt(rdispl[n]! * bpe, "all_to_all_v", g);
+    const comm = this.arrive(g, "all_to_all_v", h);
     const me = g.rank;
     const lib = this.lib;
     if (n > 1) {
@@ -447,16 +392,10 @@ export class MpiCommunicator implements Communicator {
     } else {
       out.set(send.subarray(sdispl[me]!, sdispl[me]! + sendCounts[me]!) as T, rdispl[me]!);
     }
-    this.counters.record("all_to_all_v", allToAllVSentBytes(sdispl[n]!, sendCounts[me]!, ctor.BYTES_PER_ELEMENT), performance.now() - t0);
-    return out;
   }
 
-  async broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "broadcast");
-    const dt = dtypeCode(data);
-    const rootIdx = rootIndex(g, root, "broadcast");
-    const comm = this.arrive(g, "broadcast", { op: OP_CODES.broadcast, dtype: dt, length: data.length, root, flags: 0 });
+  protected moveBroadcast<T extends CommArray>(g: MpiGroup, data: T, _root: number, rootIdx: number, h: CallHeader): void {
+    const comm = this.arrive(g, "broadcast", h);
     if (g.size > 1) {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       for (let o = 0; o < bytes.length; o += CHUNK_BYTES) {
@@ -464,21 +403,12 @@ export class MpiCommunicator implements Communicator {
         this.check(this.lib.fn.MPI_Bcast(addr(c), c.length, this.lib.BYTE, rootIdx, comm), "broadcast: MPI_Bcast");
       }
     }
-    this.counters.record("broadcast", broadcastSentBytes(data.byteLength, g.size, g.rank === rootIdx), performance.now() - t0);
-    return data;
   }
 
-  async gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Promise<T | null> {
-    const t0 = performance.now();
-    const g = this.group(opts, "gather");
-    const dt = dtypeCode(input);
-    const rootIdx = rootIndex(g, root, "gather");
+  protected moveGather<T extends CommArray>(g: MpiGroup, input: T, _root: number, rootIdx: number, out: T | null, h: CallHeader): void {
     const n = g.size;
-    const s = input.length;
-    const isRoot = g.rank === rootIdx;
-    const out = gatherOutput(input, output, n, isRoot, g.name);
     this.fitsInt(n * input.byteLength, "gather", g);
-    const comm = this.arrive(g, "gather", { op: OP_CODES.gather, dtype: dt, length: s, root, flags: 0 });
+    const comm = this.arrive(g, "gather", h);
     const src = out && sharesBytes(input, out) ? input.slice() : input;
     if (n === 1) out!.set(src as T);
     else {
@@ -488,22 +418,14 @@ export class MpiCommunicator implements Communicator {
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
       this.check(lib.fn.MPI_Gatherv(addr(src), b, lib.BYTE, out ? addr(out) : null, counts, displs, lib.BYTE, rootIdx, comm), "gather: MPI_Gatherv");
     }
-    this.counters.record("gather", gatherSentBytes(input.byteLength, isRoot), performance.now() - t0);
-    return out;
   }
 
-  async scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Promise<T> {
-    const t0 = performance.now();
-    const g = this.group(opts, "scatter");
-    const dt = dtypeCode(output);
-    const rootIdx = rootIndex(g, root, "scatter");
+  protected moveScatter<T extends CommArray>(g: MpiGroup, input: T | null, output: T, _root: number, rootIdx: number, h: CallHeader): void {
     const n = g.size;
-    const ctor = output.constructor as ArrayCtor;
     const s = output.length;
     const isRoot = g.rank === rootIdx;
-    checkScatterInput(input, output, n, isRoot, root, g.name);
     this.fitsInt(n * output.byteLength, "scatter", g);
-    const comm = this.arrive(g, "scatter", { op: OP_CODES.scatter, dtype: dt, length: s, root, flags: 0 });
+    const comm = this.arrive(g, "scatter", h);
     const src = isRoot && sharesBytes(input!, output) ? input!.slice() : input;
     if (n === 1) output.set(src!.subarray(0, s) as T);
     else {
@@ -513,16 +435,11 @@ export class MpiCommunicator implements Communicator {
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
       this.check(lib.fn.MPI_Scatterv(isRoot ? addr(src!) : null, counts, displs, lib.BYTE, addr(output), b, lib.BYTE, rootIdx, comm), "scatter: MPI_Scatterv");
     }
-    this.counters.record("scatter", scatterSentBytes(n * s * ctor.BYTES_PER_ELEMENT, n, isRoot), performance.now() - t0);
-    return output;
   }
 
-  async barrier(opts?: CollectiveOptions): Promise<void> {
-    const t0 = performance.now();
-    const g = this.group(opts, "barrier");
+  protected moveBarrier(g: MpiGroup, h: CallHeader): void {
     // the header exchange returns only once every member has entered: it is the barrier
-    this.arrive(g, "barrier", { op: OP_CODES.barrier, dtype: 0, length: 0, root: 0, flags: 0 });
-    this.counters.record("barrier", 0, performance.now() - t0);
+    this.arrive(g, "barrier", h);
   }
 
   /**
