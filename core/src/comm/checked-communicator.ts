@@ -31,10 +31,18 @@ import {
   scatterSentBytes,
 } from "./stats.ts";
 
-/** all_to_all_v's checked displacements (element offsets, length n + 1) of both sides. */
-export interface AllToAllVDispl {
+/** One all_to_all_v call with its locally checked layout (communicator.ts `allToAllV`). */
+export interface AllToAllVCall<T extends CommArray> {
+  send: T;
+  sendCounts: readonly number[];
+  recvCounts: readonly number[];
+  /** The receive array (the caller's `recv` or a new one), at least Σ recvCounts elements. */
+  out: T;
+  /** Element offsets of each member's part in `send` / `out` (exclusive prefix sums, length n + 1). */
   sdispl: readonly number[];
   rdispl: readonly number[];
+  /** `all_to_all_v on group <name> (rank <r>)`, the prefix of this call's messages. */
+  where: string;
 }
 
 /** A communicator whose collectives check, time and count themselves; `G` is the transport's group
@@ -71,18 +79,9 @@ export abstract class CheckedCommunicator<G extends MemberGroup> implements Comm
   protected abstract moveReduceScatter<T extends CommArray>(g: G, input: T, out: T, h: CallHeader, opts: ReduceOptions | undefined): void;
   /** all_gather of `input` (s elements) into `out` (n·s elements, may overlap `input`). */
   protected abstract moveAllGather<T extends CommArray>(g: G, input: T, out: T, h: CallHeader): void;
-  /** all_to_all_v with checked local counts and displacements; the transport checks that the
-   * members' counts pair up (all-to-all-v-counts.ts) before moving data. `where` prefixes messages. */
-  protected abstract moveAllToAllV<T extends CommArray>(
-    g: G,
-    send: T,
-    sendCounts: readonly number[],
-    recvCounts: readonly number[],
-    out: T,
-    displ: AllToAllVDispl,
-    where: string,
-    h: CallHeader,
-  ): void;
+  /** all_to_all_v of a locally checked call; the transport checks that the members' counts pair up
+   * (all-to-all-v-counts.ts) before moving data. */
+  protected abstract moveAllToAllV<T extends CommArray>(g: G, call: AllToAllVCall<T>, h: CallHeader): void;
   /** broadcast of `data` in place from world rank `root` (member index `rootIdx` of `g`). */
   protected abstract moveBroadcast<T extends CommArray>(g: G, data: T, root: number, rootIdx: number, h: CallHeader): void;
   /** gather of `input` to world rank `root`; `out` is the checked output at the root, null elsewhere. */
@@ -142,7 +141,7 @@ export abstract class CheckedCommunicator<G extends MemberGroup> implements Comm
     const n = g.size;
     const where = `all_to_all_v on group ${g.name} (rank ${this.rank})`;
     const { out, sdispl, rdispl } = allToAllVLayout(send, sendCounts, recvCounts, recv, n, where);
-    this.moveAllToAllV(g, send, sendCounts, recvCounts, out, { sdispl, rdispl }, where, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
+    this.moveAllToAllV(g, { send, sendCounts, recvCounts, out, sdispl, rdispl, where }, { op: OP_CODES.all_to_all_v, dtype: dt, length: 0, root: 0, flags: 0 });
     const bpe = (send.constructor as ArrayCtor).BYTES_PER_ELEMENT;
     this.counters.record("all_to_all_v", allToAllVSentBytes(sdispl[n], sendCounts[g.rank], bpe), performance.now() - t0);
     return out;

@@ -12,13 +12,15 @@
  *
  * The collectives run synchronously on the calling thread (blocking in Atomics.wait at barriers)
  * and return resolved/rejected promises. Argument agreement is checked at the first barrier of
- * every call through per-rank headers (op, dtype, length, root, flags).
+ * every call through per-rank headers (op, dtype, length, root, flags). Each rank's own argument
+ * checks, the header's contents, timing and byte accounting are ../checked-communicator.ts's; this
+ * file moves the data.
  */
 
 import type { CollectiveName, CommArray, Group, ReduceOptions } from "../communicator.ts";
 import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
 import { CallTrace, callMismatchError, type CallHeader } from "../call-header.ts";
-import { CheckedCommunicator, type AllToAllVDispl } from "../checked-communicator.ts";
+import { CheckedCommunicator, type AllToAllVCall } from "../checked-communicator.ts";
 import { reduceSettings, sharesBytes, type ArrayCtor } from "../collective-args.ts";
 import { groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
@@ -213,16 +215,8 @@ export class LocalCommunicator extends CheckedCommunicator<LocalGroup> {
     }
   }
 
-  protected moveAllToAllV<T extends CommArray>(
-    g: LocalGroup,
-    send: T,
-    sendCounts: readonly number[],
-    recvCounts: readonly number[],
-    out: T,
-    { sdispl, rdispl }: AllToAllVDispl,
-    where: string,
-    h: CallHeader,
-  ): void {
+  protected moveAllToAllV<T extends CommArray>(g: LocalGroup, call: AllToAllVCall<T>, h: CallHeader): void {
+    const { send, sendCounts, recvCounts, out, sdispl, rdispl, where } = call;
     const n = g.size;
     const ctor = send.constructor as ArrayCtor;
     // Phase 1: exchange the counts (as Float64, exact up to 2^53) and validate the whole matrix.

@@ -1,6 +1,8 @@
 /**
  * The `mpi` transport: one process per rank, collectives through Open MPI's C API (ffi.ts),
- * launched by `mpirun` (docs/comm.md "The mpi transport").
+ * launched by `mpirun` (docs/comm.md "The mpi transport"). Each rank's own argument checks, the
+ * call header's contents, timing and byte accounting are ../checked-communicator.ts's; this file
+ * exchanges the headers and moves the data.
  *
  * Every collective has two phases:
  * 1. Arrival and argument check. Each member posts non-blocking sends of its call header (op,
@@ -36,7 +38,7 @@ import { ptr, type Pointer } from "bun:ffi";
 import type { CollectiveName, CommArray, Group, ReduceOptions } from "../communicator.ts";
 import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
 import { CallTrace, OP_CODES, callMismatchError, describeMemberCall, headerMismatchTable, type CallHeader } from "../call-header.ts";
-import { CheckedCommunicator, type AllToAllVDispl } from "../checked-communicator.ts";
+import { CheckedCommunicator, type AllToAllVCall } from "../checked-communicator.ts";
 import { reduceSettings, sharesBytes, type ArrayCtor } from "../collective-args.ts";
 import { CommTimeoutError } from "../errors.ts";
 import { groupRanks, MemberGroup } from "../group-ranks.ts";
@@ -361,16 +363,8 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     }
   }
 
-  protected moveAllToAllV<T extends CommArray>(
-    g: MpiGroup,
-    send: T,
-    sendCounts: readonly number[],
-    recvCounts: readonly number[],
-    out: T,
-    { sdispl, rdispl }: AllToAllVDispl,
-    where: string,
-    h: CallHeader,
-  ): void {
+  protected moveAllToAllV<T extends CommArray>(g: MpiGroup, call: AllToAllVCall<T>, h: CallHeader): void {
+    const { send, sendCounts, recvCounts, out, sdispl, rdispl, where } = call;
     const n = g.size;
     const bpe = send.BYTES_PER_ELEMENT;
     this.fitsInt(sdispl[n]! * bpe, "all_to_all_v", g);
