@@ -19,7 +19,8 @@ export {
   expertParallelRanks,
   type ParallelGroups,
 } from "./groups.ts";
-export { LocalCommunicator, timeoutMsFromEnv, type LocalCommOptions } from "./local/local-communicator.ts";
+export { LocalCommunicator, type LocalCommOptions } from "./local/local-communicator.ts";
+export { timeoutMsFromEnv, type TransportOptions } from "./transport-options.ts";
 export { abortWorld, createLocalWorldMemory, DEFAULT_SLOT_BYTES, type LocalWorldMemory } from "./local/memory.ts";
 export { ringAllReduceBytes, ringShardBytes } from "./stats.ts";
 export { createSoloCommunicator } from "./solo.ts";
