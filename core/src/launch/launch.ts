@@ -17,7 +17,7 @@ import { resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { Communicator } from "../comm/communicator.ts";
-import { timeoutMsFromEnv } from "../comm/local/local-communicator.ts";
+import { timeoutMsFromEnv } from "../comm/transport-options.ts";
 import { ABORT, abortWorld, createLocalWorldMemory, slotBytesFromEnv } from "../comm/local/memory.ts";
 import type { RankMessage, RankWorkerData } from "./protocol.ts";
 

@@ -1,7 +1,7 @@
 /** Stats counters (calls, bytes, time, reset), the environment overrides and the call trace. */
 
 import { afterEach, expect, spyOn, test } from "bun:test";
-import { timeoutMsFromEnv } from "../../src/comm/local/local-communicator.ts";
+import { timeoutMsFromEnv } from "../../src/comm/transport-options.ts";
 import { createLocalWorldMemory, DEFAULT_SLOT_BYTES, slotBytesFromEnv } from "../../src/comm/local/memory.ts";
 import { createSoloCommunicator } from "../../src/comm/solo.ts";
 import { ringAllReduceBytes, ringShardBytes } from "../../src/comm/stats.ts";

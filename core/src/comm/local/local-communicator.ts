@@ -32,9 +32,6 @@ import { controlLayout, type LocalWorldMemory } from "./memory.ts";
 /** Options of a local communicator (timeout: the longest wait at any barrier). */
 export type LocalCommOptions = TransportOptions;
 
-/** Kept here too for existing importers (core/src/launch/launch.ts); defined in ../transport-options.ts. */
-export { timeoutMsFromEnv } from "../transport-options.ts";
-
 /** Chunks of at most min(this, slot elements / 16) elements are all-reduced by every member in
  * full (2 barriers) instead of segment by segment (3 barriers). */
 const SMALL_ALL_REDUCE = 4096;
