@@ -4,8 +4,7 @@
  */
 
 import type { AdamWParams, ClipScaleParams, DType, LambParams } from "../backend.ts";
-import { bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
-import { f16FromNumber, f16ToNumber } from "../numerics/f16.ts";
+import { CHUNK, decodeChunk, encodeHalves } from "./half-arrays.ts";
 import type { FArr } from "./store.ts";
 
 /** A float source that may be f32 storage or 16-bit bits. */
@@ -15,36 +14,37 @@ export interface FloatSource {
   dtype: DType;
 }
 
-/** Decoder for element i of a float source (f32 storage read directly; f16/bf16 decoded). */
-function decoder(src: FloatSource): (i: number) => number {
-  const { a, o, dtype } = src;
-  if (dtype === "f16") return (i) => f16ToNumber(a[o + i]!);
-  if (dtype === "bf16") return (i) => bf16ToNumber(a[o + i]!);
-  return (i) => a[o + i]!;
-}
 
 /** One AdamW step in place (PyTorch `torch.optim.AdamW` / DeepSpeed `adam_w_mode` order):
  * g ← grad·gradScale (+ wd·p when not decoupled); m ← β1 m + (1−β1) g; v ← β2 v + (1−β2) g²;
  * p ← p − lr·wd·p (decoupled only) − lr·(m/(1−β1^t)) / (√(v/(1−β2^t)) + eps).
- * When `p16` is given, its elements receive the new p rounded to nearest even (f16 or bf16). */
+ * When `p16` is given, its elements receive the new (stored) p rounded to nearest even (f16 or bf16).
+ * Runs in chunks of {@link CHUNK} elements: a 16-bit grad chunk is decoded once into f32 scratch and
+ * the chunk's p16 is encoded in one bulk loop (./half-arrays.ts); per element the arithmetic and
+ * results are those of the plain loop. */
 export function adamwF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: number, v: FArr, vo: number, p16: { a: Uint16Array; o: number; dtype: DType } | null, n: number, hp: AdamWParams): void {
   const { lr, beta1, beta2, eps, weightDecay, decoupled, step, gradScale } = hp;
   const bc1 = 1 - Math.pow(beta1, step);
   const bc2 = 1 - Math.pow(beta2, step);
-  const g = decoder(grad);
-  const enc = p16 === null ? null : p16.dtype === "f16" ? f16FromNumber : bf16FromNumber;
-  for (let i = 0; i < n; i++) {
-    let p = param[po + i]!;
-    let gi = g(i) * gradScale;
-    if (!decoupled) gi += weightDecay * p;
-    const mi = beta1 * m[mo + i]! + (1 - beta1) * gi;
-    const vi = beta2 * v[vo + i]! + (1 - beta2) * gi * gi;
-    m[mo + i] = mi;
-    v[vo + i] = vi;
-    if (decoupled) p -= lr * weightDecay * p;
-    p -= (lr * (mi / bc1)) / (Math.sqrt(vi / bc2) + eps);
-    param[po + i] = p;
-    if (enc !== null) p16!.a[p16!.o + i] = enc(param[po + i]!);
+  for (let c0 = 0; c0 < n; c0 += CHUNK) {
+    const len = Math.min(CHUNK, n - c0);
+    const g = decodeChunk(grad.a, grad.o + c0, grad.dtype, len);
+    const pb = po + c0;
+    const mb = mo + c0;
+    const vb = vo + c0;
+    for (let i = 0; i < len; i++) {
+      let p = param[pb + i]!;
+      let gi = g[i]! * gradScale;
+      if (!decoupled) gi += weightDecay * p;
+      const mi = beta1 * m[mb + i]! + (1 - beta1) * gi;
+      const vi = beta2 * v[vb + i]! + (1 - beta2) * gi * gi;
+      m[mb + i] = mi;
+      v[vb + i] = vi;
+      if (decoupled) p -= lr * weightDecay * p;
+      p -= (lr * (mi / bc1)) / (Math.sqrt(vi / bc2) + eps);
+      param[pb + i] = p;
+    }
+    if (p16 !== null) encodeHalves(param, pb, p16.a, p16.o + c0, p16.dtype, len);
   }
 }
 
@@ -65,14 +65,11 @@ export function clipScaleF(part: FArr, po: number, count: number, p: ClipScalePa
  * {@link adamwF} with gradScale·scale. */
 export function adamwScaledF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: number, v: FArr, vo: number, p16: { a: Uint16Array; o: number; dtype: DType } | null, n: number, hp: AdamWParams, scale: number, skip: number): void {
   if (skip === 0) return adamwF(param, po, grad, m, mo, v, vo, p16, n, { ...hp, gradScale: hp.gradScale * scale });
-  if (p16 === null) return;
-  const enc = p16.dtype === "f16" ? f16FromNumber : bf16FromNumber;
-  for (let i = 0; i < n; i++) p16.a[p16.o + i] = enc(param[po + i]!);
+  if (p16 !== null) encodeHalves(param, po, p16.a, p16.o, p16.dtype, n);
 }
 
 /** Σ x[i]² over i < n in a float64 accumulator, ascending order. */
 export function sumSquaresF(x: FloatSource, n: number): number {
-  const g = decoder(x);
   let s = 0;
   if (x.dtype === "f32") {
     const a = x.a;
@@ -82,9 +79,13 @@ export function sumSquaresF(x: FloatSource, n: number): number {
     }
     return s;
   }
-  for (let i = 0; i < n; i++) {
-    const t = g(i);
-    s += t * t;
+  for (let c0 = 0; c0 < n; c0 += CHUNK) {
+    const len = Math.min(CHUNK, n - c0);
+    const g = decodeChunk(x.a, x.o + c0, x.dtype, len);
+    for (let i = 0; i < len; i++) {
+      const t = g[i]!;
+      s += t * t;
+    }
   }
   return s;
 }
@@ -112,14 +113,18 @@ export function nonFiniteF(x: FloatSource, n: number): boolean {
  * update[i] = m/(√v + eps) + wd·p (√(v + eps) when epsInsideSqrt). m, v, update in place/out. */
 export function lambUpdateF(param: FArr, po: number, grad: FloatSource, m: FArr, mo: number, v: FArr, vo: number, upd: FArr, uo: number, n: number, hp: LambParams): void {
   const { beta1, beta2, eps, epsInsideSqrt, weightDecay, gradScale } = hp;
-  const g = decoder(grad);
-  for (let i = 0; i < n; i++) {
-    const gi = g(i) * gradScale;
-    const mi = beta1 * m[mo + i]! + (1 - beta1) * gi;
-    const vi = beta2 * v[vo + i]! + (1 - beta2) * gi * gi;
-    m[mo + i] = mi;
-    v[vo + i] = vi;
-    const denom = epsInsideSqrt ? Math.sqrt(vi + eps) : Math.sqrt(vi) + eps;
-    upd[uo + i] = mi / denom + weightDecay * param[po + i]!;
+  for (let c0 = 0; c0 < n; c0 += CHUNK) {
+    const len = Math.min(CHUNK, n - c0);
+    const g = decodeChunk(grad.a, grad.o + c0, grad.dtype, len);
+    for (let j = 0; j < len; j++) {
+      const i = c0 + j;
+      const gi = g[j]! * gradScale;
+      const mi = beta1 * m[mo + i]! + (1 - beta1) * gi;
+      const vi = beta2 * v[vo + i]! + (1 - beta2) * gi * gi;
+      m[mo + i] = mi;
+      v[vo + i] = vi;
+      const denom = epsInsideSqrt ? Math.sqrt(vi + eps) : Math.sqrt(vi) + eps;
+      upd[uo + i] = mi / denom + weightDecay * param[po + i]!;
+    }
   }
 }

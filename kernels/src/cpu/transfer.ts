@@ -5,6 +5,8 @@
 import type { DType, HostArray } from "../backend.ts";
 import { bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
 import { f16FromNumber, f16ToNumber } from "../numerics/f16.ts";
+import { decodeHalves, encodeHalves } from "./half-arrays.ts";
+import type { FArr } from "./store.ts";
 
 /** Set n elements from `o` to `value`: floats stored as-is (f32 storage rounds), f16/bf16 rounded
  * to nearest even, i32/u32 must be integers in range (throws otherwise). */
@@ -18,16 +20,19 @@ export function fillA(a: HostArray, o: number, dtype: DType, value: number, n: n
 }
 
 /** Convert n elements between f32/f16/bf16 (f32 storage may be Float64Array). f16 ↔ bf16 goes
- * through the exact value. Same dtype copies. */
+ * through the exact value. Same dtype copies. The f32 ↔ 16-bit directions are bulk loops on the bits
+ * (./half-arrays.ts), bit-identical to the per-element value conversions. */
 export function castA(src: HostArray, so: number, sdt: DType, dst: HostArray, dof: number, ddt: DType, n: number): void {
   if (sdt === ddt) {
     dst.set(src.subarray(so, so + n) as never, dof);
     return;
   }
-  const dec = sdt === "f16" ? f16ToNumber : sdt === "bf16" ? bf16ToNumber : null;
-  const enc = ddt === "f16" ? f16FromNumber : ddt === "bf16" ? bf16FromNumber : null;
-  for (let i = 0; i < n; i++) {
-    const val = dec === null ? src[so + i]! : dec(src[so + i]!);
-    dst[dof + i] = enc === null ? val : enc(val);
-  }
+  const srcHalf = sdt === "f16" || sdt === "bf16";
+  const dstHalf = ddt === "f16" || ddt === "bf16";
+  if (srcHalf && !dstHalf) return decodeHalves(src as Uint16Array, so, sdt, dst as FArr, dof, n);
+  if (!srcHalf && dstHalf) return encodeHalves(src as FArr, so, dst as Uint16Array, dof, ddt, n);
+  // f16 ↔ bf16: decode exactly, round once.
+  const dec = sdt === "f16" ? f16ToNumber : bf16ToNumber;
+  const enc = ddt === "f16" ? f16FromNumber : bf16FromNumber;
+  for (let i = 0; i < n; i++) dst[dof + i] = enc(dec(src[so + i]!));
 }
