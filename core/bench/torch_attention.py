@@ -11,23 +11,21 @@ warm-up; backward alone = (forward + backward) - forward. FLOPs as in attention-
 """
 import argparse
 import json
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
+# the CUDA-event timing shared with the kernel references (kernels/bench/cuda_timing.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "bench"))
+from cuda_timing import seconds_per_call, warm_up  # noqa: E402
+
 
 def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
+    """Milliseconds per call of `fn`: CUDA events around `reps` calls after 3 warm-up calls."""
+    warm_up(fn, torch)
+    return seconds_per_call(fn, torch, reps, trials=1) * 1e3
 
 
 def main() -> None:

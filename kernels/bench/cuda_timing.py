@@ -1,6 +1,7 @@
 """CUDA-event timing shared by the PyTorch reference benches in this folder (torch_matmul.py,
-torch_grouped_matmul.py, torch_matmul_coop.py). Imported as `from cuda_timing import ...`: Python
-puts the running script's folder first on sys.path. `torch` is passed in, so a bench can report a
+torch_grouped_matmul.py, torch_matmul_coop.py) and core/bench/torch_attention.py. Imported as
+`from cuda_timing import ...`: Python puts the running script's folder first on sys.path
+(torch_attention.py adds this folder). `torch` is passed in, so a bench can report a
 missing PyTorch itself before importing it.
 
 Times are CUDA-event elapsed times (torch.cuda.Event(enable_timing=True), recorded on the current
