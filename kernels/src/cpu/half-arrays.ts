@@ -14,7 +14,7 @@
  */
 
 import type { DType } from "../backend.ts";
-import { bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
+import { bf16FromF32Bits, bf16FromNumber, bf16ToNumber } from "../numerics/bf16.ts";
 import { f16FromF32Bits, f16FromNumber, f16ToNumber } from "../numerics/f16.ts";
 import type { FArr } from "./store.ts";
 
@@ -56,8 +56,7 @@ export function encodeHalves(src: FArr, so: number, dst: Uint16Array, dof: numbe
     for (let i = 0; i < n; i++) {
       const bits = s[so + i]!;
       // NaN (exponent all ones, mantissa ≠ 0) → 0x7fc0 as bf16FromNumber; else round the bits
-      // (bf16FromF32Bits inlined: add 0x7fff plus the kept lsb, keep the top half).
-      dst[dof + i] = (bits & 0x7fffffff) > 0x7f800000 ? 0x7fc0 : (bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16;
+      dst[dof + i] = (bits & 0x7fffffff) > 0x7f800000 ? 0x7fc0 : bf16FromF32Bits(bits);
     }
     return;
   }
