@@ -89,8 +89,3 @@ export function modelBufferNames(m: ModelConfig): string[] {
   if (m.model_type !== "deepseek_v3") return [];
   return moeLayerIndices(m).map((l) => `model.layers.${l}.mlp.gate.e_score_correction_bias`);
 }
-
-/** True when every decoder layer of `m` has the same parameters (Llama, Mixtral). */
-export function uniformLayers(m: ModelConfig): boolean {
-  return m.model_type === "llama" || m.model_type === "mixtral";
-}

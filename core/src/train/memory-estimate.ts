@@ -21,7 +21,7 @@
  * a unit is always made whole before its forward/backward region.
  */
 import { countParameters } from "../config/param-count.ts";
-import { attentionParams, layerExtraParams, moeShape, uniformLayers } from "../config/moe-shape.ts";
+import { attentionParams, layerExtraParams, moeShape } from "../config/moe-shape.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import type { Placement } from "../engine/plan.ts";
 import type { MemoryEstimateInput, MemoryPart, PluginMemory } from "../engine/plugin-context.ts";

@@ -14,7 +14,6 @@ export interface FloatSource {
   dtype: DType;
 }
 
-
 /** One AdamW step in place (PyTorch `torch.optim.AdamW` / DeepSpeed `adam_w_mode` order):
  * g ← grad·gradScale (+ wd·p when not decoupled); m ← β1 m + (1−β1) g; v ← β2 v + (1−β2) g²;
  * p ← p − lr·wd·p (decoupled only) − lr·(m/(1−β1^t)) / (√(v/(1−β2^t)) + eps).
