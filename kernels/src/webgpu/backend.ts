@@ -46,7 +46,7 @@ import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
 import { groupedMatmulDevLaunch, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
 import { gatherAlongRowsLaunch, moeCombineLaunch, moePermuteLaunches, permuteScratchWords, scatterAddAlongRowsLaunch } from "../wgsl/moe-permute.ts";
-import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
+import { type GroupedDevGeometry, groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { type MatmulForcedTile, planMatmulFastLaunches } from "../wgsl/matmul-fast-launch.ts";
 import { planSplitK, splitKMatmulLaunches } from "../wgsl/matmul-split-k.ts";
 import type { MatmulLimits } from "../wgsl/matmul-fast-tiles.ts";
@@ -60,7 +60,10 @@ import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
 import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
-import { COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
+import { COOP_LAUNCH_DEFAULT, COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
+import { groupedCoopDevBlocks, groupedCoopDevLaunches, groupedCoopWGradBlocks, groupedCoopWGradLaunches } from "../wgsl/grouped-matmul-coop.ts";
+import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
+import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
@@ -105,12 +108,22 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * two so its largest finite |x| lies in [2^14, 2^15), rounded to f16 when staged, f32
    * accumulation, result scaled back exactly (wgsl/matmul-coop-scale.ts) — f16's 11-bit precision
    * at any magnitude, so for mixed-precision (bf16/fp16) jobs only) where the
-   * output has at least COOP_MIN_BLOCKS 128×128 blocks; other matmuls keep the FMA path. Needs the
+   * output has at least {@link tensorCoreMinBlocks} 128×128 blocks: dense matmuls
+   * (wgsl/matmul-coop-launch.ts) and the MoE grouped products, groupedMatmul / groupedMatmulDev /
+   * groupedWeightGrad (wgsl/grouped-matmul-coop.ts); other matmuls keep the FMA path. Needs the
    * `wgpu-cooperative-matrix` feature with a 16×16×16 f16→f32 configuration, i.e. our library
    * (ZEROMOE_WGPU=coop) on a GPU that offers it; `true` makes create throw naming the reason
    * otherwise, "auto" uses them when supported (see {@link WebGpuBackend.tensorCoresStatus}).
+   * "emulated" runs the same kernels with the cooperative-matrix builtins replaced by plain WGSL
+   * (wgsl/matmul-coop-wgsl.ts `emulate`; any device with shader-f16, a block that fits its
+   * workgroup memory): the tiling, staging, scaling and guards of the tensor-core path checked on
+   * machines without tensor cores (lavapipe in CI) — for tests, far slower than either real path.
    * Default false. */
-  tensorCores?: boolean | "auto";
+  tensorCores?: boolean | "auto" | "emulated";
+  /** Fewest 128×128 output blocks for which a matmul runs on the tensor cores (default
+   * COOP_MIN_BLOCKS, measured on the H200: below it the FMA kernels are faster); tests set 0 to
+   * route every matmul there. A non-negative integer. */
+  tensorCoreMinBlocks?: number;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -195,6 +208,10 @@ export const MIN_AUTO_POOL_BYTES = 1 << 30;
  * compilation measured a median 0.99× there. */
 export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_"];
 
+/** Block of the emulated tensor-core kernels where the default one exceeds the device's workgroup
+ * memory (lavapipe: 32 KiB). */
+const EMULATED_SMALL_TILE = "64x64x32-2x2-s1";
+
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
 const I32: readonly DType[] = ["i32"];
@@ -277,7 +294,24 @@ export class WebGpuBackend implements Backend {
     be.attentionBlocks = opts.attentionBlocks ?? {};
     be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
-    if (opts.tensorCores) {
+    const minBlocks = opts.tensorCoreMinBlocks ?? COOP_MIN_BLOCKS;
+    if (!(Number.isInteger(minBlocks) && minBlocks >= 0)) {
+      be.destroy();
+      throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
+    }
+    be.coopMinBlocks = minBlocks;
+    if (opts.tensorCores === "emulated") {
+      // the largest block of any layout, scaled, must fit; else a small one (lavapipe: 32 KiB)
+      const fits = (t: typeof COOP_DEFAULT_TILE) => [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile: t, scaled: true }) <= device.limits.maxComputeWorkgroupStorageSize));
+      const tile = fits(COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : parseCoopTile(EMULATED_SMALL_TILE);
+      if (!device.features.has("shader-f16") || !fits(tile)) {
+        be.destroy();
+        throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${device.features.has("shader-f16") ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
+      }
+      be.tensorCores = true;
+      be.coopLaunch = { tile, emulate: true };
+      be.tensorCoresStatus = `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)`;
+    } else if (opts.tensorCores) {
       const s = coopSupport(adapter);
       const why = s.ok && !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'" : s.ok ? "" : s.reason;
       if (why && opts.tensorCores === true) {
@@ -285,7 +319,7 @@ export class WebGpuBackend implements Backend {
         throw new Error(`webgpu: tensorCores requested but ${why}`);
       }
       be.tensorCores = !why;
-      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls with enough output blocks run on the cooperative-matrix kernel, operands scaled by powers of two and rounded to f16)";
+      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, operands scaled by powers of two and rounded to f16)";
     }
     return be;
   }
@@ -753,7 +787,7 @@ export class WebGpuBackend implements Backend {
     // (wgsl/matmul-split-k.ts).
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
-    if (this.tensorCores && f32 && coopBlocks(spec) >= COOP_MIN_BLOCKS) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.scratchBuf("coop_amax", "u32", COOP_AMAX_WORDS)));
+    if (this.tensorCores && f32 && coopBlocks(spec) >= this.coopMinBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopAmax(), this.coopLaunch));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
@@ -770,7 +804,7 @@ export class WebGpuBackend implements Backend {
     if (g.R === 0 || g.N === 0) return;
     const fb = this.scratchBuf("grouped_matmul_offsets", "i32", g.G + 1);
     this.write({ buf: fb, off: 0 }, Int32Array.from(g.offsets));
-    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, 0, ob, out.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
+    this.groupedRows(xb, x.off, wb, w.off, fb, 0, ob, out.off, g);
   }
 
   /** All groups in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
@@ -783,7 +817,18 @@ export class WebGpuBackend implements Backend {
     const ob = this.v(out, ext.out, op, "out", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
     // K = 0: the kernel's K loop is empty and the covered rows become zeros, as with matmul
-    this.run(groupedMatmulDevLaunch(xb, x.off, wb, w.off, fb, offsets.off, ob, out.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
+    this.groupedRows(xb, x.off, wb, w.off, fb, offsets.off, ob, out.off, g);
+  }
+
+  /** A grouped forward / dX on the tensor cores where on and large enough, else the FMA kernel. */
+  private groupedRows(xb: GpuBuf, xoff: number, wb: GpuBuf, woff: number, fb: GpuBuf, foff: number, ob: GpuBuf, ooff: number, g: GroupedDevGeometry): void {
+    if (this.tensorCores && groupedCoopDevBlocks(g) >= this.coopMinBlocks) return this.runAll(groupedCoopDevLaunches(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.coopAmax(), this.coopLaunch));
+    this.run(groupedMatmulDevLaunch(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
+  }
+
+  /** The u32 scratch of the tensor-core kernels' operand maxima (wgsl/matmul-coop-scale.ts). */
+  private coopAmax(): GpuBuf {
+    return this.scratchBuf("coop_amax", "u32", COOP_AMAX_WORDS);
   }
 
   /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
@@ -795,6 +840,7 @@ export class WebGpuBackend implements Backend {
     const xb = this.v(x, ext.x, op, "x", F32);
     const wb = this.v(dw, ext.dw, op, "dw", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
+    if (this.tensorCores && groupedCoopWGradBlocks(g) >= this.coopMinBlocks) return this.runAll(groupedCoopWGradLaunches(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.coopAmax(), this.coopLaunch));
     this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
@@ -882,6 +928,10 @@ export class WebGpuBackend implements Backend {
   private splitK = true;
   /** Tensor-core matmuls on (creation option tensorCores, checked there). */
   private tensorCores = false;
+  /** Block and emulation of the tensor-core kernels (option tensorCores "emulated" changes both). */
+  private coopLaunch: CoopLaunchConfig = COOP_LAUNCH_DEFAULT;
+  /** Option tensorCoreMinBlocks. */
+  private coopMinBlocks = COOP_MIN_BLOCKS;
   /** Whether tensor-core matmuls are on, and why not ("off (not requested)" unless the creation
    * option tensorCores was given). */
   tensorCoresStatus = "off (not requested)";

@@ -80,6 +80,67 @@ export interface CoopMatmulOptions {
    * kernel measured before guards were selectable) or "branch" (the load sits in an `if`; the
    * form of the fastest H200 measurement, docs/performance.md). Both read nothing out of range. */
   guard?: "branch" | "select";
+  /** Grouped products over row segments (MoE experts; "kernel" mode, "scratch" epilogue only; see
+   * {@link CoopGroupedMode}). Absent: the dense (batched) matmul. */
+  grouped?: CoopGroupedMode;
+}
+
+/**
+ * The grouped modes of the tensor-core matmul (MoE experts; kernels/src/wgsl/grouped-matmul-coop.ts
+ * launches them): G groups of rows given by G + 1 i32 row offsets in the binding `b_off` from
+ * element `P.off_off`, each clamped to [0, P.R] and made non-decreasing — the same contract as the
+ * FMA kernel's grouped modes (matmul-fast-wgsl.ts MatmulGroupedMode).
+ * - "rows" (forward / dX): out[rows_g] (+)= A[rows_g]·op(B_g), A [R, K] (not transA), B_g at
+ *   b_off + g·stride_b ([K, N], or [N, K] with transB), out [R, N]. Workgroup row index wg.y is a
+ *   row-tile slot (⌈R/BM⌉ + G of them); a slot finds its group and rows [r0, r1), r1 − r0 ≤ BM,
+ *   by scanning the offsets, and is then a dense tile of M = r1 − r0 rows. A slot past the last
+ *   group runs with M = 0 and no K steps, writing nothing. It does not return early: naga's
+ *   uniformity analysis counts a value computed in a loop (a `var`) as non-uniform, and
+ *   cooperative-matrix operations after a return under such a condition fail validation.
+ * - "wgrad" (weight gradient): out_g [M, N] (+)= A[rows_g]ᵀ·B[rows_g] with wg.z = g (batch G, out
+ *   stride stride_c), transA (A = dy [R, M]), not transB (B = x [R, N]); the K loop runs over the
+ *   group's rows, so an empty group writes zeros (or leaves out unchanged when accumulating).
+ */
+export type CoopGroupedMode = "rows" | "wgrad";
+
+/** Extra uniform parameters of the grouped modes, after {@link COOP_PARAM_NAMES}: groups, rows
+ * (offsets are clamped to it), element offset of the G + 1 offsets in `b_off`. */
+export const COOP_GROUPED_PARAM_NAMES = ["G", "R", "off_off"] as const;
+
+/** WGSL of a workgroup's place in the product: the bounds dim_m, dim_n, dim_k, the output block's
+ * origin m0, n0, and the operands' bases a_base, b_base, c_base (see {@link CoopGroupedMode}). */
+function placement(grouped: CoopGroupedMode | undefined, BM: number, BN: number): string {
+  if (!grouped) {
+    return `  let dim_m = P.M; let dim_n = P.N; let dim_k = P.K;
+  let m0 = wg.y * ${BM}u;
+  let n0 = wg.x * ${BN}u;
+  let a_base = P.a_off + wg.z * P.stride_a;
+  let b_base = P.b_off + wg.z * P.stride_b;
+  let c_base = P.c_off + wg.z * P.stride_c;`;
+  }
+  if (grouped === "wgrad") {
+    return `  let grp = wg.z;
+  let s0 = coop_off(grp); let s1 = max(coop_off(grp + 1u), s0);
+  let dim_m = P.M; let dim_n = P.N; let dim_k = s1 - s0;
+  let m0 = wg.y * ${BM}u;
+  let n0 = wg.x * ${BN}u;
+  let a_base = P.a_off + s0 * P.M;
+  let b_base = P.b_off + s0 * P.N;
+  let c_base = P.c_off + grp * P.stride_c;`;
+  }
+  return `  // row-tile slot wg.y → group grp and its rows [r0, r1); a slot past the last group keeps grp = G
+  var grp = P.G; var r0 = 0u; var r1 = 0u; var seen = 0u;
+  for (var h = 0u; h < P.G; h++) {
+    let s0 = coop_off(h); let s1 = max(coop_off(h + 1u), s0); let nt = (s1 - s0 + ${BM - 1}u) / ${BM}u;
+    if (grp == P.G && wg.y < seen + nt) { grp = h; r0 = s0 + (wg.y - seen) * ${BM}u; r1 = min(r0 + ${BM}u, s1); }
+    seen += nt;
+  }
+  let dim_m = r1 - r0; let dim_n = P.N; let dim_k = select(0u, P.K, grp < P.G);
+  let m0 = 0u;
+  let n0 = wg.x * ${BN}u;
+  let a_base = P.a_off + r0 * P.K;
+  let b_base = P.b_off + min(grp, P.G - 1u) * P.stride_b;
+  let c_base = P.c_off + r0 * P.N;`;
 }
 
 /** Block shape of the default tile (as the backend's launches use it). */
@@ -109,7 +170,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 export function coopKernelKey(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.emulate ? "_emu" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.grouped ? `_grp${o.grouped}` : ""}${o.emulate ? "_emu" : ""}`;
 }
 
 /** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
@@ -204,6 +265,10 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const direct = o.epilogue === "direct";
   const ops = o.emulate ? EMU_OPS : REAL_OPS;
   if (scaled && o.input !== "f32") throw new Error("matmulCoopWGSL: scaled needs input f32 (f16 operands are already rounded)");
+  if (o.grouped) {
+    const why = o.mode !== "kernel" ? `"kernel" mode` : direct ? `the "scratch" epilogue` : o.grouped === "rows" ? (o.transA ? "transA false" : "") : o.transA && !o.transB ? "" : "transA true and transB false";
+    if (why) throw new Error(`matmulCoopWGSL: grouped mode "${o.grouped}" needs ${why}`);
+  }
   const SA_LD = coopStageLdA(t, o.transA);
   const SB_LD = coopStageLdB(t, o.transB);
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
@@ -235,8 +300,8 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     const [rowVar, colVar] = mat === "a" ? ["ar", "ac"] : ["br", "bc"];
     // (stored row, stored column) → (origin, bound, leading dimension) per layout
     const layout = mat === "a"
-      ? (o.transA ? { r0: "k0", rb: "P.K", c0: "m0", cb: "P.M", ld: "P.M" } : { r0: "m0", rb: "P.M", c0: "k0", cb: "P.K", ld: "P.K" })
-      : (o.transB ? { r0: "n0", rb: "P.N", c0: "k0", cb: "P.K", ld: "P.K" } : { r0: "k0", rb: "P.K", c0: "n0", cb: "P.N", ld: "P.N" });
+      ? (o.transA ? { r0: "k0", rb: "dim_k", c0: "m0", cb: "dim_m", ld: "P.M" } : { r0: "m0", rb: "dim_m", c0: "k0", cb: "dim_k", ld: "P.K" })
+      : (o.transB ? { r0: "n0", rb: "dim_n", c0: "k0", cb: "dim_k", ld: "P.K" } : { r0: "k0", rb: "dim_k", c0: "n0", cb: "dim_n", ld: "P.N" });
     const base = mat === "a" ? "a_base" : "b_base";
     const idx = `${base} + r * ${layout.ld} + c`;
     const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
@@ -292,7 +357,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
         // stride is a let: naga 30 leaves a uniform load written inside coopStoreT unemitted.
         epilogue.push(`  {`);
         epilogue.push(`    let m = m0 + wm + ${i * 16}u; let n = n0 + wn + ${j * 16}u;`);
-        epilogue.push(`    let inside = m < P.M && n < P.N;`);
+        epilogue.push(`    let inside = m < dim_m && n < dim_n;`);
         epilogue.push(`    let o = select(c_base, c_base + m * P.N + n, inside);`);
         const v = outScale(`c${i}_${j}`);
         epilogue.push(`    var r = ${o.accumulate ? ops.add(ops.load("C", "out", "o", "ldc", true), v) : v};`);
@@ -303,7 +368,7 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
         epilogue.push(`  workgroupBarrier();`);
         epilogue.push(`  for (var e = lane; e < 256u; e += ${COOP_SUBGROUP}u) {`);
         epilogue.push(`    let m = m0 + wm + ${i * 16}u + e / 16u; let n = n0 + wn + ${j * 16}u + e % 16u;`);
-        epilogue.push(`    if (m < P.M && n < P.N) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]${scaled ? " * out_s1 * out_s2" : ""}; }`);
+        epilogue.push(`    if (m < dim_m && n < dim_n) { let o = c_base + m * P.N + n; out[o] = ${o.accumulate ? "out[o] + " : ""}so[sg * 256u + e]${scaled ? " * out_s1 * out_s2" : ""}; }`);
         epilogue.push(`  }`);
         epilogue.push(`  workgroupBarrier();`);
       }
@@ -372,14 +437,10 @@ ${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 ${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}var<workgroup> sa: array<f16, ${stages * SA}>;
 var<workgroup> sb: array<f16, ${stages * SB}>;
-${SO > 0 ? `var<workgroup> so: array<f32, ${SO}>;\n` : ""}${scaled ? COOP_SCALE_WGSL : ""}${emu}
+${SO > 0 ? `var<workgroup> so: array<f32, ${SO}>;\n` : ""}${scaled ? COOP_SCALE_WGSL : ""}${emu}${o.grouped ? "fn coop_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }\n" : ""}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let m0 = wg.y * ${BM}u;
-  let n0 = wg.x * ${BN}u;
-  let a_base = P.a_off + wg.z * P.stride_a;
-  let b_base = P.b_off + wg.z * P.stride_b;
-  let c_base = P.c_off + wg.z * P.stride_c;
+${placement(o.grouped, BM, BN)}
   let ldc = P.N;
   let sg = li / ${COOP_SUBGROUP}u;
   let lane = li % ${COOP_SUBGROUP}u;
@@ -392,7 +453,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 ${scaled ? prologue : ""}  var ra: array<${reg}, ${PA}>;
   var rb: array<${reg}, ${PB}>;
 ${accs.join("\n")}
-  let nk = (P.K + ${BK - 1}u) / ${BK}u;
+  let nk = (dim_k + ${BK - 1}u) / ${BK}u;
   var k0 = 0u;
   var buf = 0u;
   if (nk > 0u) {

@@ -1,0 +1,134 @@
+/**
+ * The MoE grouped products on the tensor-core path (kernels/src/wgsl/grouped-matmul-coop.ts: the
+ * grouped modes of the cooperative-matrix matmul) through the webgpu backend, at the awkward sizes
+ * of kernels/test/ops/grouped-awkward.ts (groups of 0 and 1 rows, primes, rows outside the
+ * offsets untouched, W strides with gaps, K = 0, accumulate on/off, transB both ways) against a
+ * float64 reference.
+ *
+ * Inputs are multiples of 2^−10 in [−1, 1] times a power of two s, so the f16 staging of the
+ * scaled kernel is exact and the result must match float64 to f32-accumulation accuracy (the FMA
+ * path's tolerance, rtol 1e-4 of Σ|a·b|); at s = 2^18 an unscaled f16 staging would overflow to
+ * inf, at s = 2^−22 flush to zero, so these pass only when each operand's power-of-two scale covers
+ * every group's rows and weights. One more test feeds unrounded values and checks the result
+ * differs from the FMA path by f16 rounding — i.e. the tensor-core kernels ran.
+ *
+ * Two backends: "emulated" tensor cores (the same kernels with plain-WGSL cooperative matrices,
+ * any device with shader-f16: lavapipe in CI) and, where our library offers the
+ * wgpu-cooperative-matrix feature (ZEROMOE_WGPU=coop on a GPU with it), the real ones.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createGPU } from "../../src/ffi/index.ts";
+import { WebGpuBackend } from "../../src/webgpu/index.ts";
+import { coopSupport } from "../../src/wgsl/matmul-coop.ts";
+import { checkGroupedRows, checkGroupedWGrad, GROUPED_ROWS_CASES, GROUPED_WGRAD_CASES } from "../ops/grouped-awkward.ts";
+import { Ctx, Rng } from "../ops/harness.ts";
+
+/** {@link Rng} whose f32 values are multiples of 2^−10 in [−1, 1], times `scale` (a power of two):
+ * exact in f16 after any power-of-two scaling that keeps them normal. */
+class QuantRng extends Rng {
+  constructor(seed: number, readonly scale: number) {
+    super(seed);
+  }
+  override f32(n: number, lo = -1, hi = 1): Float32Array {
+    const a = super.f32(n, lo, hi);
+    for (let i = 0; i < n; i++) a[i] = (Math.round(a[i]! * 1024) / 1024) * this.scale;
+    return a;
+  }
+}
+
+const adapter = await createGPU().requestAdapter();
+const real = adapter ? coopSupport(adapter) : { ok: false, reason: "no adapter" };
+const emulatable = !!adapter?.features.has("shader-f16");
+
+const MAGNITUDES = [1, 2 ** 18, 2 ** -22];
+
+function suite(kind: "emulated" | "real", skip: boolean): void {
+  describe(`grouped matmuls on ${kind} tensor cores`, () => {
+    let be: WebGpuBackend | null = null;
+    let fma: WebGpuBackend | null = null;
+    beforeAll(async () => {
+      if (skip) return;
+      be = await WebGpuBackend.create(createGPU(), { tensorCores: kind === "emulated" ? "emulated" : true, tensorCoreMinBlocks: 0 });
+      fma = await WebGpuBackend.create(createGPU());
+    });
+    afterAll(() => {
+      be?.destroy();
+      fma?.destroy();
+    });
+    for (const s of MAGNITUDES) {
+      test.skipIf(skip)(`groupedMatmulDev at awkward sizes, inputs × 2^${Math.log2(s)}`, async () => {
+        const c = new Ctx(be!, { rtol: 1e-4, atol: 1e-5 * s * s }, 1);
+        try {
+          const r = new QuantRng(5100 + Math.log2(s), s);
+          for (const cs of GROUPED_ROWS_CASES) for (const transB of [false, true]) for (const acc of [false, true]) await checkGroupedRows(c, r, cs, transB, acc);
+        } finally {
+          c.freeAll();
+        }
+      }, 600_000);
+      test.skipIf(skip)(`groupedWeightGrad at awkward sizes, inputs × 2^${Math.log2(s)}`, async () => {
+        const c = new Ctx(be!, { rtol: 1e-4, atol: 1e-5 * s * s }, 1);
+        try {
+          const r = new QuantRng(5200 + Math.log2(s), s);
+          for (const cs of GROUPED_WGRAD_CASES) for (const acc of [false, true]) await checkGroupedWGrad(c, r, cs, acc);
+        } finally {
+          c.freeAll();
+        }
+      }, 600_000);
+    }
+    test.skipIf(skip)("unrounded inputs: the result differs from the FMA path by f16 rounding (the tensor-core kernels ran)", async () => {
+      const R = 203, N = 77, K = 61, offsets = [0, 50, 50, 131, 203];
+      const G = offsets.length - 1;
+      const r = new Rng(5300);
+      const x = r.f32(R * K), w = r.f32(G * N * K), dy = r.f32(R * N);
+      const run = async (b: WebGpuBackend): Promise<[Float32Array, Float32Array]> => {
+        const f = (d: Float32Array) => {
+          const buf = b.alloc("f32", d.length, "other");
+          b.write({ buf, off: 0 }, d);
+          return buf;
+        };
+        const xb = f(x), wb = f(w), dyb = f(dy), ob = b.alloc("f32", R * N, "other"), dwb = b.alloc("f32", G * N * K, "other");
+        const off = b.alloc("i32", G + 1, "other");
+        b.write({ buf: off, off: 0 }, Int32Array.from(offsets));
+        b.groupedMatmulDev({ buf: xb, off: 0 }, { buf: wb, off: 0 }, { buf: ob, off: 0 }, { buf: off, off: 0 }, { G, R, N, K });
+        b.groupedWeightGrad({ buf: dyb, off: 0 }, { buf: xb, off: 0 }, { buf: dwb, off: 0 }, { buf: off, off: 0 }, { G, R, M: N, N: K });
+        const out = [(await b.read({ buf: ob, off: 0 }, R * N)) as Float32Array, (await b.read({ buf: dwb, off: 0 }, G * N * K)) as Float32Array] as [Float32Array, Float32Array];
+        for (const buf of [xb, wb, dyb, ob, dwb, off]) b.free(buf);
+        return out;
+      };
+      const [tc, ref] = [await run(be!), await run(fma!)];
+      for (const [i, name] of ["groupedMatmulDev", "groupedWeightGrad"].entries()) {
+        // largest difference relative to the largest |result|: f16 keeps 11 significant bits, so
+        // ~2^-11 per operand, partly averaged over the K terms; the FMA path agrees with float64
+        // to ~1e-7 at these sizes
+        let maxDiff = 0, maxRef = 0;
+        for (let j = 0; j < ref[i]!.length; j++) {
+          maxDiff = Math.max(maxDiff, Math.abs(tc[i]![j]! - ref[i]![j]!));
+          maxRef = Math.max(maxRef, Math.abs(ref[i]![j]!));
+        }
+        const rel = maxDiff / maxRef;
+        console.log(`${name}: largest difference to the FMA path ${rel.toExponential(2)} of the largest |result|`);
+        expect(`${name}: ${rel > 1e-6 && rel < 1e-2}`).toBe(`${name}: true`);
+      }
+    }, 600_000);
+  });
+}
+
+suite("emulated", !emulatable);
+suite("real", !real.ok);
+
+test("tensor-core grouped matmuls: where they are skipped, the reason is named", () => {
+  if (!emulatable) console.log("grouped-matmul-coop: emulated tests skipped: the adapter lacks shader-f16");
+  if (!real.ok) console.log(`grouped-matmul-coop: real tensor-core tests skipped: ${real.reason}`);
+  expect(emulatable || !adapter).toBe(true);
+});
+
+test("grouped tensor-core variants outside their contract are refused by name", async () => {
+  const { matmulCoopWGSL } = await import("../../src/wgsl/matmul-coop-wgsl.ts");
+  const base = { input: "f32" as const, transA: false, transB: false, accumulate: false, scaled: true, mode: "kernel" as const };
+  expect(() => matmulCoopWGSL({ ...base, mode: "module", grouped: "rows" })).toThrow(/grouped mode "rows" needs "kernel" mode/);
+  expect(() => matmulCoopWGSL({ ...base, grouped: "rows", epilogue: "direct" })).toThrow(/needs the "scratch" epilogue/);
+  expect(() => matmulCoopWGSL({ ...base, grouped: "rows", transA: true })).toThrow(/needs transA false/);
+  expect(() => matmulCoopWGSL({ ...base, grouped: "wgrad" })).toThrow(/needs transA true and transB false/);
+  expect(matmulCoopWGSL({ ...base, grouped: "wgrad", transA: true })).toContain("coop_off(grp)");
+  if (adapter) await expect(WebGpuBackend.create(createGPU(), { tensorCoreMinBlocks: -1 })).rejects.toThrow(/tensorCoreMinBlocks must be an integer ≥ 0, got -1/);
+});
