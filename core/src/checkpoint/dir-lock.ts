@@ -25,6 +25,7 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, st
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError } from "../config/errors.ts";
+import { CheckpointWriteError, writingFile } from "./errors.ts";
 
 /** Name of the lock file inside the checkpoint directory. */
 export const LOCK_FILE = "zeromoe.lock";
@@ -114,21 +115,33 @@ function readText(file: string): string | null {
   }
 }
 
-/** Create the lock file exclusively with `text`; false when it already exists. */
+/** Create the lock file exclusively with `text`; false when it already exists.
+ * @throws CheckpointWriteError naming the file when it cannot be created or written (disk full,
+ *   read-only file system, …); a file created but not written is removed first (left empty, it
+ *   would refuse the next run for {@link PARTIAL_LOCK_AGE_MS} as one being written). */
 function createExclusive(file: string, text: string): boolean {
   let fd: number;
   try {
-    fd = openSync(file, "wx", 0o644);
+    fd = writingFile(file, "create the lock file", () => openSync(file, "wx", 0o644));
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    if (e instanceof CheckpointWriteError && e.code === "EEXIST") return false;
     throw e;
   }
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
+    writingFile(file, "write the lock file", () => {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    });
+  } catch (e) {
     closeSync(fd);
+    try {
+      unlinkSync(file);
+    } catch {
+      // already gone
+    }
+    throw e;
   }
+  closeSync(fd);
   return true;
 }
 
@@ -156,8 +169,10 @@ export function lockConflict(dir: string): string | null {
 /**
  * Take the lock of checkpoint directory `dir` (created if missing), see the module comment.
  * @param warn receives the takeover warning of a stale lock.
- * @throws CheckpointLockError when another live run (or one on another host) holds it; fs errors
- *   other than "exists" when the file cannot be created.
+ * @throws CheckpointLockError when another live run (or one on another host) holds it;
+ *   CheckpointWriteError naming the lock file when it cannot be created or written (disk full,
+ *   read-only file system, …: the train CLI prints it without a stack, exit 1); fs errors of the
+ *   directory's creation.
  */
 export function acquireCheckpointLock(dir: string, warn: (message: string) => void = () => {}): CheckpointDirLock {
   const abs = resolve(dir);
