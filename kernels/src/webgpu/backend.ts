@@ -62,7 +62,7 @@ import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
 import { COOP_LAUNCH_DEFAULT, COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
 import { groupedCoopDevBlocks, groupedCoopDevLaunches, groupedCoopWGradBlocks, groupedCoopWGradLaunches } from "../wgsl/grouped-matmul-coop.ts";
-import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
+import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
 import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
@@ -124,6 +124,11 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * COOP_MIN_BLOCKS, measured on the H200: below it the FMA kernels are faster); tests set 0 to
    * route every matmul there. A non-negative integer. */
   tensorCoreMinBlocks?: number;
+  /** Block shape of the tensor-core kernels (wgsl/matmul-coop-tile.ts). Default
+   * {@link DEFAULT_TENSOR_CORE_TILE} where the device's limits admit it, else COOP_DEFAULT_TILE;
+   * with "emulated" a block that fits the device's workgroup memory. Throws at creation when a
+   * given block does not fit the device. */
+  tensorCoreTile?: CoopTile;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -204,13 +209,27 @@ export const MIN_AUTO_POOL_BYTES = 1 << 30;
  * which is guarded in the WGSL and tested bit-identical to their checked compilation
  * (kernels/test/webgpu/attention.test.ts); on the H200 they ran 1.24× faster so (forward +
  * backward per mixtral-med layer 5.87 → 4.75 ms, docs/performance.md "Flash attention: register
- * prefetch, heavy blocks first, trusted compilation"). The matmuls are not listed: trusted
- * compilation measured a median 0.99× there. */
-export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_"];
+ * prefetch, heavy blocks first, trusted compilation"); and the tensor-core matmuls ("mmc_",
+ * wgsl/matmul-coop-wgsl.ts: every global read is guarded by select, every workgroup index in range
+ * by construction; the H200's fastest coop measurement, 155 TFLOP/s at 4096³, was trusted). The FMA
+ * matmuls are not listed: trusted compilation measured a median 0.99× there. */
+export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_", "mmc_"];
 
 /** Block of the emulated tensor-core kernels where the default one exceeds the device's workgroup
  * memory (lavapipe: 32 KiB). */
 const EMULATED_SMALL_TILE = "64x64x32-2x2-s1";
+
+/** The tensor-core block the backend prefers: 128×256×32 on 16 subgroups, one stage — the fastest
+ * block measured on the H200 at 4096³ and at the mixtral-med step shapes (docs/performance.md,
+ * "Tensor cores"), 46 KiB of workgroup memory and 512 invocations. */
+export const DEFAULT_TENSOR_CORE_TILE: CoopTile = parseCoopTile("128x256x32-4x4-s1");
+
+/** Whether every layout of the scaled tensor-core kernel with `tile` fits `device`'s limits. */
+function coopTileFitsDevice(device: GPUDevice, tile: CoopTile): boolean {
+  const l = device.limits;
+  if (coopTileThreads(tile) > Math.min(l.maxComputeInvocationsPerWorkgroup, l.maxComputeWorkgroupSizeX)) return false;
+  return [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile, scaled: true }) <= l.maxComputeWorkgroupStorageSize));
+}
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
@@ -300,11 +319,14 @@ export class WebGpuBackend implements Backend {
       throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
     }
     be.coopMinBlocks = minBlocks;
+    if (opts.tensorCoreTile && opts.tensorCores && !coopTileFitsDevice(device, opts.tensorCoreTile)) {
+      be.destroy();
+      throw new Error(`webgpu: tensorCoreTile ${coopTileName(opts.tensorCoreTile)} exceeds this device's workgroup limits`);
+    }
     if (opts.tensorCores === "emulated") {
       // the largest block of any layout, scaled, must fit; else a small one (lavapipe: 32 KiB)
-      const fits = (t: typeof COOP_DEFAULT_TILE) => [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile: t, scaled: true }) <= device.limits.maxComputeWorkgroupStorageSize));
-      const tile = fits(COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : parseCoopTile(EMULATED_SMALL_TILE);
-      if (!device.features.has("shader-f16") || !fits(tile)) {
+      const tile = opts.tensorCoreTile ?? (coopTileFitsDevice(device, COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : parseCoopTile(EMULATED_SMALL_TILE));
+      if (!device.features.has("shader-f16") || !coopTileFitsDevice(device, tile)) {
         be.destroy();
         throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${device.features.has("shader-f16") ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
       }
@@ -319,7 +341,8 @@ export class WebGpuBackend implements Backend {
         throw new Error(`webgpu: tensorCores requested but ${why}`);
       }
       be.tensorCores = !why;
-      be.tensorCoresStatus = why ? `off (${why})` : "on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, operands scaled by powers of two and rounded to f16)";
+      be.coopLaunch = { tile: opts.tensorCoreTile ?? (coopTileFitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE), emulate: false };
+      be.tensorCoresStatus = why ? `off (${why})` : `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, block ${coopTileName(be.coopLaunch.tile)}, operands scaled by powers of two and rounded to f16)`;
     }
     return be;
   }
