@@ -105,7 +105,9 @@ export class GPUAdapterImpl {
    * Create a device. `requiredFeatures` must be offered by the adapter (else TypeError);
    * `requiredLimits` names WGPULimits fields, each no better than the adapter's (else an
    * OperationError). Ask for `adapter.limits.maxStorageBufferBindingSize`/`maxBufferSize` to lift
-   * the small defaults (domain.md §6).
+   * the small defaults (domain.md §6). When the driver refuses the device, garbage is collected
+   * (dropped devices are released when their wrappers are finalized; NVIDIA caps a process at 63
+   * live devices) and the request is tried once more; the OperationError then names both failures.
    */
   async requestDevice(descriptor: GPUDeviceDescriptor = {}): Promise<GPUDevice> {
     const n = this.ctx.native;
@@ -135,24 +137,52 @@ export class GPUAdapterImpl {
       }
     }
     const label = utf8(descriptor.label);
-    const slot = n.shim.zm_slot_new()!;
-    const lostSlot = n.shim.zm_slot_new()!;
-    const errq = n.shim.zm_errq_new()!;
-    n.shim.zm_request_device(this.handle, ptr(ids), feats.length, limits ? ptr(limits) : null, label.bytes, label.len, slot, lostSlot, errq);
-    return this.ctx.pump.wait(slot, null, "requestDevice", (s) => {
-      const status = n.shim.zm_slot_status(s);
-      const handle = n.shim.zm_slot_handle(s);
-      if (status !== 1 || !handle) {
-        n.shim.zm_slot_free(lostSlot);
-        n.shim.zm_errq_free(errq);
-        throw domError("OperationError", `requestDevice failed (status ${status}): ${slotMessage(n, s)}`);
+    const attempt = (): Promise<GPUDevice> => {
+      const slot = n.shim.zm_slot_new()!;
+      const lostSlot = n.shim.zm_slot_new()!;
+      const errq = n.shim.zm_errq_new()!;
+      n.shim.zm_request_device(this.handle, ptr(ids), feats.length, limits ? ptr(limits) : null, label.bytes, label.len, slot, lostSlot, errq);
+      return this.ctx.pump.wait(slot, null, "requestDevice", (s) => {
+        const status = n.shim.zm_slot_status(s);
+        const handle = n.shim.zm_slot_handle(s);
+        if (status !== 1 || !handle) {
+          n.shim.zm_slot_free(lostSlot);
+          n.shim.zm_errq_free(errq);
+          throw domError("OperationError", `requestDevice failed (status ${status}): ${slotMessage(n, s)}`);
+        }
+        return new GPUDeviceImpl(this.ctx, handle, this, lostSlot, errq, descriptor.label ?? "") as unknown as GPUDevice;
+      });
+    };
+    try {
+      return await attempt();
+    } catch (first) {
+      // Devices the program dropped stay alive in the driver until their wrappers are finalized
+      // (ffi/context.ts releases the handle then), and drivers cap live devices per process
+      // (NVIDIA: 63, the 64th fails with "Parent device is lost"): collect garbage and try once more.
+      await collectDroppedHandles();
+      try {
+        return await attempt();
+      } catch (second) {
+        throw domError("OperationError", `${(second as Error).message} (first attempt: ${(first as Error).message}; retried after collecting dropped devices)`);
       }
-      return new GPUDeviceImpl(this.ctx, handle, this, lostSlot, errq, descriptor.label ?? "") as unknown as GPUDevice;
-    });
+    }
   }
 
   /** Deprecated spec method; returns `info`. */
   async requestAdapterInfo(): Promise<GPUAdapterInfo> {
     return this.info;
+  }
+}
+
+/** Rounds of garbage collection (each followed by a 5 ms pause so finalizers run) before a failed
+ * requestDevice is retried. */
+const COLLECT_ROUNDS = 8;
+
+/** Force garbage collection so that wrappers the program no longer references are finalized and
+ * their native handles released (FinalizationRegistry callbacks run in later ticks). */
+async function collectDroppedHandles(): Promise<void> {
+  for (let i = 0; i < COLLECT_ROUNDS; i++) {
+    Bun.gc(true);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }

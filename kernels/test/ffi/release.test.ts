@@ -57,3 +57,17 @@ test("a process creates and drops more devices than a driver keeps alive at once
   // generous: a device costs ~80 ms on the H200 (5.4 s for 70), many times that on a busy CI host;
   // a timed-out loop would keep creating devices under the files that run next
 }, 300_000);
+
+test("requestDevice collects dropped devices itself when the driver's cap is reached (70, none collected by the test)", async () => {
+  const adapter = (await createGPU().requestAdapter())!;
+  for (let i = 0; i < 70; i++) {
+    const device = await adapter.requestDevice();
+    device.destroy();
+  }
+  // still usable afterwards
+  const d = await adapter.requestDevice();
+  const b = d.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
+  b.destroy();
+  d.destroy();
+  expect(d.label).toBe("");
+}, 300_000);
