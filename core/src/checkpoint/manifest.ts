@@ -214,6 +214,12 @@ export function fsyncDir(path: string): void {
   }
 }
 
+/** What a path that is not a regular file is, for messages: checked before reading, because
+ * reading a directory fails with EISDIR and opening a FIFO blocks until a writer comes. */
+export function fileKind(st: { isDirectory(): boolean; isFIFO(): boolean }): string {
+  return st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket";
+}
+
 /** Where a checkpoint lives: its tag directory and tag name. */
 export interface CheckpointLocation {
   /** The checkpoint root (holds `latest`), or the tag's parent. */
@@ -241,6 +247,7 @@ export function locateCheckpoint(path: string, tag?: string): CheckpointLocation
     const latest = join(path, "latest");
     if (!existsSync(latest)) throw new CheckpointError(path, `no "latest" file and no manifest.json: not a checkpoint directory (or no save completed)`);
     const st = statSync(latest);
+    if (!st.isFile()) throw new CheckpointError(latest, `is not a regular file (${fileKind(st)}); expected a file holding the newest tag's name`);
     if (st.size > 4096) throw new CheckpointError(latest, `is ${st.size} bytes; expected a tag name`);
     t = readFileSync(latest, "utf8").trim();
   }
@@ -299,7 +306,9 @@ function uint(file: string, field: string, v: unknown, min = 0): number {
 export function readManifest(tagDir: string): CheckpointManifest {
   const file = join(tagDir, "manifest.json");
   if (!existsSync(file)) throw new CheckpointError(file, "not found");
-  const size = statSync(file).size;
+  const st = statSync(file);
+  if (!st.isFile()) throw new CheckpointError(file, `is not a regular file (${fileKind(st)}); expected the checkpoint's manifest`);
+  const size = st.size;
   if (size > MAX_MANIFEST_BYTES) throw new CheckpointError(file, `is ${size} bytes, over the ${MAX_MANIFEST_BYTES}-byte limit`);
   const text = readFileSync(file, "utf8");
   const over = scanJsonBounds(text, MANIFEST_JSON_LIMITS);

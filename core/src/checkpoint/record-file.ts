@@ -45,7 +45,7 @@
  *
  * CRC-32 is the IEEE polynomial (zlib's `crc32`), computed with Bun's built-in `Bun.hash.crc32`.
  */
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, statSync, writeSync } from "node:fs";
 import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as cborEncode } from "cbor-x";
 import { deflateSync, inflateSync } from "fflate";
 import { describeValue } from "../config/json-bounds.ts";
@@ -248,8 +248,12 @@ export class RecordFileReader {
   static open(path: string): RecordFileReader {
     let fd: number;
     try {
+      const st = statSync(path);
+      // before open(2): opening a FIFO blocks until a writer comes; reading a directory fails with EISDIR
+      if (!st.isFile()) throw new CheckpointError(path, `is not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"}); expected a rank file`);
       fd = openSync(path, "r");
     } catch (e) {
+      if (e instanceof CheckpointError) throw e;
       throw new CheckpointError(path, `cannot open: ${(e as Error).message}`);
     }
     try {

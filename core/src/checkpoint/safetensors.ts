@@ -28,9 +28,10 @@
  * Byte order: data is little-endian on disk; this module refuses to load on a big-endian host.
  */
 
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
+import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) {
   throw new Error("core/src/checkpoint/safetensors.ts: host is big-endian; safetensors data is little-endian and no byte swapping is implemented");
@@ -186,7 +187,7 @@ export function decodeSafetensorsHeaderLength(first8: Uint8Array, fileBytes: num
  * @param file file name for error messages.
  * @returns the validated header; tensors sorted by offset.
  * @throws SafetensorsError for invalid UTF-8 or JSON, a non-object header, a non-string-map
- *   `__metadata__`, an unknown dtype, a shape entry that is not a non-negative safe integer, offsets
+ *   `__metadata__`, a key given twice in one object, an unknown dtype, a shape entry that is not a non-negative safe integer, offsets
  *   that are not `[begin ≤ end]` integers, a byte span that differs from `numel × dtype size`, or
  *   tensors that overlap, leave gaps, or do not end exactly at the end of the data section.
  */
@@ -206,6 +207,8 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number, file
   } catch (e) {
     throw new SafetensorsError(file, `header is not valid JSON (${(e as Error).message})`);
   }
+  const dup = findDuplicateJsonKey(text);
+  if (dup !== null) throw new SafetensorsError(file, `header holds duplicate key ${describeValue(dup.key)}${dup.path === "" ? "" : ` in ${dup.path}`} (the format forbids duplicate keys; readers disagree on which one wins)`);
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     throw new SafetensorsError(file, "header must be a JSON object");
   }
@@ -306,6 +309,20 @@ export function parseSafetensorsBytes(bytes: Uint8Array, file = "<memory>"): { h
   };
 }
 
+/** Refuse a path that exists but is not a regular file (checked before open(2): opening a FIFO
+ * blocks until a writer comes, SIGTERM included). A missing path is left to open's ENOENT.
+ * @param expected what the file should be, for the message.
+ * @throws SafetensorsError naming the path and what it is. */
+export function checkRegularFile(path: string, expected = "a .safetensors file"): void {
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    return;
+  }
+  if (!st.isFile()) throw new SafetensorsError(path, `is not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"}); expected ${expected}`);
+}
+
 /** Read exactly `len` bytes at absolute `pos` into `dst` (offset `dstOff`), or throw. */
 function readFully(fd: number, dst: Uint8Array, dstOff: number, len: number, pos: number, file: string, what: string): void {
   let done = 0;
@@ -337,10 +354,12 @@ export class SafetensorsReader {
 
   /**
    * Open and validate a file.
-   * @throws SafetensorsError for a malformed header (see {@link parseSafetensorsHeader});
-   *   the usual `fs` errors (ENOENT…) for a missing or unreadable file.
+   * @throws SafetensorsError for a malformed header (see {@link parseSafetensorsHeader}) or a path
+   *   that is not a regular file (a directory; a FIFO, whose open would block until a writer
+   *   comes); the usual `fs` errors (ENOENT…) for a missing or unreadable file.
    */
   static open(path: string): SafetensorsReader {
+    checkRegularFile(path);
     const fd = openSync(path, "r");
     try {
       const size = fstatSync(fd).size;

@@ -141,6 +141,12 @@ export function scanJsonBounds(text: string, limits: Readonly<JsonLimits>): Json
   return null;
 }
 
+/** `c` (one control character) as a JSON-style escape. */
+function escapeControl(c: string): string {
+  const k = c.charCodeAt(0);
+  return k === 10 ? "\\n" : k === 13 ? "\\r" : k === 9 ? "\\t" : `\\u${k.toString(16).padStart(4, "0")}`;
+}
+
 /**
  * A short, bounded rendering of any parsed value for an error message: never recurses more than
  * two levels, never serialises more than ~{@link ECHO_CHARS}×2 characters, handles BigInt, cycles,
@@ -149,7 +155,9 @@ export function scanJsonBounds(text: string, limits: Readonly<JsonLimits>): Json
 export function describeValue(v: unknown, depth = 0): string {
   switch (typeof v) {
     case "string":
-      return `"${truncateForMessage(v)}"`;
+      // control characters escaped (\n, \u001b…): a hostile value cannot break the one-line
+      // message or send terminal escape sequences
+      return `"${truncateForMessage(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, escapeControl)}"`;
     case "number":
     case "boolean":
       return String(v);

@@ -15,7 +15,8 @@ import { resolveExpertParallel } from "./resolve-expert-parallel.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
-import { CONFIG_JSON_LIMITS, scanJsonBounds } from "./json-bounds.ts";
+import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
+import { findDuplicateJsonKey } from "./json-duplicate-keys.ts";
 import { isAbsolute, resolve } from "node:path";
 import { hfTokenizerVocabSize } from "../data/hf-tokenizer.ts";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
@@ -314,20 +315,29 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
   return m as MoeConfig;
 }
 
-/** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column.
+/** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column, and
+ * a key given twice in one object into one naming its path (as DeepSpeed refuses it).
  * The text is first checked against {@link CONFIG_JSON_LIMITS} (depth, string/key length, members),
  * so nothing downstream (deepMerge, messages, suggestions) works on an unbounded value.
  * @throws ConfigError naming the file and the JSON path of the first value over a limit. */
 export function parseJsonConfig(text: string, source: string): unknown {
   const over = scanJsonBounds(text, CONFIG_JSON_LIMITS);
   if (over !== null) throw new ConfigError([{ path: over.path, message: over.message, source }], `cannot read ${source}`);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (e) {
     const found = findJsonSyntaxError(text);
     const msg = found ? `not valid JSON at line ${found.line}, column ${found.column}: ${found.message}` : `not valid JSON: ${e instanceof Error ? e.message : String(e)}`;
     throw new ConfigError([{ path: "", message: msg, source }], `cannot parse ${source}`);
   }
+  // DeepSpeed refuses a repeated key ("Duplicate keys in DeepSpeed config"); JSON.parse keeps the last
+  const dup = findDuplicateJsonKey(text);
+  if (dup !== null) {
+    const path = dup.path === "" ? dup.key : `${dup.path}.${dup.key}`;
+    throw new ConfigError([{ path, message: `key ${describeValue(dup.key)} is given twice in one object (DeepSpeed refuses duplicate keys; keep one)`, source }], `cannot parse ${source}`);
+  }
+  return value;
 }
 
 /** Reads and parses a JSON file; a missing/unreadable file is a ConfigError naming it. */
