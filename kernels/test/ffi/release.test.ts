@@ -71,3 +71,26 @@ test("requestDevice collects dropped devices itself when the driver's cap is rea
   d.destroy();
   expect(d.label).toBe("");
 }, 300_000);
+
+test("devices of a whole dropped createGPU() → adapter → device graph are released too (the registry outlives the GPU object)", async () => {
+  const lib = ((createGPU() as unknown as { ctx: { native: { lib: Record<string, (p: unknown) => void> } } }).ctx.native.lib);
+  const original = lib.wgpuDeviceRelease!;
+  let released = 0;
+  lib.wgpuDeviceRelease = (p: unknown) => {
+    released++;
+    original(p);
+  };
+  try {
+    const N = 12;
+    const make = async (destroy: boolean) => {
+      const device = await (await createGPU().requestAdapter())!.requestDevice();
+      if (destroy) device.destroy();
+    };
+    for (let i = 0; i < N; i++) await make(i % 2 === 0);
+    await collect(() => released >= N);
+    // before the registry was process-wide: 0 (each GPU object's registry died with its devices)
+    expect(released).toBeGreaterThanOrEqual(N - 2);
+  } finally {
+    lib.wgpuDeviceRelease = original;
+  }
+}, 300_000);
