@@ -6,12 +6,14 @@
  * transport). Also the rank-side error report used under mpirun.
  */
 import { existsSync, writeSync } from "node:fs";
+import { constants as osConstants, hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { resolve } from "node:path";
 import { CommAbortedError } from "../comm/errors.ts";
 import { MPI_INSTALL_HINT, mpiLoadError, tryLoadMpi } from "../comm/mpi/ffi.ts";
 import { LaunchError } from "../launch/launch.ts";
 import { findMpirun, mpirunCommand } from "../launch/mpi-launch.ts";
+import { LAUNCHER_HOST_ENV, LAUNCHER_PID_ENV } from "../launch/parent-watch.ts";
 import { loadTrainJob, UsageError, type TrainArgs } from "./args.ts";
 
 /** `argv` without `--launcher X` / `--launcher=X` and `--hostfile X` / `--hostfile=X`. */
@@ -27,7 +29,8 @@ export function stripLauncherOptions(argv: readonly string[]): string[] {
 
 /**
  * Run the job of `a` under mpirun (see the file comment) and return mpirun's exit status (128 + n
- * when it died of signal n). @throws UsageError (exit 2) when Open MPI is missing — saying what to
+ * when it died of signal n). SIGINT/SIGTERM received meanwhile are passed to mpirun (which ends
+ * the ranks); the status is then 128 + that signal, with a `stopped` line, once mpirun is gone. @throws UsageError (exit 2) when Open MPI is missing — saying what to
  * install — or the hostfile does not exist; ConfigError for a bad job (checked before mpirun).
  */
 export async function trainUnderMpirun(a: TrainArgs, argv: readonly string[]): Promise<number> {
@@ -36,14 +39,44 @@ export async function trainUnderMpirun(a: TrainArgs, argv: readonly string[]): P
   if (a.hostfile !== undefined && !existsSync(a.hostfile)) throw new UsageError(`--hostfile: file not found: ${resolve(a.hostfile)}`, "");
   const { config } = await loadTrainJob(a);
   const cmd = [
-    ...mpirunCommand({ worldSize: config.world_size, hostfile: a.hostfile }),
+    ...mpirunCommand({ worldSize: config.world_size, hostfile: a.hostfile, forwardEnv: [LAUNCHER_PID_ENV, LAUNCHER_HOST_ENV] }),
     process.execPath,
     fileURLToPath(new URL("./train.ts", import.meta.url)),
     ...stripLauncherOptions(argv),
   ];
-  const proc = Bun.spawn(cmd, { stdio: ["inherit", "inherit", "inherit"] });
-  const code = await proc.exited;
-  return proc.signalCode ? 128 + (typeof proc.signalCode === "number" ? proc.signalCode : 15) : code;
+  // the ranks on this host watch this process: if it is killed (SIGKILL), they exit and mpirun
+  // ends the others (launch/parent-watch.ts)
+  const env = { ...process.env, [LAUNCHER_PID_ENV]: String(process.pid), [LAUNCHER_HOST_ENV]: hostname() };
+  const proc = Bun.spawn(cmd, { stdio: ["inherit", "inherit", "inherit"], env });
+  // SIGINT/SIGTERM go on to mpirun, which ends its ranks; this process waits for it (ended by
+  // them itself, it left mpirun and every rank training, orphaned)
+  let received: NodeJS.Signals | null = null;
+  const forward = (sig: NodeJS.Signals): void => {
+    received ??= sig;
+    try {
+      proc.kill(sig);
+    } catch {
+      // mpirun already gone
+    }
+  };
+  const handlers = (["SIGINT", "SIGTERM"] as const).map((sig) => {
+    const h = (): void => forward(sig);
+    process.on(sig, h);
+    return [sig, h] as const;
+  });
+  let code: number;
+  try {
+    code = await proc.exited;
+  } finally {
+    for (const [sig, h] of handlers) process.off(sig, h);
+  }
+  if (received !== null) {
+    const status = 128 + osConstants.signals[received];
+    process.stdout.write(`stopped    by ${received}: passed to mpirun, which ended the ranks (exit ${status})\n`);
+    return status;
+  }
+  if (proc.signalCode) return 128 + (osConstants.signals[proc.signalCode as NodeJS.Signals] ?? 0);
+  return code;
 }
 
 /**

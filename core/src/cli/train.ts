@@ -18,7 +18,7 @@
  * - 3: stopped by SIGINT/SIGTERM after saving a checkpoint (resume with `--resume`), with a
  *   `stopped` line; without `checkpoint.dir` a stopped run exits 128 + the signal number;
  * - 4: stopped by the divergence policy (train/divergence.ts, job key `max_bad_steps`);
- * - 129: the launcher (parent process) went away (launch/parent-watch.ts).
+ * - 129: the launcher (parent process, or the `--launcher mpi` process) went away (launch/parent-watch.ts).
  * A rank's user or environment error is printed once, without its error name; the rank is named
  * only when the error is its own (not the same on every failing rank). When several ranks fail,
  * the cause shown first is a rank's own typed error (e.g. rank 0's manifest write failing) rather
@@ -98,9 +98,9 @@ function writeJson(path: string, value: unknown): void {
 /** Run `train` with `argv` (without the runtime and script); returns the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
   // the trainer dies with its launcher (exit handlers release the checkpoint lock)
-  const unwatch = watchParent((old) => {
+  const unwatch = watchParent((old, what) => {
     try {
-      process.stderr.write(`error: the launcher (parent process ${old}) is gone; stopping the run (exit ${EXIT_ORPHANED})\n`);
+      process.stderr.write(`error: the launcher (${what === "parent" ? "parent process" : "--launcher mpi process"} ${old}) is gone; stopping the run (exit ${EXIT_ORPHANED})\n`);
     } catch {
       // stderr may be a closed pipe
     }

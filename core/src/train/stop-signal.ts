@@ -9,6 +9,7 @@
  * forwards SIGTERM to the script, so a SIGTERM sent to the process group, as systemd or Slurm do,
  * reaches the script twice within milliseconds).
  */
+import { isMainThread } from "node:worker_threads";
 import type { Communicator } from "../comm/communicator.ts";
 
 /** Flag values: 0 = run, otherwise the signal number that asked to stop (2 SIGINT, 15 SIGTERM). */
@@ -63,8 +64,16 @@ export function installStopHandlers(flag: StopFlag, onSignal?: (name: string) =>
 }
 
 /** Whether any rank saw a stop request: a collective (all_reduce max over the world) every rank
- * calls after every step. Returns the signal number (0 = keep going). */
+ * calls after every step. Returns the signal number (0 = keep going).
+ *
+ * On the main thread it first yields to the event loop once (a 0 ms timer, about 1 ms). A rank
+ * under mpirun trains on the process's main thread, and a step's awaits all settle at once
+ * (microtasks), so without this the signal handlers that set `flag` and the parent/launcher watch
+ * (launch/parent-watch.ts, a timer) never ran there: SIGTERM did not stop the run, and a rank
+ * outlived its launcher. `local` ranks are workers: signals and the watch run on the idle main
+ * thread, so they do not wait. */
 export async function stopRequested(comm: Communicator, flag: StopFlag): Promise<number> {
+  if (isMainThread) await new Promise<void>((resolve) => setTimeout(resolve, 0));
   const v = new Int32Array([Atomics.load(flag, 0)]);
   if (comm.worldSize > 1) await comm.allReduce(v, { op: "max" });
   return v[0]!;
