@@ -82,6 +82,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.log(`model      ${c.model_type}: ${c.num_hidden_layers} layers, hidden ${c.hidden_size}, vocab ${c.vocab_size} (${src.kind} ${o.from})`);
       console.log(`backend    ${src.backendLine}`);
       console.log(`tokenizer  ${src.tokenizerSource}`);
+      for (const w of src.warnings) console.error(`warning: ${w}`);
       const t0 = performance.now();
       let batches: EvalBatch[];
       let what: string;

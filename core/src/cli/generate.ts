@@ -50,6 +50,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.error(`model      ${c.model_type}: ${c.num_hidden_layers} layers, hidden ${c.hidden_size}, vocab ${c.vocab_size} (${src.kind} ${o.from})`);
       console.error(`backend    ${src.backendLine}`);
       console.error(`tokenizer  ${src.tokenizerSource}`);
+      for (const w of src.warnings) console.error(`warning: ${w}`);
       const prompt = Array.from(tokenizer.encode(o.prompt as string));
       if (prompt.length === 0) throw new UsageError("--prompt: encodes to no tokens (give at least one character)");
       const bad = prompt.find((t) => t >= c.vocab_size);

@@ -23,6 +23,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { BackendKind } from "@zeromoe/kernels";
 import { CheckpointError } from "../checkpoint/errors.ts";
 import { loadStateDict } from "../checkpoint/hf-load.ts";
+import { HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
 import { ShardSource } from "../checkpoint/shard-source.ts";
@@ -35,6 +36,9 @@ import type { CausalDecoder } from "../models/llama.ts";
 import type { StateDict } from "../nn/state-dict.ts";
 import { writeParam } from "../nn/state-dict.ts";
 import { destroyBackend, probeShapeOf, selectTrainBackend } from "../train/backend.ts";
+import { backendMemoryLimits, gb, readHostAvailableMemory, type MemoryLimits } from "../train/memory-check.ts";
+import { largestUnit } from "../train/memory-estimate.ts";
+import { countParameters } from "../config/param-count.ts";
 
 /** A command-line mistake (missing/unknown option, a path that is not a model): exit 2. */
 export class UsageError extends Error {
@@ -69,6 +73,8 @@ export interface InferenceModel {
   kind: "checkpoint" | "hf-dir" | "safetensors";
   /** The backend's line (chosen backend and why). */
   backendLine: string;
+  /** Lines for the log, e.g. checkpoint tensors the model does not use (as Transformers warns). */
+  warnings: string[];
 }
 
 /** Options of {@link loadInferenceModel}. */
@@ -150,6 +156,56 @@ function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointM
 }
 
 /**
+ * Up-front memory check: the model is built whole in f32 on one backend, so its parameters need 4
+ * bytes each (config/param-count.ts) in the backend's memory, and its largest unit
+ * (train/memory-estimate.ts) one buffer of 4 bytes per element — checked against the backend's
+ * limits (train/memory-check.ts) before anything is allocated, as training checks its model states.
+ * Activations and the KV cache come on top.
+ * @throws UsageError naming `from`, the bytes needed and the limit (a config.json with
+ *   hidden_size 1e12 died in "cpu alloc … Out of memory" with a stack).
+ */
+export function checkInferenceFits(config: ModelConfig, limits: MemoryLimits, from: string): void {
+  const total = countParameters(config).total;
+  const shape = `${config.model_type}: hidden_size ${config.hidden_size}, num_hidden_layers ${config.num_hidden_layers}, vocab_size ${config.vocab_size}, intermediate_size ${config.intermediate_size}`;
+  if (limits.host !== null && 4 * total > limits.host.bytes) {
+    throw new UsageError(`--from ${from}: the model's f32 parameters need ${gb(4 * total)} (${(total / 1e9).toFixed(2)}e9 parameters; ${shape}) but the ${limits.backend} backend has ${gb(limits.host.bytes)} of host memory available (${limits.host.source}); generate and eval build the whole model on one device`);
+  }
+  const unit = largestUnit(config);
+  if (4 * unit.numel > limits.maxBufferBytes) {
+    throw new UsageError(`--from ${from}: the model's f32 parameters need ${gb(4 * unit.numel)} in one buffer for unit ${unit.name} (${shape}) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource})`);
+  }
+}
+
+/**
+ * Load Hugging Face weights (a directory, index or `.safetensors` file) into `model`, reading only
+ * what it uses: every header first (hub-dir.ts HubCheckpoint: shards exist, the index agrees with
+ * them), every parameter matched in either weight layout with its shape checked (planHubLoad: all
+ * missing tensors and shape mismatches at once), then only the matched tensors are read — a stored
+ * tensor the model does not use is never read (a 10 GiB one died in "RangeError: Out of memory").
+ * @returns warnings (unused tensors, as Transformers warns "Some weights … were not used").
+ * @throws SafetensorsError naming the file and tensors.
+ */
+function loadHubWeights(model: CausalDecoder, from: string, config: ModelConfig): string[] {
+  const hub = HubCheckpoint.open(from);
+  const used = new Set<string>();
+  let unexpected: string[];
+  try {
+    const buffers = [...model.buffers().keys()];
+    const plan = planHubLoad(hub, model.parameters().map((p) => ({ name: p.name, shape: p.shape })), config.tie_word_embeddings, buffers);
+    for (const s of plan.sources.values()) used.add(s.tensor);
+    for (const b of buffers) if (hub.tensors.has(b)) used.add(b);
+    unexpected = plan.unexpected;
+  } finally {
+    hub.close();
+  }
+  model.loadStateDict(loadStateDict(from, { filter: (n) => used.has(n) }) as unknown as StateDict, { strict: false });
+  const n = unexpected.length;
+  if (n === 0) return [];
+  const names = unexpected.slice(0, 20).join(", ") + (n > 20 ? ` … and ${n - 20} more` : "");
+  return [`${from}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${config.model_type} model: ${names}`];
+}
+
+/**
  * Load the model `opts.from` names, on the backend `opts.backend` chooses, with its tokenizer
  * (module comment).
  * @throws UsageError / ConfigError / CheckpointError / SafetensorsError / DataError for bad input.
@@ -215,10 +271,12 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
   // inference: pure cross-entropy loss (the router's aux loss is a training term)
   const inferenceConfig = { ...config, output_router_logits: false } as ModelConfig;
   let model: CausalDecoder | null = null;
+  const warnings: string[] = [];
   try {
+    checkInferenceFits(config, backendMemoryLimits(backend, readHostAvailableMemory()), from);
     model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
     if (ckpt) loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest);
-    else model.loadStateDict(loadStateDict(from) as unknown as StateDict, { strict: false });
+    else warnings.push(...loadHubWeights(model, from, config));
   } catch (e) {
     model?.destroy();
     destroyBackend(backend);
@@ -226,5 +284,5 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     if (!isInputError(e) && msg.startsWith("loadStateDict:")) throw new SafetensorsError(from, msg.replace(/^loadStateDict: /, ""));
     throw e;
   }
-  return { model, config, job, tokenizer, tokenizerSource: `${tokenizer.name} (${tokenizerSource})`, kind, backendLine: `${backend.info.name} on "${backend.info.adapter}" (${reason})` };
+  return { model, config, job, tokenizer, tokenizerSource: `${tokenizer.name} (${tokenizerSource})`, kind, backendLine: `${backend.info.name} on "${backend.info.adapter}" (${reason})`, warnings };
 }

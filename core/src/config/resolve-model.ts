@@ -8,8 +8,8 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ConfigError, type ConfigIssue } from "./errors.ts";
 import { CONFIG_JSON_LIMITS } from "./json-bounds.ts";
-import { parseJsonConfig } from "./resolve.ts";
-import { check, show, type CheckContext } from "./schema.ts";
+import { MODEL_COUNT_LIMITS, parseJsonConfig } from "./resolve.ts";
+import { addIssue, check, show, type CheckContext } from "./schema.ts";
 import { checkModelConsistency, MODEL_SPEC } from "./spec-model.ts";
 import type { ModelConfig } from "./types.ts";
 
@@ -25,11 +25,20 @@ export interface ResolvedModel {
  * {@link ModelConfig} with every transformers default filled in and `num_key_value_heads` /
  * `head_dim` resolved to numbers. Issue paths start with `where` (e.g. `model.hidden_size`).
  * Sources: transformers `configuration_llama.py`, `configuration_mixtral.py`.
- * @throws ConfigError listing every issue (JSON path + what was expected, did-you-mean for unknown keys).
+ * @throws ConfigError listing every issue (JSON path + what was expected, did-you-mean for unknown
+ *   keys; layer and expert counts above the job's MODEL_COUNT_LIMITS).
  */
 export function resolveModelConfig(raw: unknown, where = "model"): ResolvedModel {
   const ctx: CheckContext = { issues: [], warnings: [] };
   const out = check(raw, MODEL_SPEC, where, ctx) as ModelConfig | undefined;
+  // the job's bounds on layer and expert counts (MODEL_COUNT_LIMITS) before anything walks them: a
+  // config.json read by generate/eval with num_hidden_layers 1e9 hung building the model
+  if (out !== undefined && ctx.issues.length === 0) {
+    for (const [k, max] of Object.entries(MODEL_COUNT_LIMITS)) {
+      const v = (out as unknown as Record<string, unknown>)[k];
+      if (typeof v === "number" && v > max) addIssue(ctx, `${where}.${k}`, `${v} is above the supported maximum ${max}`);
+    }
+  }
   if (out !== undefined && ctx.issues.length === 0) checkModelConsistency(out, where, ctx);
   if (out === undefined || ctx.issues.length > 0) throw new ConfigError(ctx.issues, `invalid model config ${where}`);
   return { config: out, warnings: ctx.warnings };

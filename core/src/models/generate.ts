@@ -9,6 +9,7 @@
  * sums to ≥ p; Holtzman et al. 2020 "nucleus sampling"), and a draw from the renormalised softmax
  * with the Philox stream keyed by `seed` (one uniform per step), so results are reproducible.
  *
+ * The cache holds min(max_position_embeddings, prompt + maxNewTokens) positions (allocated once).
  * Context longer than `max_position_embeddings`: with the cache, when it is full the last
  * ⌈capacity/2⌉ tokens are run again as a new prompt (positions restart at 0), so the cost stays
  * linear per token on average; without the cache (`cache: false`, or a model whose attention
@@ -103,7 +104,10 @@ export async function generate(model: CausalDecoder, prompt: ArrayLike<number>, 
   const key = streamKey(opts.seed ?? 0, "generate");
   const seq = Array.from(prompt);
   const u = new Float64Array(1);
-  let cache: KVCache | null = opts.cache === false || opts.maxNewTokens === 0 ? null : new KVCache(model.be, model.config);
+  // capacity: the positions this call can fill before a reset (prompt window + new tokens), at most
+  // max_position_embeddings — a config's max_position_embeddings of 1e12 must not size the cache
+  const capacity = Math.min(window, Math.min(seq.length, window) + opts.maxNewTokens);
+  let cache: KVCache | null = opts.cache === false || opts.maxNewTokens === 0 ? null : new KVCache(model.be, model.config, capacity);
   /** Next-token logits after running `ids` (the whole context without a cache, else new positions). */
   const run = (ids: number[]): Promise<Float32Array> =>
     noGrad(async () => {

@@ -1,0 +1,184 @@
+/**
+ * `bun run eval` / `bun run generate --from` on hostile Hugging Face files (task P, 2026-12-02),
+ * as real processes. Before the fixes: a .safetensors holding a 10 GiB (sparse) tensor the model
+ * does not use died with "RangeError: Out of memory" and a stack (exit 1: every tensor was read
+ * before any was matched), an index naming a missing shard gave ENOENT with a stack, an index entry
+ * its shard does not hold was accepted, config.json with num_hidden_layers 1e9 hung building the
+ * model (training refuses it: MODEL_COUNT_LIMITS), hidden_size 1e12 died in "cpu alloc … Out of
+ * memory" (exit 1), and max_position_embeddings 1e12 made generate allocate a 48 TB KV cache.
+ * Each must now be exit 0 with the right result, or exit 2 with one line naming the file and what
+ * is wrong. No wall-clock time is asserted; the child processes have a 5-minute limit (they take
+ * seconds) so a hang fails instead of blocking the suite.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync, ftruncateSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { CpuBackend } from "@zeromoe/kernels";
+import { saveStateDict } from "../../src/checkpoint/hf-save.ts";
+import { SafetensorsReader } from "../../src/checkpoint/safetensors.ts";
+import { llamaConfig } from "../../src/models/config.ts";
+import { LlamaForCausalLM } from "../../src/models/llama.ts";
+
+const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-hostile-inference-"));
+afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
+const CLI = resolve(import.meta.dir, "../../src/cli");
+
+const HF = {
+  model_type: "llama", vocab_size: 256, hidden_size: 24, intermediate_size: 37, num_hidden_layers: 1,
+  num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 64,
+};
+const BASE = join(ROOT, "base");
+const TEXT = join(ROOT, "text.txt");
+const GiB = 2 ** 30;
+
+function cli(script: "eval" | "generate", args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const r = Bun.spawnSync(["bun", join(CLI, `${script}.ts`), ...args, "--backend", "cpu"], { env: { ...process.env, CI: "1" }, timeout: 300_000, killSignal: "SIGKILL" });
+  return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+}
+const evalOf = (dir: string) => cli("eval", ["--from", dir, "--data", TEXT, "--seq-len", "16", "--max-batches", "2"]);
+const lossOf = (out: string) => Number(/eval +loss ([\d.]+)/.exec(out)?.[1]);
+
+/** Bad input: exit 2, stderr "error: …" without stack frames (a config error lists its issues on
+ * the lines after the first). @returns stderr. */
+function badInput(r: { code: number | null; stderr: string }): string {
+  expect(r.code, r.stderr).toBe(2);
+  expect(r.stderr).toStartWith("error: ");
+  expect(r.stderr).not.toMatch(/^\s+at /m);
+  return r.stderr;
+}
+
+/** The single error line (bad input, and stderr is exactly one non-empty line). */
+function oneLine(r: { code: number | null; stderr: string }): string {
+  badInput(r);
+  const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
+  expect(lines.length, r.stderr).toBe(1);
+  return lines[0]!;
+}
+
+/** A copy of BASE whose config.json has `over` applied. */
+function withConfig(name: string, over: Record<string, unknown>): string {
+  const d = join(ROOT, name);
+  mkdirSync(d);
+  copyFileSync(join(BASE, "model.safetensors"), join(d, "model.safetensors"));
+  writeFileSync(join(d, "config.json"), JSON.stringify({ ...HF, ...over }));
+  return d;
+}
+
+/** BASE's weights rewritten with `edit` applied to the header entries; the data section grows to
+ * `dataBytes` as a sparse file (nothing is written there). */
+function withHeader(name: string, edit: (h: Record<string, unknown>, dataBytes: number) => number): string {
+  const d = join(ROOT, name);
+  mkdirSync(d);
+  writeFileSync(join(d, "config.json"), JSON.stringify(HF));
+  const src = readFileSync(join(BASE, "model.safetensors"));
+  const r = SafetensorsReader.open(join(BASE, "model.safetensors"));
+  const h: Record<string, unknown> = {};
+  for (const t of r.header.tensors) h[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [t.begin, t.end] };
+  const data = src.subarray(r.header.dataStart);
+  r.close();
+  const total = edit(h, data.length);
+  const json = Buffer.from(JSON.stringify(h));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  const fd = openSync(join(d, "model.safetensors"), "w");
+  writeSync(fd, len);
+  writeSync(fd, json);
+  writeSync(fd, data);
+  ftruncateSync(fd, 8 + json.length + total);
+  closeSync(fd);
+  return d;
+}
+
+let baseLoss = 0;
+beforeAll(async () => {
+  mkdirSync(BASE);
+  writeFileSync(join(BASE, "config.json"), JSON.stringify(HF));
+  const m = new LlamaForCausalLM(new CpuBackend(), llamaConfig({ ...HF, initializer_range: 0.3 }), { seed: 3 });
+  saveStateDict(join(BASE, "model.safetensors"), [...(await m.stateDict())].map(([n, t]) => [n, { shape: t.shape, data: t.data as Float32Array }] as const));
+  m.destroy();
+  writeFileSync(TEXT, "It is not down in any map; true places never are. ".repeat(8));
+  const r = evalOf(BASE);
+  expect(r.code, r.stderr).toBe(0);
+  baseLoss = lossOf(r.stdout + r.stderr);
+  expect(baseLoss).toBeGreaterThan(1);
+}, 300_000);
+
+describe("weights: only the tensors the model uses are read, after their shapes are checked", () => {
+  test("a 10 GiB tensor the model does not use: same loss as without it, a warning naming it", () => {
+    const d = withHeader("sparse-unused", (h, n) => {
+      h["zzz.unused"] = { dtype: "F32", shape: [(10 * GiB) / 4], data_offsets: [n, n + 10 * GiB] };
+      return n + 10 * GiB;
+    });
+    const r = evalOf(d);
+    expect(r.code, r.stderr).toBe(0);
+    expect(lossOf(r.stdout + r.stderr)).toBe(baseLoss);
+    expect(r.stderr).toContain("zzz.unused");
+  }, 300_000);
+
+  test("the embedding declared 10 GiB large: exit 2 naming both shapes, nothing read", () => {
+    const rows = Math.floor((10 * GiB) / 4 / 24);
+    const d = withHeader("sparse-embed", (h, n) => {
+      const old = h["model.embed_tokens.weight"] as { data_offsets: [number, number] };
+      h["zz.pad"] = { dtype: "U8", shape: [old.data_offsets[1] - old.data_offsets[0]], data_offsets: old.data_offsets };
+      h["model.embed_tokens.weight"] = { dtype: "F32", shape: [rows, 24], data_offsets: [n, n + rows * 24 * 4] };
+      return n + rows * 24 * 4;
+    });
+    const line = oneLine(evalOf(d));
+    expect(line).toContain("model.embed_tokens.weight");
+    expect(line).toContain(`[${rows}, 24]`);
+    expect(line).toContain("[256, 24]");
+  }, 300_000);
+});
+
+describe("sharded directories: the index is checked against the shards first", () => {
+  function sharded(name: string, extra: Record<string, string>): string {
+    const d = join(ROOT, name);
+    mkdirSync(d);
+    writeFileSync(join(d, "config.json"), JSON.stringify(HF));
+    copyFileSync(join(BASE, "model.safetensors"), join(d, "model-00001-of-00001.safetensors"));
+    const r = SafetensorsReader.open(join(d, "model-00001-of-00001.safetensors"));
+    const weight_map: Record<string, string> = Object.fromEntries(r.names().map((n) => [n, "model-00001-of-00001.safetensors"]));
+    r.close();
+    writeFileSync(join(d, "model.safetensors.index.json"), JSON.stringify({ metadata: {}, weight_map: { ...weight_map, ...extra } }));
+    return d;
+  }
+
+  test("an index naming a shard that does not exist", () => {
+    const d = sharded("missing-shard", { "model.norm.weight": "model-00002-of-00002.safetensors" });
+    const line = oneLine(evalOf(d));
+    expect(line).toContain("model-00002-of-00002.safetensors");
+    expect(line).toContain("does not exist");
+  }, 300_000);
+
+  test("an index entry its shard does not hold", () => {
+    const d = sharded("ghost-entry", { "ghost.weight": "model-00001-of-00001.safetensors" });
+    const line = oneLine(evalOf(d));
+    expect(line).toContain("ghost.weight");
+  }, 300_000);
+});
+
+describe("config.json: sizes are bounded before the model is built", () => {
+  test("num_hidden_layers 1e9 (training's limit is 4096): exit 2 naming the key, no hang", () => {
+    const err = badInput(evalOf(withConfig("layers-1e9", { num_hidden_layers: 1e9 })));
+    expect(err).toContain(join(ROOT, "layers-1e9", "config.json"));
+    expect(err).toContain("num_hidden_layers: 1000000000 is above the supported maximum 4096");
+  }, 300_000);
+
+  test("hidden_size 1e12: exit 2 naming the size and the memory, no allocation attempted", () => {
+    const line = oneLine(evalOf(withConfig("hidden-1e12", { hidden_size: 1e12 })));
+    expect(line).toContain("hidden-1e12");
+    expect(line).toMatch(/parameters need [\d.]+ [GT]B/);
+    expect(line).not.toContain("cpu alloc");
+  }, 300_000);
+
+  test("max_position_embeddings 1e12: generate sizes its KV cache to the prompt and new tokens, same text", () => {
+    const huge = withConfig("maxpos-1e12", { max_position_embeddings: 1e12 });
+    const args = ["--prompt", "true places", "--max-new-tokens", "12"];
+    const a = cli("generate", ["--from", BASE, ...args]);
+    const b = cli("generate", ["--from", huge, ...args]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(b.stdout).toBe(a.stdout);
+  }, 300_000);
+});
