@@ -32,6 +32,7 @@ import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSy
 import { basename, dirname, join } from "node:path";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
+import { writingFile } from "./errors.ts";
 
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) {
   throw new Error("core/src/checkpoint/safetensors.ts: host is big-endian; safetensors data is little-endian and no byte swapping is implemented");
@@ -654,10 +655,12 @@ export class SafetensorsWriter {
   }
 }
 
+/** Write all of `bytes` at `pos`. @throws CheckpointWriteError naming `file` for a system error
+ * (disk full, quota, read-only file system, …). */
 function writeFully(fd: number, bytes: Uint8Array, pos: number, file: string): void {
   let done = 0;
   while (done < bytes.length) {
-    const n = writeSync(fd, bytes, done, bytes.length - done, pos + done);
+    const n = writingFile(file, "write", () => writeSync(fd, bytes, done, bytes.length - done, pos + done));
     if (n <= 0) throw new SafetensorsError(file, `write returned ${n} at offset ${pos + done}`);
     done += n;
   }

@@ -5,13 +5,17 @@
  * root (its `latest` tag, or `--tag`) or a tag directory.
  *
  * Exit status: 0 on success, 2 for a usage error or a damaged/missing checkpoint (the message names
- * the file and record), 1 otherwise.
+ * the file and record), 1 otherwise (a full disk, quota or read-only file system: one line naming
+ * the file, no stack).
  */
 import { zeroToFp32 } from "../checkpoint/consolidate.ts";
-import { CheckpointError } from "../checkpoint/errors.ts";
+import { CheckpointError, CheckpointWriteError } from "../checkpoint/errors.ts";
 import { existsSync, statSync } from "node:fs";
 import { parseByteSize } from "../config/byte-size.ts";
 import { fileOutputProblem } from "./output-paths.ts";
+
+/** System error codes of a write the environment refused (Node's messages name the path). */
+const WRITE_SYSTEM_ERROR = /^(ENOSPC|EDQUOT|EROFS|EIO|EACCES|EPERM|EFBIG)$/;
 
 /** Usage text. */
 export const ZERO_TO_FP32_USAGE = `usage: bun run zero-to-fp32 <checkpoint-dir> <out.safetensors> [--tag TAG]
@@ -69,6 +73,11 @@ export function main(argv: readonly string[]): number {
     if (e instanceof CheckpointError) {
       console.error(`error: ${e.message}`);
       return 2;
+    }
+    // the environment (disk full, quota, read-only file system): the message names the file
+    if (e instanceof CheckpointWriteError || WRITE_SYSTEM_ERROR.test(String((e as NodeJS.ErrnoException)?.code))) {
+      console.error(`error: ${(e as Error).message}`);
+      return 1;
     }
     console.error(`error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
     return 1;

@@ -139,3 +139,18 @@ describe("disk full", () => {
     expect(s.losses[0]!.toFixed(4)).toBe(first![1]!);
   }, 240_000);
 });
+
+describe("disk full: export", () => {
+  test.skipIf(!canMount)("zero-to-fp32 onto a full disk: one line naming the file, exit 1, no stack, no partial output", () => {
+    const ck = join(ROOT, "export-ck");
+    const t = Bun.spawnSync(["bun", TRAIN, "--config", job(ck), "--steps", "1"], { env: { ...process.env, CI: "1" } });
+    expect(t.exitCode, t.stderr.toString()).toBe(0);
+    const disk = smallDisk(128)!;
+    const out = join(disk, "model.safetensors");
+    const r = Bun.spawnSync(["bun", resolve(import.meta.dir, "../../src/cli/zero-to-fp32.ts"), ck, out]);
+    const err = r.stderr.toString();
+    expect(r.exitCode, err).toBe(1);
+    expect(err.trim(), err).toMatch(new RegExp(`^error: ${disk}/\\.model\\.safetensors\\.tmp-\\d+-\\w+: cannot write: no space left on device \\(ENOSPC\\)$`));
+    expect(readdirSync(disk)).toEqual([]);
+  }, 120_000);
+});
