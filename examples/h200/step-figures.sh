@@ -8,7 +8,8 @@
 #      (GPU busy vs idle per step, core/bench/step-gaps.ts);
 #   3. the grouped expert matmuls and the flash attention beside PyTorch at the bench shapes;
 #   4. tensor cores with our wgpu build (.device-coop/libzm_wgpu.so.xz): the coop matmul at 4096³ and
-#      the mixtral-med step shapes beside torch (fp16, bf16, fp32);
+#      the mixtral-med step shapes beside torch (fp16, bf16, fp32), then the grouped expert products
+#      on the tensor cores (the backend's path for bf16/fp16 jobs);
 #   5. bf16 training on the tensor cores beside PyTorch bf16 autocast, after an fp32 run of ours so
 #      the bench's second table compares the bf16 losses with the fp32 ones step by step; then
 #      mixtral-med bf16 without tensor cores against fp32 the same way;
@@ -54,6 +55,7 @@ coop_lib() {
 if want 4 && part "4. tensor cores (our wgpu build): f16 matmul beside torch" && coop_lib; then
   WGPU_NATIVE_LIB=$COOP_LIB bun kernels/bench/matmul-coop.ts --json "$OUT/coop.json" 2>&1 | tee "$OUT/coop.txt" | tail -16
   python3 kernels/bench/torch_matmul_coop.py --shapes square_4096,med_qo_proj_fwd,med_kv_proj_fwd,med_proj_dX,med_qo_proj_dW,med_kv_proj_dW,med_head_fwd,med_head_dX,med_head_dW,med_expert_fwd,med_expert_dX,med_expert_dW --json "$OUT/torch-coop.json" 2>&1 | tee "$OUT/torch-coop.txt" | tail -14
+  WGPU_NATIVE_LIB=$COOP_LIB bun kernels/bench/grouped-matmul.ts --models mixtral-med --tensor-cores --rounds 2 2>&1 | tee "$OUT/grouped-coop.txt" | tail -8
 fi
 if want 5 && part "5. bf16 training on the tensor cores beside PyTorch bf16 autocast" && coop_lib; then
   WGPU_NATIVE_LIB=$COOP_LIB bun run bench train --models mixtral-small,mixtral-med --backends webgpu --precision fp32,bf16 --tensor-cores on --steps 12 --warmup 3 2>&1 | tee "$OUT/ours-bf16.txt" | tail -12
