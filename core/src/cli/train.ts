@@ -24,8 +24,9 @@
  * the cause shown first is a rank's own typed error (e.g. rank 0's manifest write failing) rather
  * than another rank's report that the collective step failed.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { writingFile } from "../checkpoint/errors.ts";
 import { ConfigError } from "../config/errors.ts";
 import { summarizeJob } from "../config/summary.ts";
 import { writePlots } from "../observe/plots.ts";
@@ -88,11 +89,23 @@ export function describeTrainError(e: unknown): { message: string; status: numbe
   return { message: `error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, status: 1 };
 }
 
-/** Write `value` as indented JSON to `path`, creating its folder. */
+/** Write `value` as indented JSON to `path`, creating its folder: into a temporary file renamed
+ * onto `path`, so a full disk leaves no empty or truncated file.
+ * @throws CheckpointWriteError naming `path` when the environment refuses the write (disk full,
+ *   quota, read-only file system): shown without a stack, exit 1. */
 function writeJson(path: string, value: unknown): void {
   const abs = resolve(path);
   mkdirSync(dirname(abs), { recursive: true });
-  writeFileSync(abs, JSON.stringify(value, null, 2) + "\n");
+  const tmp = `${abs}.tmp-${process.pid}`;
+  try {
+    writingFile(abs, "write", () => {
+      writeFileSync(tmp, JSON.stringify(value, null, 2) + "\n");
+      renameSync(tmp, abs);
+    });
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
 }
 
 /** Run `train` with `argv` (without the runtime and script); returns the exit status. */

@@ -154,3 +154,17 @@ describe("disk full: export", () => {
     expect(readdirSync(disk)).toEqual([]);
   }, 120_000);
 });
+
+describe("disk full: --summary", () => {
+  test.skipIf(!canMount)("the summary cannot be written: one line naming it after the done line, exit 1, no empty file left", () => {
+    const disk = smallDisk(64)!;
+    fill(disk);
+    const out = join(disk, "s.json");
+    const r = Bun.spawnSync(["bun", TRAIN, "--config", job(join(ROOT, "summary-ck")), "--steps", "1", "--summary", out], { env: { ...process.env, CI: "1" } });
+    const err = r.stderr.toString();
+    expect(r.exitCode, err).toBe(1);
+    expect(r.stdout.toString()).toMatch(/^done +1 step /m);
+    expect(err.trim()).toBe(`error: ${out}: cannot write: no space left on device (ENOSPC)`);
+    expect(readdirSync(disk)).toEqual(["fill"]);
+  }, 120_000);
+});
