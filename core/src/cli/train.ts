@@ -172,7 +172,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       writeJson(a.summary, summary);
       out(`summary    ${a.summary}`);
     }
-    const sig = receivedStopSignal();
+    // the signal the ranks stopped on: under mpirun it may have reached another rank's process only
+    const sig = receivedStopSignal() || (run.reports[0]?.stopSignal ?? 0);
     const ended = summary.start_step + summary.steps;
     if (sig !== 0 && ended < config.steps) {
       // stopped by a signal before the last step: a supervisor must tell it from a finished run

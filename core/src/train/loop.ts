@@ -42,6 +42,9 @@ export interface LoopResult {
   checkpoints: string[];
   /** The step after which a SIGINT/SIGTERM stopped the run (null: it ran to `steps`). */
   stoppedAfter: number | null;
+  /** The signal number the ranks agreed to stop on (2 SIGINT, 15 SIGTERM; 0: not stopped). The
+   * same on every rank, also on those whose process did not receive it (mpi: one rank signalled). */
+  stopSignal: number;
 }
 
 /** Engine micro-batches from loader batches: labels = inputs (the model shifts them, as in HF). */
@@ -86,6 +89,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   const checkpoints: string[] = [];
   let lastSaved = startStep;
   let stoppedAfter: number | null = null;
+  let stopSignal = 0;
   const tokensPerStep = config.train_batch_size * config.data.seq_len;
   const printEvery = Math.max(1, config.steps_per_print);
   const nEval = evalBatchCount(loader.info.validationWindows, config.train_micro_batch_size_per_gpu, comm.worldSize, config.eval_batches);
@@ -171,6 +175,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     const sig = o.stop && step < steps ? await stopRequested(comm, o.stop) : 0;
     if (sig !== 0) {
       stoppedAfter = step;
+      stopSignal = sig;
       out.line(`stopping   ${signalName(sig)} received: stopping after step ${step}${ckptDir !== null ? " with a checkpoint" : ""}`);
       break;
     }
@@ -181,5 +186,5 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
   if (ckptDir !== null && lastSaved < end) await save(end);
   // A run that evaluates at all ends with a validation loss of its final weights.
   if (stoppedAfter === null && config.eval_interval > 0 && lastEvalStep !== steps) await evaluate(steps);
-  return { losses, stepSeconds, valLoss, last, checkpoints, stoppedAfter };
+  return { losses, stepSeconds, valLoss, last, checkpoints, stoppedAfter, stopSignal };
 }

@@ -188,6 +188,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       numParameters: engine.model.numParameters,
       startStep,
       checkpoints: loop.checkpoints,
+      stopSignal: loop.stopSignal,
       losses: loop.losses,
       stepSeconds: loop.stepSeconds,
       valLoss: loop.valLoss,

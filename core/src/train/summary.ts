@@ -58,6 +58,8 @@ export interface RankReport {
   startStep: number;
   /** Checkpoint tag directories this run saved, oldest first. */
   checkpoints: string[];
+  /** The signal the ranks agreed to stop on after a SIGINT/SIGTERM (2, 15), else 0 (loop.ts). */
+  stopSignal?: number;
   /** Mean training loss of each step over all ranks (the same list on every rank). */
   losses: number[];
   /** Wall time of each `trainBatch`, seconds (evaluation excluded). */

@@ -7,6 +7,10 @@
  * mpirun (which ends its ranks) and exits 128 + the signal once mpirun is gone; and the ranks on the
  * launcher's host watch the launcher's pid, so its SIGKILL ends them (exit 129) and mpirun with them.
  *
+ * A SIGTERM to one rank's process other than rank 0's stops every rank after the same step (they
+ * agree on it), and the run exits 3 with its `stopped` line like a `local` run (it exited 0, "done",
+ * since rank 0's process had received no signal).
+ *
  * Every process of a run carries a marker in its environment (a ZEROMOE_* variable, forwarded to the
  * ranks by mpirun's -x), so the test finds them all. Hang guards only: no timing is asserted.
  */
@@ -49,6 +53,18 @@ function marked(id: string): number[] {
     }
   }
   return out;
+}
+
+/** The process of mpi rank `rank` among those marked with `id`, or null. */
+function rankProcess(id: string, rank: number): number | null {
+  for (const pid of marked(id)) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return pid;
+    } catch {
+      // gone
+    }
+  }
+  return null;
 }
 
 /** Poll `f` every 100 ms until it is true or `ms` have passed; returns its last value. */
@@ -102,6 +118,22 @@ describe.skipIf(!MPI_AVAILABLE)("signals to the --launcher mpi process", () => {
       expect(waitFor(() => marked(id).length === 0, 30_000), `left running: ${marked(id).join(", ")}`).toBe(true);
     }, 300_000);
   }
+
+  test("SIGTERM to one rank's process (rank 1): all ranks stop after the same step with a checkpoint, exit 3 with a stopped line", async () => {
+    const { proc, id, log } = startRun();
+    const r1 = rankProcess(id, 1);
+    expect(r1).not.toBeNull();
+    process.kill(r1!, "SIGTERM");
+    const exited = await Promise.race([proc.exited.then(() => true), Bun.sleep(120_000).then(() => false)]);
+    expect(exited, "the launcher did not exit").toBe(true);
+    const text = readFileSync(log, "utf8");
+    // rank 0's process never received the signal: it used to report "done" and exit 0, as if the
+    // run had finished its 1000000 steps
+    expect(proc.exitCode, text.slice(-3000)).toBe(3);
+    expect(text).toMatch(/^stopping +SIGTERM received: stopping after step (\d+) with a checkpoint$/m);
+    expect(text).toMatch(/^stopped +by SIGTERM after step \d+ of 1000000; checkpoint saved in .* \(exit 3\)$/m);
+    expect(waitFor(() => marked(id).length === 0, 30_000), `left running: ${marked(id).join(", ")}`).toBe(true);
+  }, 300_000);
 
   test("SIGKILL of the launcher: the ranks notice (exit 129) and mpirun ends with them", async () => {
     const { proc, id } = startRun();
