@@ -5,15 +5,20 @@
  * `Backend.groupedMatmulDev` and `Backend.groupedWeightGrad`, offsets on the device, row tiles
  * never straddling two groups as in CUTLASS's grouped GEMM and MegaBlocks), with the dense
  * tensor-core path's numerics (matmul-coop-launch.ts): each operand scaled by one power of two
- * (matmul-coop-scale.ts; one max-abs dispatch over the whole operand — every expert's weights
- * together — then the kernel), rounded to f16 when staged, f32 accumulation, result scaled back
- * exactly, out f32.
+ * (matmul-coop-scale.ts; one max-abs dispatch over the elements the product uses — every expert's
+ * weights together, without the gaps between them, and only the rows between the smallest and the
+ * largest offset — then the kernel), rounded to f16 when staged, f32 accumulation, result scaled
+ * back exactly, out f32. One scale for all experts: a finite weight 2^24 or more times larger than
+ * another expert's weights (or a row's values over another group's rows) flushes the smaller ones
+ * to zero in f16, as within one dense operand; NaN and ±inf are left out of the maxima and stay
+ * in their own group's results.
  */
 import type { Buf } from "../backend.ts";
 import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul-spec.ts";
-import type { Launch } from "../webgpu/kernel.ts";
+import type { Kernel, Launch } from "../webgpu/kernel.ts";
+import { memoKernel, u32s } from "./launch.ts";
 import { COOP_LAUNCH_DEFAULT, coopKernel, type CoopLaunchConfig } from "./matmul-coop-launch.ts";
-import { coopAbsMaxLaunch, COOP_AMAX_WORDS } from "./matmul-coop-scale.ts";
+import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS } from "./matmul-coop-scale.ts";
 import type { CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
 
 /** 128×128 output blocks of a grouped forward / dX with `g` (⌈R/128⌉ · ⌈N/128⌉: the blocks the
@@ -28,6 +33,69 @@ export function groupedCoopWGradBlocks(g: GroupedWGradGeometry): number {
   return Math.ceil(g.M / 128) * Math.ceil(g.N / 128) * g.G;
 }
 
+/** Uniform parameters of the grouped max-abs kernels ({@link groupedAbsMaxKernel}), in order. */
+const GROUPED_AMAX_PARAM_NAMES = ["a_off", "a_row", "b_off", "b_row", "b_size", "stride_b", "G", "R", "off_off"] as const;
+
+/**
+ * The max-abs dispatch of a grouped product (the partial maxima of matmul-coop-scale.ts's
+ * coopAbsMaxLaunch: f32 bit patterns of the largest finite |x|, A's in amax[0..256), B's in
+ * amax[256..512)) over only the elements the product can use. A is always a row operand: rows
+ * [lo, hi) of `a_row` elements from a_off, lo and hi the smallest and largest of the G + 1 offsets
+ * after clamping to [0, R] (for non-decreasing offsets [offsets[0], offsets[G]); every group's rows
+ * lie inside for any offsets). B: "rows" — the G weight matrices of `b_size` elements at b_off +
+ * g·stride_b (the gaps are not read); "wgrad" — rows [lo, hi) of `b_row` elements, like A.
+ * Workgroups 256 × 2 (y: the operand). Every read is in range: rows below R, weights inside the
+ * extent the backend checked.
+ */
+function groupedAbsMaxKernel(mode: "rows" | "wgrad"): Kernel {
+  const label = `coop_absmax_grp${mode}`;
+  const W = COOP_AMAX_PARTIALS;
+  const rowLoop = (buf: string, p: string) =>
+    `    for (var e = lo * P.${p}_row + wg.x * ${W}u + li; e < hi * P.${p}_row; e += ${W * W}u) { m = max(m, finite_abs_bits(${buf}[P.${p}_off + e])); }`;
+  const bLoop = mode === "wgrad"
+    ? rowLoop("b_b", "b")
+    : `    for (var g = 0u; g < P.G; g++) {
+      let base = P.b_off + g * P.stride_b;
+      for (var e = wg.x * ${W}u + li; e < P.b_size; e += ${W * W}u) { m = max(m, finite_abs_bits(b_b[base + e])); }
+    }`;
+  return memoKernel(label, () => ({
+    label,
+    buffers: [
+      { name: "b_a", type: "f32", write: false },
+      { name: "b_b", type: "f32", write: false },
+      { name: "b_amax", type: "u32", write: true },
+      { name: "b_off", type: "i32", write: false },
+    ],
+    params: u32s(...GROUPED_AMAX_PARAM_NAMES),
+    code: /* wgsl */ `
+var<workgroup> amax_red: array<u32, ${W}>;
+fn finite_abs_bits(x: f32) -> u32 {
+  let u = bitcast<u32>(x) & 0x7fffffffu;
+  return select(0u, u, u < 0x7f800000u);
+}
+fn grp_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }
+@compute @workgroup_size(${W})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  var lo = P.R;
+  var hi = 0u;
+  for (var g = 0u; g <= P.G; g++) { let o = grp_off(g); lo = min(lo, o); hi = max(hi, o); }
+  var m = 0u;
+  if (wg.y == 0u) {
+${rowLoop("b_a", "a")}
+  } else {
+${bLoop}
+  }
+  amax_red[li] = m;
+  workgroupBarrier();
+  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {
+    if (li < s) { amax_red[li] = max(amax_red[li], amax_red[li + s]); }
+    workgroupBarrier();
+  }
+  if (li == 0u) { b_amax[wg.y * ${W}u + wg.x] = amax_red[0]; }
+}`,
+  }));
+}
+
 function checkBufs(who: string, bufs: Buf[], amax: Buf, off: Buf): void {
   if (bufs.some((b) => b.dtype !== "f32")) throw new Error(`webgpu tensor-core ${who}: operands and out must be f32, got ${bufs.map((b) => b.dtype).join("/")}`);
   if (off.dtype !== "i32") throw new Error(`webgpu tensor-core ${who}: offsets must be i32, got ${off.dtype}`);
@@ -37,8 +105,8 @@ function checkBufs(who: string, bufs: Buf[], amax: Buf, off: Buf): void {
 /**
  * {@link Backend.groupedMatmulDev} on the tensor cores: out[rows_g] (+)= x[rows_g]·op(w_g) for every
  * group, x [R, K] at xoff, w_g at woff + g·strideW ([K, N], or [N, K] with transB), out [R, N] at
- * ooff, G + 1 i32 offsets at offoff of `off` (element offsets). Two launches: the max-abs of x and
- * of every w_g, then the kernel over ⌈R/BM⌉ + G row-tile slots × ⌈N/BN⌉. Returns [] when nothing
+ * ooff, G + 1 i32 offsets at offoff of `off` (element offsets). Two launches: the max-abs of x's
+ * rows between the offsets and of every w_g ({@link groupedAbsMaxKernel}), then the kernel over ⌈R/BM⌉ + G row-tile slots × ⌈N/BN⌉. Returns [] when nothing
  * is computed (G, R or N = 0). Rows outside [offsets[0], offsets[G]) are not touched.
  * @throws Error unless x, w, out are f32, off i32 and amax u32 of ≥ COOP_AMAX_WORDS elements, or
  *   when the grid needs more than 65535 workgroups in a dimension.
@@ -50,11 +118,10 @@ export function groupedCoopDevLaunches(x: Buf, xoff: number, w: Buf, woff: numbe
   const wg: [number, number, number] = [Math.ceil(g.N / tile.BN), Math.ceil(g.R / tile.BM) + g.G, 1];
   if (wg.some((v) => v > 65535)) throw new Error(`webgpu tensor-core groupedMatmulDev: grid ${wg} exceeds 65535 workgroups per dimension`);
   const o: CoopMatmulOptions = { input: "f32", transA: false, transB: g.transB, accumulate: g.accumulate, mode: "kernel", vec: 1, scaled: true, tile, emulate: cfg.emulate, grouped: "rows" };
-  const wElems = g.N * g.K === 0 ? 0 : (g.G - 1) * g.strideW + g.N * g.K;
   // params: M (unused), N, K, offsets of x/w/out, strides (A unused; w per group; out unused), batch 1, then G, R, off_off
   const params = [0, g.N, g.K, xoff, woff, ooff, 0, g.strideW, 0, 1, g.G, g.R, offoff];
   return [
-    coopAbsMaxLaunch(x, xoff, g.R * g.K, 0, w, woff, wElems, 0, 1, amax),
+    { kernel: groupedAbsMaxKernel("rows"), bufs: [x, w, amax, off], params: [xoff, g.K, woff, 0, g.N * g.K, g.strideW, g.G, g.R, offoff], workgroups: [COOP_AMAX_PARTIALS, 2, 1] },
     { kernel: coopKernel(o), bufs: [x, w, out, amax, off], params, workgroups: wg },
   ];
 }
@@ -62,7 +129,8 @@ export function groupedCoopDevLaunches(x: Buf, xoff: number, w: Buf, woff: numbe
 /**
  * {@link Backend.groupedWeightGrad} on the tensor cores: dw_g (+)= dy[rows_g]ᵀ·x[rows_g] for every
  * group, dy [R, M] at dyoff, x [R, N] at xoff, dw_g [M, N] at dwoff + g·strideW, G + 1 i32
- * offsets at offoff of `off`. Two launches: the max-abs of dy and of x, then the kernel over
+ * offsets at offoff of `off`. Two launches: the max-abs of dy's and x's rows between the offsets
+ * ({@link groupedAbsMaxKernel}), then the kernel over
  * ⌈N/BN⌉ × ⌈M/BM⌉ × G workgroups, each running its K loop over the group's rows. An empty group
  * writes zeros (or leaves dw_g unchanged when accumulating). Returns [] when dw is empty (G, M or
  * N = 0).
@@ -78,7 +146,7 @@ export function groupedCoopWGradLaunches(dy: Buf, dyoff: number, x: Buf, xoff: n
   // params: M, N, K (unused: per group), offsets of dy/x/dw, strides (dw per group), batch G, then G, R, off_off
   const params = [g.M, g.N, 0, dyoff, xoff, dwoff, 0, 0, g.strideW, g.G, g.G, g.R, offoff];
   return [
-    coopAbsMaxLaunch(dy, dyoff, g.R * g.M, 0, x, xoff, g.R * g.N, 0, 1, amax),
+    { kernel: groupedAbsMaxKernel("wgrad"), bufs: [dy, x, amax, off], params: [dyoff, g.M, xoff, g.N, 0, 0, g.G, g.R, offoff], workgroups: [COOP_AMAX_PARTIALS, 2, 1] },
     { kernel: coopKernel(o), bufs: [dy, x, dw, amax, off], params, workgroups: wg },
   ];
 }

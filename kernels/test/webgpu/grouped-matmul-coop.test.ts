@@ -22,6 +22,7 @@ import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { coopSupport } from "../../src/wgsl/matmul-coop.ts";
 import { checkGroupedRows, checkGroupedWGrad, GROUPED_ROWS_CASES, GROUPED_WGRAD_CASES } from "../ops/grouped-awkward.ts";
 import { Ctx, Rng } from "../ops/harness.ts";
+import { refMatmul } from "../reference/matmul.ts";
 
 /** {@link Rng} whose f32 values are multiples of 2^−10 in [−1, 1], times `scale` (a power of two):
  * exact in f16 after any power-of-two scaling that keeps them normal. */
@@ -131,4 +132,75 @@ test("grouped tensor-core variants outside their contract are refused by name", 
   expect(() => matmulCoopWGSL({ ...base, grouped: "wgrad" })).toThrow(/needs transA true and transB false/);
   expect(matmulCoopWGSL({ ...base, grouped: "wgrad", transA: true })).toContain("coop_off(grp)");
   if (adapter) await expect(WebGpuBackend.create(createGPU(), { tensorCoreMinBlocks: -1 })).rejects.toThrow(/tensorCoreMinBlocks must be an integer ≥ 0, got -1/);
+});
+
+/**
+ * Elements the product does not use must not enter its power-of-two scales: the gaps between
+ * groups' W (strideW > N·K) and the rows outside [offsets[0], offsets[G]) of x (forward / dX) and of
+ * dy and x (weight gradient). They used to: the max-abs ran over the whole span of each operand, so
+ * 2^100 in a gap or in a padding row set the scale, every used value (~1) was staged as
+ * 2^(14−100) → 0 in f16, and every result came out 0.
+ */
+describe("grouped tensor-core scales cover only the elements the product uses", () => {
+  let be: WebGpuBackend | null = null;
+  beforeAll(async () => {
+    if (emulatable) be = await WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreMinBlocks: 0 });
+  });
+  afterAll(() => be?.destroy());
+  const HUGE = 2 ** 100;
+
+  test.skipIf(!emulatable)("groupedMatmulDev: 2^100 in the W gaps and in x's rows outside the offsets", async () => {
+    const c = new Ctx(be!, { rtol: 1e-4, atol: 1e-6 }, 1);
+    try {
+      const r = new QuantRng(5400, 1);
+      const R = 41, N = 7, K = 13, sW = N * K + 6, offsets = [3, 17, 17, 36];
+      const G = offsets.length - 1;
+      for (const transB of [false, true]) {
+        const x = r.f32(R * K), w = r.f32((G - 1) * sW + N * K), init = r.f32(R * N);
+        for (let g = 0; g + 1 < G; g++) w.fill(HUGE, g * sW + N * K, (g + 1) * sW);
+        x.fill(HUGE, 0, offsets[0]! * K);
+        x.fill(-HUGE, offsets[G]! * K);
+        const out = c.output(R * N, "f32", init);
+        be!.groupedMatmulDev(c.input(x), c.input(w), out.view, c.ints(offsets), { G, R, N, K, transB, strideW: sW });
+        const got = await out.read();
+        const want = Float64Array.from(init), mag = Float64Array.from(init, Math.abs);
+        for (let g = 0; g < G; g++) {
+          const r0 = offsets[g]!, M = offsets[g + 1]! - r0;
+          if (M === 0) continue;
+          const ref = refMatmul(x, r0 * K, w, g * sW, new Float64Array(R * N), r0 * N, { M, N, K, transB });
+          want.set(ref.out.subarray(r0 * N, (r0 + M) * N), r0 * N);
+          mag.set(ref.mag.subarray(r0 * N, (r0 + M) * N), r0 * N);
+        }
+        c.close(`groupedMatmulDev with 2^100 outside the product (${transB ? "transB" : "K×N"})`, got, want, { mag, factor: 4 });
+      }
+    } finally {
+      c.freeAll();
+    }
+  }, 600_000);
+
+  test.skipIf(!emulatable)("groupedWeightGrad: 2^100 in dy's and x's rows outside the offsets", async () => {
+    const c = new Ctx(be!, { rtol: 1e-4, atol: 1e-6 }, 1);
+    try {
+      const r = new QuantRng(5500, 1);
+      const R = 37, M = 11, N = 9, offsets = [2, 20, 20, 31];
+      const G = offsets.length - 1;
+      const dy = r.f32(R * M), x = r.f32(R * N);
+      dy.fill(HUGE, 0, offsets[0]! * M);
+      x.fill(-HUGE, offsets[G]! * N);
+      const dw = c.output(G * M * N, "f32", r.f32(G * M * N));
+      be!.groupedWeightGrad(c.input(dy), c.input(x), dw.view, c.ints(offsets), { G, R, M, N });
+      const got = await dw.read();
+      const want = new Float64Array(G * M * N), mag = new Float64Array(G * M * N);
+      for (let g = 0; g < G; g++) {
+        const r0 = offsets[g]!, rows = offsets[g + 1]! - r0;
+        if (rows === 0) continue;
+        const ref = refMatmul(dy, r0 * M, x, r0 * N, new Float64Array(G * M * N), g * M * N, { M, N, K: rows, transA: true });
+        want.set(ref.out.subarray(g * M * N, (g + 1) * M * N), g * M * N);
+        mag.set(ref.mag.subarray(g * M * N, (g + 1) * M * N), g * M * N);
+      }
+      c.close("groupedWeightGrad with 2^100 outside the product", got, want, { mag, factor: 4 });
+    } finally {
+      c.freeAll();
+    }
+  }, 600_000);
 });
