@@ -42,6 +42,7 @@ import { EXIT_STOPPED_AFTER_SAVE, receivedStopSignal, signalName } from "../trai
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
+import { commEnvProblem } from "./comm-env.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError", "DeviceBudgetError"];
@@ -136,6 +137,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (a.initFrom !== undefined && a.resume !== undefined) throw new UsageError(`--init-from and --resume: give one (a checkpoint already holds the parameters)`);
     if (a.initFrom !== undefined && !existsSync(a.initFrom)) throw new UsageError(`--init-from: file not found: ${resolve(a.initFrom)}`);
     const { config, warnings } = await loadTrainJob(a);
+    const commProblem = commEnvProblem(process.env, config.world_size);
+    if (commProblem !== null) throw new UsageError(commProblem, "");
     // paths written after training are checked before it starts
     const summaryProblem = a.summary === undefined ? null : fileOutputProblem(a.summary, true);
     if (summaryProblem !== null) throw new UsageError(`--summary: ${summaryProblem}`);

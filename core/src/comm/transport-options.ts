@@ -15,9 +15,10 @@ export interface TransportOptions {
 }
 
 /** Collective timeout from env ZEROMOE_COMM_TIMEOUT_S (seconds), default 300 s; returns ms.
+ * @param env the environment to read (default `process.env`).
  * @throws when the variable is set but not a positive number. */
-export function timeoutMsFromEnv(): number {
-  const v = process.env.ZEROMOE_COMM_TIMEOUT_S;
+export function timeoutMsFromEnv(env: Record<string, string | undefined> = process.env): number {
+  const v = env.ZEROMOE_COMM_TIMEOUT_S;
   if (v === undefined || v === "") return 300_000;
   const s = Number(v);
   if (!Number.isFinite(s) || s <= 0) throw new Error(`ZEROMOE_COMM_TIMEOUT_S must be a positive number of seconds, got "${v}"`);

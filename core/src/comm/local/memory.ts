@@ -57,9 +57,11 @@ export function controlLayout(worldSize: number): ControlLayout {
 }
 
 /** Slot size from the environment (ZEROMOE_COMM_ARENA_MB, MiB per rank) or the default for
- * `worldSize` ranks: 16 MiB up to 16 ranks, then 256 MiB / worldSize, at least 1 MiB. */
-export function slotBytesFromEnv(worldSize = 1): number {
-  const v = process.env.ZEROMOE_COMM_ARENA_MB;
+ * `worldSize` ranks: 16 MiB up to 16 ranks, then 256 MiB / worldSize, at least 1 MiB.
+ * @param env the environment to read (default `process.env`).
+ * @throws when the variable is set but not a positive number. */
+export function slotBytesFromEnv(worldSize = 1, env: Record<string, string | undefined> = process.env): number {
+  const v = env.ZEROMOE_COMM_ARENA_MB;
   if (v === undefined || v === "") {
     const perRank = Math.floor(DEFAULT_ARENA_BYTES / worldSize / 8) * 8;
     return Math.max(MIN_DEFAULT_SLOT_BYTES, Math.min(DEFAULT_SLOT_BYTES, perRank));
