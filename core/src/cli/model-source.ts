@@ -27,6 +27,7 @@ import { HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
 import { ShardSource } from "../checkpoint/shard-source.ts";
+import { CONFIG_JSON_LIMITS } from "../config/json-bounds.ts";
 import { ConfigError, parseJsonConfig, resolveJobConfig, resolveModelConfig, type JobConfig, type ModelConfig } from "../config/index.ts";
 import { DataError } from "../data/sources.ts";
 import { createTokenizer, type Tokenizer } from "../data/tokenizer.ts";
@@ -91,6 +92,10 @@ export interface InferenceModelOptions {
 
 function readJsonObject(path: string, what: string): Record<string, unknown> {
   if (!existsSync(path)) throw new UsageError(`${what}: ${path} does not exist`);
+  // before reading: a directory fails with EISDIR, a FIFO blocks until a writer comes
+  const st = statSync(path);
+  if (!st.isFile()) throw new UsageError(`${what}: ${path}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  if (st.size > CONFIG_JSON_LIMITS.maxText) throw new UsageError(`${what}: ${path}: ${st.size} bytes is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`);
   const v = parseJsonConfig(readFileSync(path, "utf8"), path);
   if (v === null || typeof v !== "object" || Array.isArray(v)) throw new UsageError(`${what}: ${path} is not a JSON object`);
   return v as Record<string, unknown>;

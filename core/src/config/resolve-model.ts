@@ -81,7 +81,10 @@ export function applyHubModel(raw: Record<string, unknown>, opts: HubModelOption
   if (!existsSync(cfgPath)) {
     throw new ConfigError([{ path: where, message: `${dir} has no config.json (a Hugging Face save_pretrained directory holds config.json and the weights)`, source: opts.source }], `invalid job ${opts.source ?? "<job>"}`);
   }
-  if (statSync(cfgPath).size > CONFIG_JSON_LIMITS.maxText) throw new ConfigError([{ path: "", message: `file is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: cfgPath }], `cannot read ${cfgPath}`);
+  const st = statSync(cfgPath);
+  // before reading: a directory fails with EISDIR, a FIFO blocks until a writer comes
+  if (!st.isFile()) throw new ConfigError([{ path: "", message: `not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`, source: cfgPath }], `cannot read ${cfgPath}`);
+  if (st.size > CONFIG_JSON_LIMITS.maxText) throw new ConfigError([{ path: "", message: `file is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: cfgPath }], `cannot read ${cfgPath}`);
   const hf = parseJsonConfig(readFileSync(cfgPath, "utf8"), cfgPath);
   if (hf === null || typeof hf !== "object" || Array.isArray(hf)) throw new ConfigError([{ path: "", message: "expected a JSON object", source: cfgPath }], `cannot read ${cfgPath}`);
   const hfObj = hf as Record<string, unknown>;

@@ -39,7 +39,10 @@ export function tokenizerJsonPath(path: string): string | null {
 }
 
 function readJsonObject(file: string, what: string): Record<string, unknown> {
-  const size = statSync(file).size;
+  const st = statSync(file);
+  // before reading: reading a FIFO blocks until a writer comes
+  if (!st.isFile()) throw new DataError(`${what} ${file}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  const size = st.size;
   if (size > MAX_TOKENIZER_JSON_BYTES) throw new DataError(`${what} ${file}: ${size} bytes is over the ${MAX_TOKENIZER_JSON_BYTES}-byte limit`);
   let v: unknown;
   try {

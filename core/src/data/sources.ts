@@ -8,7 +8,7 @@
  * which may be smaller than the tokenizer's). Documents are joined with the tokenizer's separator. With the `byte`
  * tokenizer a `.txt` file's tokens are its raw bytes (any encoding); other text is decoded as UTF-8.
  */
-import { readdirSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
 
@@ -60,18 +60,40 @@ function notFound(path: string): DataError {
   return new DataError(`data.dataset: file not found: ${path}${where}`);
 }
 
+/** Largest .txt / .jsonl dataset, bytes: it is read whole into one string (Bun's strings end at
+ * 2^31 − 1 characters) or, with the byte tokenizer, one Uint16Array of one id per byte. */
+export const MAX_TEXT_DATASET_BYTES = 2 ** 31 - 1;
+/** Largest .bin dataset, bytes: its ids become one Uint16Array, and Bun's typed arrays end at
+ * 2^32 bytes (train/memory-check.ts CPU_MAX_BUFFER_BYTES). */
+export const MAX_BIN_DATASET_BYTES = 2 ** 32;
+
+/** Check a dataset path before reading it: it exists, is a regular file (a directory was reported
+ * as missing; reading a FIFO blocks until a writer comes) and is at most `maxBytes` long (a larger
+ * one died in "RangeError: Out of memory" with a stack).
+ * @throws DataError naming the path. */
+function checkDataFile(path: string, maxBytes: number, kind: string): void {
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    throw notFound(path);
+  }
+  if (!st.isFile()) throw new DataError(`data.dataset: ${path} is not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  if (st.size > maxBytes) {
+    throw new DataError(`${path}: ${st.size} bytes is over the ${maxBytes}-byte limit of a ${kind} dataset (it is read whole into memory${kind === "text" ? "; pre-tokenize it to a .bin file or split it" : "; split it"})`);
+  }
+}
+
 async function readText(path: string): Promise<string> {
-  const f = Bun.file(path);
-  if (!(await f.exists())) throw notFound(path);
-  return f.text();
+  checkDataFile(path, MAX_TEXT_DATASET_BYTES, "text");
+  return Bun.file(path).text();
 }
 
 /** The bytes of a file as byte-tokenizer ids (0..255), exactly: no UTF-8 decoding, so invalid
  * UTF-8 and a byte-order mark stay as they are in the file. */
 async function readByteTokens(path: string): Promise<Uint16Array> {
-  const f = Bun.file(path);
-  if (!(await f.exists())) throw notFound(path);
-  return Uint16Array.from(new Uint8Array(await f.arrayBuffer()));
+  checkDataFile(path, MAX_TEXT_DATASET_BYTES, "text");
+  return Uint16Array.from(new Uint8Array(await Bun.file(path).arrayBuffer()));
 }
 
 /** Parses .jsonl text into its `text` fields; errors name the file and line. */
@@ -97,9 +119,8 @@ export function parseJsonl(text: string, path: string): string[] {
 
 /** Reads a uint16 little-endian token file; every id must be < vocabSize. */
 export async function readTokenBin(path: string, vocabSize: number): Promise<Uint16Array> {
-  const f = Bun.file(path);
-  if (!(await f.exists())) throw notFound(path);
-  const buf = new Uint8Array(await f.arrayBuffer());
+  checkDataFile(path, MAX_BIN_DATASET_BYTES, ".bin");
+  const buf = new Uint8Array(await Bun.file(path).arrayBuffer());
   if (buf.length % 2 !== 0) throw new DataError(`${path}: ${buf.length} bytes is not a whole number of uint16 tokens`);
   const n = buf.length / 2;
   const out = new Uint16Array(n);
@@ -126,7 +147,9 @@ async function builtinDocuments(name: "moby-dick" | "sotu"): Promise<string[]> {
 /**
  * Loads and tokenizes `dataset` ("moby-dick", "sotu", or a .txt/.jsonl/.bin path). A `.bin` file's
  * ids must be < `binVocabSize` (the model's vocabulary; default the tokenizer's).
- * @throws DataError for a missing file, an unknown extension, bad jsonl, or out-of-vocabulary .bin ids.
+ * @throws DataError for a missing file, one that is not a regular file or is over
+ *   {@link MAX_TEXT_DATASET_BYTES} / {@link MAX_BIN_DATASET_BYTES}, an unknown extension, bad jsonl,
+ *   or out-of-vocabulary .bin ids.
  */
 export async function loadCorpus(dataset: string, tok: Tokenizer, binVocabSize = tok.vocabSize): Promise<Corpus> {
   let docs: string[];

@@ -158,6 +158,23 @@ describe("sharded directories: the index is checked against the shards first", (
   }, 300_000);
 });
 
+describe("config files that are not regular files: exit 2, no blocking read", () => {
+  test("config.json of a --from directory, and --config, as a FIFO or a directory", () => {
+    const d = join(ROOT, "cfg-fifo");
+    mkdirSync(d);
+    copyFileSync(join(BASE, "model.safetensors"), join(d, "model.safetensors"));
+    expect(Bun.spawnSync(["mkfifo", join(d, "config.json")]).exitCode).toBe(0);
+    expect(oneLine(evalOf(d))).toContain(`${join(d, "config.json")}: not a regular file (a FIFO)`);
+    const fifo = join(ROOT, "job-fifo.json");
+    expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+    const w = join(BASE, "model.safetensors");
+    expect(oneLine(cli("eval", ["--from", w, "--config", fifo]))).toContain(`${fifo}: not a regular file (a FIFO)`);
+    const dir = join(ROOT, "job-dir.json");
+    mkdirSync(dir);
+    expect(oneLine(cli("eval", ["--from", w, "--config", dir]))).toContain(`${dir}: not a regular file (a directory)`);
+  }, 300_000);
+});
+
 describe("config.json: sizes are bounded before the model is built", () => {
   test("num_hidden_layers 1e9 (training's limit is 4096): exit 2 naming the key, no hang", () => {
     const err = badInput(evalOf(withConfig("layers-1e9", { num_hidden_layers: 1e9 })));
