@@ -19,7 +19,7 @@
  * 5. Rank 0 broadcasts success or failure, so every rank returns or throws together.
  *
  * A `kill -9` at any point leaves the previous tag and `latest` untouched (a half-written
- * `<tag>.tmp` is ignored by readers and removed by the next save of that tag).
+ * `<tag>.tmp` is ignored by readers and removed by the next successful save).
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -191,6 +191,7 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
         const tags = listTags(dir, readdirSync(dir)).filter((t) => t.tag !== tag);
         for (const t of tags.slice(0, Math.max(0, tags.length - (keep - 1)))) rmSync(join(dir, t.tag), { recursive: true, force: true });
       }
+      removeStaleTemporaries(dir);
     } catch (e) {
       finError = e as Error;
     }
@@ -200,6 +201,24 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
   if (finError) throw finError;
   if (fin[0] !== 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank 0 failed to write the manifest or rename ${tmpDir}`);
   return { tag, tagDir, fileBytes, rawBytes: writer.rawBytes, seconds: (performance.now() - t0) / 1000, writeSeconds };
+}
+
+/** Rank 0, after a complete save: remove the temporary directories of saves that never finished
+ * (`<tag>.tmp`, `<tag>.old.tmp`: killed, or failed on a full disk), which otherwise stayed until a
+ * save of the same tag, each as large as a checkpoint. Only directories whose name is a valid tag
+ * plus one of those suffixes; best effort (a failure to remove one leaves it, the save stands). The
+ * trainer's lock keeps other runs out of `dir`, so none of them is a save in progress. */
+function removeStaleTemporaries(dir: string): void {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (!e.isDirectory() || !e.name.endsWith(".tmp")) continue;
+    const tag = e.name.endsWith(".old.tmp") ? e.name.slice(0, -".old.tmp".length) : e.name.slice(0, -".tmp".length);
+    try {
+      checkTag(tag, dir);
+      rmSync(join(dir, e.name), { recursive: true, force: true });
+    } catch {
+      // not a tag's temporary directory, or not removable: left as it is
+    }
+  }
 }
 
 /** Rank 0: the manifest from the engine and the (validated) rank files in `tmpDir`. */
