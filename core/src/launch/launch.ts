@@ -21,6 +21,10 @@ import { timeoutMsFromEnv } from "../comm/transport-options.ts";
 import { ABORT, abortWorld, createLocalWorldMemory, slotBytesFromEnv } from "../comm/local/memory.ts";
 import type { RankMessage, RankWorkerData } from "./protocol.ts";
 
+/** Exit code of a worker whose top-level await never settled (Node's and Bun's "unsettled
+ * top-level await"). */
+const EXIT_UNSETTLED_AWAIT = 13;
+
 /** Signature of an entry module's default (or `main`) export. */
 export type RankEntry<A = unknown, R = unknown> = (comm: Communicator, rank: number, worldSize: number, args: A) => R | Promise<R>;
 
@@ -159,7 +163,12 @@ export function launch<R = unknown, A = unknown>(opts: LaunchOptions<A>): Promis
       });
       w.on("exit", (code: number) => {
         exited[r] = true;
-        if (!finished[r]) fail({ rank: r, message: `worker exited with code ${code} before returning a result`, aborted: false });
+        // 13: the worker's top-level await (rank-worker.ts awaits the entry) never settled and its
+        // event loop emptied — an await nothing can resolve, e.g. a lost device's mapAsync
+        const why = code === EXIT_UNSETTLED_AWAIT
+          ? `its entry function awaited a promise that can never settle (nothing was left to run on its thread; worker exit code ${code})`
+          : `worker exited with code ${code} before returning a result`;
+        if (!finished[r]) fail({ rank: r, message: why, aborted: false });
         settle();
       });
     }

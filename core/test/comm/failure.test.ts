@@ -33,6 +33,13 @@ test("a rank that calls process.exit mid-job ends the job with its exit code nam
   expect(r.stderr).toContain("rank 2 failed: worker exited with code 7 before returning a result");
 }, 30_000);
 
+test("a rank awaiting a promise nothing can settle ends the job at once, and the message says so (not a bare 'exit code 13')", async () => {
+  const r = await runJob("forever");
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("rank 2 failed: its entry function awaited a promise that can never settle (nothing was left to run on its thread; worker exit code 13)");
+  expect(r.stderr).toContain("aborted because rank 2 failed");
+}, 30_000);
+
 test("an uncaught error in a rank's timer ends the job", async () => {
   const r = await runJob("async");
   expect(r.code).toBe(1);
