@@ -17,6 +17,7 @@ import { fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
 import { findDuplicateJsonKey } from "./json-duplicate-keys.ts";
+import { statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { hfTokenizerVocabSize } from "../data/hf-tokenizer.ts";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
@@ -340,9 +341,15 @@ export function parseJsonConfig(text: string, source: string): unknown {
   return value;
 }
 
-/** Reads and parses a JSON file; a missing/unreadable file is a ConfigError naming it. */
+/** Reads and parses a JSON file; a missing or unreadable file, or one that is not a regular file,
+ * is a ConfigError naming it. */
 export async function readJsonFile(path: string): Promise<unknown> {
   const file = Bun.file(path);
+  // a directory or FIFO is named as such (a FIFO's size is Infinity, and reading it blocks)
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (st !== undefined && !st.isFile()) {
+    throw new ConfigError([{ path: "", message: `not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`, source: path }], `cannot read ${path}`);
+  }
   if (!(await file.exists())) {
     // a relative path names where it was looked for: `bun run` runs scripts in the repository root
     const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
