@@ -4,10 +4,13 @@
  * DIR defaults to `<summary without .json>-plots` beside the summary. Exit 2 with a message (no
  * stack) for a missing or malformed summary or bad arguments.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { writePlots } from "../observe/plots.ts";
 import { checkSummary, type TrainSummary } from "../train/summary.ts";
+
+/** Largest summary file read, bytes (one string: Bun's strings end at 2^31 − 1 characters). */
+export const MAX_SUMMARY_BYTES = 2 ** 31 - 1;
 
 /** Usage of `bun run plot`. */
 export const PLOT_USAGE = `usage: bun run plot <summary.json> [--out DIR]
@@ -36,6 +39,17 @@ export async function main(argv: string[]): Promise<number> {
   const file = positionals[0]!;
   if (!existsSync(file)) {
     console.error(`${file}: no such file (expected a summary written by bun run train --summary)`);
+    return 2;
+  }
+  // before reading: a FIFO blocks until a writer comes, a directory fails with EISDIR, and a file
+  // over Bun's longest string cannot be read into one
+  const st = statSync(file);
+  if (!st.isFile()) {
+    console.error(`${file}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"}); expected a summary written by bun run train --summary`);
+    return 2;
+  }
+  if (st.size > MAX_SUMMARY_BYTES) {
+    console.error(`${file}: ${st.size} bytes is over the ${MAX_SUMMARY_BYTES}-byte limit of a summary`);
     return 2;
   }
   let summary: TrainSummary;
