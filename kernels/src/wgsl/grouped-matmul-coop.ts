@@ -8,10 +8,10 @@
  * (matmul-coop-scale.ts; one max-abs dispatch over the elements the product uses — every expert's
  * weights together, without the gaps between them, and only the rows between the smallest and the
  * largest offset — then the kernel), rounded to f16 when staged, f32 accumulation, result scaled
- * back exactly, out f32. One scale for all experts: a finite weight 2^24 or more times larger than
- * another expert's weights (or a row's values over another group's rows) flushes the smaller ones
- * to zero in f16, as within one dense operand; NaN and ±inf are left out of the maxima and stay
- * in their own group's results.
+ * back exactly, out f32. One scale for all experts (and all groups' rows): values below 2^−28 of
+ * the operand's largest finite |x| — e.g. an expert whose weights are that much smaller than
+ * another's — become f16 subnormals (fewer bits; below ~2^−39 zero), as within one dense operand;
+ * NaN and ±inf are left out of the maxima and stay in their own group's results.
  */
 import type { Buf } from "../backend.ts";
 import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul-spec.ts";

@@ -88,8 +88,11 @@ export interface CoopMatmulOptions {
 /**
  * The grouped modes of the tensor-core matmul (MoE experts; kernels/src/wgsl/grouped-matmul-coop.ts
  * launches them): G groups of rows given by G + 1 i32 row offsets in the binding `b_off` from
- * element `P.off_off`, each clamped to [0, P.R] and made non-decreasing — the same contract as the
- * FMA kernel's grouped modes (matmul-fast-wgsl.ts MatmulGroupedMode).
+ * element `P.off_off`, each clamped to [0, P.R]; group g has rows [s0, s1), s0 = off(g),
+ * s1 = max(off(g + 1), s0), so a group whose end lies below its start is empty — the same contract
+ * as the FMA kernel's grouped modes (matmul-fast-wgsl.ts MatmulGroupedMode). Offsets must be
+ * non-decreasing (not checked on the device); decreasing ones give overlapping groups (rows written
+ * by more than one, or by none), never a read or write outside the operands.
  * - "rows" (forward / dX): out[rows_g] (+)= A[rows_g]·op(B_g), A [R, K] (not transA), B_g at
  *   b_off + g·stride_b ([K, N], or [N, K] with transB), out [R, N]. Workgroup row index wg.y is a
  *   row-tile slot (⌈R/BM⌉ + G of them); a slot finds its group and rows [r0, r1), r1 − r0 ≤ BM,

@@ -204,3 +204,66 @@ describe("grouped tensor-core scales cover only the elements the product uses", 
     }
   }, 600_000);
 });
+
+/**
+ * Offsets a MoE router can produce on the device and special values, through the emulated
+ * tensor-core path against float64: offsets below 0 and above R (clamped to [0, R]), 64 groups
+ * with every row in the last, NaN and inf in one expert's weights (left out of the shared scale:
+ * NaN/inf only in the rows f32 arithmetic gives them, every other expert's rows exact) and
+ * operands of 2^−100 against 2^100 (the scales keep both in f16's range).
+ */
+describe("grouped tensor-core products: clamped offsets, many groups, special values", () => {
+  let be: WebGpuBackend | null = null;
+  beforeAll(async () => {
+    if (emulatable) be = await WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreMinBlocks: 0 });
+  });
+  afterAll(() => be?.destroy());
+
+  /** Runs groupedMatmulDev with raw device `offsets` and checks it against float64 with the
+   * offsets clamped to [0, R] (an end below its start: empty); NaN where the reference is NaN. */
+  async function rowsCase(c: Ctx, label: string, x: Float32Array, w: Float32Array, offsets: number[], R: number, N: number, K: number, transB: boolean): Promise<void> {
+    const G = offsets.length - 1;
+    const init = new QuantRng(5600, 1).f32(R * N);
+    const out = c.output(R * N, "f32", init);
+    be!.groupedMatmulDev(c.input(x), c.input(w), out.view, c.ints(offsets), { G, R, N, K, transB });
+    const got = await out.read();
+    const want = Float64Array.from(init), mag = Float64Array.from(init, Math.abs);
+    const clamp = (o: number) => Math.min(Math.max(o, 0), R);
+    for (let g = 0; g < G; g++) {
+      const r0 = clamp(offsets[g]!), M = Math.max(clamp(offsets[g + 1]!), r0) - r0;
+      if (M === 0) continue;
+      const ref = refMatmul(x, r0 * K, w, g * N * K, new Float64Array(R * N), r0 * N, { M, N, K, transB });
+      want.set(ref.out.subarray(r0 * N, (r0 + M) * N), r0 * N);
+      mag.set(ref.mag.subarray(r0 * N, (r0 + M) * N), r0 * N);
+    }
+    const nan = (i: number) => !Number.isFinite(want[i]!);
+    // 0 finite, 1 NaN, ±2 ±inf: got must be non-finite exactly where float64 is, and the same kind
+    const kind = (v: number) => (Number.isNaN(v) ? 1 : Number.isFinite(v) ? 0 : 2 * Math.sign(v));
+    c.exact(`${label}: non-finite results`, Array.from(got, kind), Array.from(want, kind));
+    const keep = (a: ArrayLike<number>) => Array.from(a).filter((_, i) => !nan(i));
+    c.close(label, keep(got), keep(want), { mag: keep(mag), factor: 4 });
+  }
+
+  test.skipIf(!emulatable)("offsets clamped, 64 groups with every row in the last, NaN/inf in one expert, 2^±100", async () => {
+    const c = new Ctx(be!, { rtol: 1e-4, atol: 1e-6 }, 1);
+    try {
+      const r = new QuantRng(5700, 1);
+      for (const transB of [false, true]) {
+        let R = 40, N = 6, K = 5;
+        await rowsCase(c, "offsets −5, 10, 100 of R = 40", r.f32(R * K), r.f32(2 * N * K), [-5, 10, 100], R, N, K, transB);
+        R = 70;
+        const many = [0, ...new Array<number>(63).fill(0), R];
+        await rowsCase(c, "64 groups, every row in the last", r.f32(R * K), r.f32(64 * N * K), many, R, N, K, transB);
+        R = 25;
+        const w = r.f32(3 * N * K);
+        w[2] = NaN; // expert 0: column 2 (K×N) or row 0 (transB) poisoned
+        w[N * K + 7] = Infinity; // expert 1
+        await rowsCase(c, "NaN and inf in experts 0 and 1", r.f32(R * K), w, [0, 10, 19, 25], R, N, K, transB);
+        const tiny = new QuantRng(5800, 2 ** -100).f32(R * K), huge = new QuantRng(5900, 2 ** 100).f32(3 * N * K);
+        await rowsCase(c, "x × 2^−100, w × 2^100", tiny, huge, [0, 10, 19, 25], R, N, K, transB);
+      }
+    } finally {
+      c.freeAll();
+    }
+  }, 600_000);
+});
