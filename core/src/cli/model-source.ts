@@ -132,6 +132,20 @@ function sourceManifest(file: string): CheckpointManifest | null {
   return null;
 }
 
+/** The manifest's model config, validated as a config.json is (resolveModelConfig: schema,
+ * consistency, MODEL_COUNT_LIMITS; idempotent on a config the trainer resolved): the manifest's
+ * checksum only shows the file was not edited by accident, and a re-signed one with
+ * num_attention_heads 0 was built and evaluated.
+ * @throws ConfigError listing every issue, with manifest.json as its source. */
+function checkedManifestModel(m: CheckpointManifest, file: string): ModelConfig {
+  try {
+    return resolveModelConfig(m.config.model, "config.model").config;
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: file })), `invalid model config in ${file}`);
+    throw e;
+  }
+}
+
 /** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit.
  * @throws CheckpointError for a damaged checkpoint or a parameter the model does not have. */
 function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): void {
@@ -229,7 +243,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     const manifest = readManifest(loc.tagDir);
     ckpt = { tagDir: loc.tagDir, manifest };
     job = manifest.config;
-    config = manifest.config.model;
+    config = checkedManifestModel(manifest, join(loc.tagDir, "manifest.json"));
   } else if (isDir) {
     if (!existsSync(join(from, "config.json"))) throw new UsageError(`--from: ${from} is neither a ZeroMoE checkpoint (manifest.json or latest) nor a Hugging Face model directory (config.json)`);
     kind = "hf-dir";

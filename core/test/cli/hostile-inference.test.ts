@@ -175,6 +175,39 @@ describe("config files that are not regular files: exit 2, no blocking read", ()
   }, 300_000);
 });
 
+describe("a checkpoint whose manifest (re-signed) holds an invalid model config", () => {
+  /** Re-sign an edited manifest by the documented rule (docs/checkpoints.md): SHA-256 of the text
+   * with the 64 digits of manifest_sha256 replaced by zeros. Independent of manifest.ts. */
+  function resign(text: string): string {
+    const zero = text.replace(/("manifest_sha256": ?")[0-9a-f]{64}"/, `$1${"0".repeat(64)}"`);
+    const digest = new Bun.CryptoHasher("sha256").update(zero).digest("hex");
+    return zero.replace(/("manifest_sha256": ?")0{64}"/, `$1${digest}"`);
+  }
+
+  test("num_attention_heads 0 or hidden_size \"24\": exit 2 naming manifest.json and the key (eval ran with heads 0)", () => {
+    const ckpt = join(ROOT, "ckpt");
+    const job = join(ROOT, "job.json");
+    writeFileSync(job, JSON.stringify({
+      model: HF, data: { dataset: TEXT, tokenizer: "byte", seq_len: 16 }, steps: 1, eval_interval: 0, backend: "cpu",
+      train_micro_batch_size_per_gpu: 1, optimizer: { type: "AdamW", params: { lr: 1e-3 } }, checkpoint: { dir: ckpt, save_interval: 1, keep_last: 1 },
+    }));
+    const tr = Bun.spawnSync(["bun", join(CLI, "train.ts"), "--config", job], { env: { ...process.env, CI: "1" }, timeout: 300_000 });
+    expect(tr.exitCode, tr.stderr.toString()).toBe(0);
+    const manifest = join(ckpt, "global_step1", "manifest.json");
+    const good = readFileSync(manifest, "utf8");
+    expect(evalOf(ckpt).code).toBe(0);
+    for (const [key, value, expected] of [["num_attention_heads", 0, "num_attention_heads"], ["hidden_size", "24", "hidden_size"]] as const) {
+      const m = JSON.parse(good);
+      m.config.model[key] = value;
+      writeFileSync(manifest, resign(JSON.stringify(m, null, 2)));
+      const err = badInput(evalOf(ckpt));
+      expect(err).toContain(manifest);
+      expect(err).toContain(`config.model.${expected}`);
+    }
+    writeFileSync(manifest, good);
+  }, 300_000);
+});
+
 describe("config.json: sizes are bounded before the model is built", () => {
   test("num_hidden_layers 1e9 (training's limit is 4096): exit 2 naming the key, no hang", () => {
     const err = badInput(evalOf(withConfig("layers-1e9", { num_hidden_layers: 1e9 })));
