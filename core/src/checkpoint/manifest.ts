@@ -345,7 +345,8 @@ export function readManifest(tagDir: string): CheckpointManifest {
     uint(file, `files[${i}].records`, f.records);
     if (typeof f.index_sha256 !== "string" || !/^[0-9a-f]{64}$/.test(f.index_sha256)) fail(file, `files[${i}].index_sha256`, "64 hex digits", f.index_sha256);
   });
-  if (!Array.isArray(m.units)) fail(file, "units", "an array", m.units);
+  // every model has units (embed, layers, head): an empty plan would export or load nothing
+  if (!Array.isArray(m.units) || m.units.length === 0) fail(file, "units", "a non-empty array", Array.isArray(m.units) ? "[]" : m.units);
   const names = new Set<string>();
   (m.units as ManifestUnit[]).forEach((u, i) => {
     const at = `units[${i}]`;

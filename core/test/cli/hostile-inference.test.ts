@@ -204,6 +204,13 @@ describe("a checkpoint whose manifest (re-signed) holds an invalid model config"
       expect(err).toContain(manifest);
       expect(err).toContain(`config.model.${expected}`);
     }
+    // no units at all: zero-to-fp32 wrote an empty export (exit 0)
+    const m = JSON.parse(good);
+    m.units = [];
+    writeFileSync(manifest, resign(JSON.stringify(m, null, 2)));
+    const z = Bun.spawnSync(["bun", join(CLI, "zero-to-fp32.ts"), ckpt, join(ROOT, "empty.safetensors")], { timeout: 300_000 });
+    const line = oneLine({ code: z.exitCode, stderr: z.stderr.toString() });
+    expect(line).toContain(`${manifest}: field units: expected a non-empty array`);
     writeFileSync(manifest, good);
   }, 300_000);
 });
