@@ -94,3 +94,63 @@ test("devices of a whole dropped createGPU() → adapter → device graph are re
     lib.wgpuDeviceRelease = original;
   }
 }, 300_000);
+
+/** The native layer shared by every GPU object of this library (native.ts caches it per path). */
+function nativeOf(): { lib: Record<string, (p: unknown) => void>; shim: Record<string, (...a: unknown[]) => number> } {
+  return (createGPU() as unknown as { ctx: { native: { lib: Record<string, (p: unknown) => void>; shim: Record<string, (...a: unknown[]) => number> } } }).ctx.native;
+}
+
+/** Runs `body` with the next `fails` requestDevice completions reported as refused (the slot's
+ * status read as 2, what a driver at its device cap gives) and wgpuDeviceRelease counted;
+ * `releasedAtRetry` gets the count when the second completion (the retry's) is read. The refused
+ * attempts' devices were really created and stay alive: a test leaks that many. */
+async function withRefusedDevices<T>(fails: number, body: (released: () => number, releasedAtRetry: number[]) => Promise<T>): Promise<T> {
+  const { lib, shim } = nativeOf();
+  const status = shim.zm_slot_status!, release = lib.wgpuDeviceRelease!;
+  let released = 0, left = fails, reads = 0;
+  const releasedAtRetry: number[] = [];
+  lib.wgpuDeviceRelease = (p: unknown) => {
+    released++;
+    release(p);
+  };
+  shim.zm_slot_status = (s: unknown) => {
+    if (++reads === 2) releasedAtRetry.push(released); // the retry's completion
+    if (left > 0) {
+      left--;
+      return 2;
+    }
+    return status(s);
+  };
+  try {
+    return await body(() => released, releasedAtRetry);
+  } finally {
+    shim.zm_slot_status = status;
+    lib.wgpuDeviceRelease = release;
+  }
+}
+
+test("a refused requestDevice collects dropped devices, then retries once and succeeds", async () => {
+  const adapter = (await createGPU().requestAdapter())!;
+  // dropped, never destroyed, not collected by the test: only requestDevice's collection releases them
+  const drop = async () => {
+    for (let i = 0; i < 6; i++) await adapter.requestDevice();
+  };
+  await drop();
+  await withRefusedDevices(1, async (released, releasedAtRetry) => {
+    const before = released();
+    const device = await adapter.requestDevice();
+    const b = device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
+    b.destroy();
+    device.destroy();
+    // the retry's status was read after the collection had released the dropped devices
+    expect(releasedAtRetry.length).toBe(1);
+    expect(releasedAtRetry[0]! - before).toBeGreaterThanOrEqual(4);
+  });
+}, 300_000);
+
+test("a requestDevice refused twice fails naming both attempts and the collection between them", async () => {
+  const adapter = (await createGPU().requestAdapter())!;
+  await withRefusedDevices(2, async () => {
+    await expect(adapter.requestDevice()).rejects.toThrow(/requestDevice failed \(status 2\).*\(first attempt: requestDevice failed \(status 2\).*; retried after collecting dropped devices\)/);
+  });
+}, 300_000);
