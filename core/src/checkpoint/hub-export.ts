@@ -64,6 +64,8 @@ export class HubDirWriter {
   private current = -1;
   private writer: SafetensorsWriter | null = null;
   private left = 0;
+  /** Shards finished by this writer (removed again by {@link abort}). */
+  private readonly finished: string[] = [];
 
   private constructor(dir: string, shards: HubShardPlan[], metadata: Readonly<Record<string, string>> | null) {
     this.dir = dir;
@@ -107,6 +109,7 @@ export class HubDirWriter {
   private closeCurrent(): void {
     if (this.writer) {
       this.writer.finish();
+      this.finished.push(this.writer.path);
       this.writer = null;
     }
   }
@@ -119,6 +122,7 @@ export class HubDirWriter {
       const s = this.shards[i]!;
       if (s.tensors.length > 0) throw new SafetensorsError(this.dir, `finish: shard ${s.file} was never written (tensor ${s.tensors[0]!.name} missing)`);
       SafetensorsWriter.create(join(this.dir, s.file), [], this.metadata).finish();
+      this.finished.push(join(this.dir, s.file));
     }
     const files = this.shards.map((s) => s.file);
     if (this.shards.length > 1) {
@@ -128,15 +132,21 @@ export class HubDirWriter {
       const path = join(this.dir, HUB_EXPORT_INDEX);
       writeFileSync(`${path}.tmp`, `${JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2)}\n`);
       renameSync(`${path}.tmp`, path);
+      this.finished.push(path);
       files.push(HUB_EXPORT_INDEX);
     }
     return files;
   }
 
-  /** Drop the shard being written (finished shards stay; the caller removes the directory if it wants). */
+  /** Drop the shard being written and remove every file this writer finished (shards, and the
+   * index when {@link finish} ran: a caller that fails afterwards, writing config.json, aborts too),
+   * so a failed export leaves no partial directory that looks like a model (zero-to-fp32
+   * --max-shard-size failing on a damaged record left 5 of 7 shards and no index). The directory
+   * itself stays. */
   abort(): void {
     this.writer?.abort();
     this.writer = null;
+    for (const f of this.finished.splice(0)) rmSync(f, { force: true });
     rmSync(join(this.dir, `${HUB_EXPORT_INDEX}.tmp`), { force: true });
   }
 }

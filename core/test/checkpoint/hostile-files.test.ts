@@ -9,11 +9,12 @@
  * regression fails the test instead of hanging the suite.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { CheckpointError } from "../../src/checkpoint/errors.ts";
 import { HubCheckpoint } from "../../src/checkpoint/hub-dir.ts";
+import { HubDirWriter } from "../../src/checkpoint/hub-export.ts";
 import { readHubIndex } from "../../src/checkpoint/hub-index.ts";
 import { locateCheckpoint, readManifest } from "../../src/checkpoint/manifest.ts";
 import { RecordFileReader } from "../../src/checkpoint/record-file.ts";
@@ -203,4 +204,22 @@ test("a shard written by us still loads (control)", () => {
     hub.close();
   }
   expect(readFileSync(join(d, "model.safetensors")).length).toBeGreaterThan(8);
+});
+
+test("an export that fails part-way leaves no shard behind (zero-to-fp32 --max-shard-size left 5 of 7 shards, no index)", () => {
+  const d = join(ROOT, "half-export");
+  const specs = [0, 1, 2, 3].map((i) => ({ name: `t${i}`, dtype: "F32" as const, shape: [5] }));
+  const w = HubDirWriter.create(d, specs, 24); // 20 bytes per tensor: one tensor per shard
+  expect(w.shards.length).toBe(4);
+  w.writeTensor("t0", new Float32Array(5).fill(1));
+  w.writeTensor("t1", new Float32Array(5).fill(2)); // finishes shard 1
+  w.writeTensor("t2", new Float32Array(5).fill(3)); // finishes shard 2
+  // the source fails here (a damaged record): the caller aborts
+  w.abort();
+  expect(readdirSync(d)).toEqual([]);
+  // a complete export is kept
+  const ok = HubDirWriter.create(join(ROOT, "whole-export"), specs, 24);
+  for (const t of specs) ok.writeTensor(t.name, new Float32Array(5));
+  expect(ok.finish().length).toBe(5);
+  expect(readdirSync(join(ROOT, "whole-export")).length).toBe(5);
 });
