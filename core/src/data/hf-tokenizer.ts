@@ -14,6 +14,7 @@
  * `<eos>` or `<|end_of_text|>`; with none, documents are joined directly.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
+import { describeValue } from "../config/json-bounds.ts";
 import { basename, join, resolve } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { DataError } from "./sources.ts";
@@ -58,15 +59,20 @@ function readJsonObject(file: string, what: string): Record<string, unknown> {
  * Number of ids of a parsed tokenizer.json: 1 + the largest id in `model.vocab` (an object
  * token → id for BPE/WordPiece/WordLevel, an array of [token, score] for Unigram) and
  * `added_tokens`.
- * @throws DataError naming `file` when there is no vocabulary.
+ * @throws DataError naming `file` when there is no vocabulary, or an id is not a non-negative integer.
  */
 export function tokenizerJsonVocabSize(json: Record<string, unknown>, file: string): number {
   const model = json.model as { vocab?: unknown } | undefined;
   let max = -1;
   const vocab = model?.vocab;
+  // every id a non-negative integer: -5 reached the model as 65531 (a Uint16Array wraps it), 1.5 as 1
+  const checkId = (id: unknown, where: string): number => {
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw new DataError(`tokenizer ${file}: ${where} = ${describeValue(id)}: expected a non-negative integer id`);
+    return id;
+  };
   if (Array.isArray(vocab)) max = vocab.length - 1;
-  else if (vocab && typeof vocab === "object") for (const id of Object.values(vocab as Record<string, unknown>)) if (typeof id === "number" && id > max) max = id;
-  if (Array.isArray(json.added_tokens)) for (const t of json.added_tokens as { id?: unknown }[]) if (typeof t?.id === "number" && t.id > max) max = t.id;
+  else if (vocab && typeof vocab === "object") for (const [tok, id] of Object.entries(vocab as Record<string, unknown>)) max = Math.max(max, checkId(id, `model.vocab[${describeValue(tok)}]`));
+  if (Array.isArray(json.added_tokens)) (json.added_tokens as { id?: unknown }[]).forEach((t, i) => (max = Math.max(max, checkId(t?.id, `added_tokens[${i}].id`))));
   if (max < 0) throw new DataError(`tokenizer ${file}: no vocabulary (expected model.vocab and/or added_tokens)`);
   return max + 1;
 }

@@ -9,11 +9,12 @@
  * under a second), so a regression fails instead of hanging the suite.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DataError, loadCorpus, MAX_BIN_DATASET_BYTES, MAX_TEXT_DATASET_BYTES } from "../../src/data/sources.ts";
 import { createTokenizer } from "../../src/data/tokenizer.ts";
+import { writeFixtureTokenizer } from "./hub-tokenizer-fixture.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-hostile-data-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -97,5 +98,34 @@ describe("dataset sizes are checked before the file is read", () => {
     const ok = join(ROOT, "ok.bin");
     writeFileSync(ok, new Uint8Array(new Uint16Array([1, 2, 3, 250]).buffer));
     expect(Array.from((await loadCorpus(ok, byte)).tokens)).toEqual([1, 2, 3, 250]);
+  });
+});
+
+describe("tokenizer.json ids must be non-negative integers", () => {
+  // a vocab id of -5 reached the model as 65531 (Uint16Array wrap): eval died with "inputIds[0] =
+  // 65531 is outside [0, 300)" and a stack; an id of 1.5 was truncated to 1 silently
+  test("model.vocab and added_tokens: -5, 1.5, \"7\" are a DataError naming the token", () => {
+    let n = 0;
+    for (const bad of [-5, 1.5, "7"]) {
+      for (const where of ["vocab", "added"] as const) {
+        const dir = join(ROOT, `tok-${n++}`);
+        writeFixtureTokenizer(dir);
+        const file = join(dir, "tokenizer.json");
+        const j = JSON.parse(readFileSync(file, "utf8"));
+        if (where === "vocab") j.model.vocab["a"] = bad;
+        else j.added_tokens.push({ id: bad, content: "<odd>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+        writeFileSync(file, JSON.stringify(j));
+        let e: unknown;
+        try {
+          createTokenizer(dir);
+        } catch (x) {
+          e = x;
+        }
+        expect(e, `${where} ${bad}`).toBeInstanceOf(DataError);
+        expect((e as Error).message).toContain(file);
+        expect((e as Error).message).toContain(where === "vocab" ? `model.vocab["a"]` : `added_tokens[`);
+        expect((e as Error).message).toContain("a non-negative integer id");
+      }
+    }
   });
 });
