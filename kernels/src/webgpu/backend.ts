@@ -62,7 +62,7 @@ import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
 import { COOP_LAUNCH_DEFAULT, COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
 import { groupedCoopDevBlocks, groupedCoopDevLaunches, groupedCoopWGradBlocks, groupedCoopWGradLaunches } from "../wgsl/grouped-matmul-coop.ts";
-import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
+import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileProblem, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
 import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
@@ -127,7 +127,8 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
   /** Block shape of the tensor-core kernels (wgsl/matmul-coop-tile.ts). Default
    * {@link DEFAULT_TENSOR_CORE_TILE} where the device's limits admit it, else COOP_DEFAULT_TILE;
    * with "emulated" a block that fits the device's workgroup memory. Throws at creation when a
-   * given block does not fit the device. */
+   * given block is malformed (wgsl/matmul-coop-tile.ts coopTileProblem), does not fit the device,
+   * or is given without `tensorCores`. */
   tensorCoreTile?: CoopTile;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
@@ -319,6 +320,13 @@ export class WebGpuBackend implements Backend {
       throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
     }
     be.coopMinBlocks = minBlocks;
+    if (opts.tensorCoreTile) {
+      const problem = coopTileProblem(opts.tensorCoreTile) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
+      if (problem) {
+        be.destroy();
+        throw new Error(`webgpu: tensorCoreTile ${coopTileName(opts.tensorCoreTile)}: ${problem}`);
+      }
+    }
     if (opts.tensorCoreTile && opts.tensorCores && !coopTileFitsDevice(device, opts.tensorCoreTile)) {
       be.destroy();
       throw new Error(`webgpu: tensorCoreTile ${coopTileName(opts.tensorCoreTile)} exceeds this device's workgroup limits`);
@@ -335,13 +343,17 @@ export class WebGpuBackend implements Backend {
       be.tensorCoresStatus = `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)`;
     } else if (opts.tensorCores) {
       const s = coopSupport(adapter);
-      const why = s.ok && !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'" : s.ok ? "" : s.reason;
+      const tile = opts.tensorCoreTile ?? (coopTileFitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE);
+      const why = !s.ok ? s.reason
+        : !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'"
+        : !coopTileFitsDevice(device, tile) ? `neither tensor-core block (${coopTileName(DEFAULT_TENSOR_CORE_TILE)}, ${coopTileName(COOP_DEFAULT_TILE)}) fits this device's workgroup limits`
+        : "";
       if (why && opts.tensorCores === true) {
         be.destroy();
         throw new Error(`webgpu: tensorCores requested but ${why}`);
       }
       be.tensorCores = !why;
-      be.coopLaunch = { tile: opts.tensorCoreTile ?? (coopTileFitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE), emulate: false };
+      be.coopLaunch = { tile, emulate: false };
       be.tensorCoresStatus = why ? `off (${why})` : `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, block ${coopTileName(be.coopLaunch.tile)}, operands scaled by powers of two and rounded to f16)`;
     }
     return be;

@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { coopSupport } from "../../src/wgsl/matmul-coop.ts";
+import type { CoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
 import { checkGroupedRows, checkGroupedWGrad, GROUPED_ROWS_CASES, GROUPED_WGRAD_CASES } from "../ops/grouped-awkward.ts";
 import { Ctx, Rng } from "../ops/harness.ts";
 import { refMatmul } from "../reference/matmul.ts";
@@ -266,4 +267,18 @@ describe("grouped tensor-core products: clamped offsets, many groups, special va
       c.freeAll();
     }
   }, 600_000);
+});
+
+test("a malformed tensorCoreTile, or one given without tensorCores, is refused at creation by name", async () => {
+  if (!adapter) return;
+  // BK 8 used to be accepted and fail at the first matmul; stages 3 was reported as exceeding the
+  // device's limits; a block without tensorCores was ignored
+  const bad = [
+    [{ BM: 64, BN: 64, BK: 8, SGM: 2, SGN: 2, stages: 1 }, "emulated", /tensorCoreTile 64x64x8-2x2-s1: BK must be a multiple of 16/],
+    [{ BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2, stages: 3 }, "emulated", /tensorCoreTile 64x64x32-2x2-s3: stages must be 1 or 2/],
+    [{ BM: 64, BN: 64, BK: 32, SGM: 2, SGN: 2, stages: 1 }, undefined, /tensorCoreTile 64x64x32-2x2-s1: needs tensorCores \(true, "auto" or "emulated"\), got undefined/],
+  ] as const;
+  for (const [tile, tensorCores, msg] of bad) {
+    await expect(WebGpuBackend.create(createGPU(), { tensorCoreTile: tile as CoopTile, ...(tensorCores ? { tensorCores } : {}) })).rejects.toThrow(msg);
+  }
 });
