@@ -10,7 +10,10 @@
  * path's tolerance, rtol 1e-4 of Σ|a·b|); at s = 2^18 an unscaled f16 staging would overflow to
  * inf, at s = 2^−22 flush to zero, so these pass only when each operand's power-of-two scale covers
  * every group's rows and weights. One more test feeds unrounded values and checks the result
- * differs from the FMA path by f16 rounding — i.e. the tensor-core kernels ran.
+ * differs from the FMA path by f16 rounding — i.e. the tensor-core kernels ran. Further tests (task
+ * R review): values outside the product (W gaps, rows outside the offsets) must not set the scales;
+ * device offsets below 0 / above R, 64 groups, NaN/inf in one expert, 2^±100 operands; tile
+ * options refused at creation.
  *
  * Two backends: "emulated" tensor cores (the same kernels with plain-WGSL cooperative matrices,
  * any device with shader-f16: lavapipe in CI) and, where our library offers the
