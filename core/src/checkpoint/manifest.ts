@@ -31,6 +31,7 @@ import type { DataState } from "../data/loader.ts";
 import type { LossScalerState } from "../optim/loss-scaler.ts";
 import type { SchedulerState } from "../optim/schedulers.ts";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
+import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader } from "./record-file.ts";
 
@@ -322,6 +323,8 @@ export function readManifest(tagDir: string): CheckpointManifest {
   if (!m || typeof m !== "object" || Array.isArray(m)) throw new CheckpointError(file, "is not a JSON object");
   if (m.format_version === 1) throw new CheckpointError(file, `format_version 1 (a checkpoint without integrity fields, written before this version); resume it with the version that wrote it, or export it with zero-to-fp32 and use --init-from`);
   verifyManifestChecksum(text, file);
+  const dup = findDuplicateJsonKey(text);
+  if (dup !== null) throw new CheckpointError(file, `key ${describeValue(dup.key)} is given twice${dup.path === "" ? "" : ` in ${dup.path}`} (readers disagree on which one wins)`);
   if (m.format !== MANIFEST_FORMAT) fail(file, "format", JSON.stringify(MANIFEST_FORMAT), m.format);
   if (m.format_version !== MANIFEST_VERSION) fail(file, "format_version", String(MANIFEST_VERSION), m.format_version);
   const W = uint(file, "world_size", m.world_size, 1);

@@ -204,6 +204,11 @@ describe("a checkpoint whose manifest (re-signed) holds an invalid model config"
       expect(err).toContain(manifest);
       expect(err).toContain(`config.model.${expected}`);
     }
+    // a key given twice (JSON.parse kept the last): refused naming it
+    const twice = resign(good.replace(`"world_size": `, `"world_size": 7, "world_size": `));
+    expect(twice).not.toBe(good);
+    writeFileSync(manifest, twice);
+    expect(oneLine(evalOf(ckpt))).toContain(`${manifest}: key "world_size" is given twice`);
     // no units at all: zero-to-fp32 wrote an empty export (exit 0)
     const m = JSON.parse(good);
     m.units = [];
