@@ -315,9 +315,9 @@ export class WebGpuBackend implements Backend {
     be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
     const minBlocks = opts.tensorCoreMinBlocks ?? COOP_MIN_BLOCKS;
-    if (!(Number.isInteger(minBlocks) && minBlocks >= 0)) {
+    if (!(Number.isInteger(minBlocks) && minBlocks >= 0) || (opts.tensorCoreMinBlocks !== undefined && !opts.tensorCores)) {
       be.destroy();
-      throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
+      throw new Error(opts.tensorCores ? `webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}` : `webgpu: tensorCoreMinBlocks needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
     }
     be.coopMinBlocks = minBlocks;
     if (opts.tensorCoreTile) {

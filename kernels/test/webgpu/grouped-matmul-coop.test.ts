@@ -135,7 +135,9 @@ test("grouped tensor-core variants outside their contract are refused by name", 
   expect(() => matmulCoopWGSL({ ...base, grouped: "rows", transA: true })).toThrow(/needs transA false/);
   expect(() => matmulCoopWGSL({ ...base, grouped: "wgrad" })).toThrow(/needs transA true and transB false/);
   expect(matmulCoopWGSL({ ...base, grouped: "wgrad", transA: true })).toContain("coop_off(grp)");
-  if (adapter) await expect(WebGpuBackend.create(createGPU(), { tensorCoreMinBlocks: -1 })).rejects.toThrow(/tensorCoreMinBlocks must be an integer ≥ 0, got -1/);
+  if (adapter && emulatable) await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreMinBlocks: -1 })).rejects.toThrow(/tensorCoreMinBlocks must be an integer ≥ 0, got -1/);
+  // accepted only where it acts
+  if (adapter) await expect(WebGpuBackend.create(createGPU(), { tensorCoreMinBlocks: 0 })).rejects.toThrow(/tensorCoreMinBlocks needs tensorCores/);
 });
 
 /**
