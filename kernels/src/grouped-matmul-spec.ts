@@ -76,10 +76,12 @@ export function groupedDevGeometry(spec: GroupedMatmulDevSpec, who: string): Gro
   return { G: spec.G, R: spec.R, N: spec.N, K: spec.K, transB: spec.transB ?? false, strideW, accumulate: spec.accumulate ?? false };
 }
 
-/** Fill defaults (strideW = M·N) and validate a GroupedWeightGradSpec. @throws naming the field. */
+/** Fill defaults (strideW = M·N) and validate a GroupedWeightGradSpec. @throws naming the field,
+ * also when strideW < M·N with G > 1 (the groups' dW would overlap: on a GPU a write race). */
 export function groupedWGradGeometry(spec: GroupedWeightGradSpec, who: string): GroupedWGradGeometry {
   const strideW = spec.strideW ?? spec.M * spec.N;
   checkInts(who, "groupedWeightGrad", [["G", spec.G], ["R", spec.R], ["M", spec.M], ["N", spec.N], ["strideW", strideW]]);
+  if (spec.G > 1 && strideW < spec.M * spec.N) throw new Error(`${who} groupedWeightGrad: spec.strideW must be at least M·N = ${spec.M * spec.N} when G > 1 (each group's dW is written), got ${strideW}`);
   return { G: spec.G, R: spec.R, M: spec.M, N: spec.N, strideW, accumulate: spec.accumulate ?? false };
 }
 
