@@ -18,7 +18,7 @@ import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
 import { COOP_LAUNCH_DEFAULT, coopKernel, type CoopLaunchConfig } from "./matmul-coop-launch.ts";
-import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS } from "./matmul-coop-scale.ts";
+import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS, coopAbsMaxSlicesLoop, coopAbsMaxWGSL } from "./matmul-coop-scale.ts";
 import type { CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
 
 /** 128×128 output blocks of a grouped forward / dX with `g` (⌈R/128⌉ · ⌈N/128⌉: the blocks the
@@ -52,12 +52,12 @@ function groupedAbsMaxKernel(mode: "rows" | "wgrad"): Kernel {
   const W = COOP_AMAX_PARTIALS;
   const rowLoop = (buf: string, p: string) =>
     `    for (var e = lo * P.${p}_row + wg.x * ${W}u + li; e < hi * P.${p}_row; e += ${W * W}u) { m = max(m, finite_abs_bits(${buf}[P.${p}_off + e])); }`;
-  const bLoop = mode === "wgrad"
-    ? rowLoop("b_b", "b")
-    : `    for (var g = 0u; g < P.G; g++) {
-      let base = P.b_off + g * P.stride_b;
-      for (var e = wg.x * ${W}u + li; e < P.b_size; e += ${W * W}u) { m = max(m, finite_abs_bits(b_b[base + e])); }
-    }`;
+  const bLoop = mode === "wgrad" ? rowLoop("b_b", "b") : coopAbsMaxSlicesLoop("b_b", "P.b_off", "P.b_size", "P.stride_b", "P.G");
+  const helpers = "fn grp_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }\n";
+  const prologue = `  var lo = P.R;
+  var hi = 0u;
+  for (var g = 0u; g <= P.G; g++) { let o = grp_off(g); lo = min(lo, o); hi = max(hi, o); }
+`;
   return memoKernel(label, () => ({
     label,
     buffers: [
@@ -67,32 +67,7 @@ function groupedAbsMaxKernel(mode: "rows" | "wgrad"): Kernel {
       { name: "b_off", type: "i32", write: false },
     ],
     params: u32s(...GROUPED_AMAX_PARAM_NAMES),
-    code: /* wgsl */ `
-var<workgroup> amax_red: array<u32, ${W}>;
-fn finite_abs_bits(x: f32) -> u32 {
-  let u = bitcast<u32>(x) & 0x7fffffffu;
-  return select(0u, u, u < 0x7f800000u);
-}
-fn grp_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }
-@compute @workgroup_size(${W})
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  var lo = P.R;
-  var hi = 0u;
-  for (var g = 0u; g <= P.G; g++) { let o = grp_off(g); lo = min(lo, o); hi = max(hi, o); }
-  var m = 0u;
-  if (wg.y == 0u) {
-${rowLoop("b_a", "a")}
-  } else {
-${bLoop}
-  }
-  amax_red[li] = m;
-  workgroupBarrier();
-  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {
-    if (li < s) { amax_red[li] = max(amax_red[li], amax_red[li + s]); }
-    workgroupBarrier();
-  }
-  if (li == 0u) { b_amax[wg.y * ${W}u + wg.x] = amax_red[0]; }
-}`,
+    code: coopAbsMaxWGSL(rowLoop("b_a", "a"), bLoop, helpers, prologue),
   }));
 }
 

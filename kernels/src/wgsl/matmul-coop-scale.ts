@@ -89,34 +89,41 @@ fn coop_pow2(k: i32) -> f32 { return bitcast<f32>(u32(k + 127) << 23u); }
 /** Uniform parameters of {@link coopAbsMaxLaunch}, in order. */
 export const COOP_AMAX_PARAM_NAMES = ["a_off", "a_size", "stride_a", "b_off", "b_size", "stride_b", "batch"] as const;
 
-function absMaxKernel(): Kernel {
-  const label = "coop_absmax";
+/**
+ * WGSL loop folding the finite |x| bits of `batch` slices of `size` elements, `stride` apart from
+ * element `off` of array `buf`, into `m` (one of the 256 × 256-strided shares of workgroup wg.x,
+ * invocation li). Arguments are WGSL expressions.
+ */
+export function coopAbsMaxSlicesLoop(buf: string, off: string, size: string, stride: string, batch: string): string {
   const W = COOP_AMAX_PARTIALS;
-  const loop = (buf: string, p: string) => `    for (var bi = 0u; bi < P.batch; bi++) {
-      let base = P.${p}_off + bi * P.stride_${p};
-      for (var e = wg.x * ${W}u + li; e < P.${p}_size; e += ${W * W}u) { m = max(m, finite_abs_bits(${buf}[base + e])); }
+  return `    for (var bi = 0u; bi < ${batch}; bi++) {
+      let base = ${off} + bi * ${stride};
+      for (var e = wg.x * ${W}u + li; e < ${size}; e += ${W * W}u) { m = max(m, finite_abs_bits(${buf}[base + e])); }
     }`;
-  return memoKernel(label, () => ({
-    label,
-    buffers: [
-      { name: "b_a", type: "f32", write: false },
-      { name: "b_b", type: "f32", write: false },
-      { name: "b_amax", type: "u32", write: true },
-    ],
-    params: u32s(...COOP_AMAX_PARAM_NAMES),
-    code: /* wgsl */ `
+}
+
+/**
+ * The WGSL of a max-abs dispatch (workgroups 256 × 2, y = the operand): `loopA` / `loopB` fold their
+ * operand's elements into `m` (e.g. {@link coopAbsMaxSlicesLoop}), a fixed-order tree reduction
+ * takes the workgroup's maximum, and invocation 0 writes it to `b_amax[y·256 + x]`. `helpers` are
+ * module-scope functions, `prologue` statements at the start of main (both for kernels that need
+ * more than the bindings, e.g. the grouped products' offsets).
+ */
+export function coopAbsMaxWGSL(loopA: string, loopB: string, helpers = "", prologue = ""): string {
+  const W = COOP_AMAX_PARTIALS;
+  return /* wgsl */ `
 var<workgroup> amax_red: array<u32, ${W}>;
 fn finite_abs_bits(x: f32) -> u32 {
   let u = bitcast<u32>(x) & 0x7fffffffu;
   return select(0u, u, u < 0x7f800000u);
 }
-@compute @workgroup_size(${W})
+${helpers}@compute @workgroup_size(${W})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  var m = 0u;
+${prologue}  var m = 0u;
   if (wg.y == 0u) {
-${loop("b_a", "a")}
+${loopA}
   } else {
-${loop("b_b", "b")}
+${loopB}
   }
   amax_red[li] = m;
   workgroupBarrier();
@@ -125,7 +132,20 @@ ${loop("b_b", "b")}
     workgroupBarrier();
   }
   if (li == 0u) { b_amax[wg.y * ${W}u + wg.x] = amax_red[0]; }
-}`,
+}`;
+}
+
+function absMaxKernel(): Kernel {
+  const label = "coop_absmax";
+  return memoKernel(label, () => ({
+    label,
+    buffers: [
+      { name: "b_a", type: "f32", write: false },
+      { name: "b_b", type: "f32", write: false },
+      { name: "b_amax", type: "u32", write: true },
+    ],
+    params: u32s(...COOP_AMAX_PARAM_NAMES),
+    code: coopAbsMaxWGSL(coopAbsMaxSlicesLoop("b_a", "P.a_off", "P.a_size", "P.stride_a", "P.batch"), coopAbsMaxSlicesLoop("b_b", "P.b_off", "P.b_size", "P.stride_b", "P.batch")),
   }));
 }
 
