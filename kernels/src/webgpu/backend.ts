@@ -60,11 +60,10 @@ import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
 import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
-import { COOP_LAUNCH_DEFAULT, COOP_MIN_BLOCKS, coopBlocks, coopMatmulLaunches, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
+import { coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
 import { groupedCoopDevBlocks, groupedCoopDevLaunches, groupedCoopWGradBlocks, groupedCoopWGradLaunches } from "../wgsl/grouped-matmul-coop.ts";
-import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileProblem, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
-import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
-import { coopSupport } from "../wgsl/matmul-coop.ts";
+import type { CoopTile } from "../wgsl/matmul-coop-tile.ts";
+import { resolveTensorCores, type TensorCoreSetup } from "./tensor-cores.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { CommandBatcher } from "./commands.ts";
@@ -125,7 +124,7 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * route every matmul there. A non-negative integer. */
   tensorCoreMinBlocks?: number;
   /** Block shape of the tensor-core kernels (wgsl/matmul-coop-tile.ts). Default
-   * {@link DEFAULT_TENSOR_CORE_TILE} where the device's limits admit it, else COOP_DEFAULT_TILE;
+   * DEFAULT_TENSOR_CORE_TILE (webgpu/tensor-cores.ts) where the device's limits admit it, else COOP_DEFAULT_TILE;
    * with "emulated" a block that fits the device's workgroup memory. Throws at creation when a
    * given block is malformed (wgsl/matmul-coop-tile.ts coopTileProblem), does not fit the device,
    * or is given without `tensorCores`. */
@@ -216,22 +215,6 @@ export const MIN_AUTO_POOL_BYTES = 1 << 30;
  * matmuls are not listed: trusted compilation measured a median 0.99× there. */
 export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_", "mmc_"];
 
-/** Block of the emulated tensor-core kernels where the default one exceeds the device's workgroup
- * memory (lavapipe: 32 KiB). */
-const EMULATED_SMALL_TILE = "64x64x32-2x2-s1";
-
-/** The tensor-core block the backend prefers: 128×256×32 on 16 subgroups, one stage — the fastest
- * block measured on the H200 at 4096³ and at the mixtral-med step shapes (docs/performance.md,
- * "Tensor cores"), 46 KiB of workgroup memory and 512 invocations. */
-export const DEFAULT_TENSOR_CORE_TILE: CoopTile = parseCoopTile("128x256x32-4x4-s1");
-
-/** Whether every layout of the scaled tensor-core kernel with `tile` fits `device`'s limits. */
-function coopTileFitsDevice(device: GPUDevice, tile: CoopTile): boolean {
-  const l = device.limits;
-  if (coopTileThreads(tile) > Math.min(l.maxComputeInvocationsPerWorkgroup, l.maxComputeWorkgroupSizeX)) return false;
-  return [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile, scaled: true }) <= l.maxComputeWorkgroupStorageSize));
-}
-
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
 const I32: readonly DType[] = ["i32"];
@@ -314,48 +297,15 @@ export class WebGpuBackend implements Backend {
     be.attentionBlocks = opts.attentionBlocks ?? {};
     be.splitK = opts.matmulSplitK ?? true;
     be.matmulTuning = opts.matmulTuning ?? {};
-    const minBlocks = opts.tensorCoreMinBlocks ?? COOP_MIN_BLOCKS;
-    if (!(Number.isInteger(minBlocks) && minBlocks >= 0) || (opts.tensorCoreMinBlocks !== undefined && !opts.tensorCores)) {
+    let tc: TensorCoreSetup;
+    try {
+      tc = resolveTensorCores(adapter, device, opts);
+    } catch (e) {
       be.destroy();
-      throw new Error(opts.tensorCores ? `webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}` : `webgpu: tensorCoreMinBlocks needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
+      throw e;
     }
-    be.coopMinBlocks = minBlocks;
-    if (opts.tensorCoreTile) {
-      const problem = coopTileProblem(opts.tensorCoreTile) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
-      if (problem) {
-        be.destroy();
-        throw new Error(`webgpu: tensorCoreTile ${coopTileName(opts.tensorCoreTile)}: ${problem}`);
-      }
-    }
-    if (opts.tensorCoreTile && opts.tensorCores && !coopTileFitsDevice(device, opts.tensorCoreTile)) {
-      be.destroy();
-      throw new Error(`webgpu: tensorCoreTile ${coopTileName(opts.tensorCoreTile)} exceeds this device's workgroup limits`);
-    }
-    if (opts.tensorCores === "emulated") {
-      // the largest block of any layout, scaled, must fit; else a small one (lavapipe: 32 KiB)
-      const tile = opts.tensorCoreTile ?? (coopTileFitsDevice(device, COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : parseCoopTile(EMULATED_SMALL_TILE));
-      if (!device.features.has("shader-f16") || !coopTileFitsDevice(device, tile)) {
-        be.destroy();
-        throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${device.features.has("shader-f16") ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
-      }
-      be.tensorCores = true;
-      be.coopLaunch = { tile, emulate: true };
-      be.tensorCoresStatus = `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)`;
-    } else if (opts.tensorCores) {
-      const s = coopSupport(adapter);
-      const tile = opts.tensorCoreTile ?? (coopTileFitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE);
-      const why = !s.ok ? s.reason
-        : !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'"
-        : !coopTileFitsDevice(device, tile) ? `neither tensor-core block (${coopTileName(DEFAULT_TENSOR_CORE_TILE)}, ${coopTileName(COOP_DEFAULT_TILE)}) fits this device's workgroup limits`
-        : "";
-      if (why && opts.tensorCores === true) {
-        be.destroy();
-        throw new Error(`webgpu: tensorCores requested but ${why}`);
-      }
-      be.tensorCores = !why;
-      be.coopLaunch = { tile, emulate: false };
-      be.tensorCoresStatus = why ? `off (${why})` : `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, block ${coopTileName(be.coopLaunch.tile)}, operands scaled by powers of two and rounded to f16)`;
-    }
+    be.coop = tc.coop;
+    be.tensorCoresStatus = tc.status;
     return be;
   }
 
@@ -822,7 +772,8 @@ export class WebGpuBackend implements Backend {
     // (wgsl/matmul-split-k.ts).
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
-    if (this.tensorCores && f32 && coopBlocks(spec) >= this.coopMinBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopAmax(), this.coopLaunch));
+    const tc = this.coop;
+    if (tc && f32 && coopBlocks(spec) >= tc.minBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopAmax(), tc.launch));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
@@ -857,7 +808,8 @@ export class WebGpuBackend implements Backend {
 
   /** A grouped forward / dX on the tensor cores where on and large enough, else the FMA kernel. */
   private groupedRows(xb: GpuBuf, xoff: number, wb: GpuBuf, woff: number, fb: GpuBuf, foff: number, ob: GpuBuf, ooff: number, g: GroupedDevGeometry): void {
-    if (this.tensorCores && groupedCoopDevBlocks(g) >= this.coopMinBlocks) return this.runAll(groupedCoopDevLaunches(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.coopAmax(), this.coopLaunch));
+    const tc = this.coop;
+    if (tc && groupedCoopDevBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopDevLaunches(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.coopAmax(), tc.launch));
     this.run(groupedMatmulDevLaunch(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
@@ -875,7 +827,8 @@ export class WebGpuBackend implements Backend {
     const xb = this.v(x, ext.x, op, "x", F32);
     const wb = this.v(dw, ext.dw, op, "dw", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
-    if (this.tensorCores && groupedCoopWGradBlocks(g) >= this.coopMinBlocks) return this.runAll(groupedCoopWGradLaunches(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.coopAmax(), this.coopLaunch));
+    const tc = this.coop;
+    if (tc && groupedCoopWGradBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopWGradLaunches(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.coopAmax(), tc.launch));
     this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
@@ -961,12 +914,9 @@ export class WebGpuBackend implements Backend {
 
   /** {@link WebGpuBackendOptions.matmulSplitK}. */
   private splitK = true;
-  /** Tensor-core matmuls on (creation option tensorCores, checked there). */
-  private tensorCores = false;
-  /** Block and emulation of the tensor-core kernels (option tensorCores "emulated" changes both). */
-  private coopLaunch: CoopLaunchConfig = COOP_LAUNCH_DEFAULT;
-  /** Option tensorCoreMinBlocks. */
-  private coopMinBlocks = COOP_MIN_BLOCKS;
+  /** The tensor-core kernels' block, emulation and size threshold; null when they do not run
+   * (creation options tensorCores, tensorCoreTile, tensorCoreMinBlocks: webgpu/tensor-cores.ts). */
+  private coop: TensorCoreSetup["coop"] = null;
   /** Whether tensor-core matmuls are on, and why not ("off (not requested)" unless the creation
    * option tensorCores was given). */
   tensorCoresStatus = "off (not requested)";

@@ -1,0 +1,76 @@
+/**
+ * The webgpu backend's tensor-core options (`tensorCores`, `tensorCoreTile`, `tensorCoreMinBlocks`
+ * of WebGpuBackendOptions) resolved against an adapter and its device: whether the cooperative-
+ * matrix kernels run, with which block, above which size, and the status line the backend reports.
+ */
+import type { WebGpuBackendOptions } from "./backend.ts";
+import { COOP_MIN_BLOCKS, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
+import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileProblem, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
+import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
+import { coopSupport } from "../wgsl/matmul-coop.ts";
+
+/** The tensor-core block the backend prefers: 128×256×32 on 16 subgroups, one stage — the fastest
+ * block measured on the H200 at 4096³ and at the mixtral-med step shapes (docs/performance.md,
+ * "Tensor cores"), 46 KiB of workgroup memory and 512 invocations. */
+export const DEFAULT_TENSOR_CORE_TILE: CoopTile = parseCoopTile("128x256x32-4x4-s1");
+
+/** Block of the emulated tensor-core kernels where the default one exceeds the device's workgroup
+ * memory (lavapipe: 32 KiB). */
+const EMULATED_SMALL_TILE = parseCoopTile("64x64x32-2x2-s1");
+
+/** The options this file reads (their meaning: WebGpuBackendOptions). */
+export type TensorCoreOptions = Pick<WebGpuBackendOptions, "tensorCores" | "tensorCoreMinBlocks" | "tensorCoreTile">;
+
+/** The resolved choice: `coop` null when the tensor-core kernels do not run. */
+export interface TensorCoreSetup {
+  coop: { launch: CoopLaunchConfig; minBlocks: number } | null;
+  /** For WebGpuBackend.tensorCoresStatus. */
+  status: string;
+}
+
+/** Whether every layout of the scaled tensor-core kernel with `tile` fits `device`'s limits. */
+function fitsDevice(device: GPUDevice, tile: CoopTile): boolean {
+  const l = device.limits;
+  if (coopTileThreads(tile) > Math.min(l.maxComputeInvocationsPerWorkgroup, l.maxComputeWorkgroupSizeX)) return false;
+  return [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile, scaled: true }) <= l.maxComputeWorkgroupStorageSize));
+}
+
+/**
+ * Resolve the tensor-core options for `device` (opened on `adapter`). `tensorCores` true or "auto":
+ * the real kernels where {@link coopSupport} passes, the device has the feature and a block fits
+ * (`tensorCoreTile`, else {@link DEFAULT_TENSOR_CORE_TILE}, else COOP_DEFAULT_TILE); "auto" is off
+ * otherwise, naming why. "emulated": the plain-WGSL kernels, needing shader-f16 and a block that
+ * fits (default COOP_DEFAULT_TILE, else 64×64×32).
+ * @throws Error naming the option: tensorCoreMinBlocks not an integer ≥ 0; tensorCoreMinBlocks or
+ *   tensorCoreTile without tensorCores; a malformed tile or one beyond the device's limits;
+ *   "emulated" without shader-f16 or room; `true` where the tensor cores are unavailable.
+ */
+export function resolveTensorCores(adapter: GPUAdapter, device: GPUDevice, opts: TensorCoreOptions): TensorCoreSetup {
+  const minBlocks = opts.tensorCoreMinBlocks ?? COOP_MIN_BLOCKS;
+  if (opts.tensorCoreMinBlocks !== undefined && !opts.tensorCores) throw new Error(`webgpu: tensorCoreMinBlocks needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
+  if (!(Number.isInteger(minBlocks) && minBlocks >= 0)) throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
+  const given = opts.tensorCoreTile;
+  if (given) {
+    const problem = coopTileProblem(given) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
+    if (problem) throw new Error(`webgpu: tensorCoreTile ${coopTileName(given)}: ${problem}`);
+    if (!fitsDevice(device, given)) throw new Error(`webgpu: tensorCoreTile ${coopTileName(given)} exceeds this device's workgroup limits`);
+  }
+  if (!opts.tensorCores) return { coop: null, status: "off (not requested)" };
+  if (opts.tensorCores === "emulated") {
+    const tile = given ?? (fitsDevice(device, COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : EMULATED_SMALL_TILE);
+    const f16 = device.features.has("shader-f16");
+    if (!f16 || !fitsDevice(device, tile)) {
+      throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${f16 ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
+    }
+    return { coop: { launch: { tile, emulate: true }, minBlocks }, status: `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)` };
+  }
+  const s = coopSupport(adapter);
+  const tile = given ?? (fitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE);
+  const why = !s.ok ? s.reason
+    : !device.features.has("wgpu-cooperative-matrix" as GPUFeatureName) ? "the device was created without 'wgpu-cooperative-matrix'"
+    : !fitsDevice(device, tile) ? `neither tensor-core block (${coopTileName(DEFAULT_TENSOR_CORE_TILE)}, ${coopTileName(COOP_DEFAULT_TILE)}) fits this device's workgroup limits`
+    : "";
+  if (why && opts.tensorCores === true) throw new Error(`webgpu: tensorCores requested but ${why}`);
+  if (why) return { coop: null, status: `off (${why})` };
+  return { coop: { launch: { tile, emulate: false }, minBlocks }, status: `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, block ${coopTileName(tile)}, operands scaled by powers of two and rounded to f16)` };
+}
