@@ -20,19 +20,12 @@ import { ConfigError } from "../../src/config/errors.ts";
 import { describeValue, scanJsonBounds, CONFIG_JSON_LIMITS } from "../../src/config/json-bounds.ts";
 import { parseJsonConfig, resolveJobConfig } from "../../src/config/resolve.ts";
 import { tinyJob } from "../engine/fixtures.ts";
+import { thrown } from "./thrown.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-bounds-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const TRAIN = resolve(import.meta.dir, "../../src/cli/train.ts");
 
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error");
-}
 
 describe("job and DeepSpeed JSON", () => {
   test("a 10 MB unknown key: ConfigError naming the file, the key echoed as a short prefix", () => {

@@ -18,6 +18,7 @@ import { launch } from "../../src/launch/index.ts";
 import { dataStreamChanges } from "../../src/train/resume-config.ts";
 import { awkwardModel, tinyJob } from "../engine/fixtures.ts";
 import { CKPT_ENTRY, type RunOut } from "./fixture.ts";
+import { thrown } from "./thrown.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-lock-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -52,14 +53,6 @@ async function deadPid(): Promise<number> {
 }
 
 /** The error `f` throws. */
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error");
-}
 
 describe("acquireCheckpointLock", () => {
   test("O_EXCL lock with pid, host, start time; a second taker is refused naming dir and pid; release removes it", () => {

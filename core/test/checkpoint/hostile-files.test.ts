@@ -19,19 +19,12 @@ import { readHubIndex } from "../../src/checkpoint/hub-index.ts";
 import { locateCheckpoint, readManifest } from "../../src/checkpoint/manifest.ts";
 import { RecordFileReader } from "../../src/checkpoint/record-file.ts";
 import { parseSafetensorsHeader, SafetensorsError, SafetensorsReader, writeSafetensors } from "../../src/checkpoint/safetensors.ts";
+import { thrown } from "./thrown.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-hostile-files-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const SRC = resolve(import.meta.dir, "../../src/checkpoint");
 
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected a throw");
-}
 
 function fifo(path: string): string {
   const r = Bun.spawnSync(["mkfifo", path]);

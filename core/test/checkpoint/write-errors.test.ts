@@ -13,19 +13,12 @@ import { writeFileAtomic } from "../../src/checkpoint/manifest.ts";
 import { RecordFileWriter } from "../../src/checkpoint/record-file.ts";
 import { describeTrainError } from "../../src/cli/train.ts";
 import { LaunchError } from "../../src/launch/index.ts";
+import { thrown } from "./thrown.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-enospc-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const haveDevFull = existsSync("/dev/full");
 
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error");
-}
 
 describe("ENOSPC names the file", () => {
   test.skipIf(!haveDevFull)("a rank file on a full disk: CheckpointWriteError naming it", () => {
