@@ -298,6 +298,24 @@ export interface Backend {
    * logsumexp(logits_r) − logits_r[t_r], and dlogits = (softmax − onehot)·gradScale. Rows whose
    * target equals `ignoreIndex` get loss 0 and zero gradient. */
   crossEntropy(logits: View, targets: View, losses: View, dlogits: View, rows: number, vocab: number, ignoreIndex: number, gradScale: number): void;
+  /** Tiled cross-entropy, step 1 of 3 (the fused LM head + loss of core/src/tensor/ops/linear-cross-entropy.ts;
+   * Apple's Cut Cross-Entropy, Liger-Kernel's fused linear cross-entropy): `logits` [rows, cols]
+   * f32 holds columns [col0, col0 + cols) of `rows` rows' logits. For each row r whose targets[r]
+   * (i32) ≠ ignoreIndex, the f32 state stats[3r..3r+3) = (m, s, x_t) — running max, Σ exp(x − m),
+   * the target's logit — is merged with the tile (set from it when `first`; x_t = 0 until the
+   * tile holding column t_r): m' = max(m, max_j x_j), s' = s·exp(m − m') + Σ_j exp(x_j − m')
+   * (online softmax normaliser, Milakov & Gimelshein 2018). Ignored rows are left untouched. */
+  crossEntropyTileStats(logits: View, targets: View, stats: View, rows: number, cols: number, col0: number, ignoreIndex: number, first: boolean): void;
+  /** Tiled cross-entropy, step 2 (after the last tile): for each row with targets[r] ≠
+   * ignoreIndex, lse[r] = m + log s and losses[r] = lse − x_t + zLoss·lse² (PaLM's z-loss, f32);
+   * both 0 for ignored rows. A target outside [0, vocab) that is not ignoreIndex gives loss NaN
+   * (the cpu backend throws, naming the row). */
+  crossEntropyTileFinish(stats: View, targets: View, lse: View, losses: View, rows: number, vocab: number, ignoreIndex: number, zLoss: number): void;
+  /** Tiled cross-entropy, step 3 (backward of one tile, IN PLACE on `logits` [rows, cols] =
+   * columns [col0, col0 + cols)): logits[r, j] ← g·gradScale·(exp(x − lse_r)·(1 + 2·zLoss·lse_r)
+   * − [col0 + j = t_r]) for valid rows, 0 for rows whose target is ignoreIndex; g = gradOut[0]
+   * (a device f32 scalar, the upstream gradient of the loss), lse from step 2. */
+  crossEntropyTileBackward(logits: View, targets: View, lse: View, gradOut: View, rows: number, cols: number, col0: number, ignoreIndex: number, gradScale: number, zLoss: number): void;
 
   // ---- transformer pieces -------------------------------------------------------------------
   /** Rotary embedding on x [batch, seq, heads, headDim] in the Hugging Face "rotate_half" layout

@@ -15,6 +15,7 @@ import type { AdamWParams, Backend, ClipScaleParams, LambParams, BackendInfo, Bi
 import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
+import { ceTileBackwardF, ceTileFinishF, ceTileStatsF } from "./tiled-cross-entropy.ts";
 import { affineF, axpyF, binaryF, broadcastShape, numel, unaryBackwardF, unaryF } from "./elementwise.ts";
 import { siluMulBackwardF, siluMulF } from "./silu-mul.ts";
 import { addRmsnormBackwardF, addRmsnormF } from "./add-rmsnorm.ts";
@@ -369,6 +370,34 @@ export class CpuBackend implements Backend {
     const ss = this.f(losses, rows, op, "losses");
     const ds = this.f(dlogits, rows * vocab, op, "dlogits");
     crossEntropyF(ls.a, ls.o, ts.a, ts.o, ss.a, ss.o, ds.a, ds.o, rows, vocab, ignoreIndex, gradScale);
+  }
+  crossEntropyTileStats(logits: View, targets: View, stats: View, rows: number, cols: number, col0: number, ignoreIndex: number, first: boolean): void {
+    const op = "crossEntropyTileStats";
+    this.rc(op, rows, cols);
+    checkCount(op, "col0", col0);
+    const ls = this.f(logits, rows * cols, op, "logits");
+    const ts = this.i(targets, rows, op, "targets");
+    const ss = this.f(stats, 3 * rows, op, "stats");
+    ceTileStatsF(ls.a, ls.o, ts.a, ts.o, ss.a, ss.o, rows, cols, col0, ignoreIndex, first);
+  }
+  crossEntropyTileFinish(stats: View, targets: View, lse: View, losses: View, rows: number, vocab: number, ignoreIndex: number, zLoss: number): void {
+    const op = "crossEntropyTileFinish";
+    this.rc(op, rows, vocab);
+    const ss = this.f(stats, 3 * rows, op, "stats");
+    const ts = this.i(targets, rows, op, "targets");
+    const es = this.f(lse, rows, op, "lse");
+    const os = this.f(losses, rows, op, "losses");
+    ceTileFinishF(ss.a, ss.o, ts.a, ts.o, es.a, es.o, os.a, os.o, rows, vocab, ignoreIndex, zLoss);
+  }
+  crossEntropyTileBackward(logits: View, targets: View, lse: View, gradOut: View, rows: number, cols: number, col0: number, ignoreIndex: number, gradScale: number, zLoss: number): void {
+    const op = "crossEntropyTileBackward";
+    this.rc(op, rows, cols);
+    checkCount(op, "col0", col0);
+    const ls = this.f(logits, rows * cols, op, "logits");
+    const ts = this.i(targets, rows, op, "targets");
+    const es = this.f(lse, rows, op, "lse");
+    const gs = this.f(gradOut, 1, op, "gradOut");
+    ceTileBackwardF(ls.a, ls.o, ts.a, ts.o, es.a, es.o, gs.a[gs.o]!, rows, cols, col0, ignoreIndex, gradScale, zLoss);
   }
 
   // ---- transformer pieces ------------------------------------------------------------------

@@ -41,6 +41,7 @@ import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBl
 import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks, type FlashBlock, flashTileBytes } from "../wgsl/attention-flash.ts";
 import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
+import { ceTileBackwardLaunch, ceTileFinishLaunch, ceTileStatsLaunch } from "../wgsl/tiled-cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
@@ -853,6 +854,32 @@ export class WebGpuBackend implements Backend {
     const lsb = this.v(losses, rows, op, "losses", F32);
     const db = this.v(dlogits, rows * vocab, op, "dlogits", F32);
     if (rows > 0) this.run(crossEntropyLaunch(lb, logits.off, tb, targets.off, lsb, losses.off, db, dlogits.off, rows, vocab, ignoreIndex, gradScale));
+  }
+
+  crossEntropyTileStats(logits: View, targets: View, stats: View, rows: number, cols: number, col0: number, ignoreIndex: number, first: boolean): void {
+    const op = "crossEntropyTileStats";
+    const lb = this.v(logits, rows * cols, op, "logits", F32);
+    const tb = this.v(targets, rows, op, "targets", I32);
+    const sb = this.v(stats, 3 * rows, op, "stats", F32);
+    if (rows > 0) this.run(ceTileStatsLaunch(lb, logits.off, tb, targets.off, sb, stats.off, rows, cols, col0, ignoreIndex, first));
+  }
+
+  crossEntropyTileFinish(stats: View, targets: View, lse: View, losses: View, rows: number, vocab: number, ignoreIndex: number, zLoss: number): void {
+    const op = "crossEntropyTileFinish";
+    const sb = this.v(stats, 3 * rows, op, "stats", F32);
+    const tb = this.v(targets, rows, op, "targets", I32);
+    const eb = this.v(lse, rows, op, "lse", F32);
+    const lsb = this.v(losses, rows, op, "losses", F32);
+    if (rows > 0) this.run(ceTileFinishLaunch(sb, stats.off, tb, targets.off, eb, lse.off, lsb, losses.off, rows, vocab, ignoreIndex, zLoss));
+  }
+
+  crossEntropyTileBackward(logits: View, targets: View, lse: View, gradOut: View, rows: number, cols: number, col0: number, ignoreIndex: number, gradScale: number, zLoss: number): void {
+    const op = "crossEntropyTileBackward";
+    const lb = this.v(logits, rows * cols, op, "logits", F32);
+    const tb = this.v(targets, rows, op, "targets", I32);
+    const eb = this.v(lse, rows, op, "lse", F32);
+    const gb = this.v(gradOut, 1, op, "gradOut", F32);
+    if (rows > 0) this.run(ceTileBackwardLaunch(lb, logits.off, tb, targets.off, eb, lse.off, gb, gradOut.off, rows, cols, col0, ignoreIndex, gradScale, zLoss));
   }
 
   // ---- transformer pieces --------------------------------------------------------------------

@@ -13,7 +13,7 @@
  * ```
  *
  * `runOpSuite` registers one `describe("ops conformance: <name>")` with a nested describe per op
- * family (memory+transfer, elementwise, rows, matmul, embedding+loss, transformer, moe, optim,
+ * family (memory+transfer, elementwise, rows, matmul, embedding+loss, tiled cross-entropy, transformer, moe, optim,
  * determinism: bit-identical results when an op is run twice).
  * `make` runs once in `beforeAll`; every test allocates through a context that frees its buffers
  * afterwards. Each op is compared with the float64 reference in `kernels/test/reference/` on
@@ -46,6 +46,7 @@ import { moeDeviceTests } from "./moe-device.ts";
 import { optimTests } from "./optim.ts";
 import { rowTests } from "./rows.ts";
 import { transformerTests } from "./transformer.ts";
+import { tiledCrossEntropyTests } from "./tiled-cross-entropy.ts";
 
 export type { OpSuiteOptions, Tol } from "./harness.ts";
 export { Ctx } from "./harness.ts";
@@ -88,6 +89,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
     describe("grouped matmul", () => groupedMatmulTests(t));
     describe("grouped matmul at awkward sizes", () => groupedAwkwardTests(t));
     describe("embedding and loss", () => embeddingTests(t));
+    describe("tiled cross-entropy", () => tiledCrossEntropyTests(t));
     describe("rope and attention", () => transformerTests(t));
     describe("moe primitives", () => moeTests(t));
     describe("moe on the device", () => moeDeviceTests(t));
