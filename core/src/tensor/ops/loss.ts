@@ -5,7 +5,10 @@
  * backward, where it is scaled by the incoming scalar gradient.
  */
 import { accumulateGrad, isGradEnabled, record } from "../tape.ts";
-import { Tensor, empty } from "../tensor.ts";
+import { Tensor, empty, fromArray } from "../tensor.ts";
+import { mul, scale, square, sub } from "./elementwise.ts";
+import { mean, sum } from "./reduce.ts";
+import { logSoftmax } from "./softmax.ts";
 
 /**
  * logits f32 [..., vocab], targets i32 with numel = rows of logits. `numValid` is the number of
@@ -42,4 +45,22 @@ export function crossEntropy(logits: Tensor, targets: Tensor, numValid: number, 
     accumulateGrad(logits, (dst) => be.binary("mul", dlogits.view, [rows * vocab], g.view, [1], dst), false);
     dlogits.dispose();
   });
+}
+
+/**
+ * PaLM's z-loss (Chowdhery et al. 2022, §5) of materialised logits [..., vocab]:
+ * coef · Σ over scored rows of lse_r² / numValid, lse_r = logsumexp of row r, a row scored when
+ * hostTargets[r] ≠ ignoreIndex. Composed of differentiable ops (lse_r = mean_j(x_rj −
+ * logSoftmax(x)_rj), whose gradient is softmax_r), so it is the unfused counterpart of
+ * linearCrossEntropy's `zLoss` (add it to {@link crossEntropy}). Returns a [1] tensor (0 when
+ * numValid is 0). @throws when hostTargets does not have one entry per row.
+ */
+export function logitsZLoss(logits: Tensor, hostTargets: ArrayLike<number>, numValid: number, coef: number, ignoreIndex = -100): Tensor {
+  const rows = logits.rows;
+  if (hostTargets.length !== rows) throw new Error(`logitsZLoss: hostTargets has ${hostTargets.length} entries, expected one per row of ${logits}`);
+  const mask = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) mask[r] = hostTargets[r] === ignoreIndex ? 0 : 1;
+  const lse = mean(sub(logits, logSoftmax(logits)), -1);
+  const zs = mul(square(lse), fromArray(logits.be, mask, lse.shape));
+  return scale(sum(zs), numValid > 0 ? coef / numValid : 0);
 }
