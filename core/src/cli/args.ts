@@ -27,6 +27,12 @@ export const TRAIN_USAGE = `usage: bun run train [options]
                                directory (config.json, model.safetensors or shards + index; its
                                config.json gives the model, a job's model section must agree),
                                an index file or one .safetensors file
+  --dump-batches <dir>         write every step's input ids and labels as trained, one safetensors
+                               file per step and rank (docs/summary.md "Batch dumps"); dir must be
+                               new or empty
+  --save-init <dir>            before step 1, write the initial weights in fp32 (the master copy
+                               under bf16/fp16) as a Hugging Face directory (config.json +
+                               model.safetensors) that --init-from and Transformers read
   --max-device-memory <size>   device memory budget per rank, e.g. 8MiB or 4GiB (overrides
                                "max_device_memory"): the memory check and the backend honour it
   --launcher <local|mpi>       local: ranks are threads of this process (default); mpi: run
@@ -57,6 +63,10 @@ export interface TrainArgs {
   plots?: string;
   resume?: string;
   initFrom?: string;
+  /** `--dump-batches`: folder for the per-step batch files (train/batch-dump.ts). */
+  dumpBatches?: string;
+  /** `--save-init`: folder for the step-0 fp32 weights (checkpoint/fp32-weights.ts). */
+  saveInit?: string;
   /** `--launcher`: "local" (default) or "mpi" (run under mpirun; docs/comm.md). */
   launcher?: "local" | "mpi";
   /** `--hostfile` for `--launcher mpi`. */
@@ -76,6 +86,8 @@ const OPTIONS = {
   plots: { type: "string" },
   resume: { type: "string" },
   "init-from": { type: "string" },
+  "dump-batches": { type: "string" },
+  "save-init": { type: "string" },
   launcher: { type: "string" },
   hostfile: { type: "string" },
   "max-device-memory": { type: "string" },
@@ -173,6 +185,8 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     plots: pathOption("plots", str("plots")),
     resume: pathOption("resume", str("resume")),
     initFrom: pathOption("init-from", str("init-from")),
+    dumpBatches: pathOption("dump-batches", str("dump-batches")),
+    saveInit: pathOption("save-init", str("save-init")),
     launcher: launcherOption(str("launcher")),
     hostfile: pathOption("hostfile", str("hostfile")),
     maxDeviceMemory: sizeOption("max-device-memory", str("max-device-memory")),

@@ -42,6 +42,7 @@ import { EXIT_STOPPED_AFTER_SAVE, receivedStopSignal, signalName } from "../trai
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
+import { batchDumpProblem, newOutputDirProblem } from "../train/batch-dump.ts";
 import { commEnvProblem } from "./comm-env.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
@@ -142,6 +143,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     // paths written after training are checked before it starts
     const summaryProblem = a.summary === undefined ? null : fileOutputProblem(a.summary, true);
     if (summaryProblem !== null) throw new UsageError(`--summary: ${summaryProblem}`);
+    // under mpirun every process checks its arguments; the output folders only at rank 0, as the
+    // other ranks may already be writing into them
+    const checksOutputs = mpi === null || mpi.rank === 0;
+    const dumpProblem = a.dumpBatches === undefined || !checksOutputs ? null : batchDumpProblem(a.dumpBatches, config);
+    if (dumpProblem !== null) throw new UsageError(`--dump-batches: ${dumpProblem}`, "");
+    if (a.dumpBatches !== undefined && a.saveInit !== undefined && resolve(a.dumpBatches) === resolve(a.saveInit)) throw new UsageError(`--dump-batches and --save-init name the same directory ${resolve(a.saveInit)}; give two`, "");
+    const initProblem = a.saveInit === undefined || !checksOutputs ? null : newOutputDirProblem(a.saveInit);
+    if (initProblem !== null) throw new UsageError(`--save-init: ${initProblem}`, "");
     const ckptProblem = config.checkpoint.dir === null ? null : ensureOutputDir(config.checkpoint.dir);
     if (ckptProblem !== null) throw new ConfigError([{ path: "checkpoint.dir", message: ckptProblem }], `invalid job ${a.config ?? "<default job>"}`);
     if (a.resume !== undefined) {
@@ -156,7 +165,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     for (const l of summarizeJob(config)) out(l);
     for (const w of warnings) out(`warning: ${w}`);
     const t0 = performance.now();
-    const runOpts = { resume: a.resume, initFrom: a.initFrom, baseDir: a.config === undefined ? undefined : dirname(resolve(a.config)) };
+    const runOpts = { resume: a.resume, initFrom: a.initFrom, dumpBatches: a.dumpBatches, saveInit: a.saveInit, baseDir: a.config === undefined ? undefined : dirname(resolve(a.config)) };
     const run = mpi === null
       ? await runTraining(config, runOpts)
       : await runTrainingMpiRank(config, mpi.rank, { ...runOpts, onError: (e, r) => reportMpiRankError(e, r, describeTrainError) });

@@ -19,6 +19,7 @@ import { formatEvalLine, formatStepLine, mib } from "./log.ts";
 import { DivergenceWatch } from "./divergence.ts";
 import { signalName, stopRequested, type StopFlag } from "./stop-signal.ts";
 import type { RunObserver } from "../observe/observer.ts";
+import type { BatchDumper } from "./batch-dump.ts";
 
 /** Where rank 0's output goes (the others pass a sink that drops everything). */
 export interface LoopOutput {
@@ -76,6 +77,8 @@ export interface LoopOptions {
   /** Timing, comms logger, FLOPs profiler, monitors and history (core/src/observe/observer.ts);
    * `comm`, `backend` and `engine` must be the observer's observed ones. */
   observer?: RunObserver;
+  /** Writes each step's micro-batches as trained (`--dump-batches`, batch-dump.ts); null: none. */
+  dump?: BatchDumper | null;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment).
@@ -126,6 +129,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
 
   for (let step = startStep + 1; step <= steps; step++) {
     const micros = toEngineBatches(loader.nextStep());
+    o.dump?.write(step, micros);
     o.observer?.beginStep(step);
     const t0 = performance.now();
     const r = await engine.trainBatch(micros);

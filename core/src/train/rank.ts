@@ -31,6 +31,8 @@ import { loadJobPlugins } from "./job-plugins.ts";
 import { dataStreamChanges } from "./resume-config.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 import { RunObserver } from "../observe/observer.ts";
+import { saveFp32Weights } from "../checkpoint/fp32-weights.ts";
+import { BatchDumper } from "./batch-dump.ts";
 
 /** Arguments every rank receives (structured-cloned by launch). */
 export interface TrainRankArgs {
@@ -48,6 +50,10 @@ export interface TrainRankArgs {
   resume?: string;
   /** Initialise the parameters from this Hugging Face safetensors file (`--init-from`). */
   initFrom?: string;
+  /** Write every step's batches into this folder (batch-dump.ts). */
+  dumpBatches?: string;
+  /** Write the fp32 weights before step 1 into this folder (checkpoint/fp32-weights.ts). */
+  saveInit?: string;
   /** Stop flag shared with the launcher's SIGINT/SIGTERM handlers (stop-signal.ts). */
   stop?: Int32Array;
   /** Host memory available before the ranks started (memory-check.ts; default: read now). */
@@ -154,7 +160,14 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       if (changed.length > 0) out.line(`warning: resuming with another data stream than the checkpoint's: ${changed.join(", ")}; the saved data position counts windows of the checkpoint's stream, so training continues at that position in a different one`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
     }
-    const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer });
+    if (args.saveInit !== undefined) {
+      const t0 = performance.now();
+      const path = await saveFp32Weights(engine, args.saveInit);
+      out.line(`save-init  ${path}: fp32 weights of step ${startStep} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
+    const dump = args.dumpBatches === undefined ? null : new BatchDumper(args.dumpBatches, config, comm.rank, startStep);
+    if (dump) out.line(`dump       every step's batches into ${dump.dir}`);
+    const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer, dump });
     done();
     observer.finish();
 
@@ -172,6 +185,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       other: cur.other,
       padding: engine.paddingBytes(),
       peak_total: mem.peakTotal,
+      peak_by_tag: { ...mem.peak },
     };
     const st = comm.stats();
     const commBytes: RankComm = {

@@ -45,6 +45,8 @@ export async function runTrainingMpiRank(
     baseDir: o.baseDir ?? process.cwd(),
     resume: o.resume,
     initFrom: o.initFrom,
+    dumpBatches: o.dumpBatches,
+    saveInit: o.saveInit,
     stop,
   };
   let uninstall = () => {};

@@ -29,6 +29,10 @@ export interface RunTrainingOptions {
   resume?: string;
   /** Initialise parameters from this Hugging Face safetensors file. */
   initFrom?: string;
+  /** Write every step's batches here (batch-dump.ts; `--dump-batches`). */
+  dumpBatches?: string;
+  /** Write the step-0 fp32 weights here (checkpoint/fp32-weights.ts; `--save-init`). */
+  saveInit?: string;
 }
 
 /** What a run produces. */
@@ -72,6 +76,8 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     baseDir: o.baseDir ?? process.cwd(),
     resume: o.resume,
     initFrom: o.initFrom,
+    dumpBatches: o.dumpBatches,
+    saveInit: o.saveInit,
   };
   // SIGINT/SIGTERM ask the ranks to stop after the current step (saving a checkpoint) instead of
   // killing the process; the handlers live only while the ranks run

@@ -25,6 +25,9 @@ export interface RankMemory {
   other: number;
   padding: number;
   peak_total: number;
+  /** The run's peak of each tag on its own (the tags peak at different moments, so these need
+   * not add up to `peak_total`). */
+  peak_by_tag: Record<string, number>;
 }
 
 /** Bytes one rank sent per collective over the whole run (nominal ring bytes, comm/stats.ts). */
@@ -43,6 +46,9 @@ export interface MoeSummary {
   /** expert_counts[layer][expert]: routing choices (flattened tokens·k) over every training
    * micro-batch of the run, summed over the data-parallel group. */
   expert_counts: number[][];
+  /** step_expert_counts[s][layer][expert]: the same counts for each step of this run (step
+   * start_step + 1 + s), the first steps while steps × layers × experts ≤ 4,000,000. */
+  step_expert_counts: number[][][];
   /** Load-balancing loss (before its coefficient) of the last step, mean over micro-batches and ranks. */
   aux_loss: number | null;
   /** Tokens dropped for capacity over the run (0: Mixtral routing has no capacity limit). */
@@ -214,6 +220,16 @@ export function checkSummary(x: unknown): string[] {
           row.forEach((v, e) => {
             if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad.push(`moe.expert_counts[${l}][${e}]: expected a count (integer ≥ 0), got ${JSON.stringify(v)}`);
           });
+        });
+      }
+      const sc = x.moe.step_expert_counts;
+      if (!Array.isArray(sc)) bad.push("moe.step_expert_counts: expected an array [step][layer][expert]");
+      else if (Array.isArray(ec)) {
+        if (typeof steps === "number" && sc.length > steps) bad.push(`moe.step_expert_counts: ${sc.length} steps, more than steps ${steps}`);
+        sc.forEach((st: unknown, s) => {
+          if (!Array.isArray(st) || st.length !== ec.length || !st.every((row, l) => Array.isArray(row) && row.length === (ec[l] as unknown[]).length && row.every((v) => Number.isInteger(v) && v >= 0))) {
+            bad.push(`moe.step_expert_counts[${s}]: expected ${ec.length} layers of counts shaped as moe.expert_counts`);
+          }
         });
       }
       num(x.moe.aux_loss, "moe.aux_loss", true);

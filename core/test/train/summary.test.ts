@@ -19,9 +19,9 @@ function report(r: number, seed: number): RankReport {
     stepSeconds: [0.3 + rnd(), 0.2 + rnd(), 0.2 + rnd()],
     valLoss: 3.5 + rnd(),
     tokensPerStep: 7 * 13,
-    memory: { rank: r, params: 1051904, grads: 525952, optim: 1051904, gathered: 4096, activation: 0, comm: 0, other: 0, padding: 12, peak_total: 9e6 },
+    memory: { rank: r, params: 1051904, grads: 525952, optim: 1051904, gathered: 4096, activation: 0, comm: 0, other: 0, padding: 12, peak_total: 9e6, peak_by_tag: { param: 1051904, grad: 525952, optim: 1051904, activation: 4e6, gathered: 4096, comm: 0, other: 0 } },
     comm: { rank: r, all_gather: 1e5 * rnd(), reduce_scatter: 1e5 * rnd(), all_reduce: 104, all_to_all: 0, broadcast: 0 },
-    sections: { moe: { expert_counts: [[5, 0, 11], [7, 6, 3]], aux_loss: 1.01, dropped_tokens: 0 } },
+    sections: { moe: { expert_counts: [[5, 0, 11], [7, 6, 3]], step_expert_counts: [[[2, 0, 4], [3, 2, 1]], [[3, 0, 7], [4, 4, 2]]], aux_loss: 1.01, dropped_tokens: 0 } },
   };
 }
 
@@ -56,6 +56,8 @@ describe("summary", () => {
       [(s) => (s.comm.per_rank[1].all_to_all = null), /^comm\.per_rank\[1\]\.all_to_all: expected a size/],
       [(s) => s.moe.expert_counts[1].pop(), /^moe\.expert_counts\[1\]: expected 3 experts, got 2/],
       [(s) => (s.moe.expert_counts[0][2] = 1.5), /^moe\.expert_counts\[0\]\[2\]: expected a count/],
+      [(s) => s.moe.step_expert_counts[1][0].pop(), /^moe\.step_expert_counts\[1\]: expected 2 layers of counts/],
+      [(s) => (s.moe.step_expert_counts = [...s.moe.step_expert_counts, ...s.moe.step_expert_counts]), /^moe\.step_expert_counts: 4 steps, more than steps 3/],
       [(s) => delete s.moe.dropped_tokens, /^moe\.dropped_tokens: expected a size/],
       [(s) => (s.start_step = -1), /^start_step: expected an integer ≥ 0/],
       [(s) => (s.checkpoints = [3]), /^checkpoints: expected an array of strings/],

@@ -82,9 +82,18 @@ export function moeStateOf(ctx: Pick<HookContext, "groups">): MoEState | null {
  * every reduced step, the last step's aux loss. */
 export interface MoESummarySection {
   expert_counts: number[][];
+  /** step_expert_counts[s][layer][expert]: the same counts for each step of this run, in order
+   * (step start_step + 1 + s), for per-step comparisons with another implementation; kept for
+   * the first steps while their total stays within {@link STEP_EXPERT_COUNTS_LIMIT} numbers. */
+  step_expert_counts: number[][][];
   aux_loss: number | null;
   dropped_tokens: number;
 }
+
+/** Most numbers (steps × layers × experts) the summary's `step_expert_counts` keeps: the first
+ * steps of a run that would pass it are kept, the later ones left out (4M numbers: 50 steps of
+ * 94 layers × 128 experts fit many times over; a summary stays tens of MB at most). */
+export const STEP_EXPERT_COUNTS_LIMIT = 4_000_000;
 
 /** Whether `x` looks like a {@link MoEManifestEntry} (a checkpoint's `plugins.moe`). */
 function isManifestEntry(x: unknown): x is MoEManifestEntry {
@@ -229,6 +238,8 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       const counts = Array.from({ length: L }, () => new Array<number>(E).fill(0));
       let dropped = 0;
       let last: MoEStepStats | null = null;
+      const perStep: number[][][] = [];
+      let perStepNumbers = 0;
       ctx.metrics.afterStep(async () => {
         const s = await stats.reduceStep(ctx.comm, ctx.groups.dp);
         s.layers.forEach((l, i) => {
@@ -238,9 +249,13 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           dropped += l.dropped;
         });
         last = s;
+        if (perStepNumbers + L * E <= STEP_EXPERT_COUNTS_LIMIT) {
+          perStep.push(s.layers.map((l) => [...l.counts]));
+          perStepNumbers += L * E;
+        }
         return { line: formatLoadLine(s), warnings: s.warnings };
       });
-      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped }));
+      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped }));
       ctx.claim("route", {
         dispatcher: (hc) => {
           if (P === 1) return null;
