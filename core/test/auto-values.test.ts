@@ -91,15 +91,32 @@ describe("auto values", () => {
     expect(c.scheduler!.params).toMatchObject({ total_num_steps: 37, warmup_num_steps: 5, warmup_min_lr: 0, warmup_max_lr: 3e-3 });
   });
 
-  test("an auto the Trainer does not fill is refused, naming the key", () => {
+  test("an auto the Trainer does not fill is refused, naming the key, outside DeepSpeed's pydantic sections", () => {
     let err: unknown;
     try {
-      resolveWith({ zero_optimization: { stage: 3, stage3_max_live_parameters: "auto" } });
+      resolveWith({ steps_per_print: "auto" });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toContain('zero_optimization.stage3_max_live_parameters: "auto" is not filled for this key');
+    expect((err as Error).message).toContain('steps_per_print: "auto" is not filled for this key');
+    // inside zero_optimization DeepSpeed's config model drops "auto": the default, named with its value
+    const { config: c, warnings } = resolveWith({ zero_optimization: { stage: 3, stage3_max_live_parameters: "auto", stage3_gather_16bit_weights_on_model_save: "auto" } });
+    expect(c.zero_optimization.stage3_max_live_parameters).toBe(1e9);
+    expect(c.zero_optimization.stage3_gather_16bit_weights_on_model_save).toBe(false);
+    expect(warnings.join("\n")).toContain("zero_optimization.stage3_gather_16bit_weights_on_model_save = false (the default");
+  });
+
+  test("the fill line prints resolved values; gradient_clipping auto is 1.0 when the job gives none", () => {
+    const job = { ...JOB } as Record<string, unknown>;
+    delete job.gradient_clipping;
+    const { config: c, warnings } = resolveWith({ gradient_clipping: "auto", train_batch_size: "auto", scheduler: { type: "WarmupLR", params: { warmup_max_lr: "auto" } } }, job);
+    expect(c.gradient_clipping).toBe(1.0);
+    const line = warnings.find((w) => w.startsWith('DeepSpeed "auto" values filled'))!;
+    expect(line).toContain("gradient_clipping = 1 (the Trainer's max_grad_norm default)");
+    expect(line).toContain("train_batch_size = 12 (micro-batch × gradient_accumulation_steps × world_size, calculated)");
+    expect(line).toContain("scheduler.params.warmup_max_lr = 0.003 (the optimizer's lr)");
+    expect(line).not.toContain("= default");
   });
 
   test("an auto micro-batch needs one in the job", () => {

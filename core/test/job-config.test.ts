@@ -70,9 +70,13 @@ describe("errors", () => {
   });
   test("enum values get a suggestion; HF \"auto\" the Trainer does not fill is explained", () => {
     // the "auto" values the Trainer fills are filled (core/test/auto-values.test.ts)
-    const issues = issuesOf(job({ backend: "webgpus", zero_optimization: { stage3_max_live_parameters: "auto" } }));
+    const issues = issuesOf(job({ backend: "webgpus", steps_per_print: "auto" }));
     expect(at(issues, "backend")[0]).toMatch(/did you mean "webgpu"\?/);
-    expect(at(issues, "zero_optimization.stage3_max_live_parameters")[0]).toMatch(/"auto" is not filled for this key: the Hugging Face Trainer fills only/);
+    expect(at(issues, "steps_per_print")[0]).toMatch(/"auto" is not filled for this key: the Hugging Face Trainer fills only/);
+    // inside DeepSpeed's pydantic sections "auto" is dropped: the key takes its default, and the line says so
+    const r = resolveJobConfig(job({ zero_optimization: { stage: 3, stage3_max_live_parameters: "auto" } }));
+    expect(r.config.zero_optimization.stage3_max_live_parameters).toBe(1e9);
+    expect(r.warnings.join("\n")).toContain(`zero_optimization.stage3_max_live_parameters = 1000000000 (the default: DeepSpeed's config models drop "auto")`);
   });
   test("batch rule: three inconsistent values name all three and the dp world size", () => {
     const issues = issuesOf({ model: tinyLlama, world_size: 3, train_batch_size: 20, train_micro_batch_size_per_gpu: 2, gradient_accumulation_steps: 3 });
@@ -253,7 +257,8 @@ describe("files, --deepspeed merge and overrides", () => {
     expect([config.train_batch_size, config.gradient_accumulation_steps, config.zero_optimization.stage, config.zero_optimization.offload_param.nvme_path]).toEqual([96, 4, 3, "/local_nvme"]);
     expect(config.activation_checkpointing.enabled).toBe(true);
     expect(config.fp16.initial_scale_power).toBe(32);
-    expect(warnings.length).toBe(8); // auto_cast, torch_adam, allgather_partitions, round_robin_gradients, recompute_fwd_factor, zero_allow_untested_optimizer, prescale_gradients, sub_group_size (no effect)
+    expect(warnings.length).toBe(9); // auto_cast, torch_adam, allgather_partitions, round_robin_gradients, recompute_fwd_factor, zero_allow_untested_optimizer, prescale_gradients, sub_group_size (no effect), overlap_comm true (reduced in program order)
+    expect(warnings.filter((w) => w.startsWith("zero_optimization.overlap_comm: true has no effect here")).length).toBe(1);
     expect(warnings.filter((w) => w.startsWith("zero_optimization.sub_group_size: accepted but has no effect here")).length).toBe(1);
   });
   test("missing file and bad JSON name the file (and line)", async () => {

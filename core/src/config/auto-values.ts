@@ -9,7 +9,7 @@
  * | train_micro_batch_size_per_gpu               | the job's value (per_device_train_batch_size); required when auto |
  * | gradient_accumulation_steps                  | the job's value, else 1 (the batch rule)                          |
  * | train_batch_size                             | micro × accumulation × world_size (calculated)                    |
- * | gradient_clipping                            | the job's value (max_grad_norm), else the job default             |
+ * | gradient_clipping                            | the job's value, else 1.0 (the Trainer's max_grad_norm default)   |
  * | optimizer.params.lr / betas / eps / weight_decay | the job's value, else the job default                         |
  * | scheduler.params.warmup_min_lr               | 0                                                                 |
  * | scheduler.params.warmup_max_lr               | the optimizer's lr                                                |
@@ -23,8 +23,12 @@
  * "The job's value" is the value at the same key in the job file (`--config`) when it is not
  * "auto" itself; "the job default" is ZeroMoE's default for the key (docs/config.md), which may
  * differ from TrainingArguments' (lr 5e-5, max_grad_norm 1.0): a job that wants the Trainer's
- * numbers states them. Any other "auto" is refused naming the key, as DeepSpeed itself would fail
- * on it (the Trainer leaves it unfilled).
+ * numbers states them. Any other "auto" inside one of DeepSpeed's pydantic config sections
+ * ({@link PYDANTIC_SECTIONS}: zero_optimization, fp16, bf16, the monitors, ...) means the key's
+ * default, as DeepSpeed's config models drop "auto" values before validating (runtime/config_utils.py
+ * DeepSpeedConfigModel, non-strict); elsewhere it is refused naming the key, as DeepSpeed itself
+ * would fail on it (the Trainer leaves it unfilled). The warning line lists every filled key with
+ * the value it resolved to.
  */
 import { addIssue, isPlainObject, type CheckContext } from "./schema.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
@@ -38,12 +42,16 @@ export const AUTO_KEYS: readonly string[] = [
   "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold",
 ];
 
+/** Top-level sections DeepSpeed validates with its pydantic config models, which drop "auto"
+ * values (the key then takes its default). */
+export const PYDANTIC_SECTIONS: ReadonlySet<string> = new Set(["zero_optimization", "fp16", "bf16", "bfloat16", "tensorboard", "csv_monitor", "wandb", "comet", "comms_logger", "hybrid_engine", "compile", "timers", "tensor_parallel"]);
+
 const HIDDEN_KEYS = new Set(["zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold"]);
 
 /** What {@link fillAutoBeforeCheck} decided; {@link fillAutoAfterCheck} completes it. */
 export interface AutoFill {
-  /** `key = value (why)` lines, in {@link AUTO_KEYS} order. */
-  filled: string[];
+  /** Filled keys with why, in the order met; the value is read from the resolved job. */
+  filled: { path: string; why: string }[];
   /** Hidden-size based keys to fill once the model is resolved. */
   hidden: string[];
 }
@@ -105,11 +113,15 @@ export function fillAutoBeforeCheck(merged: Record<string, unknown>, job: Record
   };
   const take = (p: string, v: unknown, why: string): void => {
     setPath(merged, p, v);
-    res.filled.push(`${p} = ${v === undefined ? "default" : JSON.stringify(v)} (${why})`);
+    res.filled.push({ path: p, why });
   };
   for (const p of paths) {
     if (!AUTO_KEYS.includes(p)) {
-      addIssue(ctx, p, `"auto" is not filled for this key: the Hugging Face Trainer fills only ${AUTO_KEYS.join(", ")}; give a value`);
+      if (PYDANTIC_SECTIONS.has(p.split(".")[0]!)) {
+        take(p, undefined, 'the default: DeepSpeed\'s config models drop "auto"');
+        continue;
+      }
+      addIssue(ctx, p, `"auto" is not filled for this key: the Hugging Face Trainer fills only ${AUTO_KEYS.join(", ")}, and DeepSpeed drops "auto" only inside ${[...PYDANTIC_SECTIONS].join(", ")}; give a value`);
       continue;
     }
     const jv = jobValue(p);
@@ -139,6 +151,9 @@ export function fillAutoBeforeCheck(merged: Record<string, unknown>, job: Record
       case "scheduler.params.total_num_steps":
         take(p, undefined, "the job's steps");
         break;
+      case "gradient_clipping":
+        take(p, jv ?? 1.0, jv === undefined ? "the Trainer's max_grad_norm default" : "the job's value");
+        break;
       default:
         take(p, jv, jv === undefined ? "the job default" : "the job's value");
     }
@@ -151,11 +166,10 @@ export function fillAutoBeforeCheck(merged: Record<string, unknown>, job: Record
  * at stage 3 `int(0.9 · hidden_size²)` and `10 · hidden_size`, else the default stays).
  * @returns the complete `key = value (why)` list
  */
-export function fillAutoAfterCheck(fill: AutoFill, job: { model: { hidden_size: number }; zero_optimization: Record<string, unknown> }): string[] {
+export function fillAutoAfterCheck(fill: AutoFill, job: { model: { hidden_size: number }; zero_optimization: Record<string, unknown> }): void {
   const h = job.model.hidden_size;
   const z = job.zero_optimization;
   const zero3 = z.stage === 3;
-  const out = [...fill.filled];
   for (const p of fill.hidden) {
     const k = p.split(".")[1]!;
     let v: number | null = null;
@@ -164,7 +178,12 @@ export function fillAutoAfterCheck(fill: AutoFill, job: { model: { hidden_size: 
     else if (zero3 && k === "stage3_param_persistence_threshold") v = 10 * h;
     if (v !== null) z[k] = v;
     const why = k === "reduce_bucket_size" ? `hidden_size² = ${h}²` : k === "stage3_prefetch_bucket_size" ? `0.9 · hidden_size² = 0.9 · ${h}²` : `10 · hidden_size = 10 · ${h}`;
-    out.push(v !== null ? `${p} = ${v} (${why})` : `${p} = ${JSON.stringify(z[k])} (the default: the Trainer fills it at stage 3 only)`);
+    fill.filled.push({ path: p, why: v !== null ? why : "the default: the Trainer fills it at stage 3 only" });
   }
-  return out;
+}
+
+/** The `key = value (why)` list of a fill, each value read from the resolved job `out` (after the
+ * cross-field rules, so calculated values such as train_batch_size are shown). */
+export function describeAutoFill(fill: AutoFill, out: unknown): string[] {
+  return fill.filled.map(({ path, why }) => `${path} = ${JSON.stringify(getPath(out, path)) ?? "unset"} (${why})`);
 }

@@ -6,6 +6,7 @@
  */
 import { describeSpec, type ObjectSpec, type Spec } from "./schema.ts";
 import { JOB_SPEC } from "./spec-job.ts";
+import { renderDeepSpeedKeyTable } from "./deepspeed-key-table.ts";
 
 /** Markers around the generated part of docs/config.md. */
 export const DOC_BEGIN = "<!-- BEGIN GENERATED: bun core/src/config/docs.ts -->";
@@ -44,9 +45,12 @@ function renderTable(spec: ObjectSpec, prefix: string, out: string[]): void {
     out.push(`| \`${name}\` | ${esc(type)} | ${defaultCell(f)} | ${esc(f.doc ?? "")} |`);
   }
   const aliases = Object.entries(spec.aliases ?? {});
-  if (aliases.length) out.push("", "Old names accepted: " + aliases.map(([o, n]) => `\`${o}\` → \`${n}\``).join(", ") + ".");
+  if (aliases.length) out.push("", "Other names accepted (DeepSpeed's aliases and old names): " + aliases.map(([o, n]) => `\`${o}\` → \`${n}\``).join(", ") + ".");
   const ignored = Object.entries(spec.ignored ?? {});
   if (ignored.length) out.push("", "Accepted and ignored (with a warning): " + ignored.map(([k, why]) => `\`${k}\` (${why})`).join("; ") + ".");
+  const unsupported = Object.entries(spec.unsupported ?? {});
+  if (unsupported.length) out.push("", "Refused when on (a feature ZeroMoE lacks): " + unsupported.map(([k, u]) => `\`${k}\` (accepted when ${u.offDoc}: ${u.why})`).join("; ") + ".");
+  if (spec.unknownKeys === "warn") out.push("", "A key this section does not know warns (DeepSpeed reads it with `dict.get` and drops it).");
 }
 
 function renderSection(title: string, spec: ObjectSpec, prefix: string, level: number, out: string[]): void {
@@ -70,6 +74,17 @@ function renderSection(title: string, spec: ObjectSpec, prefix: string, level: n
 export function renderConfigReference(): string {
   const out: string[] = [];
   renderSection("Top-level keys", JOB_SPEC, "", 2, out);
+  out.push(
+    "",
+    "## DeepSpeed 0.19 keys and how each is handled",
+    "",
+    "Every key of DeepSpeed 0.19's config classes (runtime/config.py, runtime/constants.py, runtime/zero/config.py, runtime/zero/offload_config.py, runtime/precision_config.py, runtime/activation_checkpointing/config.py, runtime/swap_tensor/constants.py, profiling/constants.py, monitor/config.py, comm/config.py, runtime/tensor_parallel/config.py and the sections they name), as the checker classifies it. " +
+      "\"acted on\": the key does what DeepSpeed documents. \"acted on; other values warn\": ZeroMoE always behaves as one value, any other value is accepted with one warning saying why. " +
+      "\"accepted, warns\": accepted, one warning naming the key and why it has no effect here. \"refused when on\": accepted while it asks for nothing, refused with the reason when it asks for a feature ZeroMoE lacks. " +
+      "A top-level key of a --deepspeed file that is none of these warns with a did-you-mean (DeepSpeed drops it); keys starting with `_` (`_comment`) are notes.",
+    "",
+    ...renderDeepSpeedKeyTable(),
+  );
   return out.join("\n").trim() + "\n";
 }
 

@@ -7,13 +7,13 @@
  */
 import { ConfigError, type ConfigIssue, suggest } from "./errors.ts";
 import { addIssue, check, isPlainObject, type CheckContext } from "./schema.ts";
-import { JOB_SPEC } from "./spec-job.ts";
+import { CHECKPOINT_SPEC, JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
 import { isSparseModel } from "./moe-shape.ts";
 import { resolveExpertParallel } from "./resolve-expert-parallel.ts";
 import { resolveBatchSizes } from "./batch.ts";
-import { fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
+import { describeAutoFill, fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
 import { findDuplicateJsonKey } from "./json-duplicate-keys.ts";
@@ -84,7 +84,8 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
   if (!isPlainObject(raw)) {
     throw new ConfigError([{ path: "", message: `expected a JSON object at the top of the job file`, source: jobSource }], `invalid job ${jobSource}`);
   }
-  let merged: Record<string, unknown> = { ...raw };
+  // keys starting with "_" ("_comment", "_note") are notes, as in DeepSpeed configs that carry them
+  let merged: Record<string, unknown> = Object.fromEntries(Object.entries(raw).filter(([k]) => !k.startsWith("_")));
   if (opts.deepspeed) {
     const ds = opts.deepspeed;
     if (!isPlainObject(ds.raw)) {
@@ -92,10 +93,20 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
     } else {
       const dsOnly: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(ds.raw)) {
-        if (!DEEPSPEED_TOP_KEYS.includes(k)) {
-          const near = suggest(k, DEEPSPEED_TOP_KEYS);
-          const hint = k in JOB_SPEC.fields ? "; it is a ZeroMoE job key: put it in the job file (--config)" : near ? `; did you mean "${near}"?` : "";
-          issues.push({ path: k, message: `not a DeepSpeed key${hint}`, source: ds.source });
+        if (k === "checkpoint") {
+          // DeepSpeed's own checkpoint section (tag_validation, load_universal, ...); the job's
+          // checkpoint keys (dir, save_interval, keep_last) belong in the job file
+          const jobKeys = isPlainObject(v) ? Object.keys(v).filter((c) => Object.hasOwn(CHECKPOINT_SPEC.fields, c)) : [];
+          for (const c of jobKeys) issues.push({ path: `checkpoint.${c}`, message: "a ZeroMoE job key, not one of DeepSpeed's checkpoint keys: put it in the job file (--config)", source: ds.source });
+          if (jobKeys.length > 0) continue;
+        } else if (!DEEPSPEED_TOP_KEYS.includes(k)) {
+          if (Object.hasOwn(JOB_SPEC.fields, k)) {
+            issues.push({ path: k, message: "not a DeepSpeed key; it is a ZeroMoE job key: put it in the job file (--config)", source: ds.source });
+          } else if (!k.startsWith("_")) {
+            // DeepSpeed reads its config with dict.get and drops keys it does not know ("_comment" is a note)
+            const near = suggest(k, DEEPSPEED_TOP_KEYS);
+            ctx.warnings.push(`${k}: not a DeepSpeed key, ignored as DeepSpeed ignores it [${ds.source}]${near ? `; did you mean "${near}"?` : ""}`);
+          }
           continue;
         }
         dsOnly[k] = v;
@@ -118,12 +129,11 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
   const auto = fillAutoBeforeCheck(merged, raw, ctx);
   const out = check(merged, JOB_SPEC, "", ctx) as Record<string, unknown> | undefined;
   if (out === undefined) throw new ConfigError(issues, `invalid job ${jobSource}`);
-  if (auto.filled.length + auto.hidden.length > 0 && valid(ctx, "model", "zero_optimization")) {
-    const filled = fillAutoAfterCheck(auto, out as unknown as JobConfig & { zero_optimization: Record<string, unknown> });
-    ctx.warnings.push(`DeepSpeed "auto" values filled from the job as the Hugging Face Trainer fills them: ${filled.join("; ")}`);
-  }
+  const autoFilled = auto.filled.length + auto.hidden.length > 0 && valid(ctx, "model", "zero_optimization");
+  if (autoFilled) fillAutoAfterCheck(auto, out as unknown as JobConfig & { zero_optimization: Record<string, unknown> });
   // Cross-section rules run on every part that passed the schema, so one pass reports everything.
   resolveCrossFields(out as unknown as JobConfig, merged, ctx);
+  if (autoFilled) ctx.warnings.push(`DeepSpeed "auto" values filled from the job as the Hugging Face Trainer fills them: ${describeAutoFill(auto, out).join("; ")}`);
   if (issues.length > 0) throw new ConfigError(issues, `invalid job ${jobSource}`);
   return { config: out as unknown as JobConfig, warnings: ctx.warnings };
 }

@@ -19,6 +19,9 @@ interface SpecBase {
   required?: boolean;
   /** `null` is accepted as a value (and kept). */
   nullable?: boolean;
+  /** A DeepSpeed key accepted without effect here (spec-observe.ts noEffect / noEffectUnless): why,
+   * and whether every given value warns (`always`) or only values other than ZeroMoE's own. */
+  inert?: { why: string; always: boolean };
 }
 
 /** A finite JSON number; `int` requires an integer within ±Number.MAX_SAFE_INTEGER (2^53 − 1). Bounds are inclusive unless `exclusiveMin`. */
@@ -61,6 +64,23 @@ export interface ObjectSpec extends SpecBase {
   /** Keys accepted and dropped, each with the reason shown as a warning (DeepSpeed/HF keys that
    * have no effect here). */
   ignored?: Readonly<Record<string, string>>;
+  /** DeepSpeed keys whose feature ZeroMoE lacks: accepted while the value asks for nothing
+   * ({@link Unsupported.off}), refused with the reason otherwise. */
+  unsupported?: Readonly<Record<string, Unsupported>>;
+  /** What a key that is none of the above gets: "refuse" (default; DeepSpeed's pydantic config
+   * models forbid extra keys too) or "warn" (DeepSpeed reads this section with `dict.get` and drops
+   * what it does not know: one warning with a did-you-mean). */
+  unknownKeys?: "refuse" | "warn";
+}
+
+/** A DeepSpeed key accepted only at values that ask for nothing (see {@link ObjectSpec.unsupported}). */
+export interface Unsupported {
+  /** True when the value asks for nothing (the feature off). */
+  off: (value: unknown) => boolean;
+  /** The accepted values, for docs and messages, e.g. "false", "absent or enabled false". */
+  offDoc: string;
+  /** Why any other value is refused: the feature it asks for and that ZeroMoE lacks. */
+  why: string;
 }
 /** Escape hatch for values whose shape depends on a sibling (model by `model_type`, scheduler
  * params by `type`): the function validates and returns the resolved value. */
@@ -278,8 +298,8 @@ function checkObject(value: unknown, spec: ObjectSpec, path: string, ctx: CheckC
   }
   const src: Record<string, unknown> = { ...value };
   for (const [oldName, newName] of Object.entries(spec.aliases ?? {})) {
-    if (oldName in src) {
-      if (newName in src) {
+    if (Object.hasOwn(src, oldName)) {
+      if (Object.hasOwn(src, newName)) {
         addIssue(ctx, joinPath(path, oldName), `both "${oldName}" (old name) and "${newName}" are given; keep only "${newName}"`);
       } else {
         src[newName] = src[oldName];
@@ -289,12 +309,23 @@ function checkObject(value: unknown, spec: ObjectSpec, path: string, ctx: CheckC
   }
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(src)) {
-    if (key in spec.fields) continue;
-    if (spec.ignored && key in spec.ignored) {
+    if (Object.hasOwn(spec.fields, key)) continue;
+    if (spec.ignored && Object.hasOwn(spec.ignored, key)) {
       ctx.warnings.push(`${joinPath(path, key)}: ignored (${spec.ignored[key]})`);
       continue;
     }
-    const near = suggest(key, [...Object.keys(spec.fields), ...Object.keys(spec.aliases ?? {})]);
+    const unsupported = spec.unsupported && Object.hasOwn(spec.unsupported, key) ? spec.unsupported[key]! : undefined;
+    if (unsupported) {
+      if (!unsupported.off(src[key])) addIssue(ctx, joinPath(path, key), `${show(src[key])} is not supported: ${unsupported.why} (accepted: ${unsupported.offDoc})`);
+      continue;
+    }
+    // DeepSpeed's own comment convention: keys starting with "_" (e.g. "_comment") are notes
+    if (key.startsWith("_") && spec.unknownKeys === "warn") continue;
+    const near = suggest(key, [...Object.keys(spec.fields), ...Object.keys(spec.aliases ?? {}), ...Object.keys(spec.ignored ?? {}), ...Object.keys(spec.unsupported ?? {})]);
+    if (spec.unknownKeys === "warn") {
+      ctx.warnings.push(`${joinPath(path, key)}: unknown key, ignored as DeepSpeed ignores it${near ? `; did you mean "${near}"?` : ""}`);
+      continue;
+    }
     addIssue(ctx, joinPath(path, key), `unknown key${near ? `; did you mean "${near}"?` : `; ${allowedKeys(spec)}`}`);
   }
   for (const [key, fieldSpec] of Object.entries(spec.fields)) {

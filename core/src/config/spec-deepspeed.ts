@@ -9,7 +9,8 @@
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { suggest } from "./errors.ts";
 import { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
-import { COMMS_LOGGER_SPEC, CSV_MONITOR_SPEC, noEffect, TENSORBOARD_SPEC } from "./spec-observe.ts";
+import { COMMS_LOGGER_SPEC, CSV_MONITOR_SPEC, noEffect, noEffectUnless, TENSORBOARD_SPEC } from "./spec-observe.ts";
+import { DEEPSPEED_IGNORED, DEEPSPEED_UNSUPPORTED, falseOnly, OFFLOAD_OPTIMIZER_IGNORED, ZERO_IGNORED, ZERO_UNSUPPORTED } from "./spec-deepspeed-other.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
 const nonNegInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 0, default: def, doc });
@@ -195,10 +196,8 @@ export const FP16_SPEC: ObjectSpec = {
     consecutive_hysteresis: bool("refill hysteresis on every step without overflow", false),
     min_loss_scale: { kind: "number", min: 0, exclusiveMin: true, default: 1, doc: "floor of the dynamic scale" },
   },
-  ignored: {
-    auto_cast: "ZeroMoE casts explicitly; no torch autocast",
-    fp16_master_weights_and_grads: "ZeroMoE always keeps fp32 master weights",
-  },
+  ignored: { auto_cast: "ZeroMoE casts explicitly; no torch autocast" },
+  unsupported: { fp16_master_weights_and_grads: falseOnly("fp16 master weights and gradients are not implemented: ZeroMoE keeps fp32 master weights") },
 };
 
 /** `bf16` section. */
@@ -207,7 +206,11 @@ export const BF16_SPEC: ObjectSpec = {
   default: {},
   doc: "bf16 mixed precision (no loss scaling)",
   fields: { enabled: bool("train with bf16 params/grads and fp32 master weights", false) },
-  ignored: { immediate_grad_update: "no effect in ZeroMoE", check_grad_overflow: "no effect in ZeroMoE" },
+  ignored: { immediate_grad_update: "no effect in ZeroMoE", check_grad_overflow: "bf16 steps are not skipped on overflow here; max_bad_steps stops a run of non-finite losses" },
+  unsupported: {
+    bf16_master_weights_and_grads: falseOnly("bf16 master weights and gradients are not implemented: ZeroMoE keeps fp32 master weights"),
+    bf16_optimizer_states: falseOnly("bf16 optimizer states are not implemented: ZeroMoE keeps fp32 Adam moments"),
+  },
 };
 
 const OFFLOAD_COMMON = {
@@ -227,6 +230,7 @@ export const OFFLOAD_OPTIMIZER_SPEC: ObjectSpec = {
     fast_init: bool("nvme: create the initial m/v files as sparse files (ftruncate) instead of writing zeros", false),
     ratio: { kind: "number", min: 0, max: 1, default: 1, doc: "fraction of the optimizer's parameter elements updated on the host (units in model order until the fraction is reached); the rest stay on the device" } as Spec,
   },
+  ignored: OFFLOAD_OPTIMIZER_IGNORED,
 };
 
 /** `zero_optimization.offload_param` (stage 3 only). */
@@ -242,19 +246,24 @@ export const OFFLOAD_PARAM_SPEC: ObjectSpec = {
   },
 };
 
-/** `aio` section: how nvme offload reads and writes its files (DeepSpeed's libaio settings; here
- * Bun's asynchronous file I/O, docs/offload.md). */
+/** `aio` section: how nvme offload reads and writes its files (DeepSpeed's libaio settings,
+ * runtime/swap_tensor/constants.py; here Bun's asynchronous file I/O, docs/offload.md). DeepSpeed
+ * reads it with `dict.get`: unknown keys warn. */
 export const AIO_SPEC: ObjectSpec = {
   kind: "object",
   default: {},
   doc: "nvme offload I/O",
+  unknownKeys: "warn",
   fields: {
     block_size: posInt("bytes per I/O request (a multiple of 4096: requests are aligned to it)", 1048576),
     queue_depth: posInt("I/O requests in flight at once", 8),
-    thread_count: posInt("requests each transfer is split into, submitted together (intra-request parallelism)", 1),
+    thread_count: posInt("requests each transfer is split into, submitted together (intra-request parallelism; DeepSpeed 0.19 calls it intra_op_parallelism)", 1),
     single_submit: bool("submit each block as its own request (true) or coalesce the blocks of a queue into one request (false)", false),
     overlap_events: bool("keep queue_depth requests in flight, submitting as each completes (true), or wait for a whole queue before the next (false)", true),
+    use_gds: noEffectUnless(bool("GPUDirect Storage", false), (v) => v === false, "no GPUDirect Storage: NVMe transfers go through host memory"),
   },
+  // DeepSpeed 0.19's name for thread_count (DeepSpeed's older configs said thread_count)
+  aliases: { intra_op_parallelism: "thread_count" },
 };
 
 /** `zero_optimization` section (domain.md §3 defaults). */
@@ -264,11 +273,15 @@ export const ZERO_SPEC: ObjectSpec = {
   doc: "ZeRO stages and their tuning",
   fields: {
     stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
-    overlap_comm: bool("DeepSpeed: reduce gradients while backward runs. Accepted; on the local transport every bucket is reduced where it is issued, in program order: a collective left running in the background could be issued at a time that differs between ranks, and ranks could then call collectives on overlapping groups in different orders", false),
-    contiguous_gradients: bool("copy gradients into one contiguous buffer as produced", true),
+    overlap_comm: noEffectUnless(
+      bool("DeepSpeed: reduce gradients while backward runs (its default: true at stage 3)", false),
+      (v) => v === false,
+      "every bucket is reduced where it is issued, in program order: a collective left running in the background could be issued at a time that differs between ranks, and ranks could then call collectives on overlapping groups in different orders",
+    ),
+    contiguous_gradients: noEffectUnless(bool("copy gradients into one contiguous buffer as produced", true), (v) => v === true, "each unit's gradient shard is always one contiguous buffer"),
     reduce_scatter: noEffect(bool("average gradients with reduce-scatter (else all-reduce)", true), "the ZeRO stage plugins choose the collective: reduce_scatter at stages 1-3, all_reduce at stage 0"),
-    reduce_bucket_size: posInt("elements per gradient-reduction bucket", 5e8),
-    allgather_bucket_size: noEffect(posInt("elements per parameter all-gather bucket", 5e8), "updated shards are all-gathered one unit at a time"),
+    reduce_bucket_size: nonNegInt("elements per gradient-reduction bucket (0: one unit per bucket)", 5e8),
+    allgather_bucket_size: noEffect(nonNegInt("elements per parameter all-gather bucket", 5e8), "updated shards are all-gathered one unit at a time"),
     stage3_prefetch_bucket_size: nonNegInt("parameter elements fetched ahead of use", 5e7),
     stage3_param_persistence_threshold: nonNegInt("units with fewer elements keep their parameters whole on every rank (gradients and optimizer states stay sharded); the memory check counts those parameters whole", 1e5),
     stage3_max_live_parameters: nonNegInt("most gathered parameter elements resident before releasing", 1e9),
@@ -284,17 +297,18 @@ export const ZERO_SPEC: ObjectSpec = {
     cpu_offload_param: deprecatedFalse("offload_param.device", '"offload_param": {"device": "cpu"} (ZeRO stage 3)'),
     cpu_offload_use_pin_memory: deprecatedFalse("offload_optimizer.pin_memory / offload_param.pin_memory", '"pin_memory" inside "offload_optimizer" / "offload_param"'),
   },
-  aliases: { stage3_gather_fp16_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save" },
-  ignored: {
-    allgather_partitions: "ZeroMoE always all-gathers",
-    round_robin_gradients: "no effect in ZeroMoE",
-    elastic_checkpoint: "no effect in ZeroMoE",
-    ignore_unused_parameters: "unused parameters simply get zero gradients",
-    load_from_fp32_weights: "ZeroMoE always restores fp32 master weights",
-    grad_hooks: "no effect in ZeroMoE",
-    legacy_stage1: "no effect in ZeroMoE",
-    memory_efficient_linear: "no effect in ZeroMoE",
+  // DeepSpeed 0.19's field names are the unprefixed ones, with the stage3_ names as aliases
+  // (runtime/zero/config.py); both are accepted, and the deprecated fp16 name
+  aliases: {
+    stage3_gather_fp16_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save",
+    gather_16bit_weights_on_model_save: "stage3_gather_16bit_weights_on_model_save",
+    prefetch_bucket_size: "stage3_prefetch_bucket_size",
+    param_persistence_threshold: "stage3_param_persistence_threshold",
+    max_live_parameters: "stage3_max_live_parameters",
+    max_reuse_distance: "stage3_max_reuse_distance",
   },
+  ignored: ZERO_IGNORED,
+  unsupported: ZERO_UNSUPPORTED,
 };
 
 export { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
@@ -303,15 +317,16 @@ export { EXPERT_PARALLEL_SPEC } from "./spec-expert-parallel.ts";
  * section's presence. */
 export const ACTIVATION_CHECKPOINTING_SPEC: ObjectSpec = {
   kind: "object",
-  doc: "recompute activations in backward instead of storing them",
+  doc: "recompute activations in backward instead of storing them (DeepSpeed reads this section with `dict.get`: unknown keys warn)",
+  unknownKeys: "warn",
   fields: {
     enabled: { kind: "boolean", doc: "ZeroMoE: recompute per unit (default: true when the section is present)" },
-    partition_activations: bool("accepted for compatibility (no tensor parallelism here)", false),
-    cpu_checkpointing: bool("keep checkpointed activations in host memory", false),
-    contiguous_memory_optimization: bool("accepted for compatibility", false),
-    number_checkpoints: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "accepted for compatibility" },
-    synchronize_checkpoint_boundary: bool("accepted for compatibility", false),
-    profile: bool("time the recomputation", false),
+    partition_activations: noEffectUnless(bool("DeepSpeed: partition checkpointed activations across model-parallel ranks", false), (v) => v === false, "no tensor parallelism: there is no model-parallel group to partition across"),
+    cpu_checkpointing: noEffectUnless(bool("DeepSpeed: keep checkpointed activations in host memory", false), (v) => v === false, "each unit's checkpointed input stays in device memory"),
+    contiguous_memory_optimization: noEffectUnless(bool("DeepSpeed: copy checkpoints into one contiguous buffer", false), (v) => v === false, "checkpointed inputs are the backend's own buffers"),
+    number_checkpoints: noEffectUnless({ kind: "number", int: true, min: 1, nullable: true, default: null, doc: "DeepSpeed: size of the contiguous checkpoint buffer" }, (v) => v === null, "every unit (decoder layer) is one checkpoint"),
+    synchronize_checkpoint_boundary: noEffectUnless(bool("DeepSpeed: device synchronize at each checkpoint boundary", false), (v) => v === false, "kernels of one rank already run in order"),
+    profile: noEffectUnless(bool("DeepSpeed: time the checkpointed forward and recomputation", false), (v) => v === false, "not timed separately: wall_clock_breakdown's backward time includes the recomputation"),
   },
 };
 
@@ -322,13 +337,15 @@ export const FLOPS_PROFILER_SPEC: ObjectSpec = {
   doc: "count FLOPs of one step",
   fields: {
     enabled: bool("profile one step", false),
-    profile_step: posInt("which step to profile", 1),
+    profile_step: { kind: "number", int: true, min: -1, default: 1, doc: "which step to profile (-1 or 0: none, as in DeepSpeed no step matches)" },
     module_depth: { kind: "number", int: true, min: -1, default: -1, doc: "depth of the per-module report (-1 = all)" },
     top_modules: posInt("modules listed per depth", 1),
     detailed: bool("per-module detail", true),
     output_file: { kind: "string", nullable: true, default: null, doc: "write the report here (null = stdout)" },
   },
   ignored: { recompute_fwd_factor: "no effect in ZeroMoE" },
+  // DeepSpeed reads this section with get_scalar_param: a key it does not know is dropped
+  unknownKeys: "warn",
 };
 
 /** Top-level DeepSpeed keys and their specs (batch keys have no static default: see the batch rule). */
@@ -356,22 +373,7 @@ export const DEEPSPEED_FIELDS: Readonly<Record<string, Spec>> = {
 /** Old/alternative top-level DeepSpeed names. */
 export const DEEPSPEED_ALIASES: Readonly<Record<string, string>> = { bfloat16: "bf16" };
 
-/** Top-level DeepSpeed keys accepted and ignored (with the reason, shown as a warning). */
-export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
-  fp32_allreduce: "reductions are always in fp32 here",
-  prescale_gradients: "gradients are averaged in fp32 in a fixed order",
-  gradient_predivide_factor: "gradients are averaged in fp32 in a fixed order",
-  sparse_gradients: "no sparse embedding gradients",
-  communication_data_type: "communication is fp32",
-  zero_allow_untested_optimizer: "the optimizers here (Adam, AdamW, Lamb) are ZeroMoE's own",
-  zero_force_ds_cpu_optimizer: "the optimizers here (Adam, AdamW, Lamb) are ZeroMoE's own",
-  dump_state: "no effect in ZeroMoE",
-  memory_breakdown: "memory is always reported per tag",
-  wandb: "Weights & Biases is not available offline; use tensorboard or csv_monitor",
-  data_types: "accumulation dtype is fp32",
-  amp: "use fp16 or bf16",
-  autotuning: "no autotuner",
-};
+export { DEEPSPEED_IGNORED, DEEPSPEED_UNSUPPORTED } from "./spec-deepspeed-other.ts";
 
 /** Names of every DeepSpeed key (fields, aliases, ignored) accepted at the top of a job file or in
  * a `--deepspeed` file. */
@@ -379,4 +381,5 @@ export const DEEPSPEED_TOP_KEYS: readonly string[] = [
   ...Object.keys(DEEPSPEED_FIELDS),
   ...Object.keys(DEEPSPEED_ALIASES),
   ...Object.keys(DEEPSPEED_IGNORED),
+  ...Object.keys(DEEPSPEED_UNSUPPORTED),
 ];

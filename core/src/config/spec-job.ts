@@ -4,7 +4,8 @@
  * Defaults of `moe.k`, `moe.aux_loss`, `moe.aux_loss_coef`, `moe.drop_tokens` depend on the model
  * and are filled in by resolve.ts.
  */
-import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED } from "./spec-deepspeed.ts";
+import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED, DEEPSPEED_UNSUPPORTED } from "./spec-deepspeed.ts";
+import { CHECKPOINT_DEEPSPEED_IGNORED } from "./spec-deepspeed-other.ts";
 import { MODEL_SPEC } from "./spec-model.ts";
 import { addIssue, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { parseByteSize } from "./byte-size.ts";
@@ -48,12 +49,7 @@ export const CHECKPOINT_SPEC: ObjectSpec = {
     save_interval: { kind: "number", int: true, min: 0, default: 0, doc: "save every N steps (0 = only at the end)" },
     keep_last: { kind: "number", int: true, min: 0, default: 0, doc: "keep the newest N tags (0 = all)" },
   },
-  ignored: {
-    tag_validation: "DeepSpeed key; tags are validated by the manifest checksum",
-    load_universal: "DeepSpeed key; ZeroMoE checkpoints reshard on load",
-    use_node_local_storage: "DeepSpeed key; no effect",
-    parallel_write: "DeepSpeed key; no effect",
-  },
+  ignored: CHECKPOINT_DEEPSPEED_IGNORED,
 };
 
 /** `moe` section (DeepSpeed MoE layer argument names where they exist). */
@@ -121,4 +117,5 @@ export const JOB_SPEC: ObjectSpec = {
   fields: { ...JOB_FIELDS, ...DEEPSPEED_FIELDS },
   aliases: DEEPSPEED_ALIASES,
   ignored: DEEPSPEED_IGNORED,
+  unsupported: DEEPSPEED_UNSUPPORTED,
 };

@@ -52,10 +52,33 @@ export function noEffect(inner: Spec, why: string): CustomSpec {
     kind: "custom",
     typeName: describeSpec(inner),
     default: inner.default,
+    nullable: inner.nullable,
     doc: `${inner.doc ?? ""} — accepted, no effect here (${why}); warns when given`,
+    inert: { why, always: true },
     check(value: unknown, path: string, ctx: CheckContext): unknown {
       const v = check(value, inner, path, ctx);
       ctx.warnings.push(`${path}: accepted but has no effect here (${why})`);
+      return v;
+    },
+  };
+}
+
+/**
+ * A key acted on only at the value ZeroMoE always has (`quiet`): any other value is accepted with
+ * `inner`'s type and one warning `<path>: <value> has no effect here (<why>)` (e.g. `overlap_comm:
+ * true`, `contiguous_gradients: false`, `activation_checkpointing.cpu_checkpointing: true`).
+ */
+export function noEffectUnless(inner: Spec, quiet: (value: unknown) => boolean, why: string): CustomSpec {
+  return {
+    kind: "custom",
+    typeName: describeSpec(inner),
+    default: inner.default,
+    nullable: inner.nullable,
+    doc: `${inner.doc ?? ""} — other values are accepted with a warning: ${why}`,
+    inert: { why, always: false },
+    check(value: unknown, path: string, ctx: CheckContext): unknown {
+      const v = check(value, inner, path, ctx);
+      if (value !== undefined && v !== undefined && !quiet(v)) ctx.warnings.push(`${path}: ${JSON.stringify(v)} has no effect here (${why})`);
       return v;
     },
   };

@@ -299,6 +299,8 @@ export interface AioConfig {
   thread_count: number;
   single_submit: boolean;
   overlap_events: boolean;
+  /** Accepted; no GPUDirect Storage here (a warning when true). */
+  use_gds?: boolean;
 }
 
 export interface ZeroConfig {
