@@ -11,8 +11,9 @@
  * "Some weights of the checkpoint were not used") — then streams tensor by tensor: each rank reads
  * only the element ranges its own shards hold (ZeRO-3 shard, or the units it holds), converts
  * them (F32/F16/BF16/F64 → f32 → the unit's dtype, round to nearest even) and writes them into its
- * buffers. No rank holds the whole model. The fp32 master copy is initialised from the loaded
- * values; optimizer moments stay zero. `tie_word_embeddings`: a tied model has no `lm_head.weight`
+ * buffers. No rank holds the whole model. The fp32 master copy of a 16-bit unit is initialised
+ * from the loaded values: F32/F64 file values as they are (so `--save-init` weights, written in
+ * fp32, come back exactly), 16-bit ones widened; optimizer moments stay zero. `tie_word_embeddings`: a tied model has no `lm_head.weight`
  * parameter, and a stored one is accepted (Transformers writes it for some tied models).
  */
 import { existsSync, statSync } from "node:fs";
@@ -186,6 +187,7 @@ export async function initFromHub(engine: CheckpointTarget, path: string): Promi
   const be = engine.job.be;
   let reads = 0;
   let elements = 0;
+  const mastered = new Set<unknown>();
   try {
     const params = engine.modelUnits.flatMap((u) => u.params.map((p) => ({ name: p.name, shape: p.shape })));
     const buffers = engine.modelBuffers();
@@ -196,6 +198,12 @@ export async function initFromHub(engine: CheckpointTarget, path: string): Promi
       const stored = h.paramStorage();
       const lo = stored.start;
       const hi = stored.start + stored.count;
+      // a 16-bit unit's fp32 master takes full-precision file values as they are (not the 16-bit
+      // rounding initMaster makes from the stored parameters): a run resumes the master --save-init
+      // wrote. The optimizer range lies inside the parameter range on every ZeRO stage.
+      const masterWrites: { off: number; data: Float32Array }[] = [];
+      const os = h.optimStart;
+      const oe = os + h.optimCount;
       for (const p of u.params) {
         const a = Math.max(lo, p.offset);
         const b = Math.min(hi, p.offset + p.numel);
@@ -207,9 +215,15 @@ export async function initFromHub(engine: CheckpointTarget, path: string): Promi
         const f32 = dec.data as Float32Array;
         if (stored.buf.dtype === "f32") be.write({ buf: stored.buf, off: a - lo }, f32);
         else be.write({ buf: stored.buf, off: a - lo }, castTo16(f32, stored.buf.dtype === "bf16" ? "BF16" : "F16"));
+        const ma = Math.max(a, os);
+        const mb = Math.min(b, oe);
+        if (u.dtype !== "f32" && u.trainable && (info.dtype === "F32" || info.dtype === "F64") && ma < mb) masterWrites.push({ off: ma - os, data: f32.subarray(ma - a, mb - a) });
         reads++;
         elements += b - a;
       }
+      await engine.initMaster(h);
+      for (const w of masterWrites) await h.writeOptimizerState("master", w.off, w.data);
+      mastered.add(h);
     }
     // buffers: small, read whole on every rank (they are the same everywhere)
     for (const [name, arr] of buffers) {
@@ -223,7 +237,7 @@ export async function initFromHub(engine: CheckpointTarget, path: string): Promi
       arr.set(dec.data as Float32Array);
       reads++;
     }
-    for (const h of engine.units()) await engine.initMaster(h);
+    for (const h of engine.units()) if (!mastered.has(h)) await engine.initMaster(h);
     const n = plan.unexpected.length;
     const warning = n === 0 ? null : `${hub.path}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${engine.job.config.model.model_type} model: ${listNames(plan.unexpected)}`;
     return { reads, elements, unexpected: plan.unexpected, warning };

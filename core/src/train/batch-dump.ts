@@ -7,7 +7,8 @@
  * - `batches.json` (world rank 0, written before step 1): `{"format": "zeromoe-batches",
  *   "version": 1, "world_size", "micro_batches" (gradient_accumulation_steps), "batch"
  *   (train_micro_batch_size_per_gpu), "seq_len", "vocab_size", "start_step", "steps",
- *   "file_pattern": "step-{step:06d}.rank-{rank:05d}.safetensors", "labels": "..."}`.
+ *   "file_pattern": "step-{step:06d}.rank-{rank:05d}.safetensors", "labels": "...", "job": the
+ *   resolved job, every default filled in}`.
  * - one safetensors file per step and rank, `step-000001.rank-00000.safetensors`, holding
  *   `input_ids` and `labels`, both I32 `[micro_batches, batch, seq_len]` in the order the engine
  *   runs the micro-batches, plus `__metadata__` {step, rank, world_size}. Labels are unshifted,
@@ -49,6 +50,9 @@ export interface BatchDumpManifest {
   steps: number;
   file_pattern: string;
   labels: string;
+  /** The resolved job (every default filled in): the optimizer, scheduler, clipping, precision,
+   * MoE and model settings a reference implementation must use. */
+  job: JobConfig;
 }
 
 /** Bytes the dump of `config` from step `startStep` + 1 to `config.steps` writes (tensor data). */
@@ -130,6 +134,7 @@ export class BatchDumper {
         steps: config.steps,
         file_pattern: "step-{step:06d}.rank-{rank:05d}.safetensors",
         labels: "unshifted (Hugging Face labels): position t is scored against labels[t+1]; -100 = ignored",
+        job: config,
       };
       writeFileSync(join(this.dir, "batches.json"), JSON.stringify(m, null, 2) + "\n");
     }

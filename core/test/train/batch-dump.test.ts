@@ -151,6 +151,27 @@ describe("--dump-batches and --save-init", () => {
     expect(JSON.parse(readFileSync(join(initA, "config.json"), "utf8"))).toMatchObject({ model_type: "mixtral", num_local_experts: 3, dtype: "float32" });
   }, 120_000);
 
+  test("bf16 ZeRO-3 world 2: --init-from fp32 weights sets the fp32 master to them exactly (not their bf16 rounding)", async () => {
+    const initF = join(dir, "init-f32");
+    const initG = join(dir, "init-bf16");
+    // fp32 initial weights (normal draws, not bf16-representable), as PyTorch would write them
+    const a = await train(["--config", jobFile(mixtral({ seed: 5 })), "--save-init", initF, "--steps", "1"]);
+    expect(a.code).toBe(0);
+    const b = await train(["--config", jobFile(mixtral({ seed: 5, world_size: 2, bf16: { enabled: true }, zero_optimization: { stage: 3, stage3_param_persistence_threshold: 0 } })), "--init-from", initF, "--save-init", initG, "--steps", "1"]);
+    expect(b.stderr).toBe("");
+    expect(b.code).toBe(0);
+    const wf = readSafetensors(join(initF, "model.safetensors"));
+    const wg = readSafetensors(join(initG, "model.safetensors"));
+    let notBf16 = 0;
+    for (const [k, t] of wf) {
+      const f = t.data as Float32Array;
+      expect(Buffer.from((wg.get(k)!.data as Float32Array).buffer).equals(Buffer.from(f.buffer))).toBe(true);
+      const bits = new Uint32Array(f.buffer, f.byteOffset, f.length);
+      for (const x of bits) if ((x & 0xffff) !== 0) notBf16++;
+    }
+    expect(notBf16).toBeGreaterThan(1000); // the check above would pass on bf16-rounded weights too
+  }, 120_000);
+
   test("refusals: a non-empty folder, a dump over the limit, the same folder twice — exit 2 before training", async () => {
     const full = join(dir, "full");
     mkdirSync(full, { recursive: true });
