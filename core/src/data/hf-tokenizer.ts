@@ -12,12 +12,21 @@
  * stream). Documents are separated by the end-of-sequence token: tokenizer_config.json's
  * `eos_token`, else the first added special token named `<|endoftext|>`, `</s>`, `<|im_end|>`,
  * `<eos>` or `<|end_of_text|>`; with none, documents are joined directly.
+ *
+ * The file is untrusted input: its structure is checked before the library sees it
+ * (tokenizer-json-check.ts), and every regex it carries runs on the linear-time engine of
+ * linear-regex.ts instead of the JavaScript engine (the library's compiled patterns are replaced
+ * after construction, see {@link installLinearPatterns}). Each encode call's replacements are
+ * bounded by {@link withReplaceBudget}; whatever the library still throws (a stack overflow on a
+ * very long input, say) and any id outside the vocabulary become a DataError naming the file.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { describeValue } from "../config/json-bounds.ts";
 import { basename, join, resolve } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
+import { LinearRegExp, literalPattern, MAX_REPLACE_GROWTH, RegexWorkLimitError, withReplaceBudget } from "./linear-regex.ts";
 import { DataError } from "./sources.ts";
+import { checkTokenizerConfig, checkTokenizerJson, parseTokenizerJsonText } from "./tokenizer-json-check.ts";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
 
 /** Largest tokenizer.json read (bytes); real ones are 2–20 MB. */
@@ -45,14 +54,108 @@ function readJsonObject(file: string, what: string): Record<string, unknown> {
   if (!st.isFile()) throw new DataError(`${what} ${file}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
   const size = st.size;
   if (size > MAX_TOKENIZER_JSON_BYTES) throw new DataError(`${what} ${file}: ${size} bytes is over the ${MAX_TOKENIZER_JSON_BYTES}-byte limit`);
-  let v: unknown;
-  try {
-    v = JSON.parse(readFileSync(file, "utf8"));
-  } catch (e) {
-    throw new DataError(`${what} ${file}: not valid JSON (${(e as Error).message})`);
+  return parseTokenizerJsonText(readFileSync(file, "utf8"), file);
+}
+
+type Obj = Record<string, unknown>;
+/** What the library keeps of a component: its config and, for Replace/Split, the compiled pattern. */
+interface LibNode {
+  config?: Obj;
+  pattern?: unknown;
+  normalizers?: (LibNode | null)[];
+  tokenizers?: (LibNode | null)[];
+  decoders?: (LibNode | null)[];
+}
+/** The library's Tokenizer internals that {@link installLinearPatterns} touches (version 0.2.0). */
+interface LibTokenizer {
+  normalizer: (LibNode & ((s: string) => string)) | null;
+  pre_tokenizer: LibNode | null;
+  decoder: LibNode | null;
+  added_tokens: { content: string; normalized: boolean }[];
+  added_tokens_map: Map<string, unknown>;
+  splitter_normalized: { constructor: new (words: string[]) => unknown };
+}
+
+/** The normalizer config with every pattern replaced by one that matches nothing the text has. */
+const INERT_PATTERN = { String: "\uffff\ufffe\uffff" };
+function inertNormalizer(v: unknown): unknown {
+  if (v === null || typeof v !== "object") return v;
+  const o = v as Obj;
+  if (o.type === "Sequence" && Array.isArray(o.normalizers)) return { ...o, normalizers: o.normalizers.map(inertNormalizer) };
+  if (o.pattern !== undefined) return { ...o, pattern: INERT_PATTERN };
+  return o;
+}
+function hasPattern(v: unknown): boolean {
+  if (v === null || typeof v !== "object") return false;
+  const o = v as Obj;
+  return o.pattern !== undefined || (Array.isArray(o.normalizers) && o.normalizers.some(hasPattern));
+}
+
+/**
+ * Replace the library's compiled JavaScript patterns with {@link LinearRegExp}s built from the
+ * checked config (same meaning as the library's `create_pattern`: a `String` pattern is a literal,
+ * captured in a Split whose `invert` is false). `json` is the component's original config, `node`
+ * what the library built from it. Returns how many patterns were replaced.
+ */
+function installLinearPatterns(json: unknown, node: LibNode | null, listKey: "normalizers" | "pretokenizers" | "decoders", libKey: "normalizers" | "tokenizers" | "decoders"): number {
+  if (json === null || typeof json !== "object" || node === null) return 0;
+  const o = json as Obj;
+  let n = 0;
+  if (o.type === "Sequence") {
+    const items = o[listKey] as unknown[];
+    const nodes = node[libKey];
+    if (!Array.isArray(items) || !Array.isArray(nodes) || nodes.length !== items.length) throw new Error("installLinearPatterns: the tokenizer library's Sequence layout is not the expected one");
+    items.forEach((x, i) => (n += installLinearPatterns(x, nodes[i]!, listKey, libKey)));
+    return n;
   }
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new DataError(`${what} ${file}: expected a JSON object`);
-  return v as Record<string, unknown>;
+  const p = o.pattern as { Regex?: string; String?: string } | undefined;
+  if (p === undefined) return 0;
+  if (!(node.pattern instanceof RegExp)) throw new Error(`installLinearPatterns: the tokenizer library holds no compiled pattern for a ${String(o.type)}`);
+  const invert = o.type === "Split" ? o.invert !== false : true;
+  node.pattern = p.Regex !== undefined ? new LinearRegExp(p.Regex) : new LinearRegExp(invert ? literalPattern(p.String!) : `(${literalPattern(p.String!)})`);
+  return n + 1;
+}
+
+/** Number of Regex/String patterns in a checked component tree. */
+function countPatterns(v: unknown): number {
+  if (v === null || typeof v !== "object") return 0;
+  const o = v as Obj;
+  let n = o.pattern !== undefined ? 1 : 0;
+  for (const k of ["normalizers", "pretokenizers", "decoders"]) if (Array.isArray(o[k])) for (const x of o[k] as unknown[]) n += countPatterns(x);
+  return n;
+}
+
+/**
+ * The library's tokenizer for a checked `json`, running no JavaScript regex from the file: the
+ * normalizer's patterns are made inert for construction (which normalizes the added tokens), then
+ * every pattern is swapped for a linear-time one and the added tokens are normalized again.
+ */
+function buildLibraryTokenizer(json: Obj, cfg: Obj): HfJsTokenizer {
+  const inert = hasPattern(json.normalizer);
+  const tok = new HfJsTokenizer(inert ? { ...json, normalizer: inertNormalizer(json.normalizer) } : json, cfg);
+  const lib = tok as unknown as LibTokenizer;
+  const swapped =
+    installLinearPatterns(json.normalizer, lib.normalizer, "normalizers", "normalizers") +
+    installLinearPatterns(json.pre_tokenizer, lib.pre_tokenizer, "pretokenizers", "tokenizers") +
+    installLinearPatterns(json.decoder, lib.decoder, "decoders", "decoders");
+  const expected = countPatterns(json.normalizer) + countPatterns(json.pre_tokenizer) + countPatterns(json.decoder);
+  if (swapped !== expected) throw new Error(`buildLibraryTokenizer: replaced ${swapped} of ${expected} patterns`);
+  if (inert && lib.normalizer !== null) {
+    // the library's constructor, again, with the real normalizer (bounded: linear patterns)
+    const map = new Map<string, unknown>();
+    const normalized: string[] = [];
+    for (const t of lib.added_tokens) {
+      map.set(t.content, t);
+      if (t.normalized) {
+        const nc = withReplaceBudget(MAX_REPLACE_GROWTH * t.content.length + 4096, () => lib.normalizer!(t.content));
+        normalized.push(nc);
+        map.set(nc, t);
+      }
+    }
+    lib.added_tokens_map = map;
+    lib.splitter_normalized = new lib.splitter_normalized.constructor(normalized) as LibTokenizer["splitter_normalized"];
+  }
+  return tok;
 }
 
 /**
@@ -88,16 +191,27 @@ export function hfTokenizerVocabSize(path: string): number {
   return tokenizerJsonVocabSize(readJsonObject(file, "tokenizer"), file);
 }
 
+/** A library failure as one bounded line (a stack overflow said as such). */
+function libraryFailure(e: unknown): string {
+  if (e instanceof RangeError && /call stack/i.test(e.message)) return "the tokenizer library ran out of stack (RangeError: Maximum call stack size exceeded)";
+  if (e instanceof RegexWorkLimitError) return e.message;
+  const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  return describeValue(msg).slice(1, -1);
+}
+
 /** A Hugging Face tokenizer.json as a {@link Tokenizer} (module comment). */
 export class HfTokenizer implements Tokenizer {
   /** The tokenizer.json path as given. */
   readonly name: string;
   readonly vocabSize: number;
   readonly documentSeparator: readonly number[];
+  /** The tokenizer.json file read. */
+  private readonly file: string;
   private readonly tok: HfJsTokenizer;
 
-  private constructor(name: string, tok: HfJsTokenizer, vocabSize: number, eos: number | null) {
+  private constructor(name: string, file: string, tok: HfJsTokenizer, vocabSize: number, eos: number | null) {
     this.name = name;
+    this.file = file;
     this.tok = tok;
     this.vocabSize = vocabSize;
     this.documentSeparator = eos === null ? [] : [eos];
@@ -115,14 +229,17 @@ export class HfTokenizer implements Tokenizer {
       throw new DataError(`data.tokenizer: ${where} (expected "byte", "gpt2", or a Hugging Face tokenizer.json / a directory holding one)`);
     }
     const json = readJsonObject(file, "tokenizer");
+    checkTokenizerJson(json, file);
     const vocabSize = tokenizerJsonVocabSize(json, file);
     const cfgFile = join(file, "..", "tokenizer_config.json");
     const cfg = basename(file) === "tokenizer.json" && existsSync(cfgFile) ? readJsonObject(cfgFile, "tokenizer config") : {};
+    checkTokenizerConfig(cfg, cfgFile);
     let tok: HfJsTokenizer;
     try {
-      tok = new HfJsTokenizer(json, cfg);
+      tok = buildLibraryTokenizer(json, cfg);
     } catch (e) {
-      throw new DataError(`tokenizer ${file}: not usable by @huggingface/tokenizers: ${(e as Error).message}`);
+      if (e instanceof DataError) throw e;
+      throw new DataError(`tokenizer ${file}: not usable by @huggingface/tokenizers: ${libraryFailure(e)}`);
     }
     const eosCfg = cfg.eos_token;
     const eosName = typeof eosCfg === "string" ? eosCfg : eosCfg && typeof eosCfg === "object" && typeof (eosCfg as { content?: unknown }).content === "string" ? (eosCfg as { content: string }).content : null;
@@ -137,13 +254,30 @@ export class HfTokenizer implements Tokenizer {
         }
       }
     }
-    return new HfTokenizer(path, tok, vocabSize, eos);
+    return new HfTokenizer(path, file, tok, vocabSize, eos);
   }
 
-  /** Ids of `text`, no special tokens added. Uint16Array when the vocabulary fits in 16 bits. */
+  /**
+   * Ids of `text`, no special tokens added. Uint16Array when the vocabulary fits in 16 bits.
+   * @throws DataError naming the file when the library fails on `text` (a stack overflow, a
+   *   replacement past its bound) or yields an id outside 0..vocabSize-1 (or none: a piece that
+   *   is not in the vocabulary, with no unk token).
+   */
   encode(text: string): TokenArray {
-    const ids = this.tok.encode(text, { add_special_tokens: false }).ids;
-    return this.vocabSize <= 65536 ? Uint16Array.from(ids) : Uint32Array.from(ids);
+    let enc: { ids: unknown[]; tokens: unknown[] };
+    try {
+      enc = withReplaceBudget(MAX_REPLACE_GROWTH * text.length + 4096, () => this.tok.encode(text, { add_special_tokens: false }));
+    } catch (e) {
+      throw new DataError(`tokenizer ${this.file}: encoding ${text.length} characters failed: ${libraryFailure(e)}`);
+    }
+    const ids = enc.ids;
+    for (let i = 0; i < ids.length; i++) {
+      const v = ids[i];
+      if (typeof v === "number" && Number.isInteger(v) && v >= 0 && v < this.vocabSize) continue;
+      const what = v === undefined ? "no id (it is not in the vocabulary and the model has no unk token)" : `id ${describeValue(v)}, outside the vocabulary (0..${this.vocabSize - 1})`;
+      throw new DataError(`tokenizer ${this.file}: piece ${i} of the text, ${describeValue(enc.tokens[i])}, got ${what}`);
+    }
+    return this.vocabSize <= 65536 ? Uint16Array.from(ids as number[]) : Uint32Array.from(ids as number[]);
   }
 
   /** Text of `ids` (special tokens kept). @throws RangeError on an id outside the vocabulary. */
@@ -154,6 +288,10 @@ export class HfTokenizer implements Tokenizer {
       if (!(Number.isInteger(v) && v >= 0 && v < this.vocabSize)) throw new RangeError(`HfTokenizer.decode: id ${v} at ${i} is outside the vocabulary (0..${this.vocabSize - 1})`);
     }
     if (arr.length === 0) return ""; // the library refuses an empty list
-    return this.tok.decode(arr, { skip_special_tokens: false });
+    try {
+      return this.tok.decode(arr, { skip_special_tokens: false });
+    } catch (e) {
+      throw new DataError(`tokenizer ${this.file}: decoding ${arr.length} ids failed: ${libraryFailure(e)}`);
+    }
   }
 }
