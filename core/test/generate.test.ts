@@ -16,8 +16,8 @@ describe("generate", () => {
     for (let t = 3; t < out.length; t++) {
       const ctx = Array.from(out.slice(Math.max(0, t - 6), t));
       const o = await noGrad(() => m.forward({ inputIds: ctx, batch: 1, seq: ctx.length }));
-      const all = await o.logits.toArray();
-      o.logits.dispose();
+      const all = await o.logits!.toArray();
+      o.logits!.dispose();
       const last = Array.from(all.slice((ctx.length - 1) * cfg.vocab_size, ctx.length * cfg.vocab_size));
       expect(out[t]).toBe(last.indexOf(Math.max(...last)));
     }

@@ -17,7 +17,7 @@ async function checkModel(model: CausalDecoder, be: CpuBackend, ids: Int32Array,
   const lossAt = async (): Promise<number> => {
     const o = await noGrad(() => model.forward(input));
     const v = await o.loss!.item();
-    o.logits.dispose();
+    o.logits?.dispose();
     o.loss!.dispose();
     return v;
   };

@@ -22,8 +22,8 @@ describe("llama", () => {
     expect(m.param("lm_head.weight").shape).toEqual([37, 18]);
     expect(m.units.units.map((u) => u.name)).toEqual(["embed", "layers.0", "layers.1", "head"]);
     const ids = tokens(B * S, cfg.vocab_size, "llama-ids");
-    const out = await m.forward({ inputIds: ids, labels: ids, batch: B, seq: S });
-    expect(out.logits.shape).toEqual([B, S, 37]);
+    const out = await m.forward({ inputIds: ids, labels: ids, batch: B, seq: S, returnLogits: true });
+    expect(out.logits!.shape).toEqual([B, S, 37]);
     expect(out.numTargets).toBe(B * (S - 1));
     const loss = await out.loss!.item();
     expect(Math.abs(loss - Math.log(37))).toBeLessThan(0.05);
@@ -66,12 +66,12 @@ describe("llama", () => {
     const gradPeak = be.memory().peak.activation;
     await backward(gradOut.loss!);
     be.resetPeak();
-    const out = await noGrad(() => m.forward({ inputIds: ids, labels: ids, batch: B, seq: S }));
+    const out = await noGrad(() => m.forward({ inputIds: ids, labels: ids, batch: B, seq: S, returnLogits: true }));
     expect(await out.loss!.item()).toBeCloseTo(gradLoss, 6);
     const liveBytes = (B * S * cfg.vocab_size + 1) * 4;
     expect(be.memory().current.activation).toBe(liveBytes);
     expect(be.memory().peak.activation).toBeLessThan(gradPeak);
-    out.logits.dispose();
+    out.logits!.dispose();
     out.loss!.dispose();
     expect(be.memory().current.activation).toBe(0);
   });
@@ -83,7 +83,7 @@ describe("llama", () => {
     const ids = tokens(5, cfg.vocab_size, "eval");
     for (let i = 0; i < 50; i++) {
       const out = await noGrad(() => m.forward({ inputIds: ids, batch: 1, seq: 5 }));
-      out.logits.dispose();
+      out.logits!.dispose();
     }
     expect(be.memory().current.activation).toBe(0);
     // Tensors made at top level and disposed by their owner are pruned from the root arena.
@@ -136,8 +136,8 @@ describe("mixtral", () => {
     expect(m.param("model.layers.1.block_sparse_moe.gate.weight").shape).toEqual([5, 12]);
     expect(m.param("model.layers.0.block_sparse_moe.experts.4.w2.weight").shape).toEqual([12, 10]);
     const ids = tokens(B * S, cfg.vocab_size, "mix-ids");
-    const out = await m.forward({ inputIds: ids, labels: ids, batch: B, seq: S });
-    expect(out.logits.shape).toEqual([B, S, 29]);
+    const out = await m.forward({ inputIds: ids, labels: ids, batch: B, seq: S, returnLogits: true });
+    expect(out.logits!.shape).toEqual([B, S, 29]);
     const aux = await m.lastAuxLoss!.item();
     // Near-uniform router at init: aux ≈ k (HF's convention).
     expect(Math.abs(aux - 2)).toBeLessThan(0.05);
@@ -176,10 +176,10 @@ describe("mixtral", () => {
     const cfg = tinyMixtral();
     const m = new MixtralForCausalLM(be, cfg, { seed: 8 });
     const ids = tokens(B * S, cfg.vocab_size, "mix-nograd");
-    const out = await noGrad(() => m.forward({ inputIds: ids, labels: ids, batch: B, seq: S }));
+    const out = await noGrad(() => m.forward({ inputIds: ids, labels: ids, batch: B, seq: S, returnLogits: true }));
     expect(be.memory().current.activation).toBe((B * S * cfg.vocab_size + 2) * 4);
     expect(Math.abs((await out.auxLoss!.item()) - 2)).toBeLessThan(0.05);
-    out.logits.dispose();
+    out.logits!.dispose();
     out.loss!.dispose();
     out.auxLoss!.dispose();
     expect(be.memory().current.activation).toBe(0);

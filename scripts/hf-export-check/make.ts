@@ -85,8 +85,8 @@ async function ourLogits(hub: string, ids: Int32Array): Promise<Float32Array> {
   model.loadStateDict(sd, { strict: true });
   return await noGrad(async () => {
     const o = await model.forward({ inputIds: ids, batch: BATCH, seq: SEQ });
-    const v = Float32Array.from(await be.read(o.logits.view, BATCH * SEQ * VOCAB));
-    o.logits.dispose();
+    const v = Float32Array.from(await be.read(o.logits!.view, BATCH * SEQ * VOCAB));
+    o.logits!.dispose();
     o.auxLoss?.dispose();
     return v;
   });

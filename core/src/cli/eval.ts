@@ -55,7 +55,7 @@ export async function meanLoss(model: CausalDecoder, batches: readonly EvalBatch
     const r = await noGrad(async () => {
       const out = await model.forward({ inputIds: b.ids, labels: b.ids, batch: b.batch, seq: b.seq });
       const v = await out.loss!.item();
-      out.logits.dispose();
+      out.logits?.dispose();
       out.loss!.dispose();
       out.auxLoss?.dispose();
       return { v, n: out.numTargets };

@@ -100,6 +100,7 @@ export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
       return b;
     },
   },
+  lm_z_loss_coef: { kind: "number", min: 0, default: 0, doc: "z-loss weight on the LM head (PaLM): the loss gains coef · mean(logsumexp(logits)²) over the scored tokens, in training and evaluation (0 = off; the router's is moe.z_loss_coef)" },
   plugins: { kind: "array", items: { kind: "string" }, default: [], doc: "third-party plugins: package names or paths" },
   freeze: {
     kind: "array",

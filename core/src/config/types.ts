@@ -393,6 +393,8 @@ export interface JobConfig {
   /** Device memory budget per rank, bytes (`max_device_memory`, or `--max-device-memory`); null =
    * the backend's own limits. The memory check and the backend's allocator honour it. */
   max_device_memory: number | null;
+  /** PaLM z-loss weight on the LM head (`lm_z_loss_coef`; the model's `lmZLossCoef`); 0 = off. */
+  lm_z_loss_coef: number;
   /** Third-party plugins: package names or paths. */
   plugins: string[];
   /** MoE routing; null for a dense model. */

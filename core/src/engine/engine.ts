@@ -151,6 +151,7 @@ export class Engine implements CheckpointTarget {
     const epSize = config.moe?.ep_size ?? 1;
     const groups = createParallelGroups(comm, epSize);
     const model = createModel(be, config.model, { dtype: paramDtype, seed: config.seed, allocate: false });
+    model.lmZLossCoef = config.lm_z_loss_coef;
     const micro = { index: 0, count: config.gradient_accumulation_steps };
     const log = opts.log ?? ((m: string) => { if (comm.rank === 0) console.log(m); });
     const phase = { training: true, backward: false, step: 0 };
@@ -358,7 +359,7 @@ export class Engine implements CheckpointTarget {
         sum += await noGrad(async () => {
           const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
           const v = await out.loss!.item();
-          out.logits.dispose();
+          out.logits?.dispose();
           out.loss!.dispose();
           out.auxLoss?.dispose();
           return v;

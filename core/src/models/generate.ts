@@ -112,8 +112,9 @@ export async function generate(model: CausalDecoder, prompt: ArrayLike<number>, 
   const run = (ids: number[]): Promise<Float32Array> =>
     noGrad(async () => {
       const out = await model.forward({ inputIds: ids, batch: 1, seq: ids.length, ...(cache ? { cache } : {}) });
-      const last = await model.be.read({ buf: out.logits.view.buf, off: out.logits.view.off + (ids.length - 1) * V }, V);
-      out.logits.dispose();
+      const logits = out.logits!; // a forward without labels always returns its logits
+      const last = await model.be.read({ buf: logits.view.buf, off: logits.view.off + (ids.length - 1) * V }, V);
+      logits.dispose();
       out.auxLoss?.dispose();
       return Float32Array.from(last as ArrayLike<number>);
     });

@@ -7,6 +7,11 @@
  *                    h = h + down_proj(silu(gate_proj(m)) ⊙ up_proj(m))                   m = post_attention_layernorm(h)
  *   logits = lm_head(norm(h));  loss = mean cross-entropy of logits[:, t] vs labels[:, t+1]
  *
+ * With labels, the head and the loss run fused by default (tensor/ops/linear-cross-entropy.ts:
+ * per token chunk and vocabulary tile, the [B·S, vocab] logits never exist whole) and the output's
+ * `logits` is null unless `returnLogits`; `fusedHead = false` selects the unfused path (logits
+ * materialised, then crossEntropy).
+ *
  * RMSNorm in f32 with weight, RoPE in the rotate_half layout, grouped-query attention (kv head
  * h·Hkv/H), causal mask, scale head_dim^−½.
  *
@@ -22,7 +27,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
-import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, reshape, rmsnorm, rope, scope, siluMul } from "../tensor/index.ts";
+import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, linearCrossEntropy, logitsZLoss, reshape, rmsnorm, rope, scope, siluMul, type TilePlanOptions } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
@@ -50,13 +55,17 @@ export interface CausalLMInput {
   /** Inference with a key/value cache (models/kv-cache.ts; batch 1, under noGrad): `inputIds` are
    * the positions after the cached ones; their keys and values are appended. */
   cache?: KVCache;
+  /** With labels and the fused head: also compute and return the logits (materialised
+   * [batch·seq, vocab] f32, beside the fused loss; for tests and scoring). Default false. */
+  returnLogits?: boolean;
 }
 
 /** Output of a causal LM forward. Tensors belong to the tape (freed by `backward`) or, under
  * `noGrad`, to the caller (dispose them). */
 export interface CausalLMOutput {
-  /** [batch, seq, vocab]. */
-  logits: Tensor;
+  /** [batch, seq, vocab]; null when the fused head computed the loss without them (labels given,
+   * `fusedHead` on, `returnLogits` off). */
+  logits: Tensor | null;
   /** Scalar [1]: mean CE over valid shifted targets (+ router_aux_loss_coef·aux for Mixtral with
    * output_router_logits); null without labels. */
   loss: Tensor | null;
@@ -147,6 +156,16 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   /** Recompute each decoder layer during backward instead of keeping its activations (HF
    * `gradient_checkpointing`, DeepSpeed `activation_checkpointing`); see tensor/checkpoint.ts. */
   gradientCheckpointing = false;
+  /** Take the loss with the fused LM head + cross-entropy (tensor/ops/linear-cross-entropy.ts: the
+   * logits never exist whole; the default). false: materialise the logits, then crossEntropy (the
+   * unfused path, kept for comparison). */
+  fusedHead = true;
+  /** PaLM's z-loss coefficient on the LM head (Chowdhery et al. 2022): the loss gains
+   * coef·mean(logsumexp(logits)²) over the scored positions. Default 0 (off). */
+  lmZLossCoef = 0;
+  /** Chunk/tile overrides of the fused head (linear-cross-entropy-plan.ts); default: planned from
+   * the shapes and the device's binding limit. */
+  headTiles: TilePlanOptions = {};
   /** The router and token dispatcher of the model's MoE layers (nn/moe/layer.ts), which the route
    * hook replaces; null for a dense model. */
   readonly moe: MoEParts | null = null;
@@ -306,10 +325,21 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     if (tied) await enterUnit(this.embedUnit);
     const { logits, ce } = scope(() => {
       const n = rmsnorm(h, this.finalNorm.tensor, c.rms_norm_eps);
-      const lg = linear(n, this.lmHead.tensor);
+      const w = this.lmHead.tensor;
+      const fused = shifted !== null && this.fusedHead;
+      const lg = !fused || input.returnLogits ? linear(n, w) : null;
       let loss: Tensor | null = null;
-      if (shifted) loss = crossEntropy(lg, fromArray(be, shifted.targets, [B * S], "i32"), shifted.numValid);
-      return { logits: reshape(lg, [B, S, c.vocab_size]), ce: loss };
+      if (shifted) {
+        const { targets, numValid } = shifted;
+        const z = this.lmZLossCoef;
+        const tg = fromArray(be, targets, [B * S], "i32");
+        if (fused) loss = linearCrossEntropy(n, w, tg, numValid, { ...this.headTiles, zLoss: z, hostTargets: targets });
+        else {
+          loss = crossEntropy(lg!, tg, numValid);
+          if (z > 0) loss = add(loss, logitsZLoss(lg!, targets, numValid, z));
+        }
+      }
+      return { logits: lg ? reshape(lg, [B, S, c.vocab_size]) : null, ce: loss };
     });
     if (tied) await leaveUnit(this.embedUnit);
     await leaveUnit(this.headUnit);

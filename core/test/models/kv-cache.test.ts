@@ -17,8 +17,8 @@ import { tinyLlama, tinyMixtral, tokens } from "../tiny-models.ts";
 async function fullLogits(m: CausalDecoder, ids: Int32Array): Promise<Float32Array> {
   return noGrad(async () => {
     const o = await m.forward({ inputIds: ids, batch: 1, seq: ids.length });
-    const a = Float32Array.from(await o.logits.toArray());
-    o.logits.dispose();
+    const a = Float32Array.from(await o.logits!.toArray());
+    o.logits!.dispose();
     o.auxLoss?.dispose();
     return a;
   });
@@ -33,8 +33,8 @@ async function cachedLogits(m: CausalDecoder, ids: Int32Array, p: number): Promi
     const step = async (start: number, n: number) =>
       noGrad(async () => {
         const o = await m.forward({ inputIds: Array.from(ids.subarray(start, start + n)), batch: 1, seq: n, cache });
-        out.set(Float32Array.from(await o.logits.toArray()), start * V);
-        o.logits.dispose();
+        out.set(Float32Array.from(await o.logits!.toArray()), start * V);
+        o.logits!.dispose();
         o.auxLoss?.dispose();
       });
     await step(0, p);

@@ -62,8 +62,8 @@ const S = 11;
 const ids = Int32Array.from({ length: B * S }, (_, i) => (i * 37 + 11) % MODEL.vocab_size);
 const logits = await noGrad(async () => {
   const o = await engine.model.forward({ inputIds: ids, batch: B, seq: S });
-  const v = await be.read(o.logits.view, B * S * MODEL.vocab_size);
-  o.logits.dispose();
+  const v = await be.read(o.logits!.view, B * S * MODEL.vocab_size);
+  o.logits!.dispose();
   o.auxLoss?.dispose();
   return Array.from(v);
 });
