@@ -101,7 +101,7 @@ describe("--dump-batches and --save-init", () => {
         total += await noGrad(async () => {
           const out = await model.forward({ inputIds: ids, labels: ids, batch: 3, seq: 13 });
           const v = await out.loss!.item();
-          out.logits.dispose();
+          out.logits?.dispose();
           out.loss!.dispose();
           out.auxLoss?.dispose();
           return v;
