@@ -113,7 +113,9 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
         origin.set(k, ds.source);
         // an optimizer or scheduler of another type replaces the job's section (its params belong to that type)
         const base = merged[k];
-        if ((k === "optimizer" || k === "scheduler") && isPlainObject(base) && isPlainObject(v) && v.type !== undefined && base.type !== undefined && String(v.type).toLowerCase() !== String(base.type).toLowerCase()) delete merged[k];
+        // (types compared only when both are strings: String() of an object whose own "toString" is
+        // not a function throws "No default value"; a non-string type is reported by the check)
+        if ((k === "optimizer" || k === "scheduler") && isPlainObject(base) && isPlainObject(v) && typeof v.type === "string" && typeof base.type === "string" && v.type.toLowerCase() !== base.type.toLowerCase()) delete merged[k];
       }
       merged = deepMerge(merged, dsOnly);
     }
