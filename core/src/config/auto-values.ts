@@ -31,7 +31,7 @@
  * the value it resolved to.
  */
 import { addIssue, isPlainObject, type CheckContext } from "./schema.ts";
-import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
+import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS } from "./spec-deepspeed.ts";
 
 /** Keys whose "auto" the Trainer fills (dotted paths). */
 export const AUTO_KEYS: readonly string[] = [
@@ -95,8 +95,13 @@ function autoPaths(o: unknown, prefix = ""): string[] {
  */
 export function fillAutoBeforeCheck(merged: Record<string, unknown>, job: Record<string, unknown>, ctx: CheckContext): AutoFill {
   const res: AutoFill = { filled: [], hidden: [] };
-  // only DeepSpeed keys: ZeroMoE's own keys have real "auto" values (backend: "auto")
-  const paths = autoPaths(merged).filter((p) => DEEPSPEED_TOP_KEYS.includes(p.split(".")[0]!));
+  // only the DeepSpeed keys ZeroMoE acts on: ZeroMoE's own keys have real "auto" values (backend:
+  // "auto"), and an ignored or unsupported section is not read here (DeepSpeed's pipeline section
+  // defaults stages to "auto" itself)
+  const paths = autoPaths(merged).filter((p) => {
+    const top = p.split(".")[0]!;
+    return Object.hasOwn(DEEPSPEED_FIELDS, top) || Object.hasOwn(DEEPSPEED_ALIASES, top);
+  });
   if (paths.length === 0) return res;
   // copy the objects on the way to each auto key (the inputs are not modified)
   for (const p of paths) {

@@ -25,13 +25,14 @@ export interface LoadJobOptions {
  * @throws ConfigError for a missing/unparsable file or any invalid value (all issues at once).
  */
 export async function loadJobConfig(opts: LoadJobOptions = {}): Promise<ResolvedJob> {
-  const read = opts.configPath ? await readJsonFile(opts.configPath) : DEFAULT_JOB;
+  // both files may be Hjson (comments), as DeepSpeed parses its config with hjson
+  const read = opts.configPath ? await readJsonFile(opts.configPath, { hjson: true }) : DEFAULT_JOB;
   const source = opts.configPath ?? "<default job>";
   // a model from a Hub directory (model.from_pretrained, or --init-from DIR with config.json)
   const raw =
     read !== null && typeof read === "object" && !Array.isArray(read)
       ? applyHubModel(read as Record<string, unknown>, { initFrom: opts.initFrom, baseDir: opts.configPath ? dirname(resolve(opts.configPath)) : process.cwd(), defaultModel: !opts.configPath, source })
       : read;
-  const deepspeed = opts.deepspeedPath ? { raw: await readJsonFile(opts.deepspeedPath), source: opts.deepspeedPath } : undefined;
+  const deepspeed = opts.deepspeedPath ? { raw: await readJsonFile(opts.deepspeedPath, { hjson: true }), source: opts.deepspeedPath } : undefined;
   return resolveJobConfig(raw, { source, deepspeed, overrides: opts.overrides });
 }

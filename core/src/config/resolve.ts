@@ -17,6 +17,7 @@ import { describeAutoFill, fillAutoAfterCheck, fillAutoBeforeCheck } from "./aut
 import { findJsonSyntaxError } from "./json-position.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
 import { findDuplicateJsonKey } from "./json-duplicate-keys.ts";
+import { parseHjson } from "./hjson-read.ts";
 import { statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { hfTokenizerVocabSize } from "../data/hf-tokenizer.ts";
@@ -331,18 +332,23 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
 /** Parses JSON text, turning a syntax error into a ConfigError naming the file, line and column, and
  * a key given twice in one object into one naming its path (as DeepSpeed refuses it).
  * The text is first checked against {@link CONFIG_JSON_LIMITS} (depth, string/key length, members),
- * so nothing downstream (deepMerge, messages, suggestions) works on an unbounded value.
+ * so nothing downstream (deepMerge, messages, suggestions) works on an unbounded value. With
+ * `opts.hjson` (job and DeepSpeed files) a text JSON.parse refuses is read as Hjson, DeepSpeed's
+ * own config syntax (comments, optional commas; hjson-read.ts, same duplicate-key and bound checks).
  * @throws ConfigError naming the file and the JSON path of the first value over a limit. */
-export function parseJsonConfig(text: string, source: string): unknown {
+export function parseJsonConfig(text: string, source: string, opts: { hjson?: boolean } = {}): unknown {
   const over = scanJsonBounds(text, CONFIG_JSON_LIMITS);
   if (over !== null) throw new ConfigError([{ path: over.path, message: over.message, source }], `cannot read ${source}`);
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
+    // job and DeepSpeed files may be Hjson (comments, optional commas), as DeepSpeed reads them
+    const h = opts.hjson ? parseHjson(text, source) : null;
+    if (h !== null && "value" in h) return h.value;
     const found = findJsonSyntaxError(text);
     const msg = found ? `not valid JSON at line ${found.line}, column ${found.column}: ${found.message}` : `not valid JSON: ${e instanceof Error ? e.message : String(e)}`;
-    throw new ConfigError([{ path: "", message: msg, source }], `cannot parse ${source}`);
+    throw new ConfigError([{ path: "", message: h !== null ? `${msg} (nor Hjson, DeepSpeed's config syntax: ${h.error})` : msg, source }], `cannot parse ${source}`);
   }
   // DeepSpeed refuses a repeated key ("Duplicate keys in DeepSpeed config"); JSON.parse keeps the last
   const dup = findDuplicateJsonKey(text);
@@ -353,9 +359,9 @@ export function parseJsonConfig(text: string, source: string): unknown {
   return value;
 }
 
-/** Reads and parses a JSON file; a missing or unreadable file, or one that is not a regular file,
- * is a ConfigError naming it. */
-export async function readJsonFile(path: string): Promise<unknown> {
+/** Reads and parses a JSON file (Hjson too with `opts.hjson`, see {@link parseJsonConfig}); a
+ * missing or unreadable file, or one that is not a regular file, is a ConfigError naming it. */
+export async function readJsonFile(path: string, opts: { hjson?: boolean } = {}): Promise<unknown> {
   const file = Bun.file(path);
   // a directory or FIFO is named as such (a FIFO's size is Infinity, and reading it blocks)
   const st = statSync(path, { throwIfNoEntry: false });
@@ -370,5 +376,5 @@ export async function readJsonFile(path: string): Promise<unknown> {
   if (file.size > CONFIG_JSON_LIMITS.maxText) {
     throw new ConfigError([{ path: "", message: `file is ${file.size} bytes, over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: path }], `cannot read ${path}`);
   }
-  return parseJsonConfig(await file.text(), path);
+  return parseJsonConfig(await file.text(), path, opts);
 }
