@@ -11,9 +11,20 @@
  * - the value is re-serialised and held to the same depth/length/member bounds as JSON text
  *   (json-bounds.ts), then re-parsed, so the result is plain JSON data.
  */
-import Hjson from "hjson";
 import { ConfigError } from "./errors.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
+
+/** The part of the `hjson` package used here (its `parse`, with `keepWsc` recording key order). */
+interface HjsonParser {
+  parse(text: string, opts: { keepWsc: boolean }): unknown;
+}
+
+/** The parser, loaded on first use: only a file JSON.parse refused needs it. */
+let hjson: HjsonParser | null = null;
+function hjsonParser(): HjsonParser {
+  hjson ??= require("hjson") as HjsonParser;
+  return hjson;
+}
 
 interface HjsonComments {
   o?: string[];
@@ -51,7 +62,7 @@ function badKey(v: unknown, path: string, depth: number): { path: string; key: s
 export function parseHjson(text: string, source: string): { value: unknown } | { error: string } {
   let parsed: unknown;
   try {
-    parsed = Hjson.parse(text, { keepWsc: true });
+    parsed = hjsonParser().parse(text, { keepWsc: true });
   } catch (e) {
     if (e instanceof RangeError) return { error: "nested too deeply" };
     return { error: e instanceof Error ? e.message.split("\n")[0]! : String(e) };
