@@ -57,6 +57,24 @@ export function tensorCoresRequest(precision: { fp16: boolean; bf16: boolean }, 
   return v === "auto" ? "auto" : v === "on";
 }
 
+/** The environment variable that lowers a webgpu backend's largest binding (WebGpuBackendOptions
+ * `maxBindingBytes`), so that a whole run exercises tensors held in several bindings
+ * (kernels/src/webgpu/buffers.ts) at small sizes. */
+export const MAX_BINDING_BYTES_ENV = "ZEROMOE_MAX_BINDING_BYTES";
+
+/**
+ * The `maxBindingBytes` a webgpu training backend is created with: undefined (the device's limit)
+ * unless {@link MAX_BINDING_BYTES_ENV} is set to an integer ≥ 16.
+ * @throws Error naming the variable and what was expected on any other value.
+ */
+export function maxBindingBytesRequest(env: Record<string, string | undefined> = process.env): number | undefined {
+  const raw = env[MAX_BINDING_BYTES_ENV];
+  if (raw === undefined || raw === "") return undefined;
+  const v = Number(raw);
+  if (!(Number.isInteger(v) && v >= 16)) throw new Error(`${MAX_BINDING_BYTES_ENV}=${JSON.stringify(raw)}: expected an integer number of bytes ≥ 16`);
+  return v;
+}
+
 /**
  * Create the training backend of `kind` (see the module comment) for the rank with index
  * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
@@ -66,10 +84,12 @@ export function tensorCoresRequest(precision: { fp16: boolean; bf16: boolean }, 
  * webgpu backend for tensor-core matmuls (WebGpuBackendOptions `tensorCores`); the reason then says
  * whether they are on and why.
  * @throws Error when `kind` is "webgpu" and no working WebGPU device exists, or `tensorCores` is
- * true and they are unavailable (createBackend's message, which says why).
+ * true and they are unavailable (createBackend's message, which says why), or on a bad
+ * {@link MAX_BINDING_BYTES_ENV}.
  */
 export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape, tensorCores: boolean | "auto" = false): Promise<TrainBackend> {
-  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores } : {}) });
+  const maxBindingBytes = maxBindingBytesRequest();
+  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores } : {}), ...(maxBindingBytes !== undefined ? { maxBindingBytes } : {}) });
   const status = (r.backend as { tensorCoresStatus?: string }).tensorCoresStatus;
   return tensorCores && status ? { ...r, reason: `${r.reason}; tensor cores ${status}` } : r;
 }

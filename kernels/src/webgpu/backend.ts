@@ -39,7 +39,7 @@ import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
 import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks, type FlashBlock, flashTileBytes } from "../wgsl/attention-flash.ts";
-import { binaryLaunch, planBroadcast } from "../wgsl/binary.ts";
+import { binaryLaunch, broadcastShapes, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { ceTileBackwardLaunch, ceTileFinishLaunch, ceTileStatsLaunch } from "../wgsl/tiled-cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
@@ -67,6 +67,7 @@ import type { CoopTile } from "../wgsl/matmul-coop-tile.ts";
 import { resolveTensorCores, type TensorCoreSetup } from "./tensor-cores.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
+import { anySegmented, crosses, forElementBlocks, forRowBlocks, rebase, type RowArg, type SegmentHost } from "./segments.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
 import { openDevice, type OpenDeviceOptions } from "./device.ts";
@@ -154,6 +155,14 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * runs a submission's work inside `queue.submit` on the calling thread, so there is nothing to
    * overlap and each extra submit only costs host time). */
   submitAfter?: number;
+  /** Largest storage binding the backend uses, in bytes (default: the device's, min of
+   * maxBufferSize and maxStorageBufferBindingSize). A buffer of more elements than fit one binding
+   * of a 4-byte dtype is held in several GPUBuffers ("segments", webgpu/buffers.ts) that every op
+   * splits its work over (webgpu/segments.ts, docs/kernels.md "Tensors larger than one binding").
+   * Lower it to exercise segmentation at small sizes (tests on lavapipe); values above the
+   * device's limit are clamped to it. At least 16. The environment variable
+   * ZEROMOE_MAX_BINDING_BYTES sets it for a whole run (kernels/src/select.ts). */
+  maxBindingBytes?: number;
 }
 
 /** {@link WebGpuBackend.stats}: counters since the backend was created. */
@@ -235,6 +244,15 @@ export class WebGpuBackend implements Backend {
   private readonly ropeTables = new Map<string, GpuBuf>();
   private lost: string | null = null;
 
+  /** The backend as {@link SegmentHost}: what segment splitting (webgpu/segments.ts) calls. */
+  private readonly host: SegmentHost = {
+    alloc: (d, n, t, c) => this.alloc(d, n, t, c),
+    free: (b) => this.free(b),
+    copy: (a, b, n) => this.copy(a, b, n),
+    checkView: (v, n, op, arg, d) => void this.ledger.check(v, n, op, arg, d),
+    segElems: () => this.ledger.segElems,
+  };
+
   private constructor(
     readonly device: GPUDevice,
     readonly adapter: GPUAdapter,
@@ -242,6 +260,7 @@ export class WebGpuBackend implements Backend {
     maxBatch: number,
     private attentionMode: "auto" | "tiled" | "rows",
     trustedShaders: readonly string[] = [],
+    maxBindingBytes?: number,
   ) {
     this.info = info;
     const lim = device.limits;
@@ -256,6 +275,7 @@ export class WebGpuBackend implements Backend {
         );
       },
       (bytes, zero) => this.batcher.reuse(bytes, zero),
+      maxBindingBytes,
     );
     this.pipelines = new PipelineCache(device, trustedShaders);
     this.batcher = new CommandBatcher(device, maxBatch);
@@ -281,7 +301,8 @@ export class WebGpuBackend implements Backend {
   static async create(gpu: GPU, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const { adapter, device, info } = await openDevice(gpu, opts);
     const trusted = opts.trustedShaders ?? (offersTrustedShaders(device) ? DEFAULT_TRUSTED_SHADERS : []);
-    const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", trusted);
+    if (opts.maxBindingBytes !== undefined && !(Number.isInteger(opts.maxBindingBytes) && opts.maxBindingBytes >= 16)) throw new Error(`webgpu: maxBindingBytes must be an integer ≥ 16, got ${opts.maxBindingBytes}`);
+    const be = new WebGpuBackend(device, adapter, info, opts.maxBatch ?? 512, opts.attention ?? "auto", trusted, opts.maxBindingBytes);
     if (opts.profile) be.batcher.profiler = new GpuProfiler(device, opts.maxBatch ?? 512);
     if (opts.timeline) be.batcher.timeline = new GpuTimeline(device);
     const poolBytes = opts.bufferPoolBytes ?? "auto";
@@ -353,6 +374,12 @@ export class WebGpuBackend implements Backend {
   stats(): WebGpuStats {
     const b = this.batcher;
     return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
+  }
+
+  /** Elements per segment: a buffer of more elements is held in several GPUBuffers
+   * ({@link WebGpuBackendOptions.maxBindingBytes}); the same count for every dtype. */
+  get segmentElems(): number {
+    return this.ledger.segElems;
   }
 
   /** Bytes of freed buffers held for reuse now (`stats().pooledBytes` without building the whole
@@ -459,6 +486,89 @@ export class WebGpuBackend implements Backend {
     return b;
   }
 
+  /** Views of an op that does not split its operands across bindings, each rebased onto the one
+   * segment holding it (webgpu/segments.ts `rebase`); validates each first and throws, naming the
+   * op, operand and range, when one crosses a segment boundary. */
+  private one(op: string, ...items: [View, number, string, (readonly DType[])?][]): View[] {
+    return items.map(([v, n, arg, d]) => {
+      this.ledger.check(v, n, op, arg, d);
+      return rebase(v, n, op, arg);
+    });
+  }
+
+  /** binary on segmented operands: elementwise blocks when no operand broadcasts, else row blocks
+   * along the broadcast shape's leading (non-1) axis, a broadcast operand bound whole. */
+  private binarySegmented(op: BinaryOp, a: View, aShape: readonly number[], b: View, bShape: readonly number[], out: View): void {
+    const os = broadcastShapes(aShape, bShape);
+    const prod = (d: readonly number[]): number => d.reduce((p, x) => p * x, 1);
+    const total = prod(os);
+    const na = prod(aShape);
+    const nb = prod(bShape);
+    const name = `binary ${op}`;
+    if (na === total && nb === total) return forElementBlocks(this.host, name, total, [{ view: a, io: "in", arg: "a", dtypes: F32 }, { view: b, io: "in", arg: "b", dtypes: F32 }, { view: out, io: "out", arg: "out", dtypes: F32 }], [], (_s, c, [as, bs, o]) => this.binary(op, as!, [c], bs!, [c], o!));
+    const r = os.length;
+    const pad = (d: readonly number[]): number[] => [...new Array<number>(r - d.length).fill(1), ...d];
+    const ap = pad(aShape);
+    const bp = pad(bShape);
+    let k = 0;
+    while (k < r - 1 && os[k] === 1) k++;
+    const rows = os[k]!;
+    const inner = total / Math.max(rows, 1);
+    const split = (p: number[]): boolean => p[k] === rows && rows !== 1;
+    const sa = split(ap);
+    const sb = split(bp);
+    if ((!sa && crosses(a, na)) || (!sb && crosses(b, nb))) {
+      // a broadcast operand itself crosses a boundary: one sub-problem per leading index, on the
+      // trailing shape (which splits again where it must)
+      this.ledger.check(out, total, name, "out", F32);
+      const ia = sa ? na / rows : 0;
+      const ib = sb ? nb / rows : 0;
+      for (let i = 0; i < rows; i++) this.binary(op, { buf: a.buf, off: a.off + i * ia }, ap.slice(k + 1), { buf: b.buf, off: b.off + i * ib }, bp.slice(k + 1), { buf: out.buf, off: out.off + i * inner });
+      return;
+    }
+    const args: RowArg[] = [{ view: out, perRow: inner, io: "out", arg: "out", dtypes: F32 }];
+    const fixed: { view: View; n: number; arg: string; dtypes: readonly DType[] }[] = [];
+    if (sa) args.push({ view: a, perRow: prod(ap.slice(k + 1)), io: "in", arg: "a", dtypes: F32 });
+    else fixed.push({ view: a, n: na, arg: "a", dtypes: F32 });
+    if (sb) args.push({ view: b, perRow: prod(bp.slice(k + 1)), io: "in", arg: "b", dtypes: F32 });
+    else fixed.push({ view: b, n: nb, arg: "b", dtypes: F32 });
+    forRowBlocks(this.host, name, rows, args, fixed, (_r, c, views, fv) => {
+      const o = views[0]!;
+      const av = sa ? views[1]! : fv[0]!;
+      const bv = sb ? views[sa ? 2 : 1]! : fv[sa ? 0 : 1]!;
+      const shape = (p: number[], s: boolean): number[] => [s ? c : 1, ...p.slice(k + 1)];
+      this.binary(op, av, shape(ap, sa), bv, shape(bp, sb), o);
+    });
+  }
+
+  /** One outer slice [n, inner] of a reduce that crosses a segment boundary: partial reductions of
+   * row blocks of n (per segment), then the reduction of the partials (sum for sum/mean/sumsq, max
+   * for max; mean divides by n last), into a temporary copied to `out` (inner elements). */
+  private reduceSlice(op: ReduceOp, x: View, out: View, n: number, inner: number): void {
+    const name = `reduce ${op}`;
+    const blocks: View[] = [];
+    const counts: number[] = [];
+    const temps: Buf[] = [];
+    forRowBlocks(this.host, name, n, [{ view: x, perRow: inner, io: "in", arg: "x", dtypes: F32 }], [], (_r, c, [xs]) => {
+      blocks.push(xs!);
+      counts.push(c);
+    }, (r) => {
+      const t = this.alloc("f32", inner, "other", "any");
+      temps.push(t);
+      this.copy({ buf: x.buf, off: x.off + r * inner }, { buf: t, off: 0 }, inner);
+      blocks.push({ buf: t, off: 0 });
+      counts.push(1);
+    });
+    const part = this.alloc("f32", blocks.length * inner, "other", "any");
+    const first = op === "mean" ? "sum" : op;
+    blocks.forEach((bv, i) => this.reduce(first, bv, { buf: part, off: i * inner }, 1, counts[i]!, inner));
+    const res = this.alloc("f32", inner, "other", "any");
+    this.reduce(op === "max" ? "max" : "sum", { buf: part, off: 0 }, { buf: res, off: 0 }, 1, blocks.length, inner);
+    if (op === "mean") this.affine({ buf: res, off: 0 }, { buf: res, off: 0 }, inner, 1 / n, 0);
+    this.copy({ buf: res, off: 0 }, out, inner);
+    for (const t of [...temps, part, res]) this.free(t);
+  }
+
   // ---- memory --------------------------------------------------------------------------------
 
   /** Backend.alloc; with `contents` "any" a recycled buffer is handed out without its zeroing clear
@@ -468,7 +578,7 @@ export class WebGpuBackend implements Backend {
   }
 
   free(buf: Buf): void {
-    this.batcher.recycle(this.ledger.freeDeferred(buf));
+    for (const g of this.ledger.freeDeferred(buf)) this.batcher.recycle(g);
   }
 
   retag(buf: Buf, tag: MemTag): void {
@@ -486,6 +596,7 @@ export class WebGpuBackend implements Backend {
   // ---- transfer ------------------------------------------------------------------------------
 
   write(dst: View, data: HostArray): void {
+    if (anySegmented(dst)) return forElementBlocks(this.host, "write", data.length, [{ view: dst, io: "out", arg: "dst" }], [], (s0, c, [d]) => this.write(d!, data.subarray(s0, s0 + c)));
     const n = data.length;
     const b = this.v(dst, n, "write", "dst");
     let bytes: ArrayBufferView;
@@ -529,6 +640,19 @@ export class WebGpuBackend implements Backend {
   }
 
   async read(src: View, n: number): Promise<HostArray> {
+    if (anySegmented(src)) {
+      const parts: Promise<HostArray>[] = [];
+      const starts: number[] = [];
+      forElementBlocks(this.host, "read", n, [{ view: src, io: "in", arg: "src" }], [], (s0, c, [v]) => {
+        starts.push(s0);
+        parts.push(this.read(v!, c));
+      });
+      const got = await Promise.all(parts);
+      const d = src.buf.dtype;
+      const out = d === "f32" ? new Float32Array(n) : d === "i32" ? new Int32Array(n) : d === "u32" ? new Uint32Array(n) : new Uint16Array(n);
+      got.forEach((g, i) => out.set(g as never, starts[i]!));
+      return out;
+    }
     const b = this.v(src, n, "read", "src");
     const eb = DTYPE_BYTES[b.dtype];
     const start = src.off * eb;
@@ -558,6 +682,7 @@ export class WebGpuBackend implements Backend {
   // ---- basic ---------------------------------------------------------------------------------
 
   fill(dst: View, value: number, n: number): void {
+    if (anySegmented(dst)) return forElementBlocks(this.host, "fill", n, [{ view: dst, io: "out", arg: "dst" }], [], (_s, c, [d]) => this.fill(d!, value, c));
     const b = this.v(dst, n, "fill", "dst");
     if (n === 0) return;
     let bits: number;
@@ -582,6 +707,7 @@ export class WebGpuBackend implements Backend {
   }
 
   copy(src: View, dst: View, n: number): void {
+    if (anySegmented(src, dst)) return forElementBlocks(this.host, "copy", n, [{ view: src, io: "in", arg: "src" }, { view: dst, io: "out", arg: "dst" }], [], (_s, c, [a, b]) => this.copy(a!, b!, c));
     const s = this.v(src, n, "copy", "src");
     const d = this.v(dst, n, "copy", "dst");
     if (s.dtype !== d.dtype) throw new Error(`webgpu copy: src is ${s.dtype} but dst is ${d.dtype} (use cast)`);
@@ -595,6 +721,7 @@ export class WebGpuBackend implements Backend {
   }
 
   cast(src: View, dst: View, n: number): void {
+    if (anySegmented(src, dst)) return forElementBlocks(this.host, "cast", n, [{ view: src, io: "in", arg: "src", dtypes: FLOATS }, { view: dst, io: "out", arg: "dst", dtypes: FLOATS }], [], (_s, c, [a, b]) => this.cast(a!, b!, c));
     const s = this.v(src, n, "cast", "src", FLOATS);
     const d = this.v(dst, n, "cast", "dst", FLOATS);
     if (n === 0) return;
@@ -605,12 +732,14 @@ export class WebGpuBackend implements Backend {
   // ---- elementwise ---------------------------------------------------------------------------
 
   unary(op: UnaryOp, x: View, y: View, n: number): void {
+    if (anySegmented(x, y)) return forElementBlocks(this.host, `unary ${op}`, n, [{ view: x, io: "in", arg: "x", dtypes: F32 }, { view: y, io: "out", arg: "y", dtypes: F32 }], [], (_s, c, [xs, ys]) => this.unary(op, xs!, ys!, c));
     const xb = this.v(x, n, `unary ${op}`, "x", F32);
     const yb = this.v(y, n, `unary ${op}`, "y", F32);
     if (n > 0) this.run(unaryLaunch(op, xb, x.off, yb, y.off, n));
   }
 
   unaryBackward(op: UnaryOp, x: View, dy: View, dx: View, n: number): void {
+    if (anySegmented(x, dy, dx)) return forElementBlocks(this.host, `unaryBackward ${op}`, n, [{ view: x, io: "in", arg: "x", dtypes: F32 }, { view: dy, io: "in", arg: "dy", dtypes: F32 }, { view: dx, io: "out", arg: "dx", dtypes: F32 }], [], (_s, c, [xs, dys, dxs]) => this.unaryBackward(op, xs!, dys!, dxs!, c));
     const xb = this.v(x, n, `unaryBackward ${op}`, "x", F32);
     const dyb = this.v(dy, n, `unaryBackward ${op}`, "dy", F32);
     const dxb = this.v(dx, n, `unaryBackward ${op}`, "dx", F32);
@@ -618,6 +747,7 @@ export class WebGpuBackend implements Backend {
   }
 
   siluMul(gate: View, up: View, out: View, n: number): void {
+    if (anySegmented(gate, up, out)) return forElementBlocks(this.host, "siluMul", n, [{ view: gate, io: "in", arg: "gate", dtypes: F32 }, { view: up, io: "in", arg: "up", dtypes: F32 }, { view: out, io: "out", arg: "out", dtypes: F32 }], [], (_s, c, [g, u, o]) => this.siluMul(g!, u!, o!, c));
     const gb = this.v(gate, n, "siluMul", "gate", F32);
     const ub = this.v(up, n, "siluMul", "up", F32);
     const ob = this.v(out, n, "siluMul", "out", F32);
@@ -625,6 +755,7 @@ export class WebGpuBackend implements Backend {
   }
 
   siluMulBackward(gate: View, up: View, dy: View, dGate: View, dUp: View, n: number): void {
+    if (anySegmented(gate, up, dy, dGate, dUp)) return forElementBlocks(this.host, "siluMulBackward", n, [{ view: gate, io: "in", arg: "gate", dtypes: F32 }, { view: up, io: "in", arg: "up", dtypes: F32 }, { view: dy, io: "in", arg: "dy", dtypes: F32 }, { view: dGate, io: "out", arg: "dGate", dtypes: F32 }, { view: dUp, io: "out", arg: "dUp", dtypes: F32 }], [], (_s, c, [g, u, d, dg, du]) => this.siluMulBackward(g!, u!, d!, dg!, du!, c));
     const gb = this.v(gate, n, "siluMulBackward", "gate", F32);
     const ub = this.v(up, n, "siluMulBackward", "up", F32);
     const db = this.v(dy, n, "siluMulBackward", "dy", F32);
@@ -634,12 +765,14 @@ export class WebGpuBackend implements Backend {
   }
 
   affine(x: View, y: View, n: number, alpha: number, beta: number): void {
+    if (anySegmented(x, y)) return forElementBlocks(this.host, "affine", n, [{ view: x, io: "in", arg: "x", dtypes: F32 }, { view: y, io: "out", arg: "y", dtypes: F32 }], [], (_s, c, [xs, ys]) => this.affine(xs!, ys!, c, alpha, beta));
     const xb = this.v(x, n, "affine", "x", F32);
     const yb = this.v(y, n, "affine", "y", F32);
     if (n > 0) this.run(affineLaunch(xb, x.off, yb, y.off, n, alpha, beta));
   }
 
   binary(op: BinaryOp, a: View, aShape: readonly number[], b: View, bShape: readonly number[], out: View): void {
+    if (anySegmented(a, b, out)) return this.binarySegmented(op, a, aShape, b, bShape, out);
     const plan = planBroadcast(aShape, bShape);
     const na = aShape.reduce((p, d) => p * d, 1);
     const nb = bShape.reduce((p, d) => p * d, 1);
@@ -650,6 +783,7 @@ export class WebGpuBackend implements Backend {
   }
 
   axpy(alpha: number, x: View, y: View, n: number): void {
+    if (anySegmented(x, y)) return forElementBlocks(this.host, "axpy", n, [{ view: x, io: "in", arg: "x", dtypes: F32 }, { view: y, io: "inout", arg: "y", dtypes: F32 }], [], (_s, c, [xs, ys]) => this.axpy(alpha, xs!, ys!, c));
     const xb = this.v(x, n, "axpy", "x", F32);
     const yb = this.v(y, n, "axpy", "y", F32);
     if (n > 0) this.run(axpyLaunch(alpha, xb, x.off, yb, y.off, n));
@@ -658,6 +792,14 @@ export class WebGpuBackend implements Backend {
   // ---- reductions ----------------------------------------------------------------------------
 
   reduce(op: ReduceOp, x: View, out: View, outer: number, n: number, inner: number): void {
+    if (anySegmented(x, out)) {
+      if (!["sum", "mean", "max", "sumsq"].includes(op)) throw new Error(`webgpu reduce: unknown op "${op}"`);
+      const args: RowArg[] = [
+        { view: x, perRow: n * inner, io: "in", arg: "x", dtypes: F32 },
+        { view: out, perRow: inner, io: "out", arg: "out", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, `reduce ${op}`, outer, args, [], (_r, c, [xs, os]) => this.reduce(op, xs!, os!, c, n, inner), (r) => this.reduceSlice(op, { buf: x.buf, off: x.off + r * n * inner }, { buf: out.buf, off: out.off + r * inner }, n, inner));
+    }
     if (!["sum", "mean", "max", "sumsq"].includes(op)) throw new Error(`webgpu reduce: unknown op "${op}"`);
     const xb = this.v(x, outer * n * inner, `reduce ${op}`, "x", F32);
     const ob = this.v(out, outer * inner, `reduce ${op}`, "out", F32);
@@ -669,12 +811,14 @@ export class WebGpuBackend implements Backend {
   // ---- rows ----------------------------------------------------------------------------------
 
   softmax(x: View, y: View, rows: number, cols: number, log: boolean): void {
+    if (anySegmented(x, y)) return forRowBlocks(this.host, "softmax", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: y, perRow: cols, io: "out", arg: "y", dtypes: F32 }], [], (_r, c, [xs, ys]) => this.softmax(xs!, ys!, c, cols, log));
     const xb = this.v(x, rows * cols, "softmax", "x", F32);
     const yb = this.v(y, rows * cols, "softmax", "y", F32);
     if (rows * cols > 0) this.run(softmaxLaunch(xb, x.off, yb, y.off, rows, cols, log));
   }
 
   softmaxBackward(y: View, dy: View, dx: View, rows: number, cols: number, log: boolean): void {
+    if (anySegmented(y, dy, dx)) return forRowBlocks(this.host, "softmaxBackward", rows, [{ view: y, perRow: cols, io: "in", arg: "y", dtypes: F32 }, { view: dy, perRow: cols, io: "in", arg: "dy", dtypes: F32 }, { view: dx, perRow: cols, io: "out", arg: "dx", dtypes: F32 }], [], (_r, c, [ys, dys, dxs]) => this.softmaxBackward(ys!, dys!, dxs!, c, cols, log));
     const n = rows * cols;
     const yb = this.v(y, n, "softmaxBackward", "y", F32);
     const dyb = this.v(dy, n, "softmaxBackward", "dy", F32);
@@ -683,6 +827,7 @@ export class WebGpuBackend implements Backend {
   }
 
   rmsnorm(x: View, w: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    if (anySegmented(x, w, y, rstd)) return forRowBlocks(this.host, "rmsnorm", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: y, perRow: cols, io: "out", arg: "y", dtypes: F32 }, { view: rstd, perRow: 1, io: "out", arg: "rstd", dtypes: F32 }], [{ view: w, n: cols, arg: "w", dtypes: F32 }], (_r, c, [xs, ys, rs], [ws]) => this.rmsnorm(xs!, ws!, ys!, rs!, c, cols, eps));
     const n = rows * cols;
     const xb = this.v(x, n, "rmsnorm", "x", F32);
     const wb = this.v(w, cols, "rmsnorm", "w", F32);
@@ -692,6 +837,7 @@ export class WebGpuBackend implements Backend {
   }
 
   rmsnormBackward(x: View, w: View, rstd: View, dy: View, dx: View, dw: View, rows: number, cols: number): void {
+    if (anySegmented(x, w, rstd, dy, dx, dw)) return forRowBlocks(this.host, "rmsnormBackward", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: rstd, perRow: 1, io: "in", arg: "rstd", dtypes: F32 }, { view: dy, perRow: cols, io: "in", arg: "dy", dtypes: F32 }, { view: dx, perRow: cols, io: "out", arg: "dx", dtypes: F32 }], [{ view: w, n: cols, arg: "w", dtypes: F32 }, { view: dw, n: cols, arg: "dw", dtypes: F32 }], (_r, c, [xs, rs, dys, dxs], [ws, dws]) => this.rmsnormBackward(xs!, ws!, rs!, dys!, dxs!, dws!, c, cols));
     const n = rows * cols;
     const op = "rmsnormBackward";
     const xb = this.v(x, n, op, "x", F32);
@@ -706,6 +852,7 @@ export class WebGpuBackend implements Backend {
   }
 
   addRmsnorm(x: View, r: View, w: View, sum: View, y: View, rstd: View, rows: number, cols: number, eps: number): void {
+    if (anySegmented(x, r, w, sum, y, rstd)) return forRowBlocks(this.host, "addRmsnorm", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: r, perRow: cols, io: "in", arg: "r", dtypes: F32 }, { view: sum, perRow: cols, io: "out", arg: "sum", dtypes: F32 }, { view: y, perRow: cols, io: "out", arg: "y", dtypes: F32 }, { view: rstd, perRow: 1, io: "out", arg: "rstd", dtypes: F32 }], [{ view: w, n: cols, arg: "w", dtypes: F32 }], (_r, c, [xs, rs, ss, ys, ts], [ws]) => this.addRmsnorm(xs!, rs!, ws!, ss!, ys!, ts!, c, cols, eps));
     const n = rows * cols;
     const op = "addRmsnorm";
     const xb = this.v(x, n, op, "x", F32);
@@ -718,6 +865,16 @@ export class WebGpuBackend implements Backend {
   }
 
   addRmsnormBackward(sum: View, w: View, rstd: View, dy: View, dSum: View | null, dx: View, dw: View, rows: number, cols: number): void {
+    if (anySegmented(sum, w, rstd, dy, dSum, dx, dw)) {
+      const args: RowArg[] = [
+        { view: sum, perRow: cols, io: "in", arg: "sum", dtypes: F32 },
+        { view: rstd, perRow: 1, io: "in", arg: "rstd", dtypes: F32 },
+        { view: dy, perRow: cols, io: "in", arg: "dy", dtypes: F32 },
+        { view: dx, perRow: cols, io: "out", arg: "dx", dtypes: F32 },
+      ];
+      if (dSum) args.push({ view: dSum, perRow: cols, io: "in", arg: "dSum", dtypes: F32 });
+      return forRowBlocks(this.host, "addRmsnormBackward", rows, args, [{ view: w, n: cols, arg: "w", dtypes: F32 }, { view: dw, n: cols, arg: "dw", dtypes: F32 }], (_r, c, [ss, ts, dys, dxs, dss], [ws, dws]) => this.addRmsnormBackward(ss!, ws!, ts!, dys!, dss ?? null, dxs!, dws!, c, cols));
+    }
     const n = rows * cols;
     const op = "addRmsnormBackward";
     const sb = this.v(sum, n, op, "sum", F32);
@@ -733,6 +890,7 @@ export class WebGpuBackend implements Backend {
   }
 
   layernorm(x: View, w: View, b: View, y: View, mean: View, rstd: View, rows: number, cols: number, eps: number): void {
+    if (anySegmented(x, w, b, y, mean, rstd)) return forRowBlocks(this.host, "layernorm", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: y, perRow: cols, io: "out", arg: "y", dtypes: F32 }, { view: mean, perRow: 1, io: "out", arg: "mean", dtypes: F32 }, { view: rstd, perRow: 1, io: "out", arg: "rstd", dtypes: F32 }], [{ view: w, n: cols, arg: "w", dtypes: F32 }, { view: b, n: cols, arg: "b", dtypes: F32 }], (_r, c, [xs, ys, ms, rs], [ws, bs]) => this.layernorm(xs!, ws!, bs!, ys!, ms!, rs!, c, cols, eps));
     const n = rows * cols;
     const op = "layernorm";
     const xb = this.v(x, n, op, "x", F32);
@@ -745,6 +903,7 @@ export class WebGpuBackend implements Backend {
   }
 
   layernormBackward(x: View, w: View, mean: View, rstd: View, dy: View, dx: View, dw: View, db: View, rows: number, cols: number): void {
+    if (anySegmented(x, w, mean, rstd, dy, dx, dw, db)) return forRowBlocks(this.host, "layernormBackward", rows, [{ view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 }, { view: mean, perRow: 1, io: "in", arg: "mean", dtypes: F32 }, { view: rstd, perRow: 1, io: "in", arg: "rstd", dtypes: F32 }, { view: dy, perRow: cols, io: "in", arg: "dy", dtypes: F32 }, { view: dx, perRow: cols, io: "out", arg: "dx", dtypes: F32 }], [{ view: w, n: cols, arg: "w", dtypes: F32 }, { view: dw, n: cols, arg: "dw", dtypes: F32 }, { view: db, n: cols, arg: "db", dtypes: F32 }], (_r, c, [xs, ms, rs, dys, dxs], [ws, dws, dbs]) => this.layernormBackward(xs!, ws!, ms!, rs!, dys!, dxs!, dws!, dbs!, c, cols));
     const n = rows * cols;
     const op = "layernormBackward";
     const xb = this.v(x, n, op, "x", F32);
@@ -848,6 +1007,15 @@ export class WebGpuBackend implements Backend {
   }
 
   crossEntropy(logits: View, targets: View, losses: View, dlogits: View, rows: number, vocab: number, ignoreIndex: number, gradScale: number): void {
+    if (anySegmented(logits, targets, losses, dlogits)) {
+      const args: RowArg[] = [
+        { view: logits, perRow: vocab, io: "in", arg: "logits", dtypes: F32 },
+        { view: targets, perRow: 1, io: "in", arg: "targets", dtypes: I32 },
+        { view: losses, perRow: 1, io: "out", arg: "losses", dtypes: F32 },
+        { view: dlogits, perRow: vocab, io: "out", arg: "dlogits", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "crossEntropy", rows, args, [], (_r, c, [ls, ts, lss, ds]) => this.crossEntropy(ls!, ts!, lss!, ds!, c, vocab, ignoreIndex, gradScale));
+    }
     const op = "crossEntropy";
     const lb = this.v(logits, rows * vocab, op, "logits", F32);
     const tb = this.v(targets, rows, op, "targets", I32);
@@ -885,7 +1053,19 @@ export class WebGpuBackend implements Backend {
   // ---- transformer pieces --------------------------------------------------------------------
 
   rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
-    const n = batch * seq * heads * headDim;
+    if (anySegmented(x, y)) {
+      const args: RowArg[] = [
+        { view: x, perRow: heads * headDim, io: "in", arg: "x", dtypes: F32 },
+        { view: y, perRow: heads * headDim, io: "out", arg: "y", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "rope", batch * seq, args, [], (r0, c, [xs, ys]) => this.ropeBlock(xs!, ys!, batch, seq, heads, headDim, theta, inverse, r0, c));
+    }
+    this.ropeBlock(x, y, batch, seq, heads, headDim, theta, inverse, 0, batch * seq);
+  }
+
+  /** rope over `positions` flattened (batch, seq) positions from `pos0` (x, y at those rows). */
+  private ropeBlock(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean, pos0: number, positions: number): void {
+    const n = positions * heads * headDim;
     const xb = this.v(x, n, "rope", "x", F32);
     const yb = this.v(y, n, "rope", "y", F32);
     if (n === 0) return;
@@ -898,10 +1078,11 @@ export class WebGpuBackend implements Backend {
       this.device.queue.writeBuffer(table.gpu!, 0, t.buffer, 0, t.byteLength);
       this.ropeTables.set(key, table);
     }
-    this.run(ropeLaunch(table, xb, x.off, yb, y.off, batch, seq, heads, headDim, inverse));
+    this.run(ropeLaunch(table, xb, x.off, yb, y.off, batch, seq, heads, headDim, inverse, pos0, positions));
   }
 
   attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    if (anySegmented(q, k, v, out, lse)) [q, k, v, out, lse] = this.one("attention", [q, B * S * H * D, "q"], [k, B * S * Hkv * D, "k"], [v, B * S * Hkv * D, "v"], [out, B * S * H * D, "out"], [lse, B * H * S, "lse"]) as [View, View, View, View, View];
     const op = "attention";
     this.checkHeads(op, H, Hkv);
     const qb = this.v(q, B * S * H * D, op, "q", F32);
@@ -917,6 +1098,11 @@ export class WebGpuBackend implements Backend {
   }
 
   attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+    if (anySegmented(q, k, v, out, lse, dout, dq, dk, dv)) {
+      const nq = B * S * H * D;
+      const nk = B * S * Hkv * D;
+      [q, k, v, out, lse, dout, dq, dk, dv] = this.one("attentionBackward", [q, nq, "q"], [k, nk, "k"], [v, nk, "v"], [out, nq, "out"], [lse, B * H * S, "lse"], [dout, nq, "dout"], [dq, nq, "dq"], [dk, nk, "dk"], [dv, nk, "dv"]) as [View, View, View, View, View, View, View, View, View];
+    }
     const op = "attentionBackward";
     this.checkHeads(op, H, Hkv);
     const nq = B * S * H * D;
@@ -979,6 +1165,14 @@ export class WebGpuBackend implements Backend {
   // ---- MoE -----------------------------------------------------------------------------------
 
   topk(x: View, values: View, indices: View, rows: number, cols: number, k: number): void {
+    if (anySegmented(x, values, indices)) {
+      const args: RowArg[] = [
+        { view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 },
+        { view: values, perRow: k, io: "out", arg: "values", dtypes: F32 },
+        { view: indices, perRow: k, io: "out", arg: "indices", dtypes: I32 },
+      ];
+      return forRowBlocks(this.host, "topk", rows, args, [], (_r, c, [xs, vs, is]) => this.topk(xs!, vs!, is!, c, cols, k));
+    }
     const xb = this.v(x, rows * cols, "topk", "x", F32);
     const vb = this.v(values, rows * k, "topk", "values", F32);
     const ib = this.v(indices, rows * k, "topk", "indices", I32);
@@ -1009,6 +1203,12 @@ export class WebGpuBackend implements Backend {
   }
 
   histogram(idx: View, counts: View, n: number, bins: number): void {
+    if (anySegmented(idx, counts)) {
+      const [c] = this.one("histogram", [counts, bins, "counts", ["u32"]]);
+      const cb = this.v(c!, bins, "histogram", "counts", ["u32"]);
+      if (bins > 0) this.run(fillLaunch(cb, c!.off, bins, 0));
+      return forElementBlocks(this.host, "histogram", n, [{ view: idx, io: "in", arg: "idx", dtypes: I32 }], [], (_s, m, [is]) => this.run(histogramLaunch(this.v(is!, m, "histogram", "idx", I32), is!.off, cb, c!.off, m, bins)));
+    }
     const ib = this.v(idx, n, "histogram", "idx", I32);
     const cb = this.v(counts, bins, "histogram", "counts", ["u32"]);
     if (bins > 0) this.run(fillLaunch(cb, counts.off, bins, 0));
@@ -1017,6 +1217,7 @@ export class WebGpuBackend implements Backend {
 
   /** The stable counting sort of pairs by expert in three dispatches (wgsl/moe-permute.ts). */
   moePermute(idx: View, n: number, topK: number, bins: number, counts: View, offsets: View, rowOfPair: View, tokenOfRow: View, pairOfRow: View): void {
+    if (anySegmented(idx, counts, offsets, rowOfPair, tokenOfRow, pairOfRow)) [idx, counts, offsets, rowOfPair, tokenOfRow, pairOfRow] = this.one("moePermute", [idx, n, "idx"], [counts, bins, "counts"], [offsets, bins + 1, "offsets"], [rowOfPair, n, "rowOfPair"], [tokenOfRow, n, "tokenOfRow"], [pairOfRow, n, "pairOfRow"]) as [View, View, View, View, View, View];
     const op = "moePermute";
     if (!Number.isInteger(topK) || topK < 1) throw new Error(`webgpu moePermute: topK must be a positive integer, got ${topK}`);
     const ib = this.v(idx, n, op, "idx", I32);
@@ -1031,6 +1232,14 @@ export class WebGpuBackend implements Backend {
 
   /** The per-token combine in expert order, one dispatch (wgsl/moe-permute.ts). */
   moeCombine(x: View, xRows: number, rowOfPair: View, weights: View | null, out: View, tokens: number, topK: number, dim: number, accumulate: boolean): void {
+    if (anySegmented(x, rowOfPair, weights, out)) {
+      const args: RowArg[] = [
+        { view: rowOfPair, perRow: topK, io: "in", arg: "rowOfPair", dtypes: I32 },
+        { view: out, perRow: dim, io: accumulate ? "inout" : "out", arg: "out", dtypes: F32 },
+      ];
+      if (weights) args.push({ view: weights, perRow: topK, io: "in", arg: "weights", dtypes: F32 });
+      return forRowBlocks(this.host, "moeCombine", tokens, args, [{ view: x, n: xRows * dim, arg: "x", dtypes: F32 }], (_r, c, [rs, os, ws], [xs]) => this.moeCombine(xs!, xRows, rs!, ws ?? null, os!, c, topK, dim, accumulate));
+    }
     const op = "moeCombine";
     const xb = this.v(x, xRows * dim, op, "x", F32);
     const rb = this.v(rowOfPair, tokens * topK, op, "rowOfPair", I32);
@@ -1040,6 +1249,14 @@ export class WebGpuBackend implements Backend {
   }
 
   gatherAlongRows(x: View, idx: View, out: View, rows: number, cols: number, k: number): void {
+    if (anySegmented(x, idx, out)) {
+      const args: RowArg[] = [
+        { view: x, perRow: cols, io: "in", arg: "x", dtypes: F32 },
+        { view: idx, perRow: k, io: "in", arg: "idx", dtypes: I32 },
+        { view: out, perRow: k, io: "out", arg: "out", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "gatherAlongRows", rows, args, [], (_r, c, [xs, is, os]) => this.gatherAlongRows(xs!, is!, os!, c, cols, k));
+    }
     const op = "gatherAlongRows";
     const xb = this.v(x, rows * cols, op, "x", F32);
     const ib = this.v(idx, rows * k, op, "idx", I32);
@@ -1048,6 +1265,14 @@ export class WebGpuBackend implements Backend {
   }
 
   scatterAddAlongRows(dout: View, idx: View, dx: View, rows: number, cols: number, k: number): void {
+    if (anySegmented(dout, idx, dx)) {
+      const args: RowArg[] = [
+        { view: dout, perRow: k, io: "in", arg: "dout", dtypes: F32 },
+        { view: idx, perRow: k, io: "in", arg: "idx", dtypes: I32 },
+        { view: dx, perRow: cols, io: "inout", arg: "dx", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "scatterAddAlongRows", rows, args, [], (_r, c, [ds, is, xs]) => this.scatterAddAlongRows(ds!, is!, xs!, c, cols, k));
+    }
     const op = "scatterAddAlongRows";
     const gb = this.v(dout, rows * k, op, "dout", F32);
     const ib = this.v(idx, rows * k, op, "idx", I32);
@@ -1058,6 +1283,17 @@ export class WebGpuBackend implements Backend {
   // ---- optimizer -----------------------------------------------------------------------------
 
   adamw(param: View, grad: View, m: View, v: View, param16: View | null, n: number, p: AdamWParams): void {
+    if (anySegmented(param, grad, m, v, param16, p.scaleFrom)) {
+      const args: RowArg[] = [
+        { view: param, perRow: 1, io: "inout", arg: "param", dtypes: F32 },
+        { view: grad, perRow: 1, io: "in", arg: "grad", dtypes: FLOATS },
+        { view: m, perRow: 1, io: "inout", arg: "m", dtypes: F32 },
+        { view: v, perRow: 1, io: "inout", arg: "v", dtypes: F32 },
+      ];
+      if (param16) args.push({ view: param16, perRow: 1, io: "out", arg: "param16", dtypes: ["f16", "bf16"] });
+      const fixed = p.scaleFrom ? [{ view: p.scaleFrom, n: 2, arg: "scaleFrom", dtypes: F32 }] : [];
+      return forRowBlocks(this.host, "adamw", n, args, fixed, (_s, c, [ps, gs, ms, vs, p16], [sf]) => this.adamw(ps!, gs!, ms!, vs!, p16 ?? null, c, sf ? { ...p, scaleFrom: sf } : p));
+    }
     const op = "adamw";
     const pb = this.v(param, n, op, "param", F32);
     const gb = this.v(grad, n, op, "grad", FLOATS);
@@ -1070,6 +1306,7 @@ export class WebGpuBackend implements Backend {
   }
 
   clipScale(partials: View, count: number, out: View, p: ClipScaleParams): void {
+    if (anySegmented(partials, out)) [partials, out] = this.one("clipScale", [partials, count, "partials", F32], [out, 3, "out", F32]) as [View, View];
     if (!Number.isInteger(count) || count < 0) throw new Error(`webgpu clipScale: count must be a non-negative integer, got ${count}`);
     if (!(p.lsDiv > 0)) throw new Error(`webgpu clipScale: lsDiv must be > 0, got ${p.lsDiv}`);
     const pb = this.v(partials, count, "clipScale", "partials", F32);
@@ -1078,6 +1315,7 @@ export class WebGpuBackend implements Backend {
   }
 
   lambUpdate(param: View, grad: View, m: View, v: View, update: View, n: number, p: LambParams): void {
+    if (anySegmented(param, grad, m, v, update)) return forElementBlocks(this.host, "lambUpdate", n, [{ view: param, io: "in", arg: "param", dtypes: F32 }, { view: grad, io: "in", arg: "grad", dtypes: FLOATS }, { view: m, io: "inout", arg: "m", dtypes: F32 }, { view: v, io: "inout", arg: "v", dtypes: F32 }, { view: update, io: "out", arg: "update", dtypes: F32 }], [], (_s, c, [ps, gs, ms, vs, us]) => this.lambUpdate(ps!, gs!, ms!, vs!, us!, c, p));
     const op = "lambUpdate";
     const pb = this.v(param, n, op, "param", F32);
     const gb = this.v(grad, n, op, "grad", FLOATS);
@@ -1088,6 +1326,18 @@ export class WebGpuBackend implements Backend {
   }
 
   sumSquares(x: View, out: View, n: number): void {
+    if (anySegmented(x, out)) {
+      // one partial sum per segment block, then their sum in block order (rounding differs from one
+      // binding's workgroup partials: the terms are the same, the association is not)
+      this.ledger.check(x, n, "sumSquares", "x", FLOATS);
+      const o = rebase(out, 1, "sumSquares", "out");
+      const blocks: [number, number][] = [];
+      forElementBlocks(this.host, "sumSquares", n, [{ view: x, io: "in", arg: "x", dtypes: FLOATS }], [], (s0, c) => blocks.push([s0, c]));
+      const part = this.ledger.alloc("f32", blocks.length, "other", false);
+      blocks.forEach(([s0, c], i) => this.sumSquares(rebase({ buf: x.buf, off: x.off + s0 }, c, "sumSquares", "x"), { buf: part, off: i }, c));
+      this.reduce("sum", { buf: part, off: 0 }, o, 1, blocks.length, 1);
+      return this.free(part);
+    }
     const xb = this.v(x, n, "sumSquares", "x", FLOATS);
     const ob = this.v(out, 1, "sumSquares", "out", F32);
     const scratch = this.scratchBuf("sumsq_partials", "f32", sumSquaresPartials(n));
@@ -1095,6 +1345,12 @@ export class WebGpuBackend implements Backend {
   }
 
   nonFinite(x: View, out: View, n: number): void {
+    if (anySegmented(x, out)) {
+      const o = rebase(out, 1, "nonFinite", "out");
+      const ob = this.v(o, 1, "nonFinite", "out", ["u32"]);
+      this.run(fillLaunch(ob, o.off, 1, 0));
+      return forElementBlocks(this.host, "nonFinite", n, [{ view: x, io: "in", arg: "x", dtypes: FLOATS }], [], (_s, c, [xs]) => this.run(nonFiniteLaunch(this.v(xs!, c, "nonFinite", "x", FLOATS), xs!.off, ob, o.off, c)));
+    }
     const xb = this.v(x, n, "nonFinite", "x", FLOATS);
     const ob = this.v(out, 1, "nonFinite", "out", ["u32"]);
     this.run(fillLaunch(ob, out.off, 1, 0));

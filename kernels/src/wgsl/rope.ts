@@ -21,11 +21,13 @@ export function ropeInvFreq(headDim: number, theta: number): Float32Array {
 }
 
 /** Launch of rope; `invFreq` holds {@link ropeInvFreq}(headDim, theta) from element 0. Throws if
- * headDim is odd. */
-export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: number, batch: number, seq: number, heads: number, headDim: number, inverse: boolean): Launch | null {
+ * headDim is odd. A block of the (batch, seq) positions — `positions` of them from flattened
+ * position `pos0` (a split across buffer segments, webgpu/segments.ts) — takes its sequence index
+ * as (pos0 + p) mod seq; the defaults are the whole tensor. */
+export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: number, batch: number, seq: number, heads: number, headDim: number, inverse: boolean, pos0 = 0, positions = batch * seq): Launch | null {
   if (headDim % 2 !== 0) throw new Error(`webgpu rope: headDim must be even, got ${headDim}`);
   const half = headDim / 2;
-  const total = batch * seq * heads * half;
+  const total = positions * heads * half;
   if (total === 0) return null;
   const kernel: Kernel = memoKernel("rope", () => ({
     label: "rope",
@@ -34,13 +36,13 @@ export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: num
       { name: "b_x", type: "f32", write: false },
       { name: "b_y", type: "f32", write: true },
     ],
-    params: [...u32s("xoff", "yoff", "seq", "heads", "D", "half", "total"), ...f32s("sgn")],
+    params: [...u32s("xoff", "yoff", "seq", "heads", "D", "half", "total", "pos0"), ...f32s("sgn")],
     code: `${entry(EW_WG)} {
   let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
   if (t >= P.total) { return; }
   let i = t % P.half;
   let row = t / P.half;          // (b, s, h) flattened
-  let pos = (row / P.heads) % P.seq;
+  let pos = (row / P.heads + P.pos0 % P.seq) % P.seq;
   let a = f32(pos) * b_f[i];
   let k = round(a * 0.15915494309189535);
   let rr = (a - k * 6.28125) - k * 0.0019353071795864769;
@@ -53,5 +55,5 @@ export function ropeLaunch(invFreq: Buf, x: Buf, xoff: number, y: Buf, yoff: num
   b_y[P.yoff + base + i + P.half] = x2 * c + x1 * s;
 }`,
   }));
-  return { kernel, bufs: [invFreq, x, y], params: [xoff, yoff, seq, heads, headDim, half, total, inverse ? -1 : 1], workgroups: groups(total) };
+  return { kernel, bufs: [invFreq, x, y], params: [xoff, yoff, seq, heads, headDim, half, total, pos0, inverse ? -1 : 1], workgroups: groups(total) };
 }
