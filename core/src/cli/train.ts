@@ -44,6 +44,7 @@ import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
 import { batchDumpProblem, newOutputDirProblem } from "../train/batch-dump.ts";
 import { commEnvProblem } from "./comm-env.ts";
+import { torchrunEnvProblem } from "./torchrun-env.ts";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError", "DeviceBudgetError"];
@@ -130,6 +131,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     if (a.hostfile !== undefined && a.launcher !== "mpi") throw new UsageError(`--hostfile is only used with --launcher mpi`);
+    // torchrun-style RANK/WORLD_SIZE/...: honoured only as a world of one, else refused naming the launcher to use
+    const torchrun = torchrunEnvProblem(process.env, a.worldSize, mpi !== null);
+    if (torchrun !== null) throw new UsageError(torchrun, "");
     if (a.launcher === "mpi" && mpi === null) return await trainUnderMpirun(a, argv);
     if (mpi !== null) {
       if (a.worldSize !== undefined && a.worldSize !== mpi.worldSize) throw new UsageError(`--world-size ${a.worldSize} but mpirun started ${mpi.worldSize} processes (under mpirun the world size is mpirun's -np)`, "");
