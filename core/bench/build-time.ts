@@ -5,8 +5,8 @@
  *
  *   bun core/bench/build-time.ts [--model mixtral-small] [--backend cpu|webgpu] [--seed 1]
  *
- * Parameter initialisation uses ZEROMOE_INIT_THREADS threads when set (1 = the caller alone), else
- * the host's cores (tensor/random-pool.ts). Unknown model or backend: one line, exit 2.
+ * Parameters are initialised on the backend itself (nn/init.ts: one `randomFill` per parameter
+ * piece; on webgpu only keys and scales cross the bus). Unknown model or backend: one line, exit 2.
  */
 import { createBackend } from "@zeromoe/kernels";
 import { llamaConfig, mixtralConfig } from "../src/models/config.ts";
@@ -42,5 +42,4 @@ const t0 = performance.now();
 const model = cfg.model_type === "mixtral" ? new MixtralForCausalLM(be, mixtralConfig(cfg), { seed }) : new LlamaForCausalLM(be, llamaConfig(cfg), { seed });
 await be.flush();
 const wall = (performance.now() - t0) / 1000;
-const threads = process.env.ZEROMOE_INIT_THREADS ?? `default (${navigator.hardwareConcurrency} cores)`;
-console.log(`${name} on ${be.info.name} (${be.info.adapter}): ${model.numParameters.toLocaleString("en-US")} parameters built in ${wall.toFixed(2)} s wall, ${(cpuSeconds() - c0).toFixed(2)} s process CPU, ${(model.numParameters / wall / 1e6).toFixed(1)} M parameters/s; init threads ${threads}`);
+console.log(`${name} on ${be.info.name} (${be.info.adapter}): ${model.numParameters.toLocaleString("en-US")} parameters built in ${wall.toFixed(2)} s wall, ${(cpuSeconds() - c0).toFixed(2)} s process CPU, ${(model.numParameters / wall / 1e6).toFixed(1)} M parameters/s`);

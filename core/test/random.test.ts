@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { normalFill, philox4x32, randint, streamKey, uniformFill } from "../src/tensor/random.ts";
-import { philoxBlocks, PHILOX_WASM_MAX_WORDS } from "../src/tensor/philox-wasm.ts";
-import { normalFillTasks, PARALLEL_MIN_ELEMENTS, SHARE_ELEMENTS, type NormalFillTask } from "../src/tensor/random-pool.ts";
+import { philoxBlocks, PHILOX_WASM_MAX_WORDS } from "@zeromoe/kernels";
 
 const hex = (a: Uint32Array) => Array.from(a, (x) => x.toString(16).padStart(8, "0"));
 
@@ -110,46 +109,5 @@ describe("fast generators equal the element-wise definition bit for bit", () => 
     const ids = randint(4099, 37, streamKey(1, "r"), 5);
     const u = refUniform(4099, streamKey(1, "r"), 5, 0, 1);
     expect(firstMismatch(ids, Int32Array.from(u, (x) => Math.min(36, Math.floor(x * 37))))).toBe(-1);
-  });
-});
-
-describe("normalFillTasks (thread pool)", () => {
-  const tasks: NormalFillTask[] = [
-    { key: streamKey(3, "a"), start: 0, count: 3 * SHARE_ELEMENTS + 17, dstOff: 5, std: 0.02, mean: 0 },
-    { key: streamKey(3, "b"), start: 77, count: PARALLEL_MIN_ELEMENTS + 101, dstOff: 3 * SHARE_ELEMENTS + 30, std: 1, mean: 0.5 },
-    { key: streamKey(3, "c"), start: 2 ** 33 - 1, count: 3, dstOff: 3 * SHARE_ELEMENTS + 22, std: 2, mean: -1 },
-  ];
-  const n = 3 * SHARE_ELEMENTS + 30 + PARALLEL_MIN_ELEMENTS + 101 + 7;
-  const ref = new Float32Array(n);
-  for (const t of tasks) ref.set(refNormal(t.count, t.key, t.start, t.std, t.mean), t.dstOff);
-
-  test("1, 2, 3 and 5 threads, shared and unshared memory, a view at a byte offset: same bits as one thread", () => {
-    for (const threads of [1, 2, 3, 5]) {
-      for (const sab of [true, false]) {
-        const buf = sab ? new SharedArrayBuffer(4 * (n + 9)) : new ArrayBuffer(4 * (n + 9));
-        const out = new Float32Array(buf, 4 * 9, n);
-        new Float32Array(buf, 0, 9).fill(7);
-        normalFillTasks(out, tasks, threads);
-        expect(firstMismatch(out, ref)).toBe(-1);
-        expect(Array.from(new Float32Array(buf, 0, 9))).toEqual([7, 7, 7, 7, 7, 7, 7, 7, 7]); // nothing written before the view
-      }
-    }
-    const d = new Float64Array(new SharedArrayBuffer(8 * n));
-    normalFillTasks(d, tasks, 3);
-    expect(firstMismatch(Float32Array.from(d), ref)).toBe(-1);
-  }, 120_000);
-  test("worker threads take shares (bounded retries: a worker may not have started yet)", () => {
-    const out = new Float32Array(new SharedArrayBuffer(4 * n));
-    let helped = 0;
-    for (let attempt = 0; attempt < 50 && helped === 0; attempt++) {
-      helped = normalFillTasks(out, tasks, 3);
-      expect(firstMismatch(out, ref)).toBe(-1);
-      if (helped === 0) Bun.sleepSync(50);
-    }
-    expect(helped).toBeGreaterThan(0);
-    expect(normalFillTasks(new Float32Array(n), tasks, 3)).toBe(0); // unshared memory: the caller alone
-  }, 120_000);
-  test("a task outside the destination is refused", () => {
-    expect(() => normalFillTasks(new Float32Array(10), [{ key: [1, 2], start: 0, count: 11, dstOff: 0, std: 1, mean: 0 }], 1)).toThrow(/outside the destination/);
   });
 });

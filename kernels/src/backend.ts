@@ -172,6 +172,15 @@ export interface LambParams {
   gradScale: number;
 }
 
+/** A fill from a counter-based Philox stream ({@link Backend.randomFill}; the stream layout and the
+ * integer transforms are kernels/src/numerics/random-fill.ts and philox-transform.ts). `key` is the
+ * stream's two uint32 key words, `start` the stream element that lands at the view's offset
+ * (an integer, start + n ≤ 2^53 − 1). normal: N(0, std²) with std 0 or in [2^−100, 2^100];
+ * uniform: lo + (hi − lo)·u in f32, u a multiple of 2^−24 in [0, 1). */
+export type RandomFillSpec =
+  | { dist: "normal"; key: readonly [number, number]; start: number; std: number }
+  | { dist: "uniform"; key: readonly [number, number]; start: number; lo: number; hi: number };
+
 /** Information about the device a backend runs on (for `bun run report` and summaries). */
 export interface BackendInfo {
   name: "cpu" | "webgpu";
@@ -219,6 +228,11 @@ export interface Backend {
   copy(src: View, dst: View, n: number): void;
   /** dst[i] = convert(src[i]) between f32/f16/bf16, rounding to nearest even. */
   cast(src: View, dst: View, n: number): void;
+  /** dst[i] = element spec.start + i of a Philox stream for i < n (see {@link RandomFillSpec}),
+   * computed on the device from the key and counters alone: f32 values, rounded to nearest even for
+   * an f16/bf16 dst (as {@link cast} would). Bit-identical on every backend (integer transforms).
+   * @throws on a bad spec (naming the field) or a dst that is not f32/f16/bf16. */
+  randomFill(dst: View, n: number, spec: RandomFillSpec): void;
 
   // ---- elementwise (f32) --------------------------------------------------------------------
   /** y = op(x), n elements. */

@@ -12,4 +12,6 @@ export { createBackend, verifyBackend, adapterIndexForRank, softwareDriverNote, 
 export { DEFAULT_PROBE_SHAPE, clampProbeShape, prepareProbe, timeProbe, type PreparedProbe, type ProbeShape } from "./speed-probe.ts";
 export { collectReport, formatReport, setAutoChoiceProvider, REPORT_LIMITS, type Report, type AdapterReport, type AutoChoice } from "./report.ts";
 export { f32ToBits, bitsToF32, f16ToNumber, f16FromNumber, f16FromF32, f16FromF32Bits, bf16ToNumber, bf16FromNumber, bf16FromF32, bf16FromF32Bits } from "./numerics/index.ts";
+export { philox4x32, philoxBlocks, philoxBlocksInto, mulhi32, PHILOX_WASM_MAX_WORDS } from "./numerics/philox.ts";
+export { philoxFill, checkRandomFillSpec } from "./numerics/random-fill.ts";
 export { FLASH_BLOCKS, chooseFlashBlocks, type FlashBlock } from "./wgsl/attention-flash.ts";

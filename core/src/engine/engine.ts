@@ -31,7 +31,7 @@ import { defaultHooks } from "./defaults.ts";
 import type { EngineHooks, EnginePlugin } from "./hooks.ts";
 import { applyFreeze } from "./freeze.ts";
 import { GradReducedEvents } from "./grad-reduced.ts";
-import { initUnitRange } from "./init-shard.ts";
+import { initUnitRange } from "../nn/init.ts";
 import { createModel } from "./model-factory.ts";
 import { initMaster, optimizerStep, outcomeFromSumSquares, type StepOutcome } from "./optimizer.ts";
 import type { HookContext, JobView, ManifestContribution, MetricsRegistry, SetupContext, StepMetrics, UnitHandle, UnitInfo } from "./plugin-context.ts";

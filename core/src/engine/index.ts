@@ -7,7 +7,7 @@ export { UnitState, countsGradient } from "./unit-state.ts";
 export { accumulateLocal, allReduceAccumulated, reduceScatterAccumulated, reduceScatterBucket, takeMicroGrad, type PendingGrad } from "./grad-reduce.ts";
 export { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded, toCommArray } from "./host-transfer.ts";
 export { createModel } from "./model-factory.ts";
-export { initUnitRange } from "./init-shard.ts";
+export { initUnitRange } from "../nn/init.ts";
 export { importPlugin, pluginsForJob, resolvePlugin } from "./plugin-loader.ts";
 export { AUTOEP_PLUGIN_PACKAGE, BUILTIN_ALIASES, builtinPluginPackages, MOE_PLUGIN_PACKAGE, OFFLOAD_PLUGIN_PACKAGE, STAGE_PLUGIN_PACKAGES } from "./registry.ts";
 export type { HookContext, HostOptimizerState, HostParamShard, OffloadStepInputs, OptimizerDevice, OptimizerStateName, JobView, ManifestContribution, MemoryEstimateInput, MemoryPart, MetricsRegistry, MicroPosition, PluginMemory, SetupContext, StepMetrics, StepPhase, UnitHandle, UnitInfo } from "./plugin-context.ts";

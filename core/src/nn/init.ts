@@ -1,25 +1,30 @@
 /**
  * Parameter initialisation as Hugging Face's `_init_weights` does it for Llama/Mixtral: Linear and
  * Embedding weights ~ normal(0, initializer_range), RMSNorm weights = 1 — from the counter-based
- * Philox stream keyed by (seed, parameter name) (`tensor/random.ts`), so every run, rank and
- * partitioning produces the same values, and any slice can be generated on its own.
+ * Philox stream keyed by (seed, parameter name) (`tensor/random.ts` `streamKey`), so every run, rank
+ * and partitioning produces the same values, and any slice can be generated on its own.
  *
- * A unit (or a shard's element range of one) is generated into one host f32 array in a single pass
- * over its parameters, the normal draws spread over threads (`tensor/random-pool.ts`), and written to
- * the device with one `write` (plus one `cast` for a 16-bit unit). Values are computed in f64 and
- * rounded once to f32, as before; a 16-bit unit casts that f32 (nearest even).
+ * The values are made where they live: a unit (or a ZeRO shard's element range of one) is filled by
+ * one backend op per parameter piece (`Backend.randomFill` for normal draws, `fill` for ones and
+ * zeros), so on a GPU nothing but keys, stream positions and scales crosses the bus, and a 16-bit
+ * unit is written rounded to nearest even from the same f32 values. The transform from Philox words
+ * to samples is integer arithmetic (kernels/src/numerics/philox-transform.ts), bit-identical on the
+ * cpu and webgpu backends; {@link initUnitValues} computes the same values on the host.
  */
-import type { Backend, Buf } from "@zeromoe/kernels";
-import { normalFill, streamKey } from "../tensor/random.ts";
-import { PARALLEL_MIN_ELEMENTS, normalFillTasks, type NormalFillTask } from "../tensor/random-pool.ts";
+import { philoxFill, type Backend, type Buf } from "@zeromoe/kernels";
+import { streamKey } from "../tensor/random.ts";
 import type { Parameter, Unit } from "./unit.ts";
 
-/** Values of elements [start, start + out.length) of parameter `p` under `seed`. */
+/** Host values of elements [start, start + out.length) of parameter `p` under `seed` (the values
+ * {@link initUnit} writes, as f32; a Float64Array receives those f32 values exactly). */
 export function initValues(p: Parameter, seed: number, start: number, out: Float32Array | Float64Array): void {
   switch (p.init.kind) {
-    case "normal":
-      normalFill(out, streamKey(seed, p.name), start, p.init.std);
+    case "normal": {
+      const f = out instanceof Float32Array ? out : new Float32Array(out.length);
+      philoxFill(f, { dist: "normal", key: streamKey(seed, p.name), start, std: p.init.std });
+      if (f !== out) out.set(f);
       return;
+    }
     case "ones":
       out.fill(1);
       return;
@@ -29,59 +34,66 @@ export function initValues(p: Parameter, seed: number, start: number, out: Float
   }
 }
 
+function checkRange(unit: Unit, start: number, count: number, what: string): void {
+  if (count === 0) return;
+  if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0 || start + count > unit.numel) {
+    throw new Error(`${what}(${unit.name}): range [${start}, ${start + count}) outside the unit's ${unit.numel} elements`);
+  }
+}
+
 /**
  * The initial values of unit elements [start, start + count) (the unit's flat layout, nn/unit.ts) as
- * f32: element k of the result is element start + k of the unit. The array lives in a
- * SharedArrayBuffer when it is large enough for the thread pool. An empty range (count 0) may start
+ * host f32, computed on the host: element k of the result is element start + k of the unit. The
+ * reference for {@link initUnitRange} (equal bit for bit). An empty range (count 0) may start
  * anywhere (a ZeRO shard past the unit's end owns nothing).
  * @throws if a non-empty range lies outside the unit.
  */
 export function initUnitValues(unit: Unit, seed: number, start: number, count: number): Float32Array {
-  if (count === 0) return new Float32Array(0);
-  if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0 || start + count > unit.numel) {
-    throw new Error(`initUnitValues(${unit.name}): range [${start}, ${start + count}) outside the unit's ${unit.numel} elements`);
-  }
-  const out = count >= PARALLEL_MIN_ELEMENTS ? new Float32Array(new SharedArrayBuffer(4 * count)) : new Float32Array(count);
+  checkRange(unit, start, count, "initUnitValues");
+  const out = new Float32Array(count);
   const end = start + count;
-  const tasks: NormalFillTask[] = [];
+  for (const p of unit.params) {
+    const lo = Math.max(start, p.offset);
+    const hi = Math.min(end, p.offset + p.numel);
+    if (lo < hi) initValues(p, seed, lo - p.offset, out.subarray(lo - start, hi - start));
+  }
+  return out;
+}
+
+/**
+ * Initialise unit elements [start, start + count) into `dst` from element `dstOff` (default 0) on
+ * `be` (any backend): one `randomFill` per normal parameter piece, one `fill` per ones/zeros piece,
+ * rounded to `dst.dtype` (f32, f16 or bf16) as a cast would. Elements of `dst` outside the written
+ * range are left as they are. An empty range may start anywhere.
+ * @throws if a non-empty range lies outside the unit or `dst`.
+ */
+export function initUnitRange(be: Backend, unit: Unit, seed: number, start: number, count: number, dst: Buf, dstOff = 0): void {
+  checkRange(unit, start, count, "initUnitRange");
+  if (count === 0) return;
+  if (dstOff < 0 || dstOff + count > dst.length) throw new Error(`initUnitRange(${unit.name}): ${count} elements from offset ${dstOff} do not fit the destination's ${dst.length}`);
+  const end = start + count;
   for (const p of unit.params) {
     const lo = Math.max(start, p.offset);
     const hi = Math.min(end, p.offset + p.numel);
     if (lo >= hi) continue;
+    const view = { buf: dst, off: dstOff + lo - start };
     switch (p.init.kind) {
       case "normal":
-        tasks.push({ key: streamKey(seed, p.name), start: lo - p.offset, count: hi - lo, dstOff: lo - start, std: p.init.std, mean: 0 });
+        be.randomFill(view, hi - lo, { dist: "normal", key: streamKey(seed, p.name), start: lo - p.offset, std: p.init.std });
         break;
       case "ones":
-        out.fill(1, lo - start, hi - start);
+        be.fill(view, 1, hi - lo);
         break;
       case "zeros":
-        break; // already zero
+        be.fill(view, 0, hi - lo);
+        break;
     }
   }
-  normalFillTasks(out, tasks);
-  return out;
 }
 
-/** Write host f32 values into `dst` from element `off`, casting (nearest even) to a 16-bit `dst`. */
-export function writeHostF32(be: Backend, dst: Buf, off: number, values: Float32Array): void {
-  if (values.length === 0) return;
-  if (dst.dtype === "f32") {
-    be.write({ buf: dst, off }, values);
-    return;
-  }
-  const tmp = be.alloc("f32", values.length, "other");
-  try {
-    be.write({ buf: tmp, off: 0 }, values);
-    be.cast({ buf: tmp, off: 0 }, { buf: dst, off }, values.length);
-  } finally {
-    be.free(tmp);
-  }
-}
-
-/** Initialise every parameter of `unit` into `unit.data` (casting for 16-bit units).
- * @throws if `unit.data` is null. */
+/** Initialise every parameter of `unit` into `unit.data` on the unit's backend ({@link initUnitRange}
+ * over the whole unit). @throws if `unit.data` is null. */
 export function initUnit(unit: Unit, seed: number): void {
   if (!unit.data) throw new Error(`initUnit(${unit.name}): unit.data is null (allocate it first)`);
-  writeHostF32(unit.be, unit.data, 0, initUnitValues(unit, seed, 0, unit.numel));
+  initUnitRange(unit.be, unit, seed, 0, unit.numel, unit.data);
 }

@@ -8,47 +8,9 @@
  * parameter's Hugging Face name) with {@link streamKey}.
  */
 
-import { philoxBlocks } from "./philox-wasm.ts";
+import { philox4x32, philoxBlocksInto } from "@zeromoe/kernels";
 
-const M0 = 0xd2511f53;
-const M1 = 0xcd9e8d57;
-const W0 = 0x9e3779b9;
-const W1 = 0xbb67ae85;
-
-/** High 32 bits of the 64-bit product of two uint32 (exact, using doubles on 16-bit halves). */
-function mulhi(a: number, b: number): number {
-  const bLo = b & 0xffff;
-  const bHi = b >>> 16;
-  const t1 = a * bLo; // < 2^48, exact
-  const t2 = a * bHi; // < 2^48, exact
-  const t2Hi = Math.floor(t2 / 65536);
-  const t2Lo = t2 - t2Hi * 65536;
-  return (t2Hi + Math.floor((t2Lo * 65536 + t1) / 4294967296)) >>> 0;
-}
-
-/** One Philox4x32-10 block: 4 uint32 outputs for counter (c0..c3) and key (k0, k1). */
-export function philox4x32(c0: number, c1: number, c2: number, c3: number, k0: number, k1: number, out: Uint32Array): void {
-  let x0 = c0 >>> 0, x1 = c1 >>> 0, x2 = c2 >>> 0, x3 = c3 >>> 0;
-  let a = k0 >>> 0, b = k1 >>> 0;
-  for (let r = 0; r < 10; r++) {
-    const hi0 = mulhi(M0, x0);
-    const lo0 = Math.imul(M0, x0) >>> 0;
-    const hi1 = mulhi(M1, x2);
-    const lo1 = Math.imul(M1, x2) >>> 0;
-    const y0 = (hi1 ^ x1 ^ a) >>> 0;
-    const y2 = (hi0 ^ x3 ^ b) >>> 0;
-    x0 = y0;
-    x1 = lo1;
-    x2 = y2;
-    x3 = lo0;
-    a = (a + W0) >>> 0;
-    b = (b + W1) >>> 0;
-  }
-  out[0] = x0;
-  out[1] = x1;
-  out[2] = x2;
-  out[3] = x3;
-}
+export { philox4x32 };
 
 /** A 64-bit stream key [k0, k1] from a seed (integer) and a name, via FNV-1a over the name's UTF-16
  * code units mixed with the seed (then one Philox round-trip for diffusion). */
@@ -69,22 +31,6 @@ export function streamKey(seed: number, name: string): [number, number] {
 const CHUNK_BLOCKS = 4096;
 const TWO_PI = 2 * Math.PI;
 
-/**
- * Philox blocks for counters c … c+n−1 (c2 as given, c3 = 0) under `key`: `words` uint32 per block
- * from the wasm generator (philox-wasm.ts), or from {@link philox4x32} where WebAssembly is missing.
- * Same bits either way; the returned view is valid until the next call.
- */
-function blocks(key: [number, number], c: number, c2: number, n: number, words: 2 | 4, scratch: Uint32Array): Uint32Array {
-  const w = philoxBlocks(key, c, c2, n, words);
-  if (w) return w;
-  const blk = new Uint32Array(4);
-  for (let i = 0; i < n; i++) {
-    const ci = c + i;
-    philox4x32(ci >>> 0, Math.floor(ci / 4294967296) >>> 0, c2, 0, key[0], key[1], blk);
-    for (let k = 0; k < words; k++) scratch[i * words + k] = blk[k]!;
-  }
-  return scratch;
-}
 
 /**
  * Fill `out` with N(mean, std²) samples for elements [start, start + out.length) of the stream
@@ -102,7 +48,7 @@ export function normalFill(out: Float32Array | Float64Array, key: [number, numbe
   let j = 0;
   if (start % 2 === 1) {
     // the first element is the sine half of its block
-    const blk = blocks(key, c, 0, 1, 2, scratch);
+    const blk = philoxBlocksInto(key, c, 0, 1, 2, scratch);
     const r = Math.sqrt(-2 * Math.log((blk[0]! + 1) / 4294967296));
     out[0] = mean + std * (r * Math.sin(TWO_PI * ((blk[1]! + 1) / 4294967296)));
     c++;
@@ -110,7 +56,7 @@ export function normalFill(out: Float32Array | Float64Array, key: [number, numbe
   }
   while (j < n) {
     const pairs = Math.min(CHUNK_BLOCKS, Math.ceil((n - j) / 2));
-    const blk = blocks(key, c, 0, pairs, 2, scratch);
+    const blk = philoxBlocksInto(key, c, 0, pairs, 2, scratch);
     const full = Math.min(pairs, (n - j) >> 1); // pairs whose both halves are inside `out`
     for (let p = 0; p < full; p++, j += 2) {
       const r = Math.sqrt(-2 * Math.log((blk[2 * p]! + 1) / 4294967296));
@@ -142,7 +88,7 @@ export function uniformFill(out: Float32Array | Float64Array, key: [number, numb
   while (j < n) {
     const first = c === c0 ? skip : 0;
     const nb = Math.min(CHUNK_BLOCKS >> 1, Math.ceil((n - j + first) / 4));
-    const blk = blocks(key, c, 1, nb, 4, scratch);
+    const blk = philoxBlocksInto(key, c, 1, nb, 4, scratch);
     const end = Math.min(4 * nb, n - j + first);
     for (let w = first; w < end; w++, j++) out[j] = lo + span * (blk[w]! / 4294967296);
     c += nb;

@@ -11,7 +11,7 @@
  * finite-difference gradient checks).
  */
 
-import type { AdamWParams, Backend, ClipScaleParams, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec, HostArray, MatmulSpec, MemTag, MemoryStats, ReduceOp, UnaryOp, View } from "../backend.ts";
+import type { AdamWParams, Backend, ClipScaleParams, LambParams, BackendInfo, BinaryOp, Buf, DType, GroupedMatmulDevSpec, GroupedMatmulSpec, GroupedWeightGradSpec, HostArray, MatmulSpec, MemTag, MemoryStats, RandomFillSpec, ReduceOp, UnaryOp, View } from "../backend.ts";
 import { groupedDevExtents, groupedDevGeometry, groupedMatmulExtents, groupedMatmulGeometry, groupedWGradExtents, groupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import { attentionBackwardF, attentionF } from "./attention.ts";
 import { crossEntropyF } from "./cross-entropy.ts";
@@ -29,6 +29,10 @@ import { ropeF } from "./rope.ts";
 import { softmaxBackwardF, softmaxF } from "./softmax.ts";
 import { MemoryLedger, fspan, ispan, span, type CpuPrecision, type FArr, type Span } from "./store.ts";
 import { castA, fillA } from "./transfer.ts";
+import { checkRandomFillSpec, philoxFill } from "../numerics/random-fill.ts";
+
+/** Elements of a randomFill computed per host pass (bounds its scratch to 4 MiB). */
+const RANDOM_CHUNK = 1 << 20;
 
 /** Options of {@link CpuBackend}. */
 export interface CpuBackendOptions {
@@ -119,6 +123,18 @@ export class CpuBackend implements Backend {
     const s = span(this.ledger, src, n, FLOATS, "cast", "src");
     const d = span(this.ledger, dst, n, FLOATS, "cast", "dst");
     castA(s.a, s.o, src.buf.dtype, d.a, d.o, dst.buf.dtype, n);
+  }
+  randomFill(dst: View, n: number, spec: RandomFillSpec): void {
+    const d = span(this.ledger, dst, n, FLOATS, "randomFill", "dst");
+    checkRandomFillSpec(spec, n, "cpu randomFill");
+    // f32 values from the host reference, a bounded chunk at a time, stored as a cast would
+    const chunk = new Float32Array(Math.min(n, RANDOM_CHUNK));
+    for (let j = 0; j < n; j += RANDOM_CHUNK) {
+      const m = Math.min(RANDOM_CHUNK, n - j);
+      const vals = chunk.subarray(0, m);
+      philoxFill(vals, { ...spec, start: spec.start + j });
+      castA(vals, 0, "f32", d.a, d.o + j, dst.buf.dtype, m);
+    }
   }
 
   // ---- elementwise -------------------------------------------------------------------------

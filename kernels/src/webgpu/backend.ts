@@ -27,6 +27,7 @@ import {
   type MatmulSpec,
   type MemoryStats,
   type MemTag,
+  type RandomFillSpec,
   type ReduceOp,
   type UnaryOp,
   type View,
@@ -43,6 +44,8 @@ import { binaryLaunch, broadcastShapes, planBroadcast } from "../wgsl/binary.ts"
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { ceTileBackwardLaunch, ceTileFinishLaunch, ceTileStatsLaunch } from "../wgsl/tiled-cross-entropy.ts";
 import { copyCastLaunch, fillLaunch } from "../wgsl/fill-copy-cast.ts";
+import { randomFillLaunch } from "../wgsl/random.ts";
+import { checkRandomFillSpec } from "../numerics/random-fill.ts";
 import { histogramLaunch } from "../wgsl/histogram.ts";
 import { matmulExtents } from "../wgsl/matmul.ts";
 import { groupedMatmulDevLaunch, groupedWeightGradLaunch } from "../wgsl/grouped-matmul.ts";
@@ -727,6 +730,12 @@ export class WebGpuBackend implements Backend {
     if (n === 0) return;
     if (s.dtype === d.dtype) return this.copy(src, dst, n);
     this.run(copyCastLaunch(s, src.off, d, dst.off, n));
+  }
+
+  randomFill(dst: View, n: number, spec: RandomFillSpec): void {
+    const b = this.v(dst, n, "randomFill", "dst", FLOATS);
+    checkRandomFillSpec(spec, n, "webgpu randomFill");
+    if (n > 0) this.run(randomFillLaunch(b, dst.off, n, spec));
   }
 
   // ---- elementwise ---------------------------------------------------------------------------
