@@ -73,6 +73,10 @@ export interface EngineOptions {
   /** The `plugins` entries of the manifest of a checkpoint being resumed: each plugin's
    * `ctx.checkpoint.contribute(key, {restore})` gets its entry before partitioning. */
   restore?: Readonly<Record<string, unknown>> | null;
+  /** Start-up timing: awaited at the end of each phase of `create` with its name ("model build",
+   * "plugin set-up", "parameters + states", "master weights"); the trainer waits for the device
+   * there and records the phase (train/startup-phases.ts). */
+  startupPhase?: (name: string) => void | Promise<void>;
 }
 
 /** What plugins registered through their SetupContext. */
@@ -152,6 +156,7 @@ export class Engine implements CheckpointTarget {
     const groups = createParallelGroups(comm, epSize);
     const model = createModel(be, config.model, { dtype: paramDtype, seed: config.seed, allocate: false });
     model.lmZLossCoef = config.lm_z_loss_coef;
+    await opts.startupPhase?.("model build");
     const micro = { index: 0, count: config.gradient_accumulation_steps };
     const log = opts.log ?? ((m: string) => { if (comm.rank === 0) console.log(m); });
     const phase = { training: true, backward: false, step: 0 };
@@ -220,6 +225,7 @@ export class Engine implements CheckpointTarget {
       log(`freeze: ${frozen.units.length} unit${frozen.units.length === 1 ? "" : "s"} frozen (${frozen.elements} of ${total} parameters, ${((100 * frozen.elements) / total).toFixed(1)}%): ${frozen.units.join(", ")}`);
     }
     const mixed = paramDtype !== "f32";
+    await opts.startupPhase?.("plugin set-up");
     for (const unit of model.units.units) {
       const plan = hooks.partition.plan(unit, ctx);
       if (!plan) continue; // held by another rank (expert parallelism)
@@ -250,7 +256,9 @@ export class Engine implements CheckpointTarget {
         await st.evictParams(true);
       }
     }
+    await opts.startupPhase?.("parameters + states");
     for (const st of held) if (st.paramDevice === "device") await initMaster(be, st);
+    await opts.startupPhase?.("master weights");
     const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
     const of = (u: Unit): UnitState => {
       const s = byUnit.get(u);

@@ -33,6 +33,7 @@ import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 import { RunObserver } from "../observe/observer.ts";
 import { saveFp32Weights } from "../checkpoint/fp32-weights.ts";
 import { BatchDumper } from "./batch-dump.ts";
+import { StartupPhases } from "./startup-phases.ts";
 
 /** Arguments every rank receives (structured-cloned by launch). */
 export interface TrainRankArgs {
@@ -58,6 +59,9 @@ export interface TrainRankArgs {
   stop?: Int32Array;
   /** Host memory available before the ranks started (memory-check.ts; default: read now). */
   hostMemory?: HostMemory;
+  /** Epoch ms of the launching process's start, for the `startup` line (startup-phases.ts);
+   * default: this thread's start. */
+  processStartMs?: number;
 }
 
 /** This rank's index among the job's ranks on this host (picks its GPU): the rank itself on the
@@ -99,12 +103,14 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
   const config = args.config;
   if (config.world_size !== comm.worldSize) throw new Error(`train: config.world_size is ${config.world_size} but ${comm.worldSize} ranks were launched`);
   const talk = comm.rank === 0 && args.verbose;
+  const startup = new StartupPhases(comm.transport === "mpi" ? undefined : args.processStartMs);
   const { out, done } = talk ? rank0Output(args) : { out: SILENT, done: () => {} };
   // bf16/fp16 jobs may run matmuls on tensor cores (operands power-of-two scaled into f16's range)
   const tc = tensorCoresRequest({ fp16: config.fp16.enabled, bf16: config.bf16.enabled });
   const { backend: rawBe, reason } = await selectTrainBackend(config.backend, localRankOf(comm), probeShapeOf(config.model, config.train_micro_batch_size_per_gpu * config.data.seq_len), tc);
   // max_device_memory: the backend's allocator refuses to go past the budget (device-budget.ts)
   const be = withDeviceBudget(rawBe, config.max_device_memory);
+  startup.mark("backend");
   // the engine's states (e.g. offloaded NVMe state files) are released however the rank ends
   let live: { destroy(): void } | null = null;
   try {
@@ -114,6 +120,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     // that does not compose is a config error before any data is loaded
     const jobPlugins = await loadJobPlugins(config, args.baseDir);
     checkModelStateFits(config, backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory()), jobPlugins.memory);
+    startup.mark("plugins + memory check");
     const loader = await DataLoader.fromConfig(config.data, {
       micro: config.train_micro_batch_size_per_gpu,
       accum: config.gradient_accumulation_steps,
@@ -123,13 +130,20 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       modelVocabSize: config.model.vocab_size,
     });
     const d = loader.info;
+    startup.mark("data");
     out.line(`data       ${d.dataset}: ${d.totalTokens} tokens (${d.trainTokens} train, ${d.validationTokens} validation), ${d.trainWindows} training windows, ${d.batchesPerEpoch} steps per epoch`);
     // resuming: the plugins' manifest entries (e.g. expert placement) come back before partitioning
     const restore = args.resume !== undefined ? readCheckpointManifest(args.resume, config.checkpoint.dir).manifest.plugins : null;
     // timing, comms logger, FLOPs profiler, monitors, history (core/src/observe/): the engine and the
     // loop use the observed communicator and backend
     const observer = RunObserver.create({ config, comm, be, line: talk ? (m) => out.line(m) : () => {} });
-    const engine = await Engine.create({ config, comm: observer.comm, backend: observer.be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {} });
+    const engine = await Engine.create({
+      config, comm: observer.comm, backend: observer.be, plugins: jobPlugins.plugins, restore, log: talk ? (m) => out.line(m) : () => {},
+      startupPhase: async (name) => {
+        await be.flush();
+        startup.mark(name);
+      },
+    });
     live = engine;
     observer.attach(engine);
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
@@ -167,7 +181,14 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     }
     const dump = args.dumpBatches === undefined ? null : new BatchDumper(args.dumpBatches, config, comm.rank, startStep);
     if (dump) out.line(`dump       every step's batches into ${dump.dir}`);
-    const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer, dump });
+    await be.flush();
+    startup.mark(initFrom !== undefined || args.resume !== undefined ? "weights loaded" : "before the loop");
+    startup.beforeFirstStep(rawBe);
+    const onFirstStep = () => {
+      startup.mark("first step");
+      out.line(startup.line(rawBe));
+    };
+    const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer, dump, onFirstStep });
     done();
     observer.finish();
 

@@ -78,6 +78,7 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
     initFrom: o.initFrom,
     dumpBatches: o.dumpBatches,
     saveInit: o.saveInit,
+    processStartMs: Date.now() - process.uptime() * 1000,
   };
   // SIGINT/SIGTERM ask the ranks to stop after the current step (saving a checkpoint) instead of
   // killing the process; the handlers live only while the ranks run

@@ -173,6 +173,8 @@ export interface WebGpuStats {
   dispatches: number;
   submits: number;
   pipelines: number;
+  /** Host ms spent compiling those pipelines (WGSL → shader module → compute pipeline). */
+  pipelineMs: number;
   bindGroupHits: number;
   bindGroupMisses: number;
   /** Host reads (`read`), each a wait for the device. */
@@ -376,7 +378,7 @@ export class WebGpuBackend implements Backend {
    * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
   stats(): WebGpuStats {
     const b = this.batcher;
-    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, pipelineMs: this.pipelines.compileMs, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
   }
 
   /** Elements per segment: a buffer of more elements is held in several GPUBuffers

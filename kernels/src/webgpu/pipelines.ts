@@ -35,6 +35,8 @@ export interface CachedPipeline {
 /** Creates pipelines on first use and returns the cached one afterwards. */
 export class PipelineCache {
   private readonly cache = new Map<string, CachedPipeline>();
+  /** Host milliseconds spent compiling (shader module + pipeline creation), all pipelines. */
+  compileMs = 0;
   /**
    * @param trustedPrefixes kernel label prefixes compiled without runtime checks (see the file
    *   comment); non-empty only on a device that has `createShaderModuleTrusted` (else TypeError).
@@ -62,6 +64,7 @@ export class PipelineCache {
   get(label: string, k: AssembledKernel): CachedPipeline {
     const hit = this.cache.get(k.source);
     if (hit) return hit;
+    const t0 = performance.now();
     const entries: GPUBindGroupLayoutEntry[] = [{ binding: 0, visibility: ShaderStage.COMPUTE, buffer: { type: "uniform", hasDynamicOffset: true } }];
     k.slots.forEach((s, i) => entries.push({ binding: i + 1, visibility: ShaderStage.COMPUTE, buffer: { type: s.write ? "storage" : "read-only-storage" } }));
     const layout = this.device.createBindGroupLayout({ label, entries });
@@ -76,6 +79,7 @@ export class PipelineCache {
     });
     const c = { pipeline, layout, id: this.cache.size + 1 };
     this.cache.set(k.source, c);
+    this.compileMs += performance.now() - t0;
     return c;
   }
 }
