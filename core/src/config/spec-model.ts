@@ -10,7 +10,8 @@
  * This is the only parser of HF model configs: the job's `model` section and a bare `config.json`
  * ({@link resolveModelConfig} in resolve-model.ts) both go through it.
  */
-import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
+import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec, type Unsupported } from "./schema.ts";
+import { absentOnly, oneOf } from "./spec-deepspeed-other.ts";
 import type { DeepseekV2Config, DeepseekV3Config, ModelConfig } from "./types.ts";
 import { moeLayerIndices } from "./moe-shape.ts";
 
@@ -30,6 +31,36 @@ const HF_IGNORED: Readonly<Record<string, string>> = {
   output_hidden_states: "not supported",
   return_dict: "not applicable",
   auto_map: "not applicable",
+};
+
+/** HF keys every family refuses unless absent or null, with what to do instead. */
+const HF_UNSUPPORTED: Readonly<Record<string, Unsupported>> = {
+  quantization_config: absentOnly(
+    "this is a quantized checkpoint (FP8, GPTQ, AWQ, bitsandbytes, ...), and ZeroMoE trains full-precision weights only: use the model's dequantized weights (its BF16/FP16 release, or the checkpoint converted to bf16 with its own dequantization script), whose config.json has no quantization_config",
+  ),
+};
+
+/** Keys of DeepSeek's own remote-code configs (configuration_deepseek.py of the Hub repositories)
+ * that Transformers' DeepseekV2/V3 classes do not read, and what they mean here. */
+const DEEPSEEK_REMOTE_CODE_IGNORED: Readonly<Record<string, string>> = {
+  ep_size: "DeepSeek's remote-code expert-parallel size; here expert parallelism is moe.ep_size or expert_parallel.autoep_size",
+  aux_loss_alpha: "Transformers' DeepSeek adds no auxiliary loss; the moe section's aux_loss and aux_loss_coef choose one",
+  seq_aux: "Transformers' DeepSeek adds no auxiliary loss; the moe section's aux_loss chooses one",
+};
+
+/** DeepSeek-V3's remote-code routing keys: the values Transformers' DeepseekV3 implements (sigmoid
+ * scores, group-limited top-k with e_score_correction_bias: "noaux_tc"), every layer past
+ * first_k_dense_replace a MoE layer. */
+const DEEPSEEK_REMOTE_CODE_V3: Readonly<Record<string, Unsupported>> = {
+  topk_method: oneOf(["noaux_tc"], 'DeepseekV3 routes by sigmoid scores plus e_score_correction_bias within the topk_group best groups ("noaux_tc"), as Transformers\' DeepseekV3TopkRouter; other methods are not implemented for it'),
+  scoring_func: oneOf(["sigmoid"], "DeepseekV3's router scores are sigmoids (Transformers' DeepseekV3TopkRouter); softmax scoring is DeepSeek-V2's"),
+  moe_layer_freq: oneOf([1], "every layer from first_k_dense_replace on is a MoE layer (Transformers' DeepSeek); other frequencies are not implemented"),
+};
+
+/** DeepSeek-V2's remote-code routing keys at the values Transformers' DeepseekV2 implements. */
+const DEEPSEEK_REMOTE_CODE_V2: Readonly<Record<string, Unsupported>> = {
+  scoring_func: oneOf(["softmax"], "DeepseekV2's router scores are a softmax (Transformers' DeepseekV2Moe); sigmoid scoring is DeepSeek-V3's"),
+  moe_layer_freq: oneOf([1], "every layer from first_k_dense_replace on is a MoE layer (Transformers' DeepSeek); other frequencies are not implemented"),
 };
 
 /** A key that must be null (a feature this engine does not have): a non-null value is an error naming it. */
@@ -121,6 +152,7 @@ export const LLAMA_SPEC: ObjectSpec = {
     mlp_bias: onlyValue(false, "a bias in the MLP projections (mlp_bias true)", "bias in the MLP projections (only false is supported)"),
   },
   ignored: HF_IGNORED,
+  unsupported: HF_UNSUPPORTED,
 };
 
 /** MixtralConfig (transformers defaults). */
@@ -138,6 +170,7 @@ export const MIXTRAL_SPEC: ObjectSpec = {
     sliding_window: mustBeNull("sliding-window attention", "sliding-window attention width (only null = full causal attention is supported)"),
   },
   ignored: HF_IGNORED,
+  unsupported: HF_UNSUPPORTED,
 };
 
 /** Qwen3MoeConfig (transformers 5 defaults; `configuration_qwen3_moe.py`). Transformers 5 writes
@@ -161,6 +194,7 @@ export const QWEN3_MOE_SPEC: ObjectSpec = {
   },
   aliases: { num_experts: "num_local_experts" },
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
+  unsupported: HF_UNSUPPORTED,
 };
 
 /** Qwen2MoeConfig (transformers 5 defaults; `configuration_qwen2_moe.py`); its config.json writes
@@ -186,6 +220,7 @@ export const QWEN2_MOE_SPEC: ObjectSpec = {
   },
   aliases: { num_experts: "num_local_experts" },
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
+  unsupported: HF_UNSUPPORTED,
 };
 
 /** Keys DeepseekV2Config and DeepseekV3Config share (module comment of types.ts `DeepseekConfigBase`). */
@@ -223,7 +258,8 @@ export const DEEPSEEK_V3_SPEC: ObjectSpec = {
     rope_interleave: { kind: "boolean", default: true, doc: "RoPE on interleaved pairs (x[2i], x[2i+1]) of the rope part instead of halves" },
   },
   aliases: { n_routed_experts: "num_local_experts" },
-  ignored: { ...HF_IGNORED, num_nextn_predict_layers: "multi-token-prediction layers are not built (Transformers does not build them either)" },
+  ignored: { ...HF_IGNORED, ...DEEPSEEK_REMOTE_CODE_IGNORED, num_nextn_predict_layers: "multi-token-prediction layers are not built (Transformers does not build them either)" },
+  unsupported: { ...HF_UNSUPPORTED, ...DEEPSEEK_REMOTE_CODE_V3 },
 };
 
 /** DeepseekV2Config (transformers 5 defaults; `configuration_deepseek_v2.py`; `num_experts_per_tok`
@@ -241,7 +277,8 @@ export const DEEPSEEK_V2_SPEC: ObjectSpec = {
     mlp_bias: onlyValue(false, "a bias in the MLP projections (mlp_bias true)", "bias in the MLP projections (only false is supported)"),
   },
   aliases: { n_routed_experts: "num_local_experts" },
-  ignored: HF_IGNORED,
+  ignored: { ...HF_IGNORED, ...DEEPSEEK_REMOTE_CODE_IGNORED },
+  unsupported: { ...HF_UNSUPPORTED, ...DEEPSEEK_REMOTE_CODE_V2 },
 };
 
 /** Per-type specs. */
@@ -265,7 +302,7 @@ export const MODEL_SPEC: Spec = {
     if (type === undefined) return undefined;
     // a key of another family only: named, with the families that have it
     const own = MODEL_SPECS[type];
-    const known = (spec: ObjectSpec, k: string): boolean => k in spec.fields || k in (spec.aliases ?? {}) || k in (spec.ignored ?? {});
+    const known = (spec: ObjectSpec, k: string): boolean => k in spec.fields || k in (spec.aliases ?? {}) || k in (spec.ignored ?? {}) || k in (spec.unsupported ?? {});
     for (const k of Object.keys(value)) {
       if (known(own, k)) continue;
       const others = Object.entries(MODEL_SPECS).filter(([t, spec]) => t !== type && known(spec, k)).map(([t]) => `"${t}"`);
