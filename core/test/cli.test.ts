@@ -15,7 +15,7 @@ describe("parseTrainArgs", () => {
     expect([config.steps, config.world_size, config.backend, config.train_batch_size]).toEqual([3, 2, "cpu", 2 * config.train_micro_batch_size_per_gpu]);
   });
   const bad: [string[], RegExp][] = [
-    [["--step", "3"], /unknown option --step; did you mean --steps\?/],
+    [["--step", "3"], /unknown option "--step"; did you mean --steps\?/],
     [["--steps"], /argument missing/],
     [["extra"], /unexpected argument: extra/],
     [["--steps", "2.5"], /--steps: expected an integer, got "2.5"/],

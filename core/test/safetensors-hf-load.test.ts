@@ -86,13 +86,13 @@ describe("loadStateDict conversions", () => {
   test("out-of-range integers and unsupported dtypes are refused with the tensor named", () => {
     const p1 = join(dir, "big.safetensors");
     writeSafetensors(p1, [{ name: "ids", dtype: "I64", shape: [3], data: BigInt64Array.from([1n, 2n ** 31n, 3n]) }]);
-    expect(() => loadStateDict(p1)).toThrow(/big\.safetensors tensor 'ids': element 1 = 2147483648 does not fit in i32/);
+    expect(() => loadStateDict(p1)).toThrow(/big\.safetensors tensor "ids": element 1 = 2147483648 does not fit in i32/);
     const p2 = join(dir, "u32.safetensors");
     writeSafetensors(p2, [{ name: "u", dtype: "U32", shape: [2], data: Uint32Array.from([5, 4294967295]) }]);
-    expect(() => loadStateDict(p2)).toThrow(/tensor 'u': element 1 = 4294967295 does not fit in i32/);
+    expect(() => loadStateDict(p2)).toThrow(/tensor "u": element 1 = 4294967295 does not fit in i32/);
     const p3 = join(dir, "fp8.safetensors");
     writeSafetensors(p3, [{ name: "q", dtype: "F8_E4M3", shape: [4], data: new Uint8Array(4) }]);
-    expect(() => loadStateDict(p3)).toThrow(/tensor 'q': dtype F8_E4M3 is not supported/);
+    expect(() => loadStateDict(p3)).toThrow(/tensor "q": dtype F8_E4M3 is not supported/);
   });
 
   test("filter skips tensors", () => {
@@ -127,9 +127,9 @@ describe("loadStateDict on checkpoint directories", () => {
     writeSafetensors(join(d, "s1.safetensors"), [{ name: "a", dtype: "F32", shape: [1], data: Float32Array.from([1]) }]);
     writeSafetensors(join(d, "s2.safetensors"), [{ name: "a", dtype: "F32", shape: [1], data: Float32Array.from([2]) }]);
     writeFileSync(join(d, "model.safetensors.index.json"), JSON.stringify({ weight_map: { a: "s1.safetensors", b: "s2.safetensors" } }));
-    expect(() => loadStateDict(d)).toThrow(/s2\.safetensors tensor 'a': tensor appears in more than one shard/);
+    expect(() => loadStateDict(d)).toThrow(/s2\.safetensors tensor "a": tensor appears in more than one shard/);
     writeFileSync(join(d, "model.safetensors.index.json"), JSON.stringify({ weight_map: { a: "../x.safetensors" } }));
-    expect(() => loadStateDict(d)).toThrow(/tensor 'a': weight_map entry must be a plain file name/);
+    expect(() => loadStateDict(d)).toThrow(/tensor "a": weight_map entry must be a plain file name/);
     writeFileSync(join(d, "model.safetensors.index.json"), "{not json");
     expect(() => loadStateDict(d)).toThrow(/index is not valid JSON/);
     const empty = join(dir, "empty");

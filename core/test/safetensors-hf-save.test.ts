@@ -74,6 +74,6 @@ describe("saveStateDict", () => {
   });
 
   test("a length that does not match the shape is refused with the tensor named", () => {
-    expect(() => saveStateDict(join(dir, "bad.safetensors"), [["w", { shape: [2, 3], data: new Float32Array(5) }]])).toThrow(/tensor 'w': data has 5 elements; shape \[2,3\] needs 6/);
+    expect(() => saveStateDict(join(dir, "bad.safetensors"), [["w", { shape: [2, 3], data: new Float32Array(5) }]])).toThrow(/tensor "w": data has 5 elements; shape \[2,3\] needs 6/);
   });
 });

@@ -92,7 +92,7 @@ describe("safetensors round trip", () => {
     expect(p.header.tensors.map((t) => t.name)).toEqual(["y.b", "z.a"]);
     expect(new Float32Array(p.tensor("z.a").slice().buffer)).toEqual(a);
     expect(p.tensor("y.b")).toEqual(b);
-    expect(() => p.tensor("nope")).toThrow(/hand tensor 'nope': no such tensor/);
+    expect(() => p.tensor("nope")).toThrow(/hand tensor "nope": no such tensor/);
   });
 
   test("writer bytes equal an independently built file", () => {
@@ -130,7 +130,7 @@ describe("safetensors round trip", () => {
         const got = new Float32Array(r.readTensorElements("w", start, count).buffer);
         expect(Array.from(got)).toEqual(Array.from(w.subarray(start, start + count)));
       }
-      expect(() => r.readTensorElements("w", 90, 2)).toThrow(/tensor 'w': element range \[90, 92\) is outside \[0, 91\)/);
+      expect(() => r.readTensorElements("w", 90, 2)).toThrow(/tensor "w": element range \[90, 92\) is outside \[0, 91\)/);
       expect(() => r.readTensorElements("w", -1, 1)).toThrow(/outside/);
       expect(() => r.readTensorElements("w", 0.5, 1)).toThrow(/outside/);
     } finally {
@@ -181,8 +181,8 @@ describe("streaming writer", () => {
   test("misuse is refused with the tensor named, and the temp file does not survive", () => {
     const p = join(dir, "bad.safetensors");
     const w = SafetensorsWriter.create(p, specs);
-    expect(() => w.writeTensor("b", new Uint8Array(42))).toThrow(/tensor 'b': tensors must be written in declared order; expected 'a' next/);
-    expect(() => w.writeTensor("a", new Uint8Array(51))).toThrow(/tensor 'a': writeTensor got 51 bytes; expected 52/);
+    expect(() => w.writeTensor("b", new Uint8Array(42))).toThrow(/tensor "b": tensors must be written in declared order; expected "a" next/);
+    expect(() => w.writeTensor("a", new Uint8Array(51))).toThrow(/tensor "a": writeTensor got 51 bytes; expected 52/);
     w.writeTensorPart("a", new Uint8Array(50));
     expect(() => w.writeTensorPart("a", new Uint8Array(3))).toThrow(/overruns the 2 bytes left/);
     expect(() => w.finish()).toThrow(/finish\(\) before all tensors were written.*/);
@@ -195,11 +195,11 @@ describe("streaming writer", () => {
 
   test("invalid specs are refused", () => {
     const p = join(dir, "specs.safetensors");
-    expect(() => SafetensorsWriter.create(p, [specs[0], specs[0]])).toThrow(/tensor 'a': duplicate tensor name/);
+    expect(() => SafetensorsWriter.create(p, [specs[0], specs[0]])).toThrow(/tensor "a": duplicate tensor name/);
     expect(() => SafetensorsWriter.create(p, [{ name: "__metadata__", dtype: "F32", shape: [1] }])).toThrow(/reserved/);
-    expect(() => SafetensorsWriter.create(p, [{ name: "x", dtype: "F31" as SafetensorsDType, shape: [1] }])).toThrow(/tensor 'x': unknown dtype "F31"/);
+    expect(() => SafetensorsWriter.create(p, [{ name: "x", dtype: "F31" as SafetensorsDType, shape: [1] }])).toThrow(/tensor "x": unknown dtype "F31"/);
     expect(() => SafetensorsWriter.create(p, [{ name: "x", dtype: "F32", shape: [2.5] }])).toThrow(/non-negative integers/);
-    expect(() => writeSafetensors(p, [{ name: "x", dtype: "F32", shape: [3], data: new Float32Array(2) }])).toThrow(/tensor 'x': data is 8 bytes; shape \[3\] of F32 needs 12/);
+    expect(() => writeSafetensors(p, [{ name: "x", dtype: "F32", shape: [3], data: new Float32Array(2) }])).toThrow(/tensor "x": data is 8 bytes; shape \[3\] of F32 needs 12/);
   });
 });
 
@@ -238,20 +238,20 @@ describe("validation of untrusted files", () => {
     ["not JSON", (() => { const f = handBuild(good, data); f[9] = 0x7d; return f; })(), /not valid JSON/],
     ["bad UTF-8", (() => { const f = handBuild(good, data); f[11] = 0xff; return f; })(), /not valid UTF-8/],
     ["array header", handBuild([1, 2], new Uint8Array(0)), /must start with '\{'/],
-    ["unknown dtype", handBuild({ ...good, a: { ...good.a, dtype: "F128" } }, data), /tensor 'a': unknown dtype "F128"/],
-    ["negative dim", handBuild({ ...good, b: { ...good.b, shape: [-3] } }, data), /tensor 'b': shape \[-3\] must hold non-negative integers/],
-    ["fractional dim", handBuild({ ...good, b: { ...good.b, shape: [1.5, 2] } }, data), /tensor 'b': shape/],
-    ["string dim", handBuild({ ...good, b: { ...good.b, shape: ["3"] } }, data), /tensor 'b': shape/],
-    ["missing offsets", handBuild({ ...good, b: { dtype: "U8", shape: [3] } }, data), /tensor 'b': data_offsets must be \[begin, end\]/],
-    ["reversed offsets", handBuild({ ...good, b: { ...good.b, data_offsets: [11, 8] } }, data), /tensor 'b': data_offsets \[11,8\] must be integers with 0 ≤ begin ≤ end/],
-    ["size mismatch", handBuild({ ...good, b: { ...good.b, shape: [2] } }, data), /tensor 'b': data_offsets \[8, 11\] span 3 bytes; shape \[2\] of U8 needs 2/],
-    ["huge shape", handBuild({ ...good, b: { ...good.b, shape: [2 ** 40, 2 ** 40] } }, data), /tensor 'b': shape .* needs more bytes than/],
-    ["offsets past data", handBuild({ ...good, b: { ...good.b, data_offsets: [8, 12] } }, data), /tensor 'b': data_offsets \[8, 12\] run past the 11-byte data section/],
-    ["overlap", handBuild({ a: good.a, b: { dtype: "U8", shape: [3], data_offsets: [6, 9] } }, data), /tensor 'b': data_offsets \[6, 9\] overlap/],
-    ["gap", handBuild({ a: good.a, b: { dtype: "U8", shape: [2], data_offsets: [9, 11] } }, data), /tensor 'b': data_offsets \[9, 11\] leave a gap after byte 8/],
+    ["unknown dtype", handBuild({ ...good, a: { ...good.a, dtype: "F128" } }, data), /tensor "a": unknown dtype "F128"/],
+    ["negative dim", handBuild({ ...good, b: { ...good.b, shape: [-3] } }, data), /tensor "b": shape \[-3\] must hold non-negative integers/],
+    ["fractional dim", handBuild({ ...good, b: { ...good.b, shape: [1.5, 2] } }, data), /tensor "b": shape/],
+    ["string dim", handBuild({ ...good, b: { ...good.b, shape: ["3"] } }, data), /tensor "b": shape/],
+    ["missing offsets", handBuild({ ...good, b: { dtype: "U8", shape: [3] } }, data), /tensor "b": data_offsets must be \[begin, end\]/],
+    ["reversed offsets", handBuild({ ...good, b: { ...good.b, data_offsets: [11, 8] } }, data), /tensor "b": data_offsets \[11,8\] must be integers with 0 ≤ begin ≤ end/],
+    ["size mismatch", handBuild({ ...good, b: { ...good.b, shape: [2] } }, data), /tensor "b": data_offsets \[8, 11\] span 3 bytes; shape \[2\] of U8 needs 2/],
+    ["huge shape", handBuild({ ...good, b: { ...good.b, shape: [2 ** 40, 2 ** 40] } }, data), /tensor "b": shape .* needs more bytes than/],
+    ["offsets past data", handBuild({ ...good, b: { ...good.b, data_offsets: [8, 12] } }, data), /tensor "b": data_offsets \[8, 12\] run past the 11-byte data section/],
+    ["overlap", handBuild({ a: good.a, b: { dtype: "U8", shape: [3], data_offsets: [6, 9] } }, data), /tensor "b": data_offsets \[6, 9\] overlap/],
+    ["gap", handBuild({ a: good.a, b: { dtype: "U8", shape: [2], data_offsets: [9, 11] } }, data), /tensor "b": data_offsets \[9, 11\] leave a gap after byte 8/],
     ["trailing bytes", handBuild(good, new Uint8Array([...data, 1, 2])), /tensors end at data byte 11 but the data section is 13 bytes/],
-    ["metadata not strings", handBuild({ ...good, __metadata__: { step: 3 } }, data), /__metadata__\['step'\] must be a string/],
-    ["entry not object", handBuild({ ...good, c: 5 }, data), /tensor 'c': entry must be an object/],
+    ["metadata not strings", handBuild({ ...good, __metadata__: { step: 3 } }, data), /__metadata__\["step"\] must be a string/],
+    ["entry not object", handBuild({ ...good, c: 5 }, data), /tensor "c": entry must be an object/],
   ];
   for (const [label, bytes, re] of cases) {
     test(label, () => {
@@ -270,7 +270,7 @@ describe("validation of untrusted files", () => {
   test("the file reader reports the same errors with the path", () => {
     const p = join(dir, "gap.safetensors");
     writeFileSync(p, cases.find((c) => c[0] === "gap")![1]);
-    expect(() => SafetensorsReader.open(p)).toThrow(new RegExp(`safetensors ${p.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} tensor 'b'`));
+    expect(() => SafetensorsReader.open(p)).toThrow(new RegExp(`safetensors ${p.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} tensor "b"`));
   });
 });
 

@@ -26,6 +26,7 @@ import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError } from "../config/errors.ts";
 import { CheckpointWriteError, writingFile } from "./errors.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** Name of the lock file inside the checkpoint directory. */
 export const LOCK_FILE = "zeromoe.lock";
@@ -189,7 +190,7 @@ export function acquireCheckpointLock(dir: string, warn: (message: string) => vo
     let stale: string | null = null;
     if (h === null) {
       const age = Date.now() - statSync(file).mtimeMs;
-      if (age >= PARTIAL_LOCK_AGE_MS) stale = `its lock file ${file} is not a valid lock ("${found.slice(0, 60).replace(/[^\x20-\x7e]/g, "?")}") and ${Math.round(age / 1000)} s old`;
+      if (age >= PARTIAL_LOCK_AGE_MS) stale = `its lock file ${file} is not a valid lock (${quoteUntrusted(found)}) and ${Math.round(age / 1000)} s old`;
     } else if (h.host === holder.host && h.pid !== process.pid && !pidAlive(h.pid)) {
       stale = `the run that held it (pid ${h.pid} on ${h.host}, since ${h.started}) is gone`;
     }

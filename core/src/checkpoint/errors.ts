@@ -1,7 +1,9 @@
 /** Errors of the sharded checkpoint format (core/src/checkpoint). */
+import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** A checkpoint file or directory is malformed, corrupted, incomplete or does not fit the job.
- * The message names the file and, where there is one, the record. */
+ * The message names the file and, where there is one, the record (both rendered by
+ * config/quote-untrusted.ts: a record name is read from the file, so it is quoted and bounded). */
 export class CheckpointError extends Error {
   override readonly name = "CheckpointError";
   constructor(
@@ -11,7 +13,7 @@ export class CheckpointError extends Error {
     /** Record name inside the file, when the problem is one record. */
     readonly record?: string,
   ) {
-    super(`${file}${record !== undefined ? `: record "${record}"` : ""}: ${message}`);
+    super(`${pathForMessage(file)}${record !== undefined ? `: record ${quoteUntrusted(record)}` : ""}: ${message}`);
   }
 }
 
@@ -27,7 +29,7 @@ export class CheckpointWriteError extends Error {
     readonly code: string,
     message: string,
   ) {
-    super(`${file}: ${message}`);
+    super(`${pathForMessage(file)}: ${message}`);
   }
 }
 

@@ -22,6 +22,7 @@ import { readPadded } from "../engine/host-transfer.ts";
 import { writeHfConfig } from "./hf-config.ts";
 import { HubDirWriter } from "./hub-export.ts";
 import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** Options of {@link save16bitModel}. */
 export interface Save16Options {
@@ -69,7 +70,7 @@ export async function save16bitModel(engine: CheckpointTarget, dir: string, opts
       const u = units[i]!;
       let root = -1;
       for (let r = 0; r < comm.worldSize; r++) if (all[r * units.length + i] === 1) { root = r; break; }
-      if (root < 0) throw new Error(`save16bitModel: no rank holds unit ${u.name}`);
+      if (root < 0) throw new Error(`save16bitModel: no rank holds unit ${quoteUntrusted(u.name)}`);
       const h = engine.handleOf(u);
       let full: Float32Array | Uint16Array | null = null;
       if (h) {

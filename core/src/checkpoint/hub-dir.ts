@@ -24,6 +24,7 @@ import { castTo16 } from "./hf-save.ts";
 import { readHubIndex } from "./hub-index.ts";
 import { findSource, type TensorSource } from "./hub-layouts.ts";
 import { SafetensorsError, SafetensorsReader, type SafetensorsTensorInfo } from "./safetensors.ts";
+import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** Index file name of a sharded checkpoint. */
 export const HUB_INDEX_FILE = "model.safetensors.index.json";
@@ -78,19 +79,19 @@ export class HubCheckpoint {
     const hub = new HubCheckpoint(path, (isDir || index !== null) && existsSync(cfg) ? cfg : null);
     try {
       for (const file of files!) {
-        if (!existsSync(file)) throw new SafetensorsError(index ?? path, `names shard ${basename(file)}, which does not exist in ${dir}`);
+        if (!existsSync(file)) throw new SafetensorsError(index ?? path, `names shard ${quoteUntrusted(basename(file))}, which does not exist in ${pathForMessage(dir)}`);
         const r = SafetensorsReader.open(file);
         hub.readers.set(file, r);
         for (const info of r.header.tensors) {
           const prev = hub.tensors.get(info.name);
-          if (prev) throw new SafetensorsError(file, `tensor also stored in ${basename(prev.file)}`, info.name);
+          if (prev) throw new SafetensorsError(file, `tensor also stored in ${quoteUntrusted(basename(prev.file))}`, info.name);
           hub.tensors.set(info.name, { file, info });
         }
       }
       if (weightMap) {
         for (const [name, f] of weightMap) {
           const got = hub.tensors.get(name);
-          if (!got || basename(got.file) !== f) throw new SafetensorsError(index!, `weight_map puts it in ${f}, which does not hold it`, name);
+          if (!got || basename(got.file) !== f) throw new SafetensorsError(index!, `weight_map puts it in ${quoteUntrusted(f)}, which does not hold it`, name);
         }
       }
     } catch (e) {
@@ -230,7 +231,7 @@ export async function initFromHub(engine: CheckpointTarget, path: string): Promi
       const shape = hub.shapes().get(name);
       if (!shape) continue;
       const n = shape.reduce((a, b) => a * b, 1);
-      if (n !== arr.length) throw new SafetensorsError(hub.path, `${name}: checkpoint has [${shape.join(", ")}], the model needs [${arr.length}]`, name);
+      if (n !== arr.length) throw new SafetensorsError(hub.path, `checkpoint has [${shape.join(", ")}], the model needs [${arr.length}]`, name);
       const { bytes, info, file } = hub.readElements(name, 0, n);
       const dec = decodeTensor(bytes, { ...info, shape: [n], numel: n }, file);
       if (dec.dtype !== "f32") throw new SafetensorsError(file, `holds integers (${info.dtype}); a buffer needs a floating dtype`, name);

@@ -7,6 +7,7 @@ import { readFileSync, statSync } from "node:fs";
 import { describeValue, scanJsonBounds } from "../config/json-bounds.ts";
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { checkRegularFile, SAFETENSORS_JSON_LIMITS, SAFETENSORS_MAX_HEADER_BYTES, SafetensorsError } from "./safetensors.ts";
+import { QUOTE_MESSAGE_CHARS, quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** `weight_map` of a `model.safetensors.index.json` ({metadata, weight_map: {tensor name: file}}),
  * bounded before parsing (size, then depth/length via scanJsonBounds); every entry a plain file
@@ -23,7 +24,7 @@ export function readHubIndex(index: string): Map<string, string> {
   try {
     parsed = JSON.parse(text);
   } catch (e) {
-    throw new SafetensorsError(index, `index is not valid JSON (${(e as Error).message})`);
+    throw new SafetensorsError(index, `index is not valid JSON (${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)})`);
   }
   const dup = findDuplicateJsonKey(text);
   if (dup !== null) throw new SafetensorsError(index, `index holds duplicate key ${describeValue(dup.key)}${dup.path === "" ? "" : ` in ${dup.path}`} (readers disagree on which one wins)`);

@@ -24,6 +24,7 @@ import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitState
 import { ShardSource } from "./shard-source.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** What {@link loadCheckpoint} restored. */
 export interface LoadCheckpointResult {
@@ -53,14 +54,14 @@ export function checkModelMatches(engine: Pick<CheckpointTarget, "modelUnits">, 
   if (m.units.length !== units.length) throw new CheckpointError(file, `has ${m.units.length} units, the model has ${units.length} (another model?)`);
   for (const u of units) {
     const mu = byName.get(u.name);
-    if (!mu) throw new CheckpointError(file, `has no unit "${u.name}" (another model?)`);
-    if (mu.numel !== u.numel) throw new CheckpointError(file, `unit "${u.name}" has ${mu.numel} elements, the model's has ${u.numel}`);
-    if (mu.dtype !== u.dtype) throw new CheckpointError(file, `unit "${u.name}" was saved as ${mu.dtype}, the job trains it as ${u.dtype} (load with the same bf16/fp16 setting, or export with zero-to-fp32 and use --init-from)`);
-    if (mu.params.length !== u.params.length) throw new CheckpointError(file, `unit "${u.name}" has ${mu.params.length} parameters, the model's has ${u.params.length}`);
+    if (!mu) throw new CheckpointError(file, `has no unit ${quoteUntrusted(u.name)} (another model?)`);
+    if (mu.numel !== u.numel) throw new CheckpointError(file, `unit ${quoteUntrusted(u.name)} has ${mu.numel} elements, the model's has ${u.numel}`);
+    if (mu.dtype !== u.dtype) throw new CheckpointError(file, `unit ${quoteUntrusted(u.name)} was saved as ${mu.dtype}, the job trains it as ${u.dtype} (load with the same bf16/fp16 setting, or export with zero-to-fp32 and use --init-from)`);
+    if (mu.params.length !== u.params.length) throw new CheckpointError(file, `unit ${quoteUntrusted(u.name)} has ${mu.params.length} parameters, the model's has ${u.params.length}`);
     u.params.forEach((p, i) => {
       const q = mu.params[i]!;
       if (q.name !== p.name || q.offset !== p.offset || q.shape.join(",") !== p.shape.join(",")) {
-        throw new CheckpointError(file, `unit "${u.name}" parameter ${i} is ${q.name} [${q.shape}] at ${q.offset}, the model has ${p.name} [${p.shape}] at ${p.offset}`);
+        throw new CheckpointError(file, `unit ${quoteUntrusted(u.name)} parameter ${i} is ${q.name} [${q.shape}] at ${q.offset}, the model has ${p.name} [${p.shape}] at ${p.offset}`);
       }
     });
   }
@@ -70,7 +71,7 @@ export function checkModelMatches(engine: Pick<CheckpointTarget, "modelUnits">, 
 function fill(engine: CheckpointTarget, src: ShardSource, unit: string, state: UnitStateName, start: number, count: number, buf: Buf, off: number): void {
   const be = engine.job.be;
   src.readRange(unit, state, start, count, (c) => {
-    if (c.dtype !== buf.dtype) throw new CheckpointError(src.tagDir, `unit "${unit}" state "${state}" holds ${c.dtype}, the buffer is ${buf.dtype}`);
+    if (c.dtype !== buf.dtype) throw new CheckpointError(src.tagDir, `unit ${quoteUntrusted(unit)} state ${quoteUntrusted(state)} holds ${c.dtype}, the buffer is ${buf.dtype}`);
     const data = c.dtype === "f32" ? new Float32Array(c.bytes.buffer, c.bytes.byteOffset, c.n) : new Uint16Array(c.bytes.buffer, c.bytes.byteOffset, c.n);
     be.write({ buf, off: off + c.at }, data);
   });
@@ -80,7 +81,7 @@ function fill(engine: CheckpointTarget, src: ShardSource, unit: string, state: U
 async function fillOptimizer(src: ShardSource, u: UnitHandle, state: "master" | "m" | "v", count: number): Promise<void> {
   const writes: Promise<void>[] = [];
   src.readRange(u.name, state, u.optimStart, count, (c) => {
-    if (c.dtype !== "f32") throw new CheckpointError(src.tagDir, `unit "${u.name}" state "${state}" holds ${c.dtype}, expected f32`);
+    if (c.dtype !== "f32") throw new CheckpointError(src.tagDir, `unit ${quoteUntrusted(u.name)} state ${quoteUntrusted(state)} holds ${c.dtype}, expected f32`);
     // copy: the chunk's bytes may be reused by the reader after the callback
     writes.push(u.writeOptimizerState(state, c.at, new Float32Array(c.bytes.buffer.slice(c.bytes.byteOffset, c.bytes.byteOffset + c.n * 4))));
   });

@@ -34,6 +34,7 @@ import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-b
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader } from "./record-file.ts";
+import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** `format` field of every manifest. */
 export const MANIFEST_FORMAT = "zeromoe-checkpoint";
@@ -143,7 +144,7 @@ export function verifyRankFile(m: CheckpointManifest, rank: number, r: RecordFil
   const f = m.files[rank]!;
   const other = " (a rank file from another save, or a damaged one)";
   if (r.rank !== rank) throw new CheckpointError(r.path, `header says rank ${r.rank}, the manifest lists it as rank ${rank}${other}`);
-  if (r.tag !== m.tag) throw new CheckpointError(r.path, `belongs to checkpoint tag ${describeValue(r.tag)}, the manifest's tag is "${m.tag}"${other}`);
+  if (r.tag !== m.tag) throw new CheckpointError(r.path, `belongs to checkpoint tag ${describeValue(r.tag)}, the manifest's tag is ${quoteUntrusted(m.tag)}${other}`);
   if (r.worldSize !== m.world_size) throw new CheckpointError(r.path, `was written by a job of world size ${describeValue(r.worldSize)}, the manifest's world_size is ${m.world_size}${other}`);
   if (r.fileBytes !== f.bytes) throw new CheckpointError(r.path, `is ${r.fileBytes} bytes, the manifest records ${f.bytes}${other}`);
   if (r.records.length !== f.records) throw new CheckpointError(r.path, `holds ${r.records.length} records, the manifest records ${f.records}${other}`);
@@ -318,7 +319,7 @@ export function readManifest(tagDir: string): CheckpointManifest {
   try {
     m = JSON.parse(text);
   } catch (e) {
-    throw new CheckpointError(file, `is not valid JSON: ${(e as Error).message}`);
+    throw new CheckpointError(file, `is not valid JSON: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
   }
   if (!m || typeof m !== "object" || Array.isArray(m)) throw new CheckpointError(file, "is not a JSON object");
   if (m.format_version === 1) throw new CheckpointError(file, `format_version 1 (a checkpoint without integrity fields, written before this version); resume it with the version that wrote it, or export it with zero-to-fp32 and use --init-from`);

@@ -50,6 +50,7 @@ import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as c
 import { deflateSync, inflateSync } from "fflate";
 import { describeValue } from "../config/json-bounds.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
+import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** Format version written in the header and the index (2: the index records tag and world size). */
 export const RECORD_FILE_VERSION = 2;
@@ -168,7 +169,7 @@ export class RecordFileWriter {
       frame = cborEncode({ name, dtype, start, count, codec, raw_bytes: raw.byteLength, data }) as Uint8Array;
     }
     const entry: RecordEntry = { name, offset: this.pos, bytes: frame.byteLength, crc: crc32(frame), dtype, start, count, codec, raw_bytes: raw.byteLength };
-    writingFile(this.path, `write record "${name}"`, () => writeAll(this.fd, frame));
+    writingFile(this.path, `write record ${quoteUntrusted(name)}`, () => writeAll(this.fd, frame));
     this.pos += frame.byteLength;
     this.rawBytes += raw.byteLength;
     this.entries.push(entry);
@@ -281,7 +282,7 @@ export class RecordFileReader {
       try {
         parsed = cborDecode(index);
       } catch (e) {
-        throw new CheckpointError(path, `index is not valid CBOR: ${(e as Error).message}`);
+        throw new CheckpointError(path, `index is not valid CBOR: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
       }
       const { records, tag, worldSize } = validateIndex(parsed, path, rank, indexOffset);
       const indexDigest = new Bun.CryptoHasher("sha256").update(index).digest("hex");
@@ -310,7 +311,7 @@ export class RecordFileReader {
     try {
       f = cborDecode(frame) as Record<string, unknown>;
     } catch (err) {
-      throw new CheckpointError(this.path, `frame is not valid CBOR: ${(err as Error).message}`, e.name);
+      throw new CheckpointError(this.path, `frame is not valid CBOR: ${quoteUntrusted((err as Error).message, QUOTE_MESSAGE_CHARS)}`, e.name);
     }
     if (!f || typeof f !== "object") throw new CheckpointError(this.path, "frame is not a CBOR map", e.name);
     for (const k of ["name", "dtype", "start", "count", "codec", "raw_bytes"] as const) {
@@ -330,7 +331,7 @@ export class RecordFileReader {
     try {
       got = inflateSync(data, { out: probe });
     } catch (err) {
-      throw new CheckpointError(this.path, `payload does not decompress: ${(err as Error).message}`, e.name);
+      throw new CheckpointError(this.path, `payload does not decompress: ${quoteUntrusted((err as Error).message, QUOTE_MESSAGE_CHARS)}`, e.name);
     }
     if (got.byteLength !== e.raw_bytes) throw new CheckpointError(this.path, `payload decompresses to ${got.byteLength === e.raw_bytes + 1 ? "more than " + e.raw_bytes : got.byteLength} bytes, expected ${e.raw_bytes}`, e.name);
     return probe.subarray(0, e.raw_bytes);
@@ -406,7 +407,7 @@ function shuffleDecode(f: Record<string, unknown>, e: RecordEntry, path: string)
       try {
         got = inflateSync(p, { out: probe });
       } catch (err) {
-        throw new CheckpointError(path, `plane ${b} does not decompress: ${(err as Error).message}`, e.name);
+        throw new CheckpointError(path, `plane ${b} does not decompress: ${quoteUntrusted((err as Error).message, QUOTE_MESSAGE_CHARS)}`, e.name);
       }
       if (got.byteLength !== n) throw new CheckpointError(path, `plane ${b} decompresses to ${got.byteLength === n + 1 ? "more than " + n : got.byteLength} bytes, expected ${n}`, e.name);
       plane = probe;

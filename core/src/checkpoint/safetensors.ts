@@ -31,6 +31,7 @@
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
+import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { writingFile } from "./errors.ts";
 
@@ -95,7 +96,7 @@ export class SafetensorsError extends Error {
     message: string,
     readonly tensor?: string,
   ) {
-    super(`safetensors ${file}${tensor === undefined ? "" : ` tensor '${tensor}'`}: ${message}`);
+    super(`safetensors ${pathForMessage(file)}${tensor === undefined ? "" : ` tensor ${quoteUntrusted(tensor)}`}: ${message}`);
     this.name = "SafetensorsError";
   }
 }
@@ -206,7 +207,7 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number, file
   try {
     parsed = JSON.parse(text);
   } catch (e) {
-    throw new SafetensorsError(file, `header is not valid JSON (${(e as Error).message})`);
+    throw new SafetensorsError(file, `header is not valid JSON (${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)})`);
   }
   const dup = findDuplicateJsonKey(text);
   if (dup !== null) throw new SafetensorsError(file, `header holds duplicate key ${describeValue(dup.key)}${dup.path === "" ? "" : ` in ${dup.path}`} (the format forbids duplicate keys; readers disagree on which one wins)`);
@@ -222,7 +223,7 @@ export function parseSafetensorsHeader(json: Uint8Array, dataBytes: number, file
       }
       const m: Record<string, string> = Object.create(null);
       for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
-        if (typeof v !== "string") throw new SafetensorsError(file, `__metadata__['${k}'] must be a string, got ${typeof v}`);
+        if (typeof v !== "string") throw new SafetensorsError(file, `__metadata__[${quoteUntrusted(k)}] must be a string, got ${typeof v}`);
         m[k] = v;
       }
       metadata = m;
@@ -410,7 +411,7 @@ export class SafetensorsReader {
     const t = this.info(name);
     const len = t.end - t.begin;
     if (dst.length !== len) throw new SafetensorsError(this.path, `destination is ${dst.length} bytes; tensor is ${len}`, name);
-    readFully(this.fd, dst, 0, len, this.header.dataStart + t.begin, this.path, `tensor '${name}'`);
+    readFully(this.fd, dst, 0, len, this.header.dataStart + t.begin, this.path, `tensor ${quoteUntrusted(name)}`);
   }
 
   /**
@@ -427,7 +428,7 @@ export class SafetensorsReader {
     }
     const size = SAFETENSORS_DTYPE_BYTES[t.dtype];
     const out = new Uint8Array(count * size);
-    readFully(this.fd, out, 0, out.length, this.header.dataStart + t.begin + start * size, this.path, `tensor '${name}'`);
+    readFully(this.fd, out, 0, out.length, this.header.dataStart + t.begin + start * size, this.path, `tensor ${quoteUntrusted(name)}`);
     return out;
   }
 
@@ -464,7 +465,7 @@ export function buildSafetensorsHeader(
   const obj: Record<string, unknown> = {};
   if (metadata !== null) {
     for (const [k, v] of Object.entries(metadata)) {
-      if (typeof v !== "string") throw new SafetensorsError(file, `__metadata__['${k}'] must be a string`);
+      if (typeof v !== "string") throw new SafetensorsError(file, `__metadata__[${quoteUntrusted(k)}] must be a string`);
     }
     obj.__metadata__ = { ...metadata };
   }
@@ -645,7 +646,7 @@ export class SafetensorsWriter {
     if (this.fd < 0) throw new SafetensorsError(this.path, "writer already finished or aborted", name);
     if (this.index >= this.specs.length) throw new SafetensorsError(this.path, "all declared tensors are already written", name);
     const expect = this.specs[this.index].name;
-    if (name !== expect) throw new SafetensorsError(this.path, `tensors must be written in declared order; expected '${expect}' next`, name);
+    if (name !== expect) throw new SafetensorsError(this.path, `tensors must be written in declared order; expected ${quoteUntrusted(expect)} next`, name);
     const [b, e] = this.offsets[this.index];
     return e - b - this.written;
   }

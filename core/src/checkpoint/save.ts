@@ -34,6 +34,7 @@ import {
 } from "./manifest.ts";
 import { RecordFileReader, RecordFileWriter, type RecordCodec, type RecordDType } from "./record-file.ts";
 import { parseRecordName, recordName } from "./shard-source.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** Elements per record (1 Mi: 4 MiB of f32). */
 export const CHUNK_ELEMENTS = 1 << 20;
@@ -84,7 +85,7 @@ async function step<T>(what: string, tag: string, rank: number, f: () => Promise
     return await f();
   } catch (e) {
     const err = e as Error;
-    throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: ${what} failed — every rank must call saveCheckpoint with the same tag at the same step (${err.name}: ${err.message})`);
+    throw new Error(`saveCheckpoint(${quoteUntrusted(tag)}) on rank ${rank}: ${what} failed — every rank must call saveCheckpoint with the same tag at the same step (${err.name}: ${err.message})`);
   }
 }
 
@@ -109,7 +110,7 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
   const all = await step("the agreement all_gather", tag, rank, () => comm.allGather(token));
   const disagree: number[] = [];
   for (let r = 0; r < comm.worldSize; r++) if (all[2 * r] !== token[0] || all[2 * r + 1] !== token[1]) disagree.push(r);
-  if (disagree.length > 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank(s) [${disagree.join(", ")}] called it with another directory/tag or at another step (this rank: step ${state.global_steps})`);
+  if (disagree.length > 0) throw new Error(`saveCheckpoint(${quoteUntrusted(tag)}) on rank ${rank}: rank(s) [${disagree.join(", ")}] called it with another directory/tag or at another step (this rank: step ${state.global_steps})`);
 
   // 2. temporary directory
   let prepError: Error | null = null;
@@ -126,7 +127,7 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
   }
   const ok0 = await step("the preparation broadcast", tag, rank, () => comm.broadcast(new Int32Array([prepError ? 1 : 0]), 0));
   if (prepError) throw prepError;
-  if (ok0[0] !== 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank 0 could not create ${tmpDir}`);
+  if (ok0[0] !== 0) throw new Error(`saveCheckpoint(${quoteUntrusted(tag)}) on rank ${rank}: rank 0 could not create ${tmpDir}`);
 
   // 3. this rank's file
   const tw = performance.now();
@@ -199,7 +200,7 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
   // 5. everyone learns the outcome
   const fin = await step("the completion broadcast", tag, rank, () => comm.broadcast(new Int32Array([finError ? 1 : 0]), 0));
   if (finError) throw finError;
-  if (fin[0] !== 0) throw new Error(`saveCheckpoint("${tag}") on rank ${rank}: rank 0 failed to write the manifest or rename ${tmpDir}`);
+  if (fin[0] !== 0) throw new Error(`saveCheckpoint(${quoteUntrusted(tag)}) on rank ${rank}: rank 0 failed to write the manifest or rename ${tmpDir}`);
   return { tag, tagDir, fileBytes, rawBytes: writer.rawBytes, seconds: (performance.now() - t0) / 1000, writeSeconds };
 }
 
@@ -252,15 +253,15 @@ function buildManifest(engine: CheckpointTarget, tag: string, tmpDir: string, op
   for (const u of engine.modelUnits) {
     const byState = pieces.get(u.name);
     const p = byState?.get("params");
-    if (!byState || !p) throw new CheckpointError(tmpDir, `no rank wrote unit "${u.name}" (checkpoint hook ownedUnits must cover every unit once)`);
+    if (!byState || !p) throw new CheckpointError(tmpDir, `no rank wrote unit ${quoteUntrusted(u.name)} (checkpoint hook ownedUnits must cover every unit once)`);
     p.sort((a, b) => a.start - b.start);
     const merged = p.filter((x) => x.count > 0 || u.numel === 0);
     let next = 0;
     for (const x of merged) {
-      if (x.start !== next) throw new CheckpointError(tmpDir, `unit "${u.name}" params written as overlapping or gapped ranges (at ${x.start}, expected ${next})`);
+      if (x.start !== next) throw new CheckpointError(tmpDir, `unit ${quoteUntrusted(u.name)} params written as overlapping or gapped ranges (at ${x.start}, expected ${next})`);
       next += x.count;
     }
-    if (next !== u.numel) throw new CheckpointError(tmpDir, `unit "${u.name}" params cover [0, ${next}), expected [0, ${u.numel})`);
+    if (next !== u.numel) throw new CheckpointError(tmpDir, `unit ${quoteUntrusted(u.name)} params cover [0, ${next}), expected [0, ${u.numel})`);
     const st = engine.handleOf(u);
     units.push({
       name: u.name,

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
 import { rankFileName, verifyRankFile, type CheckpointManifest, type ManifestUnit, type UnitStateName } from "./manifest.ts";
 import { RECORD_DTYPE_BYTES, RecordFileReader, type RecordDType, type RecordEntry } from "./record-file.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** Name of the record holding elements from `start` of a unit state. */
 export function recordName(unit: string, state: UnitStateName, start: number): string {
@@ -64,7 +65,7 @@ export class ShardSource {
   /** The manifest entry of unit `name`. @throws CheckpointError when the checkpoint lacks it. */
   unit(name: string): ManifestUnit {
     const u = this.units.get(name);
-    if (!u) throw new CheckpointError(join(this.tagDir, "manifest.json"), `has no unit "${name}"`);
+    if (!u) throw new CheckpointError(join(this.tagDir, "manifest.json"), `has no unit ${quoteUntrusted(name)}`);
     return u;
   }
 
@@ -102,8 +103,8 @@ export class ShardSource {
    */
   readRange(unit: string, state: UnitStateName, start: number, count: number, sink: (c: RangeChunk) => void): void {
     const u = this.unit(unit);
-    if (start < 0 || start + count > u.numel) throw new CheckpointError(this.tagDir, `range [${start}, ${start + count}) outside unit "${unit}" of ${u.numel} elements`);
-    if (!u.states.includes(state)) throw new CheckpointError(join(this.tagDir, "manifest.json"), `unit "${unit}" has no "${state}" state (saved states: ${u.states.join(", ")})`);
+    if (start < 0 || start + count > u.numel) throw new CheckpointError(this.tagDir, `range [${start}, ${start + count}) outside unit ${quoteUntrusted(unit)} of ${u.numel} elements`);
+    if (!u.states.includes(state)) throw new CheckpointError(join(this.tagDir, "manifest.json"), `unit ${quoteUntrusted(unit)} has no ${quoteUntrusted(state)} state (saved states: ${u.states.join(", ")})`);
     const end = start + count;
     let covered = 0;
     for (const { r, e, a, b } of this.overlaps(u, state, start, count)) {
@@ -113,7 +114,7 @@ export class ShardSource {
       sink({ at: a - start, n: b - a, dtype: e.dtype, bytes: payload.subarray((a - e.start) * sz, (b - e.start) * sz) });
       covered += b - a;
     }
-    if (covered !== count) throw new CheckpointError(this.tagDir, `records cover ${covered} of the ${count} elements [${start}, ${end}) of unit "${unit}" state "${state}": rank files incomplete`);
+    if (covered !== count) throw new CheckpointError(this.tagDir, `records cover ${covered} of the ${count} elements [${start}, ${end}) of unit ${quoteUntrusted(unit)} state ${quoteUntrusted(state)}: rank files incomplete`);
   }
 
   /** Elements of [start, start + count) of a state that the rank files' indexes hold (no payload
@@ -146,7 +147,7 @@ export class ShardSource {
    * allocate more than the rank files hold. */
   readF32(unit: string, state: UnitStateName, start: number, count: number): Float32Array {
     const have = this.coverage(unit, state, start, count);
-    if (have !== count) throw new CheckpointError(this.tagDir, `records cover ${have} of the ${count} elements [${start}, ${start + count}) of unit "${unit}" state "${state}": rank files incomplete or manifest damaged`);
+    if (have !== count) throw new CheckpointError(this.tagDir, `records cover ${have} of the ${count} elements [${start}, ${start + count}) of unit ${quoteUntrusted(unit)} state ${quoteUntrusted(state)}: rank files incomplete or manifest damaged`);
     const out = new Float32Array(count);
     this.readRange(unit, state, start, count, (c) => {
       if (c.dtype === "f32") out.set(new Float32Array(c.bytes.buffer, c.bytes.byteOffset, c.n), c.at);
@@ -155,7 +156,7 @@ export class ShardSource {
         const dst = new Uint32Array(out.buffer, out.byteOffset + c.at * 4, c.n);
         for (let i = 0; i < c.n; i++) dst[i] = src[i]! << 16;
       } else if (c.dtype === "f16") out.set(Float32Array.from(new Float16Array(c.bytes.buffer, c.bytes.byteOffset, c.n)), c.at);
-      else throw new CheckpointError(this.tagDir, `unit "${unit}" state "${state}" holds ${c.dtype}, not a float type`);
+      else throw new CheckpointError(this.tagDir, `unit ${quoteUntrusted(unit)} state ${quoteUntrusted(state)} holds ${c.dtype}, not a float type`);
     });
     return out;
   }

@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { parseByteSize } from "../config/byte-size.ts";
 import { suggest } from "../config/errors.ts";
-import { truncateForMessage } from "../config/json-bounds.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 import type { JobOverrides } from "../config/resolve.ts";
 import { loadJobConfig } from "../config/load.ts";
 import type { ResolvedJob } from "../config/types.ts";
@@ -97,7 +97,7 @@ const OPTIONS = {
 /** Parses an integer option in [min, max]; throws UsageError naming the option. */
 function intOption(name: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
-  if (!/^[+-]?\d+$/.test(raw.trim())) throw new UsageError(`--${name}: expected an integer, got "${truncateForMessage(raw)}"`);
+  if (!/^[+-]?\d+$/.test(raw.trim())) throw new UsageError(`--${name}: expected an integer, got ${quoteUntrusted(raw)}`);
   const v = Number(raw);
   if (!Number.isSafeInteger(v) || v < min || v > max) throw new UsageError(`--${name}: expected an integer in [${min}, ${max}], got ${raw}`);
   return v;
@@ -139,7 +139,7 @@ function pathOption(name: string, raw: string | undefined): string | undefined {
 function launcherOption(raw: string | undefined): "local" | "mpi" | undefined {
   if (raw === undefined || raw === "local" || raw === "mpi") return raw;
   const near = suggest(raw, ["local", "mpi"]);
-  throw new UsageError(`--launcher: expected local or mpi, got ${JSON.stringify(raw)}${near ? `; did you mean ${near}?` : ""}`);
+  throw new UsageError(`--launcher: expected local or mpi, got ${quoteUntrusted(raw)}${near ? `; did you mean ${near}?` : ""}`);
 }
 
 /**
@@ -151,7 +151,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   // bounded before any parsing, suggestion or echo (issue 18): a path is at most PATH_MAX
   if (argv.length > MAX_ARGS) throw new UsageError(`${argv.length} arguments; at most ${MAX_ARGS} are accepted`);
   for (const a of argv) {
-    if (a.length > MAX_ARG_CHARS) throw new UsageError(`argument "${truncateForMessage(a)}" is longer than the ${MAX_ARG_CHARS}-character limit`);
+    if (a.length > MAX_ARG_CHARS) throw new UsageError(`argument ${quoteUntrusted(a)} is longer than the ${MAX_ARG_CHARS}-character limit`);
   }
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -162,7 +162,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     if (unknown) {
       const name = unknown[1].replace(/^-+/, "").split("=")[0];
       const near = suggest(name, Object.keys(OPTIONS));
-      throw new UsageError(`unknown option ${truncateForMessage(unknown[1])}${near ? `; did you mean --${near}?` : ""}`);
+      throw new UsageError(`unknown option ${quoteUntrusted(unknown[1])}${near ? `; did you mean --${near}?` : ""}`);
     }
     if (/Unexpected argument/.test(msg)) throw new UsageError(`unexpected argument: ${msg.replace(/^.*Unexpected argument '([^']*)'.*$/s, "$1")} (options take the form --name value)`);
     throw new UsageError(msg);
@@ -170,7 +170,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   const backend = values.backend as string | undefined;
   if (backend !== undefined && backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
     const near = suggest(backend, ["auto", "webgpu", "cpu"]);
-    throw new UsageError(`--backend: expected auto, webgpu or cpu, got "${truncateForMessage(backend)}"${near ? `; did you mean ${near}?` : ""}`);
+    throw new UsageError(`--backend: expected auto, webgpu or cpu, got ${quoteUntrusted(backend)}${near ? `; did you mean ${near}?` : ""}`);
   }
   const str = (k: keyof typeof OPTIONS) => values[k] as string | undefined;
   return {

@@ -4,6 +4,7 @@
  * {@link UsageError} naming the option and what was expected (the CLIs exit 2).
  */
 import { UsageError } from "./model-source.ts";
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** How one option is read. */
 export type OptionSpec =
@@ -25,7 +26,7 @@ export function parseOptions(argv: readonly string[], specs: Readonly<Record<str
     const eq = a.indexOf("=");
     const name = a.startsWith("--") && eq > 0 ? a.slice(0, eq) : a;
     const spec = specs[name];
-    if (!spec) throw new UsageError(`${a.startsWith("-") ? `unknown option ${name}` : `unexpected argument ${JSON.stringify(a)}`}\n${usage}`);
+    if (!spec) throw new UsageError(`${a.startsWith("-") ? `unknown option ${quoteUntrusted(name)}` : `unexpected argument ${quoteUntrusted(a)}`}\n${usage}`);
     const key = name.replace(/^--/, "");
     if (key in out) throw new UsageError(`${name} given twice\n${usage}`);
     if (spec.kind === "flag") {
@@ -39,7 +40,7 @@ export function parseOptions(argv: readonly string[], specs: Readonly<Record<str
       if (raw === "" && name !== "--prompt") throw new UsageError(`${name}: expected a non-empty value\n${usage}`);
       out[key] = raw;
     } else if (spec.kind === "enum") {
-      if (!spec.values.includes(raw)) throw new UsageError(`${name}: expected ${spec.values.join(", ")}, got ${JSON.stringify(raw)}\n${usage}`);
+      if (!spec.values.includes(raw)) throw new UsageError(`${name}: expected ${spec.values.join(", ")}, got ${quoteUntrusted(raw)}\n${usage}`);
       out[key] = raw;
     } else {
       const v = Number(raw);
@@ -47,7 +48,7 @@ export function parseOptions(argv: readonly string[], specs: Readonly<Record<str
       const okRange = spec.kind === "int" ? v >= spec.min : (spec.exclusiveMin ? v > spec.min : v >= spec.min) && (spec.max === undefined || v <= spec.max);
       if (raw.trim() === "" || !Number.isFinite(v) || (int && !Number.isInteger(v)) || !okRange) {
         const range = spec.kind === "int" ? `an integer ≥ ${spec.min}` : `a number ${spec.exclusiveMin ? ">" : "≥"} ${spec.min}${spec.max !== undefined ? ` and ≤ ${spec.max}` : ""}`;
-        throw new UsageError(`${name}: expected ${range}, got ${JSON.stringify(raw)}\n${usage}`);
+        throw new UsageError(`${name}: expected ${range}, got ${quoteUntrusted(raw)}\n${usage}`);
       }
       out[key] = v;
     }

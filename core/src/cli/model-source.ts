@@ -40,6 +40,7 @@ import { destroyBackend, probeShapeOf, selectTrainBackend } from "../train/backe
 import { backendMemoryLimits, gb, readHostAvailableMemory, type MemoryLimits } from "../train/memory-check.ts";
 import { largestUnit } from "../train/memory-estimate.ts";
 import { countParameters } from "../config/param-count.ts";
+import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
 
 /** A command-line mistake (missing/unknown option, a path that is not a model): exit 2. */
 export class UsageError extends Error {
@@ -91,13 +92,13 @@ export interface InferenceModelOptions {
 }
 
 function readJsonObject(path: string, what: string): Record<string, unknown> {
-  if (!existsSync(path)) throw new UsageError(`${what}: ${path} does not exist`);
+  if (!existsSync(path)) throw new UsageError(`${what}: ${pathForMessage(path)} does not exist`);
   // before reading: a directory fails with EISDIR, a FIFO blocks until a writer comes
   const st = statSync(path);
-  if (!st.isFile()) throw new UsageError(`${what}: ${path}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
-  if (st.size > CONFIG_JSON_LIMITS.maxText) throw new UsageError(`${what}: ${path}: ${st.size} bytes is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`);
+  if (!st.isFile()) throw new UsageError(`${what}: ${pathForMessage(path)}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  if (st.size > CONFIG_JSON_LIMITS.maxText) throw new UsageError(`${what}: ${pathForMessage(path)}: ${st.size} bytes is over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`);
   const v = parseJsonConfig(readFileSync(path, "utf8"), path);
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new UsageError(`${what}: ${path} is not a JSON object`);
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new UsageError(`${what}: ${pathForMessage(path)} is not a JSON object`);
   return v as Record<string, unknown>;
 }
 
@@ -111,7 +112,7 @@ function configFromFile(path: string, what: string): { model: ModelConfig; job: 
   try {
     return { model: resolveModelConfig(raw, "model").config, job: null };
   } catch (e) {
-    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: path })), `invalid model config ${path}`);
+    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: path })), `invalid model config ${pathForMessage(path)}`);
     throw e;
   }
 }
@@ -161,7 +162,7 @@ function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointM
         try {
           param = model.param(p.name);
         } catch {
-          throw new CheckpointError(join(tagDir, "manifest.json"), `holds parameter ${p.name}, which the ${m.config.model.model_type} model does not have`);
+          throw new CheckpointError(join(tagDir, "manifest.json"), `holds parameter ${quoteUntrusted(p.name)}, which the ${m.config.model.model_type} model does not have`);
         }
         writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + n) }, 0, tagDir);
         seen.add(p.name);
@@ -187,11 +188,11 @@ export function checkInferenceFits(config: ModelConfig, limits: MemoryLimits, fr
   const total = countParameters(config).total;
   const shape = `${config.model_type}: hidden_size ${config.hidden_size}, num_hidden_layers ${config.num_hidden_layers}, vocab_size ${config.vocab_size}, intermediate_size ${config.intermediate_size}`;
   if (limits.host !== null && 4 * total > limits.host.bytes) {
-    throw new UsageError(`--from ${from}: the model's f32 parameters need ${gb(4 * total)} (${(total / 1e9).toFixed(2)}e9 parameters; ${shape}) but the ${limits.backend} backend has ${gb(limits.host.bytes)} of host memory available (${limits.host.source}); generate and eval build the whole model on one device`);
+    throw new UsageError(`--from ${pathForMessage(from)}: the model's f32 parameters need ${gb(4 * total)} (${(total / 1e9).toFixed(2)}e9 parameters; ${shape}) but the ${limits.backend} backend has ${gb(limits.host.bytes)} of host memory available (${limits.host.source}); generate and eval build the whole model on one device`);
   }
   const unit = largestUnit(config);
   if (4 * unit.numel > limits.maxBufferBytes) {
-    throw new UsageError(`--from ${from}: the model's f32 parameters need ${gb(4 * unit.numel)} in one buffer for unit ${unit.name} (${shape}) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource})`);
+    throw new UsageError(`--from ${pathForMessage(from)}: the model's f32 parameters need ${gb(4 * unit.numel)} in one buffer for unit ${unit.name} (${shape}) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource})`);
   }
 }
 
@@ -220,8 +221,8 @@ function loadHubWeights(model: CausalDecoder, from: string, config: ModelConfig)
   model.loadStateDict(loadStateDict(from, { filter: (n) => used.has(n) }) as unknown as StateDict, { strict: false });
   const n = unexpected.length;
   if (n === 0) return [];
-  const names = unexpected.slice(0, 20).join(", ") + (n > 20 ? ` … and ${n - 20} more` : "");
-  return [`${from}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${config.model_type} model: ${names}`];
+  const names = unexpected.slice(0, 20).map((t) => quoteUntrusted(t)).join(", ") + (n > 20 ? ` … and ${n - 20} more` : "");
+  return [`${pathForMessage(from)}: ${n} tensor${n === 1 ? "" : "s"} of the checkpoint ${n === 1 ? "is" : "are"} not used by the ${config.model_type} model: ${names}`];
 }
 
 /**
@@ -231,7 +232,7 @@ function loadHubWeights(model: CausalDecoder, from: string, config: ModelConfig)
  */
 export async function loadInferenceModel(opts: InferenceModelOptions): Promise<InferenceModel> {
   const from = opts.from;
-  if (!existsSync(from)) throw new UsageError(`--from: ${from} does not exist (expected a ZeroMoE checkpoint directory, a Hugging Face model directory or a .safetensors file)`);
+  if (!existsSync(from)) throw new UsageError(`--from: ${pathForMessage(from)} does not exist (expected a ZeroMoE checkpoint directory, a Hugging Face model directory or a .safetensors file)`);
   let kind: InferenceModel["kind"];
   let config: ModelConfig;
   let job: JobConfig | null = null;
@@ -245,7 +246,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     job = manifest.config;
     config = checkedManifestModel(manifest, join(loc.tagDir, "manifest.json"));
   } else if (isDir) {
-    if (!existsSync(join(from, "config.json"))) throw new UsageError(`--from: ${from} is neither a ZeroMoE checkpoint (manifest.json or latest) nor a Hugging Face model directory (config.json)`);
+    if (!existsSync(join(from, "config.json"))) throw new UsageError(`--from: ${pathForMessage(from)} is neither a ZeroMoE checkpoint (manifest.json or latest) nor a Hugging Face model directory (config.json)`);
     kind = "hf-dir";
     ({ model: config } = configFromFile(join(from, "config.json"), "--from"));
   } else if (from.endsWith(".safetensors")) {
@@ -254,12 +255,12 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     else if (existsSync(join(dirname(from), "config.json"))) ({ model: config } = configFromFile(join(dirname(from), "config.json"), "--from"));
     else {
       const m = sourceManifest(from);
-      if (!m) throw new UsageError(`--from: ${from} has no model config: pass --config (a job file or config.json), or put config.json beside it`);
+      if (!m) throw new UsageError(`--from: ${pathForMessage(from)} has no model config: pass --config (a job file or config.json), or put config.json beside it`);
       config = m.config.model;
       job = m.config;
     }
   } else {
-    throw new UsageError(`--from: ${from} is not a directory or a .safetensors file`);
+    throw new UsageError(`--from: ${pathForMessage(from)} is not a directory or a .safetensors file`);
   }
   // --config with a checkpoint or directory: a job file supplies data settings (tokenizer, dataset)
   if (opts.config !== undefined && kind !== "safetensors") job = configFromFile(opts.config, "--config").job ?? job;
@@ -283,7 +284,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
   }
   const tokenizer = createTokenizer(tokenizerName);
   if (tokenizer.vocabSize > config.vocab_size) {
-    throw new UsageError(`tokenizer ${tokenizer.name} (${tokenizerSource}) has ${tokenizer.vocabSize} ids but the model's vocab_size is ${config.vocab_size}; pass --tokenizer`);
+    throw new UsageError(`tokenizer ${pathForMessage(tokenizer.name)} (${tokenizerSource}) has ${tokenizer.vocabSize} ids but the model's vocab_size is ${config.vocab_size}; pass --tokenizer`);
   }
 
   const { backend, reason } = await selectTrainBackend(opts.backend, 0, probeShapeOf(config, opts.probeTokens));
@@ -303,5 +304,5 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     if (!isInputError(e) && msg.startsWith("loadStateDict:")) throw new SafetensorsError(from, msg.replace(/^loadStateDict: /, ""));
     throw e;
   }
-  return { model, config, job, tokenizer, tokenizerSource: `${tokenizer.name} (${tokenizerSource})`, kind, backendLine: `${backend.info.name} on "${backend.info.adapter}" (${reason})`, warnings };
+  return { model, config, job, tokenizer, tokenizerSource: `${pathForMessage(tokenizer.name)} (${tokenizerSource})`, kind, backendLine: `${backend.info.name} on "${backend.info.adapter}" (${reason})`, warnings };
 }

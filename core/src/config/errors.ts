@@ -3,6 +3,7 @@
  * {@link ConfigIssue} (JSON path + what was expected) and all of them are thrown together as one
  * {@link ConfigError}, so a user fixes a file in one pass instead of one error per run.
  */
+import { pathForMessage } from "./quote-untrusted.ts";
 
 /** One problem in a job/DeepSpeed config. */
 export interface ConfigIssue {
@@ -15,10 +16,12 @@ export interface ConfigIssue {
   source?: string;
 }
 
-/** Formats one issue as `path: message (from source)`. */
+/** Formats one issue as `path: message [source]`; the path (it holds the file's keys) and the
+ * source are rendered by quote-untrusted.ts pathForMessage: as they are when plain, else escaped
+ * and bounded. */
 export function formatIssue(issue: ConfigIssue): string {
-  const where = issue.path === "" ? "(root)" : issue.path;
-  const from = issue.source ? ` [${issue.source}]` : "";
+  const where = issue.path === "" ? "(root)" : pathForMessage(issue.path);
+  const from = issue.source ? ` [${pathForMessage(issue.source)}]` : "";
   return `${where}: ${issue.message}${from}`;
 }
 

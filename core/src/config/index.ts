@@ -1,6 +1,7 @@
 /** Job configuration: schema, validation, defaults, the default job. See docs/config.md. */
 export * from "./types.ts";
 export { ConfigError, type ConfigIssue, editDistance, suggest, formatIssue } from "./errors.ts";
+export { pathForMessage, quoteUntrusted, QUOTE_CHARS, QUOTE_MESSAGE_CHARS, QUOTE_PATH_CHARS } from "./quote-untrusted.ts";
 export { resolveJobConfig, deepMerge, parseJsonConfig, readJsonFile, TOKENIZER_VOCAB_SIZE, type JobOverrides, type ResolveOptions } from "./resolve.ts";
 export { loadJobConfig, type LoadJobOptions } from "./load.ts";
 export { resolveModelConfig, type ResolvedModel } from "./resolve-model.ts";

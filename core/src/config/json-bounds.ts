@@ -14,6 +14,8 @@
  * the end, and an unterminated string just ends the scan).
  */
 
+import { QUOTE_CHARS, quoteUntrusted } from "./quote-untrusted.ts";
+
 /** Limits of {@link scanJsonBounds}. */
 export interface JsonLimits {
   /** Deepest nesting of objects/arrays (the top-level value is depth 1). */
@@ -42,13 +44,8 @@ export interface JsonBoundsViolation {
 
 /** Longest path reported (characters); deeper paths are cut with "…". */
 const MAX_PATH_CHARS = 200;
-/** Characters of an offending key or string echoed in a message. */
-export const ECHO_CHARS = 40;
-
-/** `s` cut to {@link ECHO_CHARS} characters with its full length noted (for error messages). */
-export function truncateForMessage(s: string, max = ECHO_CHARS): string {
-  return s.length <= max ? s : `${s.slice(0, max)}… (${s.length} characters)`;
-}
+/** Characters of an offending key or string echoed in a message (quote-untrusted.ts). */
+export const ECHO_CHARS = QUOTE_CHARS;
 
 interface Frame {
   array: boolean;
@@ -62,7 +59,7 @@ function pathOf(stack: readonly Frame[]): string {
   let p = "";
   for (const f of stack) {
     if (f.n === 0 && f.key === "") break;
-    const seg = f.array ? `[${f.n - 1}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key) ? (p === "" ? f.key : `.${f.key}`) : `[${JSON.stringify(f.key.slice(0, ECHO_CHARS))}]`;
+    const seg = f.array ? `[${f.n - 1}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key) ? (p === "" ? f.key : `.${f.key}`) : `[${quoteUntrusted(f.key)}]`;
     if (p.length + seg.length > MAX_PATH_CHARS) return p + "…";
     p += seg;
   }
@@ -93,7 +90,7 @@ export function scanJsonBounds(text: string, limits: Readonly<JsonLimits>): Json
       const top = stack[stack.length - 1];
       const isKey = top !== undefined && !top.array && expectKey;
       if (isKey) {
-        if (n > limits.maxKey) return { path: pathOf(stack), offset: start, message: `key "${truncateForMessage(text.slice(start, start + n))}" is longer than the ${limits.maxKey}-character limit` };
+        if (n > limits.maxKey) return { path: pathOf(stack), offset: start, message: `key ${quoteUntrusted(text.slice(start, start + n))} is longer than the ${limits.maxKey}-character limit` };
         top.key = text.slice(start, start + n);
         top.n++;
         if (top.n > limits.maxMembers) return { path: pathOf(stack), offset: start, message: `object has more than ${limits.maxMembers} members` };
@@ -141,10 +138,10 @@ export function scanJsonBounds(text: string, limits: Readonly<JsonLimits>): Json
   return null;
 }
 
-/** `c` (one control character) as a JSON-style escape. */
-function escapeControl(c: string): string {
-  const k = c.charCodeAt(0);
-  return k === 10 ? "\\n" : k === 13 ? "\\r" : k === 9 ? "\\t" : `\\u${k.toString(16).padStart(4, "0")}`;
+/** Decimal digits of `v`, cut like a quoted string (a BigInt is digits and a sign: nothing to escape). */
+function bigintText(v: bigint): string {
+  const t = v.toString();
+  return t.length <= ECHO_CHARS ? t : `${t.slice(0, ECHO_CHARS)}… (${t.length} characters)`;
 }
 
 /**
@@ -155,14 +152,14 @@ function escapeControl(c: string): string {
 export function describeValue(v: unknown, depth = 0): string {
   switch (typeof v) {
     case "string":
-      // control characters escaped (\n, \u001b…): a hostile value cannot break the one-line
-      // message or send terminal escape sequences
-      return `"${truncateForMessage(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, escapeControl)}"`;
+      // quote-untrusted.ts: bounded, control characters escaped (\n, \u001b…), so a hostile value
+      // cannot break the one-line message or send terminal escape sequences
+      return quoteUntrusted(v);
     case "number":
     case "boolean":
       return String(v);
     case "bigint":
-      return `${truncateForMessage(v.toString())}n`;
+      return `${bigintText(v)}n`;
     case "undefined":
       return "nothing";
     case "function":
@@ -185,7 +182,7 @@ export function describeValue(v: unknown, depth = 0): string {
       return "object";
     }
     if (depth >= 1) return `{…${keys.length} keys}`;
-    const parts = keys.slice(0, 4).map((k) => `${truncateForMessage(k, 24)}: ${describeValue((v as Record<string, unknown>)[k], depth + 1)}`);
+    const parts = keys.slice(0, 4).map((k) => `${quoteUntrusted(k, 24)}: ${describeValue((v as Record<string, unknown>)[k], depth + 1)}`);
     return `{${parts.join(", ")}${keys.length > 4 ? `, … (${keys.length} keys)` : ""}}`;
   }
   return String(v);

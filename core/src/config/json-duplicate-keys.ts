@@ -12,6 +12,8 @@
  * config/json-bounds.ts bounded depth and key length, so its stack and each decoded key are bounded.
  */
 
+import { quoteUntrusted } from "./quote-untrusted.ts";
+
 /** The first repeated key: its JSON path (the object holding it, `""` = the root) and the key. */
 export interface DuplicateJsonKey {
   /** Path of the object that holds the key twice, like `zero_optimization` or `weight_map`;
@@ -40,7 +42,7 @@ function segment(parent: Frame | undefined): string {
   if (parent === undefined) return "";
   if (parent.keys === null) return `[${parent.index}]`;
   const k = parent.lastKey;
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `.${k}` : `[${JSON.stringify(k.length > 40 ? `${k.slice(0, 40)}…` : k)}]`;
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `.${k}` : `[${quoteUntrusted(k)}]`;
 }
 
 function pathOf(stack: readonly Frame[]): string {

@@ -3,6 +3,7 @@
  * Bun's `JSON.parse` errors carry no position. A small recursive-descent scanner; it only
  * validates, it builds nothing.
  */
+import { quoteUntrusted } from "./quote-untrusted.ts";
 
 /** Where and what the first syntax error is. Lines and columns are 1-based. */
 export interface JsonSyntaxError {
@@ -35,7 +36,7 @@ class Scan {
         return;
       }
     }
-    this.fail(c === undefined ? "unexpected end of input, expected a value" : `unexpected ${JSON.stringify(c)}, expected a value`);
+    this.fail(c === undefined ? "unexpected end of input, expected a value" : `unexpected ${quoteUntrusted(c)}, expected a value`);
   }
   object(depth: number): void {
     this.members("}", "an object", () => {
@@ -103,7 +104,7 @@ class Scan {
   }
   got(): string {
     const c = this.s[this.i];
-    return c === undefined ? "end of input" : JSON.stringify(c);
+    return c === undefined ? "end of input" : quoteUntrusted(c);
   }
 }
 
@@ -113,7 +114,7 @@ export function findJsonSyntaxError(text: string): JsonSyntaxError | null {
   try {
     sc.value(0);
     sc.ws();
-    if (sc.i < text.length) sc.fail(`unexpected ${JSON.stringify(text[sc.i])} after the JSON value`);
+    if (sc.i < text.length) sc.fail(`unexpected ${quoteUntrusted(text[sc.i]!)} after the JSON value`);
     return null;
   } catch (e) {
     const offset = (e as { offset?: number }).offset ?? sc.i;

@@ -18,6 +18,7 @@ import { AUTOEP_PRESETS } from "./autoep-presets.ts";
 import { moeShape } from "./moe-shape.ts";
 import { addIssue, isPlainObject, type CheckContext } from "./schema.ts";
 import type { JobConfig, SparseModelConfig } from "./types.ts";
+import { QUOTE_MESSAGE_CHARS, quoteUntrusted } from "./quote-untrusted.ts";
 
 /** The model's own renormalisation of the top-k weights (Mixtral always; Qwen: norm_topk_prob). */
 function modelRouteNorm(m: SparseModelConfig): boolean {
@@ -57,7 +58,7 @@ export function resolveExpertParallel(job: JobConfig, model: SparseModelConfig, 
     try {
       new RegExp(`^(?:${ep.moe_layer_pattern})$`);
     } catch (e) {
-      addIssue(ctx, at("moe_layer_pattern"), `not a valid regular expression: ${(e as Error).message}`);
+      addIssue(ctx, at("moe_layer_pattern"), `not a valid regular expression: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
     }
   }
   const mustBe = (key: string, got: unknown, allowed: readonly unknown[], why: string) => {

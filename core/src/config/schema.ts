@@ -8,6 +8,7 @@
  * from {@link suggest}. The same specs drive `docs/config.md`'s completeness test.
  */
 import { type ConfigIssue, suggest } from "./errors.ts";
+import { describeValue } from "./json-bounds.ts";
 
 /** Common fields of every spec. */
 interface SpecBase {
@@ -125,15 +126,10 @@ export function typeOfJson(v: unknown): string {
   return typeof v;
 }
 
-/** Short rendering of a value for messages (truncated). */
+/** Short rendering of a value for messages: json-bounds.ts describeValue (bounded work and
+ * length, strings quoted by quote-untrusted.ts). */
 export function show(v: unknown): string {
-  let s: string;
-  try {
-    s = JSON.stringify(v) ?? String(v);
-  } catch {
-    s = String(v);
-  }
-  return s.length > 60 ? s.slice(0, 57) + "..." : s;
+  return describeValue(v);
 }
 
 /** True for a plain JSON object (not null, not an array). */

@@ -12,6 +12,8 @@ import { parseByteSize } from "./byte-size.ts";
 import { suggest } from "./errors.ts";
 import { existsSync } from "node:fs";
 import { tokenizerJsonPath } from "../data/hf-tokenizer.ts";
+import { describeValue } from "./json-bounds.ts";
+import { quoteUntrusted } from "./quote-untrusted.ts";
 
 /** `data` section. */
 export const DATA_SPEC: ObjectSpec = {
@@ -29,7 +31,7 @@ export const DATA_SPEC: ObjectSpec = {
         if (value === "byte" || value === "gpt2") return value;
         if (typeof value === "string" && value !== "" && tokenizerJsonPath(value) !== null) return value;
         const near = typeof value === "string" ? suggest(value, ["byte", "gpt2"]) : null;
-        const what = typeof value === "string" && existsSync(value) ? `${JSON.stringify(value)} holds no tokenizer.json` : `got ${JSON.stringify(value)}`;
+        const what = typeof value === "string" && existsSync(value) ? `${quoteUntrusted(value)} holds no tokenizer.json` : `got ${describeValue(value)}`;
         addIssue(ctx, path, `expected "byte", "gpt2" or a path to a Hugging Face tokenizer.json (or a directory holding one); ${what}${near ? `; did you mean "${near}"?` : ""}`);
         return undefined;
       },

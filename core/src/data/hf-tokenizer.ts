@@ -22,6 +22,7 @@
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { describeValue } from "../config/json-bounds.ts";
+import { pathForMessage } from "../config/quote-untrusted.ts";
 import { basename, join, resolve } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { LinearRegExp, literalPattern, MAX_REPLACE_GROWTH, RegexWorkLimitError, withReplaceBudget } from "./linear-regex.ts";
@@ -51,9 +52,9 @@ export function tokenizerJsonPath(path: string): string | null {
 function readJsonObject(file: string, what: string): Record<string, unknown> {
   const st = statSync(file);
   // before reading: reading a FIFO blocks until a writer comes
-  if (!st.isFile()) throw new DataError(`${what} ${file}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  if (!st.isFile()) throw new DataError(`${what} ${pathForMessage(file)}: not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
   const size = st.size;
-  if (size > MAX_TOKENIZER_JSON_BYTES) throw new DataError(`${what} ${file}: ${size} bytes is over the ${MAX_TOKENIZER_JSON_BYTES}-byte limit`);
+  if (size > MAX_TOKENIZER_JSON_BYTES) throw new DataError(`${what} ${pathForMessage(file)}: ${size} bytes is over the ${MAX_TOKENIZER_JSON_BYTES}-byte limit`);
   return parseTokenizerJsonText(readFileSync(file, "utf8"), file);
 }
 
@@ -170,13 +171,13 @@ export function tokenizerJsonVocabSize(json: Record<string, unknown>, file: stri
   const vocab = model?.vocab;
   // every id a non-negative integer: -5 reached the model as 65531 (a Uint16Array wraps it), 1.5 as 1
   const checkId = (id: unknown, where: string): number => {
-    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw new DataError(`tokenizer ${file}: ${where} = ${describeValue(id)}: expected a non-negative integer id`);
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw new DataError(`tokenizer ${pathForMessage(file)}: ${where} = ${describeValue(id)}: expected a non-negative integer id`);
     return id;
   };
   if (Array.isArray(vocab)) max = vocab.length - 1;
   else if (vocab && typeof vocab === "object") for (const [tok, id] of Object.entries(vocab as Record<string, unknown>)) max = Math.max(max, checkId(id, `model.vocab[${describeValue(tok)}]`));
   if (Array.isArray(json.added_tokens)) (json.added_tokens as { id?: unknown }[]).forEach((t, i) => (max = Math.max(max, checkId(t?.id, `added_tokens[${i}].id`))));
-  if (max < 0) throw new DataError(`tokenizer ${file}: no vocabulary (expected model.vocab and/or added_tokens)`);
+  if (max < 0) throw new DataError(`tokenizer ${pathForMessage(file)}: no vocabulary (expected model.vocab and/or added_tokens)`);
   return max + 1;
 }
 
@@ -187,7 +188,7 @@ export function tokenizerJsonVocabSize(json: Record<string, unknown>, file: stri
  */
 export function hfTokenizerVocabSize(path: string): number {
   const file = tokenizerJsonPath(path);
-  if (file === null) throw new DataError(`tokenizer: no tokenizer.json at ${resolve(path)}`);
+  if (file === null) throw new DataError(`tokenizer: no tokenizer.json at ${pathForMessage(resolve(path))}`);
   return tokenizerJsonVocabSize(readJsonObject(file, "tokenizer"), file);
 }
 
@@ -225,7 +226,7 @@ export class HfTokenizer implements Tokenizer {
   static load(path: string): HfTokenizer {
     const file = tokenizerJsonPath(path);
     if (file === null) {
-      const where = existsSync(path) ? `${resolve(path)} holds no tokenizer.json` : `${resolve(path)} does not exist`;
+      const where = existsSync(path) ? `${pathForMessage(resolve(path))} holds no tokenizer.json` : `${pathForMessage(resolve(path))} does not exist`;
       throw new DataError(`data.tokenizer: ${where} (expected "byte", "gpt2", or a Hugging Face tokenizer.json / a directory holding one)`);
     }
     const json = readJsonObject(file, "tokenizer");
@@ -239,7 +240,7 @@ export class HfTokenizer implements Tokenizer {
       tok = buildLibraryTokenizer(json, cfg);
     } catch (e) {
       if (e instanceof DataError) throw e;
-      throw new DataError(`tokenizer ${file}: not usable by @huggingface/tokenizers: ${libraryFailure(e)}`);
+      throw new DataError(`tokenizer ${pathForMessage(file)}: not usable by @huggingface/tokenizers: ${libraryFailure(e)}`);
     }
     const eosCfg = cfg.eos_token;
     const eosName = typeof eosCfg === "string" ? eosCfg : eosCfg && typeof eosCfg === "object" && typeof (eosCfg as { content?: unknown }).content === "string" ? (eosCfg as { content: string }).content : null;
@@ -268,14 +269,14 @@ export class HfTokenizer implements Tokenizer {
     try {
       enc = withReplaceBudget(MAX_REPLACE_GROWTH * text.length + 4096, () => this.tok.encode(text, { add_special_tokens: false }));
     } catch (e) {
-      throw new DataError(`tokenizer ${this.file}: encoding ${text.length} characters failed: ${libraryFailure(e)}`);
+      throw new DataError(`tokenizer ${pathForMessage(this.file)}: encoding ${text.length} characters failed: ${libraryFailure(e)}`);
     }
     const ids = enc.ids;
     for (let i = 0; i < ids.length; i++) {
       const v = ids[i];
       if (typeof v === "number" && Number.isInteger(v) && v >= 0 && v < this.vocabSize) continue;
       const what = v === undefined ? "no id (it is not in the vocabulary and the model has no unk token)" : `id ${describeValue(v)}, outside the vocabulary (0..${this.vocabSize - 1})`;
-      throw new DataError(`tokenizer ${this.file}: piece ${i} of the text, ${describeValue(enc.tokens[i])}, got ${what}`);
+      throw new DataError(`tokenizer ${pathForMessage(this.file)}: piece ${i} of the text, ${describeValue(enc.tokens[i])}, got ${what}`);
     }
     return this.vocabSize <= 65536 ? Uint16Array.from(ids as number[]) : Uint32Array.from(ids as number[]);
   }
@@ -291,7 +292,7 @@ export class HfTokenizer implements Tokenizer {
     try {
       return this.tok.decode(arr, { skip_special_tokens: false });
     } catch (e) {
-      throw new DataError(`tokenizer ${this.file}: decoding ${arr.length} ids failed: ${libraryFailure(e)}`);
+      throw new DataError(`tokenizer ${pathForMessage(this.file)}: decoding ${arr.length} ids failed: ${libraryFailure(e)}`);
     }
   }
 }

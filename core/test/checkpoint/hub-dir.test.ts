@@ -84,7 +84,7 @@ describe("HubCheckpoint + planHubLoad", () => {
     const d = join(tmp, "empty");
     cpSync(`${Q}/sharded`, d, { recursive: true });
     rmSync(join(d, "model-00003-of-00006.safetensors"));
-    expect(() => HubCheckpoint.open(d)).toThrow(/model\.safetensors\.index\.json.*names shard model-00003-of-00006\.safetensors, which does not exist/);
+    expect(() => HubCheckpoint.open(d)).toThrow(/model\.safetensors\.index\.json.*names shard "model-00003-of-00006\.safetensors", which does not exist/);
     const e2 = join(tmp, "noweights");
     cpSync(`${Q}/config.json`, join(e2, "config.json"), { recursive: true });
     expect(() => HubCheckpoint.open(e2)).toThrow(/neither model\.safetensors nor model\.safetensors\.index\.json/);

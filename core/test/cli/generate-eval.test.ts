@@ -143,7 +143,7 @@ describe("bad input exits 2 naming the option or file, no stack", () => {
       ["generate", ["--from", join(lone, "w.safetensors"), "--prompt", "x"], /has no model config: pass --config/],
       ["generate", ["--from", notModel, "--prompt", "x", "--top-p", "1.5"], /--top-p: expected a number > 0 and ≤ 1, got "1.5"/],
       ["generate", ["--from", notModel, "--prompt", "x", "--temperature=-1"], /--temperature: expected a number ≥ 0/],
-      ["generate", ["--from", notModel, "--promt", "x"], /unknown option --promt/],
+      ["generate", ["--from", notModel, "--promt", "x"], /unknown option "--promt"/],
       ["generate", ["--from", notModel, "--prompt", "x", "--backend", "gpu"], /--backend: expected auto, webgpu, cpu, got "gpu"/],
       ["eval", ["--from", notModel, "--batch-size", "0"], /--batch-size: expected an integer ≥ 1, got "0"/],
       ["eval", ["--from", join(lone, "w.safetensors"), "--config", join(tmp, "missing.json")], /--config: .*missing.json does not exist/],

@@ -268,7 +268,7 @@ describe("bun run train", () => {
     }
     const u = await train(["--stepz", "3"]);
     expect(u.code).toBe(2);
-    expect(u.stderr).toContain("unknown option --stepz; did you mean --steps?");
+    expect(u.stderr).toContain("unknown option \"--stepz\"; did you mean --steps?");
     const missing = join(dir, "no-such-corpus.txt");
     const d = await train(["--config", jsonFile({ ...SMALL_JOB, data: { ...SMALL_JOB.data, dataset: missing } })]);
     expect(d.code).toBe(2);
