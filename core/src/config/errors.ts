@@ -69,9 +69,12 @@ export function editDistance(a: string, b: string): number {
  * The closest candidate to `word` for a "did you mean" hint, or null when nothing is close.
  * Close means edit distance ≤ max(2, ⌊len/3⌋) on the lower-cased strings, or one name containing
  * the other (e.g. `stage3_gather_16bit_weights` → `stage3_gather_16bit_weights_on_model_save`).
- * Ties go to the candidate listed first.
+ * Ties go to the candidate listed first. A word of more than 256 characters gets null.
  */
 export function suggest(word: string, candidates: Iterable<string>): string | null {
+  // no name here is longer than 256 characters: a longer word is close to none (and a 10 MB value
+  // would cost 10M × |candidate| steps per candidate)
+  if (word.length > 256) return null;
   const w = word.toLowerCase();
   let best: string | null = null;
   let bestD = Infinity;
