@@ -4,10 +4,11 @@
  * same bits as the same models on the cpu backend and as the host reference `initUnitValues` —
  * f32 and bf16/f16 units (16-bit: the f32 values rounded as a cast does), the default run's Mixtral
  * and a Llama with a prime-sized MLP, and ZeRO shard ranges (`initUnitRange`) at awkward starts and
- * lengths written at an offset of a larger buffer.
+ * lengths written at an offset of a larger buffer; units held in several bindings (a backend with
+ * maxBindingBytes lowered to 64 KiB).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { createBackend, type Backend, type Buf, type DType } from "@zeromoe/kernels";
+import { createBackend, createGPU, WebGpuBackend, type Backend, type Buf, type DType } from "@zeromoe/kernels";
 import { DEFAULT_JOB } from "../../src/config/default-job.ts";
 import { llamaConfig, mixtralConfig } from "../../src/models/config.ts";
 import { LlamaForCausalLM, type CausalDecoder } from "../../src/models/llama.ts";
@@ -38,14 +39,14 @@ async function hostBits(unit: Unit, seed: number, start: number, count: number, 
   return out;
 }
 
-async function compareModels(make: (be: Backend) => CausalDecoder, seed: number): Promise<number> {
-  const onGpu = make(gpu);
+async function compareModels(make: (be: Backend) => CausalDecoder, seed: number, on: Backend = gpu): Promise<number> {
+  const onGpu = make(on);
   const onCpu = make(cpu);
   let n = 0;
   for (let i = 0; i < onGpu.units.units.length; i++) {
     const ug = onGpu.units.units[i]!;
     const uc = onCpu.units.units[i]!;
-    const g = await bitsOf(gpu, ug.data!, 0, ug.numel);
+    const g = await bitsOf(on, ug.data!, 0, ug.numel);
     expect(g).toEqual(await bitsOf(cpu, uc.data!, 0, uc.numel));
     expect(g).toEqual(await hostBits(uc, seed, 0, uc.numel, uc.dtype));
     n += ug.numel;
@@ -65,6 +66,16 @@ describe("device initialisation equals host initialisation", () => {
     const cfg = llamaConfig({ vocab_size: 97, hidden_size: 64, intermediate_size: 211, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 32 });
     const n = await compareModels((be) => new LlamaForCausalLM(be, cfg, { seed: 77, dtype: ({ kind }) => (kind === "layer" ? "f16" : "f32") }), 77);
     expect(n).toBeGreaterThan(100000);
+  }, 300_000);
+
+  test("units held in several bindings (maxBindingBytes 64 KiB), bf16 and f32", async () => {
+    const seg = await WebGpuBackend.create(createGPU(), { maxBindingBytes: 65536 });
+    try {
+      const cfg = llamaConfig({ vocab_size: 97, hidden_size: 64, intermediate_size: 211, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 32 });
+      for (const dtype of ["bf16", "f32"] as const) expect(await compareModels((be) => new LlamaForCausalLM(be, cfg, { seed: 3, dtype }), 3, seg)).toBeGreaterThan(50000);
+    } finally {
+      seg.destroy();
+    }
   }, 300_000);
 
   test("shard ranges at awkward starts and lengths, at an offset of a larger buffer, f32 and bf16", async () => {

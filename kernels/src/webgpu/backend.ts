@@ -735,8 +735,10 @@ export class WebGpuBackend implements Backend {
   }
 
   randomFill(dst: View, n: number, spec: RandomFillSpec): void {
-    const b = this.v(dst, n, "randomFill", "dst", FLOATS);
     checkRandomFillSpec(spec, n, "webgpu randomFill");
+    // a view across segments: one fill per segment piece, each at its own stream position
+    if (anySegmented(dst)) return forElementBlocks(this.host, "randomFill", n, [{ view: dst, io: "out", arg: "dst", dtypes: FLOATS }], [], (s, c, [d]) => this.randomFill(d!, c, { ...spec, start: spec.start + s }));
+    const b = this.v(dst, n, "randomFill", "dst", FLOATS);
     if (n > 0) this.run(randomFillLaunch(b, dst.off, n, spec));
   }
 

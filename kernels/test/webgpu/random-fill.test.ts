@@ -3,7 +3,8 @@
  * uniform streams, many keys, stream starts (odd, even, past 2^32 counters, near 2^53), awkward
  * lengths, f32 / bf16 / f16 destinations at odd and even offsets (the neighbours of the view kept),
  * the scales model initialisation uses (std 0.02, 1, 0, a non-power-of-two like 0.0173) and uniform
- * bounds with lo ≠ 0.
+ * bounds with lo ≠ 0; and views across the segments of a tensor larger than one binding (a backend
+ * with maxBindingBytes lowered to 4 KiB).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Backend, DType, RandomFillSpec } from "../../src/backend.ts";
@@ -90,6 +91,22 @@ describe("randomFill: webgpu equals cpu bit for bit", () => {
           }
         }
       }
+    }
+  }, 600_000);
+
+  test("views across binding segments (maxBindingBytes 4 KiB): each piece at its own stream position", async () => {
+    const seg = await WebGpuBackend.create(createGPU(), { maxBindingBytes: 4096 });
+    try {
+      for (const dtype of ["f32", "bf16", "f16"] as const) {
+        for (const [off, n] of [[0, 5000], [1023, 3000], [3, 2049], [2047, 2]] as const) {
+          for (const spec of [{ dist: "normal", key: [21, 22], start: 5, std: 0.02 }, { dist: "uniform", key: [21, 22], start: 2 ** 34 + 1, lo: -1, hi: 0.5 }] as RandomFillSpec[]) {
+            const len = off + n + 7;
+            expect(await fillBits(seg, dtype, len, off, n, spec)).toEqual(await fillBits(cpu, dtype, len, off, n, spec));
+          }
+        }
+      }
+    } finally {
+      seg.destroy();
     }
   }, 600_000);
 });
