@@ -18,10 +18,10 @@
  * largest entry: 1e-5 / 1e-4 with f32 products (K-term f32 sums), 2e-3 / 2e-2 on the tensor cores
  * (f16 operands carry 2⁻¹¹ relative each). Exit status 1 when the check fails.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { createBackend, type Backend } from "@zeromoe/kernels";
-import { randomF32, xorshift32 } from "@zeromoe/kernels/testing";
+import { xorshift32 } from "@zeromoe/kernels/testing";
 import { Variable, backward, fromArray, linearCrossEntropy, planTiles } from "../src/tensor/index.ts";
 
 const { values: a } = parseArgs({
@@ -82,8 +82,16 @@ console.log(`backend ${be.info.name}: ${reason}; tensor cores ${status}`);
 const plan = planTiles(be, T, V, opts);
 console.log(`shape T=${T} H=${H} V=${V}, z-loss ${z}; tiles ${plan.chunkTokens} tokens × ${plan.tileVocab} vocabulary (${((4 * plan.chunkTokens * plan.tileVocab) / 2 ** 20).toFixed(1)} MiB), ${Math.ceil(T / plan.chunkTokens)} chunks × ${Math.ceil(V / plan.tileVocab)} tiles`);
 
-const hiddenData = randomF32(T * H, 1, -Math.sqrt(3), Math.sqrt(3));
-const weightData = randomF32(V * H, 2, -0.02 * Math.sqrt(3), 0.02 * Math.sqrt(3));
+/** n f32 uniform in [−a, a) from xorshift32(seed), written straight into a Float32Array (a
+ * float64 staging array of V·H values would be 4.2 GB at the Llama-3 head). */
+function uniform(n: number, seed: number, amp: number): Float32Array {
+  const next = xorshift32(seed);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = amp * (2 * (next() / 2 ** 32) - 1);
+  return out;
+}
+const hiddenData = uniform(T * H, 1, Math.sqrt(3));
+const weightData = uniform(V * H, 2, 0.02 * Math.sqrt(3));
 const next = xorshift32(3);
 const targets = Int32Array.from({ length: T }, (_, i) => (i % 20 === 19 ? -100 : next() % V));
 const numValid = targets.reduce((n, t) => n + (t === -100 ? 0 : 1), 0);
@@ -125,12 +133,21 @@ const dir = a.dir!;
 mkdirSync(dir, { recursive: true });
 const dh = (await h.grad()) as Float32Array;
 const dw = (await w.grad()) as Float32Array;
-const bytes = (x: ArrayBufferView) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
-writeFileSync(`${dir}/hidden.f32`, bytes(hiddenData));
-writeFileSync(`${dir}/weight.f32`, bytes(weightData));
-writeFileSync(`${dir}/targets.i32`, bytes(targets));
-writeFileSync(`${dir}/dh.f32`, bytes(dh));
-writeFileSync(`${dir}/dw.f32`, bytes(dw));
+/** Write a typed array in pieces of 256 MiB (one write call takes less than 2 GiB). */
+function dump(name: string, x: ArrayBufferView): void {
+  const fd = openSync(`${dir}/${name}`, "w");
+  try {
+    const piece = 2 ** 28;
+    for (let o = 0; o < x.byteLength; o += piece) writeSync(fd, new Uint8Array(x.buffer, x.byteOffset + o, Math.min(piece, x.byteLength - o)));
+  } finally {
+    closeSync(fd);
+  }
+}
+dump("hidden.f32", hiddenData);
+dump("weight.f32", weightData);
+dump("targets.i32", targets);
+dump("dh.f32", dh);
+dump("dw.f32", dw);
 const coop = status.startsWith("on") || tc === "emulated";
 const lossTol = coop ? 2e-3 : 1e-5;
 const gradTol = coop ? 2e-2 : 1e-4;

@@ -111,9 +111,9 @@ export async function generate(model: CausalDecoder, prompt: ArrayLike<number>, 
   /** Next-token logits after running `ids` (the whole context without a cache, else new positions). */
   const run = (ids: number[]): Promise<Float32Array> =>
     noGrad(async () => {
-      const out = await model.forward({ inputIds: ids, batch: 1, seq: ids.length, ...(cache ? { cache } : {}) });
-      const logits = out.logits!; // a forward without labels always returns its logits
-      const last = await model.be.read({ buf: logits.view.buf, off: logits.view.off + (ids.length - 1) * V }, V);
+      const out = await model.forward({ inputIds: ids, batch: 1, seq: ids.length, lastLogitsOnly: true, ...(cache ? { cache } : {}) });
+      const logits = out.logits!; // a forward without labels always returns its logits: here [1, 1, V]
+      const last = await model.be.read(logits.view, V);
       logits.dispose();
       out.auxLoss?.dispose();
       return Float32Array.from(last as ArrayLike<number>);

@@ -27,7 +27,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
-import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, isGradEnabled, linear, linearCrossEntropy, logitsZLoss, reshape, rmsnorm, rope, scope, siluMul, type TilePlanOptions } from "../tensor/index.ts";
+import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, gatherRows, isGradEnabled, linear, linearCrossEntropy, logitsZLoss, reshape, rmsnorm, rope, scope, siluMul, type TilePlanOptions } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
@@ -58,13 +58,17 @@ export interface CausalLMInput {
   /** With labels and the fused head: also compute and return the logits (materialised
    * [batch·seq, vocab] f32, beside the fused loss; for tests and scoring). Default false. */
   returnLogits?: boolean;
+  /** Without labels: only each sequence's last position's logits ([batch, 1, vocab]), as
+   * generation needs; the head then reads batch rows instead of batch·seq (a long prompt's
+   * [seq, vocab] logits could exceed a device binding). Default false. */
+  lastLogitsOnly?: boolean;
 }
 
 /** Output of a causal LM forward. Tensors belong to the tape (freed by `backward`) or, under
  * `noGrad`, to the caller (dispose them). */
 export interface CausalLMOutput {
-  /** [batch, seq, vocab]; null when the fused head computed the loss without them (labels given,
-   * `fusedHead` on, `returnLogits` off). */
+  /** [batch, seq, vocab] ([batch, 1, vocab] with `lastLogitsOnly`); null when the fused head
+   * computed the loss without them (labels given, `fusedHead` on, `returnLogits` off). */
   logits: Tensor | null;
   /** Scalar [1]: mean CE over valid shifted targets (+ router_aux_loss_coef·aux for Mixtral with
    * output_router_logits); null without labels. */
@@ -277,6 +281,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       if (input.cache.length + S > input.cache.capacity) throw new Error(`forward: ${input.cache.length} cached + ${S} new positions exceed the KV cache capacity ${input.cache.capacity}`);
     }
     let shifted: { targets: Int32Array; numValid: number } | null = null;
+    if (input.lastLogitsOnly && input.labels) throw new Error("forward: lastLogitsOnly is for a forward without labels (the loss needs every position)");
     if (input.labels) {
       if (input.labels.length !== B * S) throw new Error(`forward: labels has ${input.labels.length} entries, expected ${B * S}`);
       checkIds(input.labels, c.vocab_size, "labels", -100);
@@ -327,7 +332,9 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       const n = rmsnorm(h, this.finalNorm.tensor, c.rms_norm_eps);
       const w = this.lmHead.tensor;
       const fused = shifted !== null && this.fusedHead;
-      const lg = !fused || input.returnLogits ? linear(n, w) : null;
+      // generation: the head reads only each sequence's last position
+      const last = input.lastLogitsOnly ? gatherRows(n, fromArray(be, Int32Array.from({ length: B }, (_, b) => b * S + S - 1), [B], "i32")) : null;
+      const lg = !fused || input.returnLogits ? linear(last ?? n, w) : null;
       let loss: Tensor | null = null;
       if (shifted) {
         const { targets, numValid } = shifted;
@@ -339,7 +346,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
           if (z > 0) loss = add(loss, logitsZLoss(lg!, targets, numValid, z));
         }
       }
-      return { logits: lg ? reshape(lg, [B, S, c.vocab_size]) : null, ce: loss };
+      return { logits: lg ? reshape(lg, [B, last ? 1 : S, c.vocab_size]) : null, ce: loss };
     });
     if (tied) await leaveUnit(this.embedUnit);
     await leaveUnit(this.headUnit);

@@ -125,6 +125,31 @@ describe("fused LM head + loss in whole models: same loss and gradients as the u
     expect(Math.abs(a.loss - b.loss) / b.loss).toBeLessThan(1e-6);
   });
 
+  test("lastLogitsOnly: each sequence's last row of the full logits (generation's head)", async () => {
+    const be = new CpuBackend();
+    const m = build(be, { family: "qwen3_moe" });
+    const { ids, labels } = inputs();
+    const { noGrad } = await import("../../src/tensor/index.ts");
+    const full = await noGrad(async () => {
+      const o = await m.forward({ inputIds: ids, batch: B, seq: S });
+      const a = Float64Array.from((await o.logits!.toArray()) as Float32Array);
+      o.logits!.dispose();
+      o.auxLoss?.dispose();
+      return a;
+    });
+    const last = await noGrad(async () => {
+      const o = await m.forward({ inputIds: ids, batch: B, seq: S, lastLogitsOnly: true });
+      expect(o.logits!.shape).toEqual([B, 1, VOCAB]);
+      const a = Float64Array.from((await o.logits!.toArray()) as Float32Array);
+      o.logits!.dispose();
+      o.auxLoss?.dispose();
+      return a;
+    });
+    for (let b = 0; b < B; b++) for (let j = 0; j < VOCAB; j++) expect(Object.is(last[b * VOCAB + j], full[(b * S + S - 1) * VOCAB + j])).toBe(true);
+    await expect(m.forward({ inputIds: ids, labels, batch: B, seq: S, lastLogitsOnly: true })).rejects.toThrow(/lastLogitsOnly is for a forward without labels/);
+    m.destroy();
+  });
+
   test("auto-selected backend (webgpu where an adapter exists): llama tied + z-loss, mixtral", async () => {
     const { backend: be, reason } = await createBackend("auto", { choose: "first-adapter" });
     console.log(`fused-head on ${be.info.name}: ${reason}`);
