@@ -206,6 +206,11 @@ describe("linearCrossEntropy (fused LM head + loss)", () => {
     expect(4 * pl.chunkTokens * pl.tileVocab).toBeLessThanOrEqual(2 ** 20);
     expect(() => planTiles(small, 8191, 32003, { chunkTokens: 1024, tileVocab: 1024 })).toThrow(/4194304 bytes, above the device's largest binding of 1048576 bytes/);
     expect(planTiles(new CpuBackend(), 10, 20, { chunkTokens: 3, tileVocab: 7 })).toEqual({ chunkTokens: 3, tileVocab: 7 });
+    // a webgpu backend's segment size (maxBindingBytes) is the binding that counts
+    const lowered = { segmentElems: 1024, device: { limits: { maxBufferSize: 2 ** 40, maxStorageBufferBindingSize: 2147483644 } } } as unknown as Backend;
+    expect(planTiles(lowered, 8192, 128256)).toEqual({ chunkTokens: 1, tileVocab: 1024 });
+    expect(planTiles(lowered, 3, 5000)).toEqual({ chunkTokens: 1, tileVocab: 1024 });
+    expect(() => planTiles(lowered, 3, 5000, { chunkTokens: 3, tileVocab: 1000 })).toThrow(/above the device's largest binding of 4096 bytes/);
   });
 
   test("auto-selected backend (webgpu where an adapter exists): fused = unfused and = the float64 reference", async () => {
@@ -223,5 +228,14 @@ describe("linearCrossEntropy (fused LM head + loss)", () => {
     const r = await run(be, m, "fused", { chunkTokens: 4, tileVocab: 8 });
     expect(r.loss).toBe(0);
     expect(r.dh.every((v) => v === 0) && r.dw.every((v) => v === 0)).toBe(true);
+    if (be.info.name !== "webgpu") return;
+    // a binding lowered to 4 KiB (maxBindingBytes): the default plan keeps every tile in one binding
+    const { backend: low } = await createBackend("webgpu", { maxBindingBytes: 4096 });
+    const p = CASES[1]!.p();
+    const plan = planTiles(low, p.T, p.V);
+    expect(plan.chunkTokens * plan.tileVocab).toBeLessThanOrEqual(1024);
+    expect(plan.chunkTokens).toBeLessThan(p.T); // chunked because of the binding
+    expectClose("lowered binding: fused vs float64", await run(low, p, "fused", { zLoss: 0.01 }), reference(p, 0.01), 1e-5, 1e-4);
+    (low as { destroy?: () => void }).destroy?.();
   }, 300_000);
 });

@@ -1038,6 +1038,14 @@ export class WebGpuBackend implements Backend {
   }
 
   crossEntropyTileStats(logits: View, targets: View, stats: View, rows: number, cols: number, col0: number, ignoreIndex: number, first: boolean): void {
+    if (anySegmented(logits, targets, stats)) {
+      const args: RowArg[] = [
+        { view: logits, perRow: cols, io: "in", arg: "logits", dtypes: F32 },
+        { view: targets, perRow: 1, io: "in", arg: "targets", dtypes: I32 },
+        { view: stats, perRow: 3, io: "inout", arg: "stats", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "crossEntropyTileStats", rows, args, [], (_r, c, [ls, ts, ss]) => this.crossEntropyTileStats(ls!, ts!, ss!, c, cols, col0, ignoreIndex, first));
+    }
     const op = "crossEntropyTileStats";
     const lb = this.v(logits, rows * cols, op, "logits", F32);
     const tb = this.v(targets, rows, op, "targets", I32);
@@ -1046,6 +1054,15 @@ export class WebGpuBackend implements Backend {
   }
 
   crossEntropyTileFinish(stats: View, targets: View, lse: View, losses: View, rows: number, vocab: number, ignoreIndex: number, zLoss: number): void {
+    if (anySegmented(stats, targets, lse, losses)) {
+      const args: RowArg[] = [
+        { view: stats, perRow: 3, io: "in", arg: "stats", dtypes: F32 },
+        { view: targets, perRow: 1, io: "in", arg: "targets", dtypes: I32 },
+        { view: lse, perRow: 1, io: "out", arg: "lse", dtypes: F32 },
+        { view: losses, perRow: 1, io: "out", arg: "losses", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "crossEntropyTileFinish", rows, args, [], (_r, c, [ss, ts, es, ls]) => this.crossEntropyTileFinish(ss!, ts!, es!, ls!, c, vocab, ignoreIndex, zLoss));
+    }
     const op = "crossEntropyTileFinish";
     const sb = this.v(stats, 3 * rows, op, "stats", F32);
     const tb = this.v(targets, rows, op, "targets", I32);
@@ -1055,6 +1072,14 @@ export class WebGpuBackend implements Backend {
   }
 
   crossEntropyTileBackward(logits: View, targets: View, lse: View, gradOut: View, rows: number, cols: number, col0: number, ignoreIndex: number, gradScale: number, zLoss: number): void {
+    if (anySegmented(logits, targets, lse, gradOut)) {
+      const args: RowArg[] = [
+        { view: logits, perRow: cols, io: "inout", arg: "logits", dtypes: F32 },
+        { view: targets, perRow: 1, io: "in", arg: "targets", dtypes: I32 },
+        { view: lse, perRow: 1, io: "in", arg: "lse", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "crossEntropyTileBackward", rows, args, [{ view: gradOut, n: 1, arg: "gradOut", dtypes: F32 }], (_r, c, [ls, ts, es], [gs]) => this.crossEntropyTileBackward(ls!, ts!, es!, gs!, c, cols, col0, ignoreIndex, gradScale, zLoss));
+    }
     const op = "crossEntropyTileBackward";
     const lb = this.v(logits, rows * cols, op, "logits", F32);
     const tb = this.v(targets, rows, op, "targets", I32);

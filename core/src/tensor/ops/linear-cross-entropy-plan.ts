@@ -38,11 +38,15 @@ export interface TilePlan {
   tileVocab: number;
 }
 
-/** The device's largest bindable storage buffer in bytes — min(maxBufferSize,
- * maxStorageBufferBindingSize) of a webgpu backend's device — or Infinity (cpu backend). */
+/** The largest buffer a kernel can bind whole, in bytes: a webgpu backend's segment size
+ * (`segmentElems` 4-byte elements: min(maxBufferSize, maxStorageBufferBindingSize) of its device,
+ * or lower with its `maxBindingBytes` option; a longer buffer is held in segments,
+ * kernels/src/webgpu/buffers.ts), else those device limits; Infinity on the cpu backend. */
 export function bindingLimitBytes(be: Backend): number {
-  const lim = (be as { device?: { limits?: { maxBufferSize?: number; maxStorageBufferBindingSize?: number } } }).device?.limits;
-  return Math.min(lim?.maxBufferSize ?? Infinity, lim?.maxStorageBufferBindingSize ?? Infinity);
+  const w = be as { segmentElems?: number; device?: { limits?: { maxBufferSize?: number; maxStorageBufferBindingSize?: number } } };
+  const lim = w.device?.limits;
+  const device = Math.min(lim?.maxBufferSize ?? Infinity, lim?.maxStorageBufferBindingSize ?? Infinity);
+  return typeof w.segmentElems === "number" && w.segmentElems > 0 ? Math.min(device, 4 * w.segmentElems) : device;
 }
 
 function positiveInt(v: number | undefined, name: string): number | undefined {
