@@ -26,6 +26,7 @@ import { pathForMessage } from "../config/quote-untrusted.ts";
 import { basename, join, resolve } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { LinearRegExp, literalPattern, MAX_REPLACE_GROWTH, RegexWorkLimitError, withReplaceBudget } from "./linear-regex.ts";
+import { encodeInPieces } from "./chunked-encode.ts";
 import { DataError } from "./sources.ts";
 import { checkTokenizerConfig, checkTokenizerJson, parseTokenizerJsonText } from "./tokenizer-json-check.ts";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
@@ -209,6 +210,8 @@ export class HfTokenizer implements Tokenizer {
   /** The tokenizer.json file read. */
   private readonly file: string;
   private readonly tok: HfJsTokenizer;
+  /** A cut not checked equal was reported (see {@link encode}). */
+  private warnedInexact = false;
 
   private constructor(name: string, file: string, tok: HfJsTokenizer, vocabSize: number, eos: number | null) {
     this.name = name;
@@ -259,12 +262,32 @@ export class HfTokenizer implements Tokenizer {
   }
 
   /**
-   * Ids of `text`, no special tokens added. Uint16Array when the vocabulary fits in 16 bits.
+   * Ids of `text`, no special tokens added. Uint16Array when the vocabulary fits in 16 bits. A
+   * text of any length: one over ENCODE_PIECE_CHARS characters is encoded in pieces, cut where the
+   * ids equal those of encoding it whole (chunked-encode.ts); a cut that could not be checked
+   * equal (a normaliser acting on whole texts) is said once per tokenizer in a `warning:` line
+   * on stderr.
    * @throws DataError naming the file when the library fails on `text` (a stack overflow, a
    *   replacement past its bound) or yields an id outside 0..vocabSize-1 (or none: a piece that
    *   is not in the vocabulary, with no unk token).
    */
   encode(text: string): TokenArray {
+    const r = encodeInPieces(text, (s) => this.encodePiece(s));
+    if (r.inexactCuts > 0 && !this.warnedInexact) {
+      this.warnedInexact = true;
+      console.error(`warning: tokenizer ${pathForMessage(this.file)}: a ${text.length}-character text was encoded in ${r.cuts + 1} pieces; at ${r.inexactCuts} of the ${r.cuts} cuts its normaliser or pre-tokenizer acts across the cut, so the ids there may differ from encoding the text whole`);
+    }
+    const out = this.vocabSize <= 65536 ? new Uint16Array(r.length) : new Uint32Array(r.length);
+    let o = 0;
+    for (const piece of r.ids) {
+      out.set(piece, o);
+      o += piece.length;
+    }
+    return out;
+  }
+
+  /** The library's ids of one piece of text (at most ENCODE_PIECE_CHARS characters), checked. */
+  private encodePiece(text: string): number[] {
     let enc: { ids: unknown[]; tokens: unknown[] };
     try {
       enc = withReplaceBudget(MAX_REPLACE_GROWTH * text.length + 4096, () => this.tok.encode(text, { add_special_tokens: false }));
@@ -278,7 +301,7 @@ export class HfTokenizer implements Tokenizer {
       const what = v === undefined ? "no id (it is not in the vocabulary and the model has no unk token)" : `id ${describeValue(v)}, outside the vocabulary (0..${this.vocabSize - 1})`;
       throw new DataError(`tokenizer ${pathForMessage(this.file)}: piece ${i} of the text, ${describeValue(enc.tokens[i])}, got ${what}`);
     }
-    return this.vocabSize <= 65536 ? Uint16Array.from(ids as number[]) : Uint32Array.from(ids as number[]);
+    return ids as number[];
   }
 
   /** Text of `ids` (special tokens kept). @throws RangeError on an id outside the vocabulary. */
