@@ -58,7 +58,7 @@ import { layernormBackwardLaunches, layernormLaunch, normChunks, rmsnormBackward
 import { nonFiniteLaunch, sumSquaresLaunches, sumSquaresPartials } from "../wgsl/norms-check.ts";
 import { reduceLaunches, reduceScratch } from "../wgsl/reduce.ts";
 import { ropeInvFreq, ropeLaunch } from "../wgsl/rope.ts";
-import { gatherRowsLaunch, scatterAddRowsLaunches, scatterScratchWords } from "../wgsl/rows.ts";
+import { gatherRowsLaunch, gatherRowsRangeLaunch, scatterAddRowsLaunches, scatterScratchWords } from "../wgsl/rows.ts";
 import { softmaxBackwardLaunch, softmaxLaunch } from "../wgsl/softmax.ts";
 import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
@@ -70,7 +70,9 @@ import type { CoopTile } from "../wgsl/matmul-coop-tile.ts";
 import { resolveTensorCores, type TensorCoreSetup } from "./tensor-cores.ts";
 import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
-import { anySegmented, crosses, forElementBlocks, forRowBlocks, rebase, type RowArg, type SegmentHost } from "./segments.ts";
+import { anySegmented, crosses, forElementBlocks, forRowBlocks, rebase, regionRuns, segStrideOf, type RowArg } from "./segments.ts";
+import { matmulSegmented, type MatmulHost } from "./segmented-matmul.ts";
+import { copy2dLaunch } from "../wgsl/copy2d.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
 import { openDevice, type OpenDeviceOptions } from "./device.ts";
@@ -250,12 +252,14 @@ export class WebGpuBackend implements Backend {
   private lost: string | null = null;
 
   /** The backend as {@link SegmentHost}: what segment splitting (webgpu/segments.ts) calls. */
-  private readonly host: SegmentHost = {
+  private readonly host: MatmulHost = {
     alloc: (d, n, t, c) => this.alloc(d, n, t, c),
     free: (b) => this.free(b),
     copy: (a, b, n) => this.copy(a, b, n),
     checkView: (v, n, op, arg, d) => void this.ledger.check(v, n, op, arg, d),
     segElems: () => this.ledger.segElems,
+    matmul: (a, b, o, sp) => this.matmul(a, b, o, sp),
+    copy2d: (a, sl, b, dl, r, c) => this.copy2d(a, sl, b, dl, r, c),
   };
 
   private constructor(
@@ -572,6 +576,125 @@ export class WebGpuBackend implements Backend {
     if (op === "mean") this.affine({ buf: res, off: 0 }, { buf: res, off: 0 }, inner, 1 / n, 0);
     this.copy({ buf: res, off: 0 }, out, inner);
     for (const t of [...temps, part, res]) this.free(t);
+  }
+
+  /** Strided 2-D copy of 32-bit elements (wgsl/copy2d.ts), split over segments by row blocks. */
+  private copy2d(src: View, sld: number, dst: View, dld: number, rows: number, cols: number): void {
+    if (anySegmented(src, dst)) {
+      const args: RowArg[] = [
+        { view: src, perRow: cols, ld: sld, io: "in", arg: "src" },
+        { view: dst, perRow: cols, ld: dld, io: "out", arg: "dst" },
+      ];
+      return forRowBlocks(this.host, "copy2d", rows, args, [], (_r, c, [s, d]) => this.copy2d(s!, sld, d!, dld, c, cols));
+    }
+    const ext = (ld: number): number => (rows > 0 ? (rows - 1) * ld + cols : 0);
+    const sb = this.v(src, ext(sld), "copy2d", "src");
+    const db = this.v(dst, ext(dld), "copy2d", "dst");
+    this.run(copy2dLaunch(sb, src.off, sld, db, dst.off, dld, rows, cols));
+  }
+
+  /** Run `fn` per run of groups whose `perGroup` elements (groups `stride` apart from `v`) lie in
+   * one segment, with the view of the run's first group rebased; a group straddling a boundary
+   * runs alone on a temporary copied in (`io` "in"/"inout") and back ("out"/"inout"). */
+  private groupRuns(op: string, v: View, G: number, perGroup: number, stride: number, io: "in" | "out" | "inout", fn: (g0: number, count: number, view: View) => void): void {
+    forRowBlocks(this.host, op, G, [{ view: v, perRow: perGroup, ld: stride, io, arg: op === "groupedWeightGrad" ? "dw" : "w", dtypes: F32 }], [], (g0, c, [gv]) => fn(g0, c, gv!));
+  }
+
+  /** groupedMatmul (host offsets) with a segmented operand: runs of groups whose weights lie in one
+   * segment when x and out each lie in one, else one matmul per non-empty group (split itself). */
+  private groupedMatmulSegmented(x: View, w: View, out: View, spec: GroupedMatmulSpec): void {
+    const g = groupedMatmulGeometry(spec, "webgpu");
+    const ext = groupedMatmulExtents(g);
+    const op = "groupedMatmul";
+    this.ledger.check(x, ext.x, op, "x", F32);
+    this.ledger.check(w, ext.w, op, "w", F32);
+    this.ledger.check(out, ext.out, op, "out", F32);
+    if (g.R === 0 || g.N === 0) return;
+    if (!crosses(x, ext.x) && !crosses(out, ext.out)) {
+      const xs = rebase(x, ext.x, op, "x");
+      const os = rebase(out, ext.out, op, "out");
+      return this.groupRuns(op, w, g.G, g.N * g.K, g.strideW, "in", (g0, cnt, wv) => {
+        const offs = g.offsets.slice(g0, g0 + cnt + 1);
+        const base = offs[0]!;
+        if (offs[cnt]! === base) return;
+        const sub: GroupedMatmulSpec = { offsets: offs.map((o) => o - base), N: g.N, K: g.K, transB: g.transB, strideW: g.strideW, accumulate: g.accumulate };
+        this.groupedMatmul({ buf: xs.buf, off: xs.off + base * g.K }, wv, { buf: os.buf, off: os.off + base * g.N }, sub);
+      });
+    }
+    for (let i = 0; i < g.G; i++) {
+      const r0 = g.offsets[i]!;
+      const rows = g.offsets[i + 1]! - r0;
+      if (rows > 0) this.matmul({ buf: x.buf, off: x.off + r0 * g.K }, { buf: w.buf, off: w.off + i * g.strideW }, { buf: out.buf, off: out.off + r0 * g.N }, { M: rows, N: g.N, K: g.K, transB: g.transB, accumulate: g.accumulate });
+    }
+  }
+
+  /** embedding / gatherRows with a segmented operand: row blocks of (ids, out); in each, out is
+   * zeroed, then every run of table rows in one segment gathers the ids that fall in it
+   * (wgsl/rows.ts gatherRowsRangeLaunch; a straddling table row from a one-row temporary).
+   * Copies only, so bit-identical to one binding. */
+  private gatherSegmented(op: string, table: View, ids: View, out: View, n: number, dim: number): void {
+    this.ledger.check(table, 0, op, "table", F32);
+    const rows = dim > 0 ? Math.floor((table.buf.length - table.off) / dim) : 0;
+    const args: RowArg[] = [
+      { view: ids, perRow: 1, io: "in", arg: "ids", dtypes: I32 },
+      { view: out, perRow: dim, io: "out", arg: "out", dtypes: F32 },
+    ];
+    const runs = regionRuns(table.off, rows, dim, dim, segStrideOf(table));
+    forRowBlocks(this.host, op, n, args, [], (_r, c, [is, os]) => {
+      const ib = this.v(is!, c, op, "ids", I32);
+      const ob = this.v(os!, c * dim, op, "out", F32);
+      this.run(fillLaunch(ob, os!.off, c * dim, 0));
+      for (const run of runs) {
+        const cnt = run.r1 - run.r0;
+        const src: View = { buf: table.buf, off: table.off + run.r0 * dim };
+        if (!run.seam) {
+          const tv = rebase(src, cnt * dim, op, "table");
+          this.run(gatherRowsRangeLaunch(this.v(tv, cnt * dim, op, "table", F32), tv.off, run.r0, cnt, ib, is!.off, ob, os!.off, c, dim));
+          continue;
+        }
+        const t = this.ledger.alloc("f32", dim, "other", false);
+        this.copy(src, { buf: t, off: 0 }, dim);
+        this.run(gatherRowsRangeLaunch(t, 0, run.r0, 1, ib, is!.off, ob, os!.off, c, dim));
+        this.free(t);
+      }
+    });
+  }
+
+  /** scatterAddRows / embeddingBackward with a segmented operand: row blocks of (x, idx, weights)
+   * in ascending order; in each, every run of destination rows in one segment adds the rows whose
+   * index falls in it (the scatter kernels with a destination base, wgsl/rows.ts; a straddling
+   * destination row through a one-row temporary). Each destination row still adds its sources in
+   * ascending i, starting from its value: bit-identical to one binding. */
+  private scatterSegmented(op: string, x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void {
+    this.ledger.check(out, 0, op, "out", F32);
+    const outRows = dim > 0 ? Math.floor((out.buf.length - out.off) / dim) : 0;
+    if (n === 0 || dim === 0) return;
+    const args: RowArg[] = [
+      { view: x, perRow: dim, io: "in", arg: "x", dtypes: F32 },
+      { view: idx, perRow: 1, io: "in", arg: "idx", dtypes: I32 },
+    ];
+    if (weights) args.push({ view: weights, perRow: 1, io: "in", arg: "weights", dtypes: F32 });
+    const runs = regionRuns(out.off, outRows, dim, dim, segStrideOf(out));
+    forRowBlocks(this.host, op, n, args, [], (_r, c, [xs, is, ws]) => {
+      const xb = this.v(xs!, c * dim, op, "x", F32);
+      const ib = this.v(is!, c, op, "idx", I32);
+      const wb = ws ? this.v(ws, c, op, "weights", F32) : null;
+      for (const run of runs) {
+        const cnt = run.r1 - run.r0;
+        const dst: View = { buf: out.buf, off: out.off + run.r0 * dim };
+        const scratch = this.scratchBuf("scatter_order", "u32", scatterScratchWords(c));
+        if (!run.seam) {
+          const ov = rebase(dst, cnt * dim, op, "out");
+          this.runAll(scatterAddRowsLaunches(xb, xs!.off, ib, is!.off, wb, ws?.off ?? 0, this.v(ov, cnt * dim, op, "out", F32), ov.off, cnt, c, dim, scratch, run.r0));
+          continue;
+        }
+        const t = this.ledger.alloc("f32", dim, "other", false);
+        this.copy(dst, { buf: t, off: 0 }, dim);
+        this.runAll(scatterAddRowsLaunches(xb, xs!.off, ib, is!.off, wb, ws?.off ?? 0, t, 0, 1, c, dim, scratch, run.r0));
+        this.copy({ buf: t, off: 0 }, dst, dim);
+        this.free(t);
+      }
+    });
   }
 
   // ---- memory --------------------------------------------------------------------------------
@@ -935,6 +1058,7 @@ export class WebGpuBackend implements Backend {
   // ---- matmul --------------------------------------------------------------------------------
 
   matmul(a: View, b: View, out: View, spec: MatmulSpec): void {
+    if (anySegmented(a, b, out)) return matmulSegmented(this.host, a, b, out, spec);
     const ext = matmulExtents(spec);
     const ab = this.v(a, ext.a, "matmul", "a", F32);
     const bb = this.v(b, ext.b, "matmul", "b", F32);
@@ -955,6 +1079,7 @@ export class WebGpuBackend implements Backend {
   /** All groups in one dispatch: the host offsets are uploaded (i32) and run by the device-offset
    * kernel of {@link groupedMatmulDev} (wgsl/grouped-matmul.ts). */
   groupedMatmul(x: View, w: View, out: View, spec: GroupedMatmulSpec): void {
+    if (anySegmented(x, w, out)) return this.groupedMatmulSegmented(x, w, out, spec);
     const g = groupedMatmulGeometry(spec, "webgpu");
     const ext = groupedMatmulExtents(g);
     const xb = this.v(x, ext.x, "groupedMatmul", "x", F32);
@@ -968,6 +1093,15 @@ export class WebGpuBackend implements Backend {
 
   /** All groups in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
   groupedMatmulDev(x: View, w: View, out: View, offsets: View, spec: GroupedMatmulDevSpec): void {
+    if (anySegmented(x, w, out, offsets)) {
+      const g = groupedDevGeometry(spec, "webgpu");
+      const ext = groupedDevExtents(g);
+      const op = "groupedMatmulDev";
+      this.ledger.check(w, ext.w, op, "w", F32);
+      [x, out, offsets] = this.one(op, [x, ext.x, "x", F32], [out, ext.out, "out", F32], [offsets, ext.offsets, "offsets", I32]) as [View, View, View];
+      // groups in runs whose weights lie in one segment: rows of the other groups are untouched
+      return this.groupRuns(op, w, g.G, g.N * g.K, g.strideW, "in", (g0, cnt, wv) => this.groupedMatmulDev(x, wv, out, { buf: offsets.buf, off: offsets.off + g0 }, { ...spec, G: cnt, strideW: g.strideW }));
+    }
     const g = groupedDevGeometry(spec, "webgpu");
     const ext = groupedDevExtents(g);
     const op = "groupedMatmulDev";
@@ -993,6 +1127,14 @@ export class WebGpuBackend implements Backend {
 
   /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
   groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void {
+    if (anySegmented(dy, x, dw, offsets)) {
+      const g = groupedWGradGeometry(spec, "webgpu");
+      const ext = groupedWGradExtents(g);
+      const op = "groupedWeightGrad";
+      this.ledger.check(dw, ext.dw, op, "dw", F32);
+      [dy, x, offsets] = this.one(op, [dy, ext.dy, "dy", F32], [x, ext.x, "x", F32], [offsets, ext.offsets, "offsets", I32]) as [View, View, View];
+      return this.groupRuns(op, dw, g.G, g.M * g.N, g.strideW, spec.accumulate ? "inout" : "out", (g0, cnt, dv) => this.groupedWeightGrad(dy, x, dv, { buf: offsets.buf, off: offsets.off + g0 }, { ...spec, G: cnt, strideW: g.strideW }));
+    }
     const g = groupedWGradGeometry(spec, "webgpu");
     const ext = groupedWGradExtents(g);
     const op = "groupedWeightGrad";
@@ -1008,6 +1150,7 @@ export class WebGpuBackend implements Backend {
   // ---- embeddings, losses --------------------------------------------------------------------
 
   embedding(table: View, ids: View, out: View, n: number, dim: number): void {
+    if (anySegmented(table, ids, out)) return this.gatherSegmented("embedding", table, ids, out, n, dim);
     const tb = this.v(table, 0, "embedding", "table", F32);
     const ib = this.v(ids, n, "embedding", "ids", I32);
     const ob = this.v(out, n * dim, "embedding", "out", F32);
@@ -1218,6 +1361,7 @@ export class WebGpuBackend implements Backend {
   }
 
   gatherRows(x: View, idx: View, out: View, n: number, dim: number): void {
+    if (anySegmented(x, idx, out)) return this.gatherSegmented("gatherRows", x, idx, out, n, dim);
     const xb = this.v(x, 0, "gatherRows", "x", F32);
     const ib = this.v(idx, n, "gatherRows", "idx", I32);
     const ob = this.v(out, n * dim, "gatherRows", "out", F32);
@@ -1230,6 +1374,7 @@ export class WebGpuBackend implements Backend {
   }
 
   private scatterRows(op: string, x: View, idx: View, weights: View | null, out: View, n: number, dim: number): void {
+    if (anySegmented(x, idx, weights, out)) return this.scatterSegmented(op, x, idx, weights, out, n, dim);
     const xb = this.v(x, n * dim, op, "x", F32);
     const ib = this.v(idx, n, op, "idx", I32);
     const wb = weights ? this.v(weights, n, op, "weights", F32) : null;

@@ -46,16 +46,46 @@ export function gatherRowsLaunch(x: Buf, xoff: number, xrows: number, idx: Buf, 
   return { kernel, bufs: [x, idx, out], params: [xoff, xrows, ioff, ooff, n, dim], workgroups: groups(total) };
 }
 
+/** Launch of a gather from one block of table rows (a table held in several buffer segments,
+ * webgpu/segments.ts): for i < n with lo ≤ idx[i] < lo + cnt, out[ooff + i·dim + c] =
+ * x[xoff + (idx[i] − lo)·dim + c]; other rows of out are left untouched. */
+export function gatherRowsRangeLaunch(x: Buf, xoff: number, lo: number, cnt: number, idx: Buf, ioff: number, out: Buf, ooff: number, n: number, dim: number): Launch | null {
+  const total = n * dim;
+  if (total === 0 || cnt === 0) return null;
+  const kernel: Kernel = memoKernel("gather_rows_range", () => ({
+    label: "gather_rows_range",
+    buffers: [
+      { name: "b_x", type: "f32", write: false },
+      { name: "b_idx", type: "i32", write: false },
+      { name: "b_out", type: "f32", write: true },
+    ],
+    params: u32s("xoff", "lo", "cnt", "ioff", "ooff", "n", "dim"),
+    code: `${entry(EW_WG)} {
+  let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
+  if (t >= P.n * P.dim) { return; }
+  let i = t / P.dim;
+  let c = t % P.dim;
+  let id = b_idx[P.ioff + i];
+  if (id < 0 || u32(id) < P.lo || u32(id) - P.lo >= P.cnt) { return; }
+  b_out[P.ooff + t] = b_x[P.xoff + (u32(id) - P.lo) * P.dim + c];
+}`,
+  }));
+  return { kernel, bufs: [x, idx, out], params: [xoff, lo, cnt, ioff, ooff, n, dim], workgroups: groups(total) };
+}
+
 /** Words of scratch the scatter-add sort needs for n rows. */
 export function scatterScratchWords(n: number): number {
   return Math.max(1, 2 * n);
 }
 
 /** Launches of scatterAddRows (see file doc). `outRows`: rows available in out from ooff;
- * `scratch`: u32 buffer of ≥ {@link scatterScratchWords}(n) words. `weights` null → scale 1. */
-export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: number, weights: Buf | null, woff: number, out: Buf, ooff: number, outRows: number, n: number, dim: number, scratch: Buf): Launch[] {
+ * `scratch`: u32 buffer of ≥ {@link scatterScratchWords}(n) words. `weights` null → scale 1.
+ * `base`: the destination row of out's first row (a block of a table held in several buffer
+ * segments, webgpu/segments.ts): index k lands in out row k − base, indices outside
+ * [base, base + outRows) are skipped. */
+export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: number, weights: Buf | null, woff: number, out: Buf, ooff: number, outRows: number, n: number, dim: number, scratch: Buf, base = 0): Launch[] {
   if (n === 0 || dim === 0) return [];
-  const key = `fn key(i: u32) -> i32 { let k = b_idx[P.ioff + i]; if (k < 0 || u32(k) >= P.outRows) { return -1; } return k; }\n`;
+  const key = `fn key(i: u32) -> i32 { let k = b_idx[P.ioff + i]; if (k < 0 || u32(k) < P.base || u32(k) - P.base >= P.outRows) { return -1; } return k - i32(P.base); }\n`;
   const init: Kernel = memoKernel("scatter_sort_init", () => ({
     label: "scatter_sort_init",
     buffers: [{ name: "b_ord", type: "u32", write: true }],
@@ -71,7 +101,7 @@ export function scatterAddRowsLaunches(x: Buf, xoff: number, idx: Buf, ioff: num
       { name: "b_idx", type: "i32", write: false },
       { name: "b_ord", type: "u32", write: true },
     ],
-    params: u32s("ioff", "n", "outRows", "w", "src", "dst"),
+    params: u32s("ioff", "n", "outRows", "w", "src", "dst", "base"),
     code: `${key}
 // number of positions q in [a, b) of the source run with key(ord[q]) < k (strict) or <= k
 fn count_below(a: u32, b: u32, k: i32, strict: bool) -> u32 {
@@ -108,7 +138,7 @@ ${entry(EW_WG)} {
       ...(hasW ? [{ name: "b_w", type: "f32" as const, write: false }] : []),
       { name: "b_out", type: "f32", write: true },
     ],
-    params: u32s("ioff", "n", "outRows", "xoff", "woff", "ooff", "dim", "ordoff"),
+    params: u32s("ioff", "n", "outRows", "xoff", "woff", "ooff", "dim", "ordoff", "base"),
     code: `${key}${entry(EW_WG)} {
   let t = wg_lin(wg, nwg) * ${EW_WG}u + li;
   if (t >= P.n * P.dim) { return; }
@@ -131,9 +161,9 @@ ${entry(EW_WG)} {
   let src = 0;
   for (let w = 1; w < n; w *= 2) {
     const dst = src === 0 ? n : 0;
-    launches.push({ kernel: merge, bufs: [idx, scratch], params: [ioff, n, outRows, w, src, dst], workgroups: groups(n) });
+    launches.push({ kernel: merge, bufs: [idx, scratch], params: [ioff, n, outRows, w, src, dst, base], workgroups: groups(n) });
     src = dst;
   }
-  launches.push({ kernel: apply, bufs: hasW ? [x, idx, scratch, weights, out] : [x, idx, scratch, out], params: [ioff, n, outRows, xoff, woff, ooff, dim, src], workgroups: groups(n * dim) });
+  launches.push({ kernel: apply, bufs: hasW ? [x, idx, scratch, weights, out] : [x, idx, scratch, out], params: [ioff, n, outRows, xoff, woff, ooff, dim, src, base], workgroups: groups(n * dim) });
   return launches;
 }

@@ -245,3 +245,59 @@ describe("segmented buffers: row-wise ops (row blocks; seam rows staged)", () =>
     await same("scatterAddAlongRows", { d: { len: rows * 4, off: 3 }, i: { dtype: "i32", len: rows * 4, lo: 0, hi: cols, off: 1020 }, x: { len: n, off: 5 } }, ["x"], (be, v) => be.scatterAddAlongRows(v.d!, v.i!, v.x!, rows, cols, 4));
   });
 });
+
+describe("segmented buffers: matmul (output blocks; K whole)", () => {
+  // every output element is one dot product over all of K in both runs, but the kernels chosen
+  // for a block's shape may order its K terms differently (tiles, split-K): f32 rounding
+  const tol = { rtol: 1e-5, atol: 1e-5 };
+  const M = 37;
+  const N = 41;
+  const K = 29;
+  for (const transA of [false, true])
+    for (const transB of [false, true])
+      for (const accumulate of [false, true])
+        test(`M ${M} N ${N} K ${K} transA=${transA} transB=${transB} accumulate=${accumulate}`, async () => {
+          await same(`matmul tA=${transA} tB=${transB} acc=${accumulate}`, { a: { len: M * K, off: 1000 }, b: { len: K * N, off: 3 }, o: { len: M * N, off: 517 } }, ["o"], (be, v) => be.matmul(v.a!, v.b!, v.o!, { M, N, K, transA, transB, accumulate }), tol);
+        });
+  test("LM-head shape: a transposed B of 131 rows over 4 segments, output column blocks", async () => {
+    await same("head", { a: { len: 7 * 29, off: 1 }, b: { len: 131 * 29, off: 5 }, o: { len: 7 * 131, off: 900 } }, ["o"], (be, v) => be.matmul(v.a!, v.b!, v.o!, { M: 7, N: 131, K: 29, transB: true }), tol);
+    // its weight gradient dW [131, 29] = dyᵀ·x (transA) written over segments, accumulated
+    await same("head dW", { dy: { len: 7 * 131, off: 900 }, x: { len: 7 * 29, off: 1 }, dw: { len: 131 * 29, off: 5 } }, ["dw"], (be, v) => be.matmul(v.dy!, v.x!, v.dw!, { M: 131, N: 29, K: 7, transA: true, accumulate: true }), tol);
+    // dX = dy·W with W [131, 29] untransposed over segments: column blocks of B
+    await same("head dX", { dy: { len: 7 * 131, off: 900 }, w: { len: 131 * 29, off: 5 }, dx: { len: 7 * 29, off: 1020 } }, ["dx"], (be, v) => be.matmul(v.dy!, v.w!, v.dx!, { M: 7, N: 29, K: 131 }), tol);
+  });
+  test("batched, strided", async () => {
+    await same("batched", { a: { len: 3 * 13 * 17, off: 2 }, b: { len: 3 * 17 * 19, off: 1000 }, o: { len: 3 * 13 * 19, off: 5 } }, ["o"], (be, v) => be.matmul(v.a!, v.b!, v.o!, { M: 13, N: 19, K: 17, batch: 3 }), tol);
+  });
+});
+
+describe("segmented buffers: embedding, gather/scatter rows, grouped products", () => {
+  const vocab = 97;
+  const dim = 31; // table 3007 elements: 3 segments, rows straddling both boundaries
+  const n = 53;
+  test("embedding forward and backward across a split table (bit-identical)", async () => {
+    const ids = randomData({ dtype: "i32", len: n, lo: -1, hi: vocab + 2 }, 9) as Int32Array;
+    ids[0] = 33; // the row that straddles the first boundary (33·31 = 1023)
+    ids[1] = 33;
+    await same("embedding", { t: { len: vocab * dim, off: 0 }, i: { dtype: "i32", len: n, data: ids }, o: { len: n * dim, off: 900 } }, ["o"], (be, v) => be.embedding(v.t!, v.i!, v.o!, n, dim));
+    const valid = Int32Array.from(ids, (x) => Math.min(Math.max(x, 0), vocab - 1));
+    await same("embeddingBackward", { d: { len: n * dim, off: 900 }, i: { dtype: "i32", len: n, data: valid }, t: { len: vocab * dim, off: 0 } }, ["t"], (be, v) => be.embeddingBackward(v.d!, v.i!, v.t!, n, dim));
+    await same("gatherRows", { x: { len: vocab * dim, off: 7 }, i: { dtype: "i32", len: n, data: ids }, o: { len: n * dim } }, ["o"], (be, v) => be.gatherRows(v.x!, v.i!, v.o!, n, dim));
+    await same("scatterAddRows weighted", { x: { len: n * dim, off: 900 }, i: { dtype: "i32", len: n, data: ids }, w: { len: n }, o: { len: vocab * dim, off: 7 } }, ["o"], (be, v) => be.scatterAddRows(v.x!, v.i!, v.w!, v.o!, n, dim));
+  });
+  test("grouped matmul (host and device offsets) and grouped dW over a split expert stack", async () => {
+    const G = 5;
+    const N = 23;
+    const K = 19; // W_g 437 elements: the stack of 5 (2185) crosses two boundaries inside experts
+    const offsets = [0, 4, 4, 15, 22, 31];
+    const R = 31;
+    const tol = { rtol: 1e-5, atol: 1e-5 };
+    for (const transB of [false, true]) {
+      await same(`groupedMatmul transB=${transB}`, { x: { len: R * K, off: 3 }, w: { len: G * N * K, off: 11 }, o: { len: R * N, off: 1 } }, ["o"], (be, v) => be.groupedMatmul(v.x!, v.w!, v.o!, { offsets, N, K, transB }), tol);
+      await same(`groupedMatmulDev transB=${transB}`, { x: { len: R * K, off: 3 }, w: { len: G * N * K, off: 11 }, f: { dtype: "i32", len: G + 1, data: Int32Array.from(offsets) }, o: { len: R * N, off: 1 } }, ["o"], (be, v) => be.groupedMatmulDev(v.x!, v.w!, v.o!, v.f!, { G, R, N, K, transB }), tol);
+    }
+    // x and out over segments too: per-group matmuls
+    await same("groupedMatmul split rows", { x: { len: R * K, off: 1000 }, w: { len: G * N * K, off: 11 }, o: { len: R * N, off: 600 } }, ["o"], (be, v) => be.groupedMatmul(v.x!, v.w!, v.o!, { offsets, N, K, transB: true }), tol);
+    for (const accumulate of [false, true]) await same(`groupedWeightGrad accumulate=${accumulate}`, { dy: { len: R * N, off: 1 }, x: { len: R * K, off: 3 }, f: { dtype: "i32", len: G + 1, data: Int32Array.from(offsets) }, dw: { len: G * N * K, off: 11 } }, ["dw"], (be, v) => be.groupedWeightGrad(v.dy!, v.x!, v.dw!, v.f!, { G, R, M: N, N: K, accumulate }), tol);
+  });
+});
