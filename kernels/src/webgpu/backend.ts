@@ -72,7 +72,7 @@ import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { anySegmented, crosses, forElementBlocks, forRowBlocks, rebase, regionRuns, segStrideOf, type RowArg } from "./segments.ts";
 import { matmulSegmented, type MatmulHost } from "./segmented-matmul.ts";
-import { copy2dLaunch } from "../wgsl/copy2d.ts";
+import { copy2dLaunch, shiftI32Launch } from "../wgsl/segment-copy.ts";
 import { CommandBatcher } from "./commands.ts";
 import { MAX_WORKGROUPS_PER_DIM } from "./constants.ts";
 import { openDevice, type OpenDeviceOptions } from "./device.ts";
@@ -593,6 +593,14 @@ export class WebGpuBackend implements Backend {
     this.run(copy2dLaunch(sb, src.off, sld, db, dst.off, dld, rows, cols));
   }
 
+  /** Run `fn` with a temporary i32 copy of `n` offsets at `offsets` shifted by −shift. */
+  private withShiftedOffsets(offsets: View, n: number, shift: number, fn: (v: View) => void): void {
+    const t = this.ledger.alloc("i32", n, "other", false);
+    this.run(shiftI32Launch(this.v(offsets, n, "offsets", "offsets", I32), offsets.off, t, 0, n, shift));
+    fn({ buf: t, off: 0 });
+    this.free(t);
+  }
+
   /** Run `fn` per run of groups whose `perGroup` elements (groups `stride` apart from `v`) lie in
    * one segment, with the view of the run's first group rebased; a group straddling a boundary
    * runs alone on a temporary copied in (`io` "in"/"inout") and back ("out"/"inout"). */
@@ -1098,7 +1106,17 @@ export class WebGpuBackend implements Backend {
       const ext = groupedDevExtents(g);
       const op = "groupedMatmulDev";
       this.ledger.check(w, ext.w, op, "w", F32);
-      [x, out, offsets] = this.one(op, [x, ext.x, "x", F32], [out, ext.out, "out", F32], [offsets, ext.offsets, "offsets", I32]) as [View, View, View];
+      [offsets] = this.one(op, [offsets, ext.offsets, "offsets", I32]) as [View];
+      if (crosses(x, ext.x) || crosses(out, ext.out)) {
+        // blocks of rows (x, out) with the offsets shifted to each block: the kernel clamps them to
+        // its rows, so every group computes exactly its rows inside the block
+        const args: RowArg[] = [
+          { view: x, perRow: g.K, io: "in", arg: "x", dtypes: F32 },
+          { view: out, perRow: g.N, io: "inout", arg: "out", dtypes: F32 },
+        ];
+        return forRowBlocks(this.host, op, g.R, args, [], (r0, c, [xs, os]) => this.withShiftedOffsets(offsets, g.G + 1, r0, (fv) => this.groupedMatmulDev(xs!, w, os!, fv, { ...spec, R: c })));
+      }
+      [x, out] = this.one(op, [x, ext.x, "x", F32], [out, ext.out, "out", F32]) as [View, View];
       // groups in runs whose weights lie in one segment: rows of the other groups are untouched
       return this.groupRuns(op, w, g.G, g.N * g.K, g.strideW, "in", (g0, cnt, wv) => this.groupedMatmulDev(x, wv, out, { buf: offsets.buf, off: offsets.off + g0 }, { ...spec, G: cnt, strideW: g.strideW }));
     }
@@ -1132,7 +1150,22 @@ export class WebGpuBackend implements Backend {
       const ext = groupedWGradExtents(g);
       const op = "groupedWeightGrad";
       this.ledger.check(dw, ext.dw, op, "dw", F32);
-      [dy, x, offsets] = this.one(op, [dy, ext.dy, "dy", F32], [x, ext.x, "x", F32], [offsets, ext.offsets, "offsets", I32]) as [View, View, View];
+      [offsets] = this.one(op, [offsets, ext.offsets, "offsets", I32]) as [View];
+      if (crosses(dy, ext.dy) || crosses(x, ext.x)) {
+        // blocks of rows (dy, x) with shifted offsets, each adding its rows' products: the first
+        // block as asked, the others accumulating (dW_g sums its rows block by block: f32 rounding)
+        const args: RowArg[] = [
+          { view: dy, perRow: g.M, io: "in", arg: "dy", dtypes: F32 },
+          { view: x, perRow: g.N, io: "in", arg: "x", dtypes: F32 },
+        ];
+        let first = true;
+        return forRowBlocks(this.host, op, g.R, args, [], (r0, c, [ds, xs]) => {
+          const acc = first ? (spec.accumulate ?? false) : true;
+          first = false;
+          this.withShiftedOffsets(offsets, g.G + 1, r0, (fv) => this.groupedWeightGrad(ds!, xs!, dw, fv, { ...spec, R: c, accumulate: acc }));
+        });
+      }
+      [dy, x] = this.one(op, [dy, ext.dy, "dy", F32], [x, ext.x, "x", F32]) as [View, View];
       return this.groupRuns(op, dw, g.G, g.M * g.N, g.strideW, spec.accumulate ? "inout" : "out", (g0, cnt, dv) => this.groupedWeightGrad(dy, x, dv, { buf: offsets.buf, off: offsets.off + g0 }, { ...spec, G: cnt, strideW: g.strideW }));
     }
     const g = groupedWGradGeometry(spec, "webgpu");
@@ -1263,7 +1296,17 @@ export class WebGpuBackend implements Backend {
   }
 
   attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
-    if (anySegmented(q, k, v, out, lse)) [q, k, v, out, lse] = this.one("attention", [q, B * S * H * D, "q"], [k, B * S * Hkv * D, "k"], [v, B * S * Hkv * D, "v"], [out, B * S * H * D, "out"], [lse, B * H * S, "lse"]) as [View, View, View, View, View];
+    if (anySegmented(q, k, v, out, lse)) {
+      // batch items are independent: blocks of whole batch items
+      const args: RowArg[] = [
+        { view: q, perRow: S * H * D, io: "in", arg: "q", dtypes: F32 },
+        { view: k, perRow: S * Hkv * D, io: "in", arg: "k", dtypes: F32 },
+        { view: v, perRow: S * Hkv * D, io: "in", arg: "v", dtypes: F32 },
+        { view: out, perRow: S * H * D, io: "out", arg: "out", dtypes: F32 },
+        { view: lse, perRow: H * S, io: "out", arg: "lse", dtypes: F32 },
+      ];
+      return forRowBlocks(this.host, "attention", B, args, [], (_b, c, [qs, ks, vs, os, ls]) => this.attention(qs!, ks!, vs!, os!, ls!, c, S, H, Hkv, D, scale));
+    }
     const op = "attention";
     this.checkHeads(op, H, Hkv);
     const qb = this.v(q, B * S * H * D, op, "q", F32);
@@ -1282,7 +1325,13 @@ export class WebGpuBackend implements Backend {
     if (anySegmented(q, k, v, out, lse, dout, dq, dk, dv)) {
       const nq = B * S * H * D;
       const nk = B * S * Hkv * D;
-      [q, k, v, out, lse, dout, dq, dk, dv] = this.one("attentionBackward", [q, nq, "q"], [k, nk, "k"], [v, nk, "v"], [out, nq, "out"], [lse, B * H * S, "lse"], [dout, nq, "dout"], [dq, nq, "dq"], [dk, nk, "dk"], [dv, nk, "dv"]) as [View, View, View, View, View, View, View, View, View];
+      const per = (view: View, perRow: number, io: "in" | "out", arg: string): RowArg => ({ view, perRow, io, arg, dtypes: F32 });
+      const q1 = S * H * D;
+      const k1 = S * Hkv * D;
+      const args = [per(q, q1, "in", "q"), per(k, k1, "in", "k"), per(v, k1, "in", "v"), per(out, q1, "in", "out"), per(lse, H * S, "in", "lse"), per(dout, q1, "in", "dout"), per(dq, q1, "out", "dq"), per(dk, k1, "out", "dk"), per(dv, k1, "out", "dv")];
+      void nq;
+      void nk;
+      return forRowBlocks(this.host, "attentionBackward", B, args, [], (_b, c, [qs, ks, vs, os, ls, dos, dqs, dks, dvs]) => this.attentionBackward(qs!, ks!, vs!, os!, ls!, dos!, dqs!, dks!, dvs!, c, S, H, Hkv, D, scale));
     }
     const op = "attentionBackward";
     this.checkHeads(op, H, Hkv);

@@ -12,7 +12,7 @@
  *   A, the rows of a transposed B, whole-width rows of out). Any other block — a seam row that
  *   straddles a boundary, a column block of a transposed A or of an untransposed B, an output
  *   block narrower than N — is gathered into a contiguous temporary (a strided 2-D copy,
- *   wgsl/copy2d.ts), and an output block is scattered back (after gathering it first when
+ *   wgsl/segment-copy.ts), and an output block is scattered back (after gathering it first when
  *   accumulating).
  * - Temporaries hold at most min(S, {@link MATMUL_TEMP_ELEMS}) elements each; a shape that would
  *   need more (K above that bound) is refused with an error naming it.

@@ -68,7 +68,7 @@ export function runOpSuite(name: string, make: () => Promise<Backend> | Backend,
       if (be && opts.dispose) await opts.dispose(be);
     });
     const t: T = (title, fn) =>
-      test(
+      (opts.skip?.test(title) ? test.skip : test)(
         title,
         async () => {
           if (!be) throw new Error(`runOpSuite(${name}): the backend was not created (make() failed)`);

@@ -129,14 +129,23 @@ describe("segmented buffers: allocation, accounting, transfer", () => {
     }
   });
 
-  test("binding a segmented buffer whole is refused with the op and range named", async () => {
+  test("a segmented buffer cannot be bound whole", async () => {
     const b = seg.alloc("f32", 3 * S, "other");
     expect(() => (b as GpuBuf).gpu).toThrow(/3 segments of 1024 elements/);
-    const q = seg.alloc("f32", 16, "other");
-    // attention does not split: a q crossing a segment boundary names the op, operand and range
-    expect(() => seg.attention({ buf: b, off: S - 8 }, { buf: q, off: 0 }, { buf: q, off: 0 }, { buf: q, off: 0 }, { buf: q, off: 0 }, 1, 1, 1, 1, 16, 1)).toThrow(/attention: q covers elements \[1016, 1032\).*boundary/);
     seg.free(b);
-    seg.free(q);
+  });
+
+  test("ops that do not split refuse, naming op, operand and range", () => {
+    const big = seg.alloc("i32", 3 * S, "other");
+    const small = seg.alloc("i32", 64, "other");
+    const sv = { buf: small, off: 0 };
+    expect(() => seg.moePermute({ buf: big, off: 0 }, 2 * S, 2, 4, sv, { buf: small, off: 8 }, { buf: big, off: 0 }, sv, sv)).toThrow(/moePermute: idx covers elements \[0, 2048\)/);
+    const x = seg.alloc("f32", 3 * S, "other");
+    const o = seg.alloc("f32", 64, "other");
+    expect(() => seg.moeCombine({ buf: x, off: 0 }, 2 * S / 8, sv, null, { buf: o, off: 0 }, 4, 2, 8, false)).toThrow(/moeCombine: x covers elements \[0, 2048\)/);
+    // a row-wise op whose one row is longer than a segment
+    expect(() => seg.softmax({ buf: x, off: 0 }, { buf: x, off: 0 }, 1, 2 * S, false)).toThrow(/softmax: one row of x \(2048 elements\) is longer than a segment/);
+    for (const b of [big, small, x, o]) seg.free(b);
   });
 
   test("write/read/copy/fill/cast across boundaries, every dtype, odd offsets", async () => {
@@ -233,13 +242,19 @@ describe("segmented buffers: row-wise ops (row blocks; seam rows staged)", () =>
     await same("addRmsnormBackward", { s: { len: n, off: 3 }, w: { len: cols }, r: { len: rows, lo: 0.5, hi: 2 }, dy: { len: n, off: 1001 }, ds: { len: n, off: 9 }, dw: { len: cols } }, ["ds", "dw"], (be, v) => be.addRmsnormBackward(v.s!, v.w!, v.r!, v.dy!, v.ds!, v.ds!, v.dw!, rows, cols), tol);
     await same("layernormBackward", { x: { len: n, off: 3 }, w: { len: cols }, m: { len: rows }, r: { len: rows, lo: 0.5, hi: 2 }, dy: { len: n, off: 1001 }, dx: { len: n }, dw: { len: cols }, db: { len: cols } }, ["dx", "dw", "db"], (be, v) => be.layernormBackward(v.x!, v.w!, v.m!, v.r!, v.dy!, v.dx!, v.dw!, v.db!, rows, cols), tol);
   });
-  test("crossEntropy with ignored rows; rope forward and inverse; topk; gather/scatter along rows", async () => {
+  test("crossEntropy with ignored rows; rope forward and inverse; attention; topk; gather/scatter along rows", async () => {
     const t = randomData({ dtype: "i32", len: rows, lo: 0, hi: cols }, 5) as Int32Array;
     t[3] = -100;
     await same("crossEntropy", { l: { len: n, off: 3, lo: -5, hi: 5 }, t: { dtype: "i32", len: rows, data: t }, loss: { len: rows }, d: { len: n, off: 999 } }, ["loss", "d"], (be, v) => be.crossEntropy(v.l!, v.t!, v.loss!, v.d!, rows, cols, -100, 0.125));
     // rope: [batch 3, seq 5, heads 3, headDim 10] = 450 per batch: blocks split positions mid-sequence
     const rn = 3 * 5 * 3 * 10 * 3;
     for (const inverse of [false, true]) await same(`rope inverse=${inverse}`, { x: { len: rn, off: 700 }, y: { len: rn, off: 3 } }, ["y"], (be, v) => be.rope(v.x!, v.y!, 9, 5, 3, 10, 10000, inverse));
+    // attention: batch items are independent, blocks of whole items ([4, 7, 4, 16] q, GQA 2 kv heads)
+    const [B, Sq, H, Hkv, D] = [4, 7, 4, 2, 16];
+    const nq = B * Sq * H * D;
+    const nk = B * Sq * Hkv * D;
+    await same("attention", { q: { len: nq, off: 600 }, k: { len: nk, off: 3 }, v: { len: nk, off: 700 }, o: { len: nq, off: 5 }, l: { len: B * H * Sq, off: 1000 } }, ["o", "l"], (be, v) => be.attention(v.q!, v.k!, v.v!, v.o!, v.l!, B, Sq, H, Hkv, D, 0.25));
+    await same("attentionBackward", { q: { len: nq, off: 600 }, k: { len: nk, off: 3 }, v: { len: nk, off: 700 }, o: { len: nq, off: 5 }, l: { len: B * H * Sq, off: 1000, lo: 0.5, hi: 2 }, d: { len: nq, off: 9 }, dq: { len: nq, off: 800 }, dk: { len: nk }, dv: { len: nk, off: 100 } }, ["dq", "dk", "dv"], (be, v) => be.attentionBackward(v.q!, v.k!, v.v!, v.o!, v.l!, v.d!, v.dq!, v.dk!, v.dv!, B, Sq, H, Hkv, D, 0.25));
     await same("topk", { x: { len: n, off: 3 }, v: { len: rows * 5, off: 1020 }, i: { dtype: "i32", len: rows * 5 } }, ["v", "i"], (be, v) => be.topk(v.x!, v.v!, v.i!, rows, cols, 5));
     await same("gatherAlongRows", { x: { len: n, off: 3 }, i: { dtype: "i32", len: rows * 4, lo: -1, hi: cols + 1, off: 1020 }, o: { len: rows * 4 } }, ["o"], (be, v) => be.gatherAlongRows(v.x!, v.i!, v.o!, rows, cols, 4));
     await same("scatterAddAlongRows", { d: { len: rows * 4, off: 3 }, i: { dtype: "i32", len: rows * 4, lo: 0, hi: cols, off: 1020 }, x: { len: n, off: 5 } }, ["x"], (be, v) => be.scatterAddAlongRows(v.d!, v.i!, v.x!, rows, cols, 4));
