@@ -49,6 +49,8 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
     return {
       ...base,
       architectures: ["Qwen3MoeForCausalLM"],
+      // Transformers 4's Qwen3MoeConfig reads num_experts, 5's num_local_experts: both, equal
+      num_experts: cfg.num_local_experts,
       num_local_experts: cfg.num_local_experts,
       num_experts_per_tok: cfg.num_experts_per_tok,
       moe_intermediate_size: cfg.moe_intermediate_size,
@@ -68,7 +70,9 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
     return {
       ...rest,
       architectures: ["Qwen2MoeForCausalLM"],
+      // Transformers 4 reads num_experts, 5 maps num_local_experts onto it: both, equal
       num_experts: cfg.num_local_experts,
+      num_local_experts: cfg.num_local_experts,
       num_experts_per_tok: cfg.num_experts_per_tok,
       moe_intermediate_size: cfg.moe_intermediate_size,
       shared_expert_intermediate_size: cfg.shared_expert_intermediate_size,

@@ -295,9 +295,10 @@ function checkObject(value: unknown, spec: ObjectSpec, path: string, ctx: CheckC
   const src: Record<string, unknown> = { ...value };
   for (const [oldName, newName] of Object.entries(spec.aliases ?? {})) {
     if (Object.hasOwn(src, oldName)) {
-      if (Object.hasOwn(src, newName)) {
-        addIssue(ctx, joinPath(path, oldName), `both "${oldName}" (old name) and "${newName}" are given; keep only "${newName}"`);
-      } else {
+      // both names with the same value (a Hugging Face config written for Transformers 4 and 5) agree
+      if (Object.hasOwn(src, newName) && JSON.stringify(src[oldName]) !== JSON.stringify(src[newName])) {
+        addIssue(ctx, joinPath(path, oldName), `both "${oldName}" (old name) and "${newName}" are given, with different values; keep only "${newName}"`);
+      } else if (!Object.hasOwn(src, newName)) {
         src[newName] = src[oldName];
       }
       delete src[oldName];

@@ -36,3 +36,15 @@ test("a written config reads back through the model-config resolver as the same 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("qwen3_moe and qwen2_moe exports carry both expert-count names (Transformers 4: num_experts, 5: num_local_experts), equal, and read back", () => {
+  const base = { vocab_size: 256, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, num_experts_per_tok: 2, moe_intermediate_size: 16, max_position_embeddings: 64 };
+  for (const model_type of ["qwen3_moe", "qwen2_moe"]) {
+    const cfg = resolveModelConfig({ model_type, ...base, num_experts: 6, ...(model_type === "qwen2_moe" ? { shared_expert_intermediate_size: 16 } : {}) }).config;
+    const obj = JSON.parse(formatHfConfigJson(hfConfigObject(cfg, "bf16")));
+    expect([obj.num_experts, obj.num_local_experts]).toEqual([6, 6]);
+    // both names with one value read back (different values stay refused: job-config.test.ts)
+    expect(resolveModelConfig(obj).config.num_local_experts).toBe(6);
+    expect(() => resolveModelConfig({ ...obj, num_experts: 5 })).toThrow(/different values/);
+  }
+});
