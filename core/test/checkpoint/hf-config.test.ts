@@ -44,7 +44,7 @@ test("qwen3_moe and qwen2_moe exports carry both expert-count names (Transformer
     const obj = JSON.parse(formatHfConfigJson(hfConfigObject(cfg, "bf16")));
     expect([obj.num_experts, obj.num_local_experts]).toEqual([6, 6]);
     // both names with one value read back (different values stay refused: job-config.test.ts)
-    expect(resolveModelConfig(obj).config.num_local_experts).toBe(6);
+    expect((resolveModelConfig(obj).config as { num_local_experts?: number }).num_local_experts).toBe(6);
     expect(() => resolveModelConfig({ ...obj, num_experts: 5 })).toThrow(/different values/);
   }
 });
