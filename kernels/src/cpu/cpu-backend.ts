@@ -29,10 +29,11 @@ import { ropeF } from "./rope.ts";
 import { softmaxBackwardF, softmaxF } from "./softmax.ts";
 import { MemoryLedger, fspan, ispan, span, type CpuPrecision, type FArr, type Span } from "./store.ts";
 import { castA, fillA } from "./transfer.ts";
-import { checkRandomFillSpec, philoxFill } from "../numerics/random-fill.ts";
+import { checkRandomFillSpec } from "../numerics/random-fill.ts";
+import { PARALLEL_MIN_ELEMENTS, philoxFillThreaded } from "./random-pool.ts";
 
-/** Elements of a randomFill computed per host pass (bounds its scratch to 4 MiB). */
-const RANDOM_CHUNK = 1 << 20;
+/** Elements of a randomFill computed per host pass (bounds its scratch to 32 MiB). */
+const RANDOM_CHUNK = 1 << 23;
 
 /** Options of {@link CpuBackend}. */
 export interface CpuBackendOptions {
@@ -127,15 +128,19 @@ export class CpuBackend implements Backend {
   randomFill(dst: View, n: number, spec: RandomFillSpec): void {
     const d = span(this.ledger, dst, n, FLOATS, "randomFill", "dst");
     checkRandomFillSpec(spec, n, "cpu randomFill");
-    // f32 values from the host reference, a bounded chunk at a time, stored as a cast would
-    const chunk = new Float32Array(Math.min(n, RANDOM_CHUNK));
+    if (n === 0) return;
+    // f32 values from the host reference (spread over threads when large: random-pool.ts), a
+    // bounded chunk at a time, stored as a cast would
+    const chunkLen = Math.min(n, RANDOM_CHUNK);
+    const chunk = chunkLen >= PARALLEL_MIN_ELEMENTS ? new Float32Array(new SharedArrayBuffer(4 * chunkLen)) : new Float32Array(chunkLen);
     for (let j = 0; j < n; j += RANDOM_CHUNK) {
       const m = Math.min(RANDOM_CHUNK, n - j);
       const vals = chunk.subarray(0, m);
-      philoxFill(vals, { ...spec, start: spec.start + j });
+      philoxFillThreaded(vals, { ...spec, start: spec.start + j });
       castA(vals, 0, "f32", d.a, d.o + j, dst.buf.dtype, m);
     }
   }
+
 
   // ---- elementwise -------------------------------------------------------------------------
   unary(op: UnaryOp, x: View, y: View, n: number): void {

@@ -1,0 +1,13 @@
+/**
+ * Worker thread of the cpu backend's random-fill pool (random-pool.ts): for each job posted, take
+ * shares from the job's shared counter and compute them into the job's shared destination until
+ * none is left.
+ */
+import { drainShares, type PoolJob } from "./random-pool.ts";
+
+declare const self: Worker;
+
+self.onmessage = (e: MessageEvent<PoolJob>) => {
+  const { ctl, out, offset, length, spec } = e.data;
+  drainShares(new Int32Array(ctl), new Float32Array(out, 4 * offset, length), spec);
+};
