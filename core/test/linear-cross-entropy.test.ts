@@ -238,4 +238,27 @@ describe("linearCrossEntropy (fused LM head + loss)", () => {
     expectClose("lowered binding: fused vs float64", await run(low, p, "fused", { zLoss: 0.01 }), reference(p, 0.01), 1e-5, 1e-4);
     (low as { destroy?: () => void }).destroy?.();
   }, 300_000);
+
+  test("webgpu with tensor-core matmuls (emulated cooperative matrices, every product): fused = unfused and ≈ the float64 reference", async () => {
+    const { backend: be } = await createBackend("auto", { choose: "first-adapter" });
+    if (be.info.name !== "webgpu" || !be.info.features.includes("shader-f16")) {
+      console.log(`linear-cross-entropy tensor cores: not run (${be.info.name}, features ${be.info.features.join(",")}: needs webgpu with shader-f16)`);
+      return;
+    }
+    const { backend: tc } = await createBackend("webgpu", { tensorCores: "emulated", tensorCoreMinBlocks: 0 });
+    // f16 operands (2⁻¹¹ relative each, per-tensor scaled) with f32 accumulation: the products carry
+    // ~1e-3 relative error, so the loss is within 3e-3 and the gradients within 3e-2 of the reference;
+    // fused and unfused share the logits products' rounding but not the gradient products'.
+    for (const c of [CASES[0]!, CASES[2]!]) {
+      const p = c.p();
+      const fused = await run(tc, p, "fused", c.opts);
+      const unfused = await run(tc, p, "unfused", c.opts);
+      const ref = reference(p, c.opts.zLoss ?? 0);
+      const e = (x: Float64Array, y: Float64Array) => normwiseErr(x, y).toExponential(2);
+      console.log(`tensor cores ${c.name}: loss vs f64 ${(Math.abs(fused.loss - ref.loss) / ref.loss).toExponential(2)}, dh ${e(fused.dh, ref.dh)}, dw ${e(fused.dw, ref.dw)}; fused vs unfused dh ${e(fused.dh, unfused.dh)}, dw ${e(fused.dw, unfused.dw)}`);
+      expectClose(`tensor cores ${c.name}: fused vs unfused`, fused, unfused, 3e-3, 3e-2);
+      expectClose(`tensor cores ${c.name}: fused vs float64`, fused, ref, 3e-3, 3e-2);
+    }
+    (tc as { destroy?: () => void }).destroy?.();
+  }, 300_000);
 });
