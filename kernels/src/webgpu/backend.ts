@@ -191,6 +191,9 @@ export interface WebGpuStats {
   buffersReused: number;
   /** Bytes of freed buffers held for reuse now (device memory outside the per-tag accounts). */
   pooledBytes: number;
+  /** Allocations held in several GPU buffers because they exceed one binding (webgpu/buffers.ts
+   * segments). */
+  segmentedAllocs: number;
   /** Host ms spent creating those GPU buffers (`createBuffer`). */
   createMs: number;
   /** Freed GPU buffers destroyed (not kept: the pool was full), and the host ms spent doing it. */
@@ -382,7 +385,7 @@ export class WebGpuBackend implements Backend {
    * the device), waits for an idle queue (`flush`), GPU buffers created (`alloc`). */
   stats(): WebGpuStats {
     const b = this.batcher;
-    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, pipelineMs: this.pipelines.compileMs, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
+    return { dispatches: b.dispatches, submits: b.submits, pipelines: this.pipelines.size, pipelineMs: this.pipelines.compileMs, bindGroupHits: b.bindGroups.hits, bindGroupMisses: b.bindGroups.misses, reads: b.reads, waits: b.waits, waitMs: b.waitMs, buffersCreated: this.ledger.creates, segmentedAllocs: this.ledger.segmentedAllocs, buffersReused: b.pool.reuses, pooledBytes: b.pool.bytes, createMs: this.ledger.createMs, buffersDestroyed: b.destroyed, destroyMs: b.destroyMs, clearedBytes: b.clearedBytes, submitMs: b.submitMs, maxLiveBytes: this.ledger.maxLiveBytes };
   }
 
   /** Elements per segment: a buffer of more elements is held in several GPUBuffers

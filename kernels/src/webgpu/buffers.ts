@@ -85,6 +85,8 @@ export class BufferLedger {
   /** GPUBuffers created by {@link alloc} since creation (each an FFI round trip and a driver
    * allocation). */
   creates = 0;
+  /** Allocations held in several segments since creation (file doc). */
+  segmentedAllocs = 0;
   /** Host milliseconds spent in `createBuffer` for those. */
   createMs = 0;
   /** Bytes of the GPUBuffers of live (allocated, not freed) buffers — padded sizes, pooled ones
@@ -150,6 +152,7 @@ export class BufferLedger {
       throw e;
     }
     this.add(tag, length * DTYPE_BYTES[dtype]);
+    this.segmentedAllocs++;
     return new GpuBuf(dtype, length, tag, this.nextId++, null, total, this, segs, S);
   }
 
