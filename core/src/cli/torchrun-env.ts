@@ -9,6 +9,8 @@
  * unset) is honoured as the world of one it describes.
  */
 
+import { quoteUntrusted } from "../config/quote-untrusted.ts";
+
 /** The variables torchrun-style launchers set, in the order messages list them. */
 export const TORCHRUN_VARIABLES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"] as const;
 
@@ -26,7 +28,7 @@ export function torchrunEnvProblem(env: Record<string, string | undefined>, worl
   const zero = (k: string): boolean => env[k] === undefined || env[k] === "" || env[k] === "0";
   const single = env.WORLD_SIZE === "1" && zero("RANK") && zero("LOCAL_RANK") && (env.LOCAL_WORLD_SIZE === undefined || env.LOCAL_WORLD_SIZE === "" || env.LOCAL_WORLD_SIZE === "1");
   if (single && (worldSize === undefined || worldSize === 1)) return null;
-  const shown = set.map((k) => `${k}=${JSON.stringify(env[k]).slice(0, 60)}`).join(", ");
+  const shown = set.map((k) => `${k}=${quoteUntrusted(env[k]!)}`).join(", ");
   const n = env.WORLD_SIZE !== undefined && /^[1-9][0-9]{0,5}$/.test(env.WORLD_SIZE) ? env.WORLD_SIZE : "N";
   return (
     `torch.distributed launch variables are set (${shown}), as torchrun or the deepspeed launcher sets them for one rank of a job; ` +

@@ -12,6 +12,7 @@
  *   (json-bounds.ts), then re-parsed, so the result is plain JSON data.
  */
 import { ConfigError } from "./errors.ts";
+import { QUOTE_MESSAGE_CHARS, quoteUntrusted } from "./quote-untrusted.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
 
 /** The part of the `hjson` package used here (its `parse`, with `keepWsc` recording key order). */
@@ -65,7 +66,8 @@ export function parseHjson(text: string, source: string): { value: unknown } | {
     parsed = hjsonParser().parse(text, { keepWsc: true });
   } catch (e) {
     if (e instanceof RangeError) return { error: "nested too deeply" };
-    return { error: e instanceof Error ? e.message.split("\n")[0]! : String(e) };
+    // the parser's message quotes the text it stopped at: untrusted, rendered as such
+    return { error: quoteUntrusted(e instanceof Error ? e.message : String(e), QUOTE_MESSAGE_CHARS) };
   }
   let json: string;
   try {
