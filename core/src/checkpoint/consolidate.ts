@@ -12,6 +12,7 @@
 import { join } from "node:path";
 import { locateCheckpoint, readManifest } from "./manifest.ts";
 import { writeHfConfig } from "./hf-config.ts";
+import { copyHubSideFiles, sideFileSources } from "./hub-side-files.ts";
 import { HubDirWriter } from "./hub-export.ts";
 import { SafetensorsWriter } from "./safetensors.ts";
 import { ShardSource } from "./shard-source.ts";
@@ -78,7 +79,10 @@ export function zeroToFp32(path: string, out: string, tag?: string, opts: Consol
     }
     for (const [name, v] of buffers) w.writeTensor(name, Float32Array.from(v));
     w.finish();
-    if (opts.maxShardSize !== undefined) writeHfConfig(out, m.config.model, "f32");
+    if (opts.maxShardSize !== undefined) {
+      writeHfConfig(out, m.config.model, "f32");
+      copyHubSideFiles(out, sideFileSources(m.config));
+    }
   } catch (e) {
     w.abort();
     throw e;

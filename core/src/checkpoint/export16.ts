@@ -2,8 +2,9 @@
  * `engine.save16bitModel(dir)`: one safetensors file (`model.safetensors`) — or, with
  * `maxShardSize`, shards and an index as `save_pretrained` writes them (hub-export.ts) — with Hugging
  * Face parameter names and the training dtype (bf16/f16 under mixed precision, f32 otherwise), plus the
- * model's `config.json` (hf-config.ts), so the directory loads with Transformers' `from_pretrained`
- * and with `--init-from`.
+ * model's `config.json` (hf-config.ts) and the tokenizer and generation_config.json files of the
+ * model's source (hub-side-files.ts), so the directory loads with Transformers' `from_pretrained`
+ * (and AutoTokenizer) and with `--init-from`.
  *
  * As DeepSpeed's `save_16bit_model`: under ZeRO-3 the parameters are sharded, and gathering them
  * needs `zero_optimization.stage3_gather_16bit_weights_on_model_save: true`; without it the call
@@ -20,6 +21,7 @@ import { mkdirSync } from "node:fs";
 import type { CheckpointTarget } from "../engine/stateful.ts";
 import { readPadded } from "../engine/host-transfer.ts";
 import { writeHfConfig } from "./hf-config.ts";
+import { copyHubSideFiles, sideFileSources } from "./hub-side-files.ts";
 import { HubDirWriter } from "./hub-export.ts";
 import { SafetensorsWriter, type SafetensorsDType } from "./safetensors.ts";
 import { quoteUntrusted } from "../config/quote-untrusted.ts";
@@ -91,7 +93,11 @@ export async function save16bitModel(engine: CheckpointTarget, dir: string, opts
     }
     if (writer) for (const [name, b] of engine.modelBuffers()) writer.writeTensor(name, b);
     writer?.finish();
-    if (comm.rank === 0) writeHfConfig(dir, config.model, env.paramDtype);
+    if (comm.rank === 0) {
+      writeHfConfig(dir, config.model, env.paramDtype);
+      // the tokenizer and generation_config.json of the model's source directory (hub-side-files.ts)
+      copyHubSideFiles(dir, sideFileSources(config));
+    }
   } catch (e) {
     writer?.abort();
     throw e;
