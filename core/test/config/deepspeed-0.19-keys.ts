@@ -208,3 +208,34 @@ export const DEEPSPEED_019_KEYS: Readonly<Record<string, unknown>> = {
   "tensor_parallel.keep_module_on_host": false,
   "expert_parallel.enabled": false,
 };
+
+/** A value that turns on each top-level feature ZeroMoE lacks (refused here; DeepSpeed accepts it). */
+export const FEATURE_ON: Readonly<Record<string, unknown>> = {
+  amp: { enabled: true },
+  torch_autocast: { enabled: true, dtype: "bfloat16" },
+  compression_training: { weight_quantization: { shared_parameters: { enabled: true } } },
+  quantize_training: { enabled: true },
+  sparse_attention: { mode: "fixed" },
+  progressive_layer_drop: { enabled: true },
+  curriculum_learning: { enabled: true, curriculum_type: "seqlen" },
+  data_efficiency: { enabled: true },
+  hybrid_engine: { enabled: true },
+  elasticity: { enabled: true },
+  nebula: { enabled: true },
+  datastates_ckpt: {},
+  weight_quantization: { post_init_quant: {} },
+  tensor_parallel: { autotp_size: 2 },
+  gradient_allreduce_op: "sum",
+  use_data_before_expert_parallelism: true,
+};
+export const ZERO_FEATURE_ON: Readonly<Record<string, unknown>> = {
+  zero_quantized_weights: true,
+  zero_quantized_nontrainable_weights: true,
+  zero_quantized_gradients: true,
+  zero_hpz_partition_size: 8,
+  zeropp_loco_param: { err_beta: 0.8, reset_T: 1024 },
+  mics_shard_size: 2,
+  mics_hierarchical_params_gather: true,
+  zenflow: { topk_ratio: 0.1 },
+};
+

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { ConfigError, DEFAULT_JOB, resolveJobConfig } from "../../src/config/index.ts";
 import { deepspeedKeyTable } from "../../src/config/deepspeed-key-table.ts";
 import { DEEPSPEED_UNSUPPORTED, ZERO_UNSUPPORTED } from "../../src/config/spec-deepspeed-other.ts";
-import { DEEPSPEED_019_KEYS } from "./deepspeed-0.19-keys.ts";
+import { DEEPSPEED_019_KEYS, FEATURE_ON, ZERO_FEATURE_ON } from "./deepspeed-0.19-keys.ts";
 
 /** `{a: {b: v}}` for path `a.b`. */
 function nest(path: string, v: unknown): Record<string, unknown> {
@@ -67,46 +67,16 @@ describe("DeepSpeed 0.19 keys", () => {
     expect(n).toBeGreaterThan(150);
   });
 
-  // a value that turns each missing feature on, and the words its refusal must carry
-  const ON: Record<string, unknown> = {
-    amp: { enabled: true },
-    torch_autocast: { enabled: true, dtype: "bfloat16" },
-    compression_training: { weight_quantization: { shared_parameters: { enabled: true } } },
-    quantize_training: { enabled: true },
-    sparse_attention: { mode: "fixed" },
-    progressive_layer_drop: { enabled: true },
-    curriculum_learning: { enabled: true, curriculum_type: "seqlen" },
-    data_efficiency: { enabled: true },
-    hybrid_engine: { enabled: true },
-    elasticity: { enabled: true },
-    nebula: { enabled: true },
-    datastates_ckpt: {},
-    weight_quantization: { post_init_quant: {} },
-    tensor_parallel: { autotp_size: 2 },
-    gradient_allreduce_op: "sum",
-    use_data_before_expert_parallelism: true,
-  };
-  const ZERO_ON: Record<string, unknown> = {
-    zero_quantized_weights: true,
-    zero_quantized_nontrainable_weights: true,
-    zero_quantized_gradients: true,
-    zero_hpz_partition_size: 8,
-    zeropp_loco_param: { err_beta: 0.8, reset_T: 1024 },
-    mics_shard_size: 2,
-    mics_hierarchical_params_gather: true,
-    zenflow: { topk_ratio: 0.1 },
-  };
-
   test("every missing feature, turned on, is refused with its reason", () => {
-    expect(Object.keys(ON).sort()).toEqual(Object.keys(DEEPSPEED_UNSUPPORTED).sort());
-    expect(Object.keys(ZERO_ON).sort()).toEqual(Object.keys(ZERO_UNSUPPORTED).sort());
-    for (const [k, v] of Object.entries(ON)) {
+    expect(Object.keys(FEATURE_ON).sort()).toEqual(Object.keys(DEEPSPEED_UNSUPPORTED).sort());
+    expect(Object.keys(ZERO_FEATURE_ON).sort()).toEqual(Object.keys(ZERO_UNSUPPORTED).sort());
+    for (const [k, v] of Object.entries(FEATURE_ON)) {
       const got = issuesOf({ [k]: v });
       expect({ k, n: got.length }).toEqual({ k, n: 1 });
       expect(got[0]).toStartWith(`${k}: `);
       expect(got[0]).toEndWith(` is not supported: ${DEEPSPEED_UNSUPPORTED[k]!.why} (accepted: ${DEEPSPEED_UNSUPPORTED[k]!.offDoc})`);
     }
-    for (const [k, v] of Object.entries(ZERO_ON)) {
+    for (const [k, v] of Object.entries(ZERO_FEATURE_ON)) {
       const got = issuesOf({ zero_optimization: { stage: 3, [k]: v } });
       expect(got.length).toBe(1);
       expect(got[0]).toStartWith(`zero_optimization.${k}: `);
