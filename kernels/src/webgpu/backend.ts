@@ -64,11 +64,10 @@ import { topkLaunch } from "../wgsl/topk.ts";
 import { unaryBackwardLaunch, unaryLaunch } from "../wgsl/unary.ts";
 import { siluMulBackwardLaunch, siluMulLaunch } from "../wgsl/swiglu.ts";
 import { addRmsnormBackwardLaunches, addRmsnormLaunch } from "../wgsl/add-rmsnorm.ts";
-import { coopBlocks, coopMatmulLaunches } from "../wgsl/matmul-coop-launch.ts";
+import { coopMatmulLaunches, coopWork, type CoopScratch } from "../wgsl/matmul-coop-launch.ts";
 import { groupedCoopDevBlocks, groupedCoopDevLaunches, groupedCoopWGradBlocks, groupedCoopWGradLaunches } from "../wgsl/grouped-matmul-coop.ts";
 import type { CoopTile } from "../wgsl/matmul-coop-tile.ts";
-import { resolveTensorCores, type TensorCoreSetup } from "./tensor-cores.ts";
-import { COOP_AMAX_WORDS } from "../wgsl/matmul-coop-scale.ts";
+import { resolveTensorCores, type TensorCoreSetup, type TensorCoreVariant } from "./tensor-cores.ts";
 import { BufferLedger, GpuBuf } from "./buffers.ts";
 import { anySegmented, crosses, forElementBlocks, forRowBlocks, rebase, regionRuns, segStrideOf, type RowArg } from "./segments.ts";
 import { matmulSegmented, type MatmulHost } from "./segmented-matmul.ts";
@@ -111,10 +110,12 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * wgpu-native binding (TypeError on another WebGPU implementation). */
   trustedShaders?: readonly string[];
   /** Run f32 matmuls on the tensor cores (wgsl/matmul-coop*.ts: each operand scaled by a power of
-   * two so its largest finite |x| lies in [2^14, 2^15), rounded to f16 when staged, f32
-   * accumulation, result scaled back exactly (wgsl/matmul-coop-scale.ts) — f16's 11-bit precision
-   * at any magnitude, so for mixed-precision (bf16/fp16) jobs only) where the
-   * output has at least {@link tensorCoreMinBlocks} 128×128 blocks: dense matmuls
+   * two so its largest finite |x| lies in [2^14, 2^15) and packed into a zero-padded f16 copy
+   * (wgsl/matmul-coop-pack.ts), f32 accumulation, result scaled back exactly
+   * (wgsl/matmul-coop-scale.ts) — f16's 11-bit precision at any magnitude, so for mixed-precision
+   * (bf16/fp16) jobs only; block and split-K per problem, wgsl/matmul-coop-plan.ts) where the
+   * output has at least {@link tensorCoreMinBlocks} 128×128 blocks (dense batch-1 products count
+   * each block once per K chunk split-K could add: matmul-coop-launch.ts coopWork): dense matmuls
    * (wgsl/matmul-coop-launch.ts) and the MoE grouped products, groupedMatmul / groupedMatmulDev /
    * groupedWeightGrad (wgsl/grouped-matmul-coop.ts); other matmuls keep the FMA path. Needs the
    * `wgpu-cooperative-matrix` feature with a 16×16×16 f16→f32 configuration, i.e. our library
@@ -136,6 +137,12 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * given block is malformed (wgsl/matmul-coop-tile.ts coopTileProblem), does not fit the device,
    * or is given without `tensorCores`. */
   tensorCoreTile?: CoopTile;
+  /** Variant of the tensor-core kernels (tuning and benchmarks; wgsl/matmul-coop-launch.ts
+   * CoopLaunchConfig): `operands` "packed" (default) or "f32" (the older in-register conversion),
+   * `staging` "regs" (default) / "coop" / "none" (wgsl/matmul-coop-wgsl.ts), `vec` 4 or 8 (default)
+   * for the "regs" staging of packed operands, `splitK` a forced chunk count for dense batch-1
+   * products. Refused at creation without `tensorCores`, or with a value outside these. */
+  tensorCoreVariant?: TensorCoreVariant;
   /** Time every dispatch on the GPU with timestamp queries (needs `timestamp-query`; slower: one
    * compute pass per dispatch). Read the totals with {@link WebGpuBackend.profile}. */
   profile?: boolean;
@@ -1081,7 +1088,7 @@ export class WebGpuBackend implements Backend {
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
     const tc = this.coop;
-    if (tc && f32 && coopBlocks(spec) >= tc.minBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopAmax(), tc.launch));
+    if (tc && f32 && coopWork(spec, tc.launch) >= tc.minBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopScratch, tc.launch));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
@@ -1137,14 +1144,13 @@ export class WebGpuBackend implements Backend {
   /** A grouped forward / dX on the tensor cores where on and large enough, else the FMA kernel. */
   private groupedRows(xb: GpuBuf, xoff: number, wb: GpuBuf, woff: number, fb: GpuBuf, foff: number, ob: GpuBuf, ooff: number, g: GroupedDevGeometry): void {
     const tc = this.coop;
-    if (tc && groupedCoopDevBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopDevLaunches(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.coopAmax(), tc.launch));
+    if (tc && groupedCoopDevBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopDevLaunches(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.coopScratch, tc.launch));
     this.run(groupedMatmulDevLaunch(xb, xoff, wb, woff, fb, foff, ob, ooff, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 
-  /** The u32 scratch of the tensor-core kernels' operand maxima (wgsl/matmul-coop-scale.ts). */
-  private coopAmax(): GpuBuf {
-    return this.scratchBuf("coop_amax", "u32", COOP_AMAX_WORDS);
-  }
+  /** The tensor-core launches' scratches (operand maxima, packed operands, split-K partials;
+   * wgsl/matmul-coop-launch.ts COOP_SCRATCH), reused across products and grown on demand. */
+  private readonly coopScratch: CoopScratch = (name, dtype, length) => this.scratchBuf(name, dtype, length);
 
   /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
   groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void {
@@ -1179,7 +1185,7 @@ export class WebGpuBackend implements Backend {
     const wb = this.v(dw, ext.dw, op, "dw", F32);
     const fb = this.v(offsets, ext.offsets, op, "offsets", I32);
     const tc = this.coop;
-    if (tc && groupedCoopWGradBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopWGradLaunches(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.coopAmax(), tc.launch));
+    if (tc && groupedCoopWGradBlocks(g) >= tc.minBlocks) return this.runAll(groupedCoopWGradLaunches(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.coopScratch, tc.launch));
     this.run(groupedWeightGradLaunch(db, dy.off, xb, x.off, fb, offsets.off, wb, dw.off, g, this.matmulLimits, this.maxPerDim, this.matmulTuning.tile));
   }
 

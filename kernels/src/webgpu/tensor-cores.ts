@@ -6,7 +6,7 @@
 import type { WebGpuBackendOptions } from "./backend.ts";
 import { COOP_MIN_BLOCKS, type CoopLaunchConfig } from "../wgsl/matmul-coop-launch.ts";
 import { COOP_DEFAULT_TILE, type CoopTile, coopTileName, coopTileProblem, coopTileThreads, parseCoopTile } from "../wgsl/matmul-coop-tile.ts";
-import { coopWorkgroupBytes } from "../wgsl/matmul-coop-wgsl.ts";
+import { coopWorkgroupBytes, type CoopStaging } from "../wgsl/matmul-coop-wgsl.ts";
 import { coopSupport } from "../wgsl/matmul-coop.ts";
 
 /** The tensor-core block the backend prefers: 128×256×32 on 16 subgroups, one stage — the fastest
@@ -18,8 +18,32 @@ export const DEFAULT_TENSOR_CORE_TILE: CoopTile = parseCoopTile("128x256x32-4x4-
  * memory (lavapipe: 32 KiB). */
 const EMULATED_SMALL_TILE = parseCoopTile("64x64x32-2x2-s1");
 
+/** The other blocks the per-problem rule may choose (wgsl/matmul-coop-plan.ts) where the device
+ * admits them: 256×128 on 16 subgroups, and 128×128 on 8 (two stages) for grids the large blocks
+ * leave short. */
+export const TENSOR_CORE_CANDIDATE_TILES: readonly CoopTile[] = [parseCoopTile("256x128x32-8x2-s1"), COOP_DEFAULT_TILE];
+
+/** WebGpuBackendOptions.tensorCoreVariant: see there. */
+export interface TensorCoreVariant {
+  operands?: "packed" | "f32";
+  staging?: CoopStaging;
+  vec?: 4 | 8;
+  splitK?: number;
+}
+
 /** The options this file reads (their meaning: WebGpuBackendOptions). */
-export type TensorCoreOptions = Pick<WebGpuBackendOptions, "tensorCores" | "tensorCoreMinBlocks" | "tensorCoreTile">;
+export type TensorCoreOptions = Pick<WebGpuBackendOptions, "tensorCores" | "tensorCoreMinBlocks" | "tensorCoreTile" | "tensorCoreVariant">;
+
+/** Why a variant cannot be used, or "". */
+function variantProblem(v: TensorCoreVariant): string {
+  for (const k of Object.keys(v)) if (!["operands", "staging", "vec", "splitK"].includes(k)) return `unknown key ${k} (expected operands, staging, vec, splitK)`;
+  if (v.operands !== undefined && v.operands !== "packed" && v.operands !== "f32") return `operands must be "packed" or "f32", got ${v.operands}`;
+  if (v.staging !== undefined && !["regs", "coop", "none"].includes(v.staging)) return `staging must be "regs", "coop" or "none", got ${v.staging}`;
+  if (v.vec !== undefined && v.vec !== 4 && v.vec !== 8) return `vec must be 4 or 8, got ${v.vec}`;
+  if (v.splitK !== undefined && !(Number.isInteger(v.splitK) && v.splitK >= 1)) return `splitK must be an integer ≥ 1, got ${v.splitK}`;
+  if (v.operands === "f32" && (v.staging !== undefined || v.vec !== undefined || v.splitK !== undefined)) return `staging, vec and splitK apply to packed operands only`;
+  return "";
+}
 
 /** The resolved choice: `coop` null when the tensor-core kernels do not run. */
 export interface TensorCoreSetup {
@@ -49,6 +73,16 @@ export function resolveTensorCores(adapter: GPUAdapter, device: GPUDevice, opts:
   const minBlocks = opts.tensorCoreMinBlocks ?? COOP_MIN_BLOCKS;
   if (opts.tensorCoreMinBlocks !== undefined && !opts.tensorCores) throw new Error(`webgpu: tensorCoreMinBlocks needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
   if (!(Number.isInteger(minBlocks) && minBlocks >= 0)) throw new Error(`webgpu: tensorCoreMinBlocks must be an integer ≥ 0, got ${minBlocks}`);
+  const variant = opts.tensorCoreVariant;
+  if (variant) {
+    const problem = variantProblem(variant) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
+    if (problem) throw new Error(`webgpu: tensorCoreVariant: ${problem}`);
+  }
+  const v = variant ?? {};
+  const launch = (tile: CoopTile, emulate: boolean): CoopLaunchConfig => {
+    const others = given || emulate ? [] : TENSOR_CORE_CANDIDATE_TILES.filter((t) => coopTileName(t) !== coopTileName(tile) && fitsDevice(device, t));
+    return { tile, candidates: [tile, ...others], emulate, operands: v.operands, staging: v.staging, vec: v.vec, splitK: v.splitK };
+  };
   const given = opts.tensorCoreTile;
   if (given) {
     const problem = coopTileProblem(given) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
@@ -62,7 +96,7 @@ export function resolveTensorCores(adapter: GPUAdapter, device: GPUDevice, opts:
     if (!f16 || !fitsDevice(device, tile)) {
       throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${f16 ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
     }
-    return { coop: { launch: { tile, emulate: true }, minBlocks }, status: `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)` };
+    return { coop: { launch: launch(tile, true), minBlocks }, status: `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)` };
   }
   const s = coopSupport(adapter);
   const tile = given ?? (fitsDevice(device, DEFAULT_TENSOR_CORE_TILE) ? DEFAULT_TENSOR_CORE_TILE : COOP_DEFAULT_TILE);
@@ -72,5 +106,6 @@ export function resolveTensorCores(adapter: GPUAdapter, device: GPUDevice, opts:
     : "";
   if (why && opts.tensorCores === true) throw new Error(`webgpu: tensorCores requested but ${why}`);
   if (why) return { coop: null, status: `off (${why})` };
-  return { coop: { launch: { tile, emulate: false }, minBlocks }, status: `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, block ${coopTileName(tile)}, operands scaled by powers of two and rounded to f16)` };
+  const cfg = launch(tile, false);
+  return { coop: { launch: cfg, minBlocks }, status: `on (f32 matmuls and MoE grouped products with enough output blocks run on the cooperative-matrix kernels, blocks ${cfg.candidates!.map(coopTileName).join(", ")} chosen per problem, operands scaled by powers of two and ${(v.operands ?? "packed") === "packed" ? `packed as f16, staging ${v.staging ?? "regs"}` : "rounded to f16 in registers"})` };
 }

@@ -23,7 +23,7 @@
  */
 import type { Buf } from "../backend.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
-import { memoKernel, u32s } from "./launch.ts";
+import { bindTypeOf, memoKernel, u32s } from "./launch.ts";
 
 /** Partial maxima per operand written by {@link coopAbsMaxLaunch} (= its workgroups per operand,
  * = the coop kernel's workgroup size, so each coop invocation reads one partial of A and one of B). */
@@ -89,16 +89,23 @@ fn coop_pow2(k: i32) -> f32 { return bitcast<f32>(u32(k + 127) << 23u); }
 /** Uniform parameters of {@link coopAbsMaxLaunch}, in order. */
 export const COOP_AMAX_PARAM_NAMES = ["a_off", "a_size", "stride_a", "b_off", "b_size", "stride_b", "batch"] as const;
 
+/** WGSL expression reading element `idx` (a WGSL u32 expression) of buffer `buf` of `dtype` as
+ * f32: f32 directly, f16/bf16 from packed 16-bit words (prelude.ts helpers). */
+export function coopReadF32(buf: string, dtype: "f32" | "f16" | "bf16", idx: string): string {
+  if (dtype === "f32") return `${buf}[${idx}]`;
+  return `${dtype === "f16" ? "f16_to_f32" : "bf16_to_f32"}(half_bits(${buf}[(${idx}) >> 1u], ${idx}))`;
+}
+
 /**
  * WGSL loop folding the finite |x| bits of `batch` slices of `size` elements, `stride` apart from
- * element `off` of array `buf`, into `m` (one of the 256 × 256-strided shares of workgroup wg.x,
- * invocation li). Arguments are WGSL expressions.
+ * element `off` of array `buf` (of `dtype`, default f32), into `m` (one of the 256 × 256-strided
+ * shares of workgroup wg.x, invocation li). Arguments are WGSL expressions.
  */
-export function coopAbsMaxSlicesLoop(buf: string, off: string, size: string, stride: string, batch: string): string {
+export function coopAbsMaxSlicesLoop(buf: string, off: string, size: string, stride: string, batch: string, dtype: "f32" | "f16" | "bf16" = "f32"): string {
   const W = COOP_AMAX_PARTIALS;
   return `    for (var bi = 0u; bi < ${batch}; bi++) {
       let base = ${off} + bi * ${stride};
-      for (var e = wg.x * ${W}u + li; e < ${size}; e += ${W * W}u) { m = max(m, finite_abs_bits(${buf}[base + e])); }
+      for (var e = wg.x * ${W}u + li; e < ${size}; e += ${W * W}u) { m = max(m, finite_abs_bits(${coopReadF32(buf, dtype, "base + e")})); }
     }`;
 }
 
@@ -135,17 +142,19 @@ ${loopB}
 }`;
 }
 
-function absMaxKernel(): Kernel {
-  const label = "coop_absmax";
+type FloatDType = "f32" | "f16" | "bf16";
+
+function absMaxKernel(da: FloatDType, db: FloatDType): Kernel {
+  const label = da === "f32" && db === "f32" ? "coop_absmax" : `coop_absmax_${da}_${db}`;
   return memoKernel(label, () => ({
     label,
     buffers: [
-      { name: "b_a", type: "f32", write: false },
-      { name: "b_b", type: "f32", write: false },
+      { name: "b_a", type: bindTypeOf(da), write: false },
+      { name: "b_b", type: bindTypeOf(db), write: false },
       { name: "b_amax", type: "u32", write: true },
     ],
     params: u32s(...COOP_AMAX_PARAM_NAMES),
-    code: coopAbsMaxWGSL(coopAbsMaxSlicesLoop("b_a", "P.a_off", "P.a_size", "P.stride_a", "P.batch"), coopAbsMaxSlicesLoop("b_b", "P.b_off", "P.b_size", "P.stride_b", "P.batch")),
+    code: coopAbsMaxWGSL(coopAbsMaxSlicesLoop("b_a", "P.a_off", "P.a_size", "P.stride_a", "P.batch", da), coopAbsMaxSlicesLoop("b_b", "P.b_off", "P.b_size", "P.stride_b", "P.batch", db)),
   }));
 }
 
@@ -153,10 +162,12 @@ function absMaxKernel(): Kernel {
  * The dispatch that writes the partial maxima of the finite |x| of A and B (f32 bit patterns) into
  * `amax[0..256)` (A) and `amax[256..512)` (B). A's elements are a[aOff + bi·strideA + e] for
  * bi < batch, e < aSize (likewise B), so batch gaps and padding are not read. Workgroups 256 × 2.
- * @throws Error unless a and b are f32 and amax a u32 buffer of at least {@link COOP_AMAX_WORDS}.
+ * a and b may each be f32, f16 or bf16 (16-bit values are read exactly as f32).
+ * @throws Error unless a and b are f32/f16/bf16 and amax a u32 buffer of at least {@link COOP_AMAX_WORDS}.
  */
 export function coopAbsMaxLaunch(a: Buf, aOff: number, aSize: number, strideA: number, b: Buf, bOff: number, bSize: number, strideB: number, batch: number, amax: Buf): Launch {
-  if (a.dtype !== "f32" || b.dtype !== "f32") throw new Error(`coop absmax: a and b must be f32, got ${a.dtype}/${b.dtype}`);
+  const fl = (d: string): d is FloatDType => d === "f32" || d === "f16" || d === "bf16";
+  if (!fl(a.dtype) || !fl(b.dtype)) throw new Error(`coop absmax: a and b must be f32, f16 or bf16, got ${a.dtype}/${b.dtype}`);
   if (amax.dtype !== "u32" || amax.length < COOP_AMAX_WORDS) throw new Error(`coop absmax: amax must be a u32 buffer of at least ${COOP_AMAX_WORDS} elements, got ${amax.dtype}[${amax.length}]`);
-  return { kernel: absMaxKernel(), bufs: [a, b, amax], params: [aOff, aSize, strideA, bOff, bSize, strideB, batch], workgroups: [COOP_AMAX_PARTIALS, 2, 1] };
+  return { kernel: absMaxKernel(a.dtype, b.dtype), bufs: [a, b, amax], params: [aOff, aSize, strideA, bOff, bSize, strideB, batch], workgroups: [COOP_AMAX_PARTIALS, 2, 1] };
 }

@@ -62,9 +62,29 @@ export interface CoopMatmulOptions {
    * webgpu backend's Kernel (webgpu/kernel.ts adds `P` and the bindings `b_a`, `b_b`, `b_out`;
    * vec 1 only, since its bindings are scalar arrays). */
   mode?: "module" | "kernel";
-  /** Elements per global load: 1 (any shape), or 4 (`array<vec4<…>>`: the operands' row lengths
-   * (K or M for A, N or K for B), element offsets and batch strides must be multiples of 4). */
-  vec?: 1 | 4;
+  /** Elements per global load: 1 (any shape), 4 (`array<vec4<…>>`: the operands' row lengths
+   * (K or M for A, N or K for B), element offsets and batch strides must be multiples of 4), or 8
+   * (input "f16" only: 16-byte loads from `array<vec4<u32>>`, unpacked with unpack2x16float since
+   * naga 30 types bitcast<vec2<f16>>(u32) as f32; rows, offsets and strides multiples of 8 halves). Only the "regs" staging loads vectors; "coop" and "none" use fragment loads. */
+  vec?: 1 | 4 | 8;
+  /** How operand tiles reach the multiply (default "regs"):
+   * - "regs": each invocation loads its share of the next A and B tiles into registers (vectors
+   *   of `vec`, guarded) while the current tiles are multiplied, then stores them into workgroup
+   *   memory one half at a time (the register-prefetch pipeline; any shape).
+   * - "coop": each subgroup loads whole 16×16 fragments of the next tiles straight from memory
+   *   (`coopLoad` on the storage buffer, as wide as the driver makes it) while the current ones are
+   *   multiplied, then writes them to workgroup memory with `coopStore` — no per-half stores.
+   * - "none": no workgroup memory; every subgroup loads its own A and B fragments from memory (L1)
+   *   one 16-deep K step ahead of the multiply (no barriers in the K loop).
+   * "coop" and "none" read unguarded whole fragments: input "f16" (bound as `array<f16>`), and every
+   * fragment the block touches must lie in the operands (the stored rows and columns padded to the
+   * block: M to BM, N to BN, K to BK; the packed operands of matmul-coop-pack.ts are). */
+  staging?: CoopStaging;
+  /** "kernel" mode, input "f16": the operands are packed copies (matmul-coop-pack.ts) with their own
+   * row lengths, the extra params {@link COOP_PACKED_PARAM_NAMES} (lda, ldb: halves per stored
+   * row; scale_mask: bit 0 / bit 1 = A / B was scaled by its power of two when packed, so the
+   * result is scaled back by it — needs `scaled`). */
+  packed?: boolean;
   /** Per-operand power-of-two scaling before the rounding to f16 (input "f32" only; needs the
    * partial maxima of matmul-coop-scale.ts's coopAbsMaxLaunch in the extra binding `amax`). */
   scaled?: boolean;
@@ -110,6 +130,12 @@ export type CoopGroupedMode = "rows" | "wgrad";
  * (offsets are clamped to it), element offset of the G + 1 offsets in `b_off`. */
 export const COOP_GROUPED_PARAM_NAMES = ["G", "R", "off_off"] as const;
 
+/** Extra uniform parameters of packed operands (after the grouped ones when grouped). */
+export const COOP_PACKED_PARAM_NAMES = ["lda", "ldb", "scale_mask"] as const;
+
+/** How operand tiles reach the multiply (see {@link CoopMatmulOptions.staging}). */
+export type CoopStaging = "regs" | "coop" | "none";
+
 /** WGSL of a workgroup's place in the product: the bounds dim_m, dim_n, dim_k, the output block's
  * origin m0, n0, and the operands' bases a_base, b_base, c_base (see {@link CoopGroupedMode}). */
 function placement(grouped: CoopGroupedMode | undefined, BM: number, BN: number): string {
@@ -127,8 +153,8 @@ function placement(grouped: CoopGroupedMode | undefined, BM: number, BN: number)
   let dim_m = P.M; let dim_n = P.N; let dim_k = s1 - s0;
   let m0 = wg.y * ${BM}u;
   let n0 = wg.x * ${BN}u;
-  let a_base = P.a_off + s0 * P.M;
-  let b_base = P.b_off + s0 * P.N;
+  let a_base = P.a_off + s0 * lda;
+  let b_base = P.b_off + s0 * ldb;
   let c_base = P.c_off + grp * P.stride_c;`;
   }
   return `  // row-tile slot wg.y → group grp and its rows [r0, r1); a slot past the last group keeps grp = G
@@ -141,7 +167,7 @@ function placement(grouped: CoopGroupedMode | undefined, BM: number, BN: number)
   let dim_m = r1 - r0; let dim_n = P.N; let dim_k = select(0u, P.K, grp < P.G);
   let m0 = 0u;
   let n0 = wg.x * ${BN}u;
-  let a_base = P.a_off + r0 * P.K;
+  let a_base = P.a_off + r0 * lda;
   let b_base = P.b_off + min(grp, P.G - 1u) * P.stride_b;
   let c_base = P.c_off + r0 * P.N;`;
 }
@@ -162,10 +188,10 @@ function scratchFloats(o: Pick<CoopMatmulOptions, "tile" | "epilogue" | "scaled"
 
 /** Workgroup memory bytes the tiled kernel declares: `stages` A and B tiles of f16 plus the f32
  * scratch (256 per subgroup with the "scratch" epilogue; 2 per invocation when scaled). */
-export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB" | "tile" | "epilogue" | "scaled">): number {
+export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB" | "tile" | "epilogue" | "scaled" | "staging">): number {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
-  return 2 * t.stages * (SA + SB) + 4 * scratchFloats(o);
+  return (o.staging === "none" ? 0 : 2 * t.stages * (SA + SB)) + 4 * scratchFloats(o);
 }
 
 /** A stable key naming every choice that changes the WGSL. The default tile and epilogue keep
@@ -173,7 +199,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 export function coopKernelKey(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.grouped ? `_grp${o.grouped}` : ""}${o.emulate ? "_emu" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : o.vec === 8 ? "x8" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.grouped ? `_grp${o.grouped}` : ""}${o.staging && o.staging !== "regs" ? `_st${o.staging}` : ""}${o.packed ? "_pk" : ""}${o.emulate ? "_emu" : ""}`;
 }
 
 /** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
@@ -186,6 +212,9 @@ interface CoopOps {
   store(c: string, arr: string, idx: string, ld: string): string;
   scale(c: string, s: string): string;
   add(c: string, d: string): string;
+  /** Store of an A (`mat` "a") or B fragment `f` into workgroup tile `arr` at `idx`, row stride
+   * `ld`, layout `rowMajor` (a statement; the "coop" staging). */
+  storeAB(mat: "a" | "b", f: string, arr: string, idx: string, ld: string, rowMajor: boolean): string;
 }
 
 const REAL_OPS: CoopOps = {
@@ -195,6 +224,7 @@ const REAL_OPS: CoopOps = {
   store: (c, arr, idx, ld) => `coopStoreT(${c}, &${arr}[${idx}], ${ld});`,
   scale: (c, s) => `(${c} * ${s})`,
   add: (c, d) => `(${c} + ${d})`,
+  storeAB: (_mat, f, arr, idx, ld, rowMajor) => `coopStore${rowMajor ? "T" : ""}(${f}, &${arr}[${idx}], ${ld});`,
 };
 
 const EMU_OPS: CoopOps = {
@@ -204,6 +234,7 @@ const EMU_OPS: CoopOps = {
   store: (c, arr, idx, ld) => `emu_st_${arr}(${c}, ${idx}, ${ld}, lane);`,
   scale: (c, s) => `emu_scale(${c}, ${s})`,
   add: (c, d) => `emu_add(${c}, ${d})`,
+  storeAB: (mat, f, _arr, idx, ld, rowMajor) => `emu_cp_${mat}(${f}, ${idx}, ${ld}, ${rowMajor}, lane);`,
 };
 
 /**
@@ -212,9 +243,13 @@ const EMU_OPS: CoopOps = {
  * fragment is a reference (EmuRef: start, row stride, layout) into `sa` / `sb`, read when
  * multiplied — the kernel multiplies its fragments before it next writes the staged tiles, so the
  * reference sees what a load would have. `loads`/`stores`: arrays accumulators are read from /
- * written to.
+ * written to. `src`: where A and B fragments point — the staged tiles `sa` / `sb` ("shared"), or
+ * the operands `mat_a` / `mat_b` ("global": the "none" staging); `copies`: the "coop" staging's
+ * fragment stores from the operands into the staged tiles (emu_cp_a / emu_cp_b, each lane copying
+ * its 8 of the 256 elements).
  */
-function emulationWGSL(loads: string[], stores: string[]): string {
+function emulationWGSL(loads: string[], stores: string[], src: "shared" | "global" = "shared", copies = false): string {
+  const [A, B] = src === "shared" ? ["sa", "sb"] : ["mat_a", "mat_b"];
   const lines = [
     "struct EmuRef { idx: u32, ld: u32, row_major: bool }",
     "struct EmuC { v: array<f32, 8> }",
@@ -226,7 +261,7 @@ fn emu_mma(a: EmuRef, b: EmuRef, c: EmuC, lane: u32) -> EmuC {
     let i = e / 16u;
     let j = e % 16u;
     var s = r.v[q];
-    for (var k = 0u; k < 16u; k++) { s += f32(sa[emu_at(a, i, k)]) * f32(sb[emu_at(b, k, j)]); }
+    for (var k = 0u; k < 16u; k++) { s += f32(${A}[emu_at(a, i, k)]) * f32(${B}[emu_at(b, k, j)]); }
     r.v[q] = s;
   }
   return r;
@@ -234,6 +269,11 @@ fn emu_mma(a: EmuRef, b: EmuRef, c: EmuC, lane: u32) -> EmuC {
     `fn emu_scale(c: EmuC, s: f32) -> EmuC { var r = c; for (var q = 0u; q < 8u; q++) { r.v[q] = r.v[q] * s; } return r; }`,
     `fn emu_add(c: EmuC, d: EmuC) -> EmuC { var r = c; for (var q = 0u; q < 8u; q++) { r.v[q] = r.v[q] + d.v[q]; } return r; }`,
   ];
+  if (copies) {
+    for (const m of ["a", "b"]) {
+      lines.push(`fn emu_cp_${m}(f: EmuRef, idx: u32, ld: u32, row_major: bool, lane: u32) { for (var q = 0u; q < 8u; q++) { let e = lane + q * 32u; let i = e / 16u; let j = e % 16u; s${m}[select(idx + j * ld + i, idx + i * ld + j, row_major)] = mat_${m}[emu_at(f, i, j)]; } }`);
+    }
+  }
   for (const arr of loads) {
     lines.push(`fn emu_ld_${arr}(idx: u32, ld: u32, lane: u32) -> EmuC { var r: EmuC; for (var q = 0u; q < 8u; q++) { let e = lane + q * 32u; r.v[q] = ${arr}[idx + (e / 16u) * ld + e % 16u]; } return r; }`);
   }
@@ -254,8 +294,13 @@ fn emu_mma(a: EmuRef, b: EmuRef, c: EmuC, lane: u32) -> EmuC {
  * Every global read is guarded by the matrix bounds and every index into workgroup memory is in
  * range by construction, so the module may be compiled without naga's runtime checks
  * (createShaderModuleTrusted) — the "trusted" choice of matmul-coop.ts.
- * @throws Error for scaled with f16 input, kernel mode with vec 4, or a tile that
- *   {@link coopTileProblem} refuses.
+ * With `packed` (kernel mode) the operands are the f16 copies of matmul-coop-pack.ts, bound as
+ * `array<vec4<f16>>` (vec 4), `array<vec4<u32>>` (vec 8) or `array<f16>` ("coop"/"none" staging), with the params
+ * {@link COOP_PACKED_PARAM_NAMES} after the others.
+ * @throws Error for scaled f16 input without `packed`, `packed` outside kernel mode or without f16
+ *   input, kernel mode with a vec other than 1 for f32 operands or 1 for packed ones ("regs"), vec 8 without f16 input,
+ *   "coop"/"none" staging without f16 input (or "coop" where a tile's fragments do not split evenly
+ *   over its subgroups, or the "wgrad" mode), or a tile that {@link coopTileProblem} refuses.
  */
 export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
@@ -263,25 +308,34 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   if (problem) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: ${problem}`);
   const { BM, BN, BK, SGM, SGN, stages } = t;
   const WG = coopTileThreads(t);
+  const NSG = WG / COOP_SUBGROUP;
   const { FM, FN } = coopTileFragments(t);
   const scaled = !!o.scaled;
+  const packed = !!o.packed;
+  const kernelMode = o.mode === "kernel";
   const direct = o.epilogue === "direct";
+  const staging: CoopStaging = o.staging ?? "regs";
   const ops = o.emulate ? EMU_OPS : REAL_OPS;
-  if (scaled && o.input !== "f32") throw new Error("matmulCoopWGSL: scaled needs input f32 (f16 operands are already rounded)");
+  if (packed && (!kernelMode || o.input !== "f16")) throw new Error(`matmulCoopWGSL: packed operands need "kernel" mode and input f16`);
+  if (scaled && o.input !== "f32" && !packed) throw new Error("matmulCoopWGSL: scaled needs input f32 (f16 operands are already rounded), or packed f16 operands");
+  if (staging !== "regs" && o.input !== "f16") throw new Error(`matmulCoopWGSL: staging "${staging}" needs input f16 (fragments are loaded from memory as they are)`);
   if (o.grouped) {
-    const why = o.mode !== "kernel" ? `"kernel" mode` : direct ? `the "scratch" epilogue` : o.grouped === "rows" ? (o.transA ? "transA false" : "") : o.transA && !o.transB ? "" : "transA true and transB false";
+    const why = !kernelMode ? `"kernel" mode` : direct ? `the "scratch" epilogue` : o.grouped === "rows" ? (o.transA ? "transA false" : "") : o.transA && !o.transB ? (staging === "regs" ? "" : `the "regs" staging (its K runs over a group's rows, which fragments would overrun)`) : "transA true and transB false";
     if (why) throw new Error(`matmulCoopWGSL: grouped mode "${o.grouped}" needs ${why}`);
   }
+  const V = staging === "regs" ? o.vec ?? 1 : 1; // elements per global load
+  if (V === 8 && o.input !== "f16") throw new Error("matmulCoopWGSL: vec 8 needs input f16");
+  if (kernelMode && ((packed && staging === "regs" && V === 1) || (!packed && V !== 1))) throw new Error(`matmulCoopWGSL: kernel mode takes vec 1 (f32 operands) or vec 4 / 8 (packed f16 operands, "regs" staging), got vec ${V}`);
   const SA_LD = coopStageLdA(t, o.transA);
   const SB_LD = coopStageLdB(t, o.transB);
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
   const SO = scratchFloats(o);
   const guardSelect = (o.guard ?? "select") === "select";
-  const V = o.vec ?? 1; // elements per global load (1, or 4 when rows and offsets are multiples of 4)
-  const elt = V === 1 ? o.input : `vec4<${o.input}>`;
-  const reg = V === 1 ? "f16" : "vec4<f16>";
-  const zero = V === 1 ? "0.0h" : "vec4<f16>()";
-  const cvt = (x: string, mat: "a" | "b") => (o.input === "f16" ? x : scaled ? `${reg}(${x} * scale_${mat})` : `${reg}(${x})`);
+  const elt = V === 1 ? o.input : V === 8 ? "vec4<u32>" : `vec4<${o.input}>`;
+  const reg = V === 1 ? "f16" : V === 8 ? "vec4<u32>" : "vec4<f16>";
+  const zero = V === 1 ? "0.0h" : V === 8 ? "vec4<u32>()" : "vec4<f16>()";
+  const inKernelScale = scaled && !packed;
+  const cvt = (x: string, mat: "a" | "b") => (o.input === "f16" ? x : inKernelScale ? `${reg}(${x} * scale_${mat})` : `${reg}(${x})`);
   // Tiles are staged in the operand's stored orientation. Tile of A: !transA: A [M, K] → rows m
   // (BM) × columns k (BK); transA: A [K, M] → rows k (BK) × columns m (BM). B: !transB: [K, N] →
   // rows k × columns n; transB: [N, K] → rows n × columns k. Pass i of invocation li loads the V
@@ -294,45 +348,73 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     if (!Number.isInteger(cv) || !(WG % cv === 0 || cv % WG === 0)) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: ${cols} staged columns do not map onto ${WG} invocations with vec ${V}`);
     return cv;
   };
-  const cvA = split(aCols), cvB = split(bCols);
+  const cvA = staging === "regs" ? split(aCols) : 1, cvB = staging === "regs" ? split(bCols) : 1;
   const passes = (rows: number, cols: number) => (rows * cols) / V / WG;
-  const PA = passes(aRows, aCols), PB = passes(bRows, bCols);
+  const PA = staging === "regs" ? passes(aRows, aCols) : 0, PB = staging === "regs" ? passes(bRows, bCols) : 0;
+  if (staging === "regs" && (!Number.isInteger(PA) || !Number.isInteger(PB))) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: staged tiles do not split into vec ${V} loads over ${WG} invocations`);
   const place = (cv: number, i: number): { dr: number; dc: number } => (WG % cv === 0 ? { dr: (i * WG) / cv, dc: 0 } : { dr: Math.floor((i * WG) / cv), dc: ((i * WG) % cv) * V });
+  // (stored row, stored column) → (origin, bound) per layout; leading dimensions lda, ldb
+  const layoutOf = (mat: "a" | "b") => mat === "a"
+    ? (o.transA ? { r0: "k0", rb: "dim_k", c0: "m0", cb: "dim_m", ld: "lda" } : { r0: "m0", rb: "dim_m", c0: "k0", cb: "dim_k", ld: "lda" })
+    : (o.transB ? { r0: "n0", rb: "dim_n", c0: "k0", cb: "dim_k", ld: "ldb" } : { r0: "k0", rb: "dim_k", c0: "n0", cb: "dim_n", ld: "ldb" });
   const stage = (mat: "a" | "b", i: number): { load: string; store: string } => {
     const { dr, dc } = place(mat === "a" ? cvA : cvB, i);
     const [rowVar, colVar] = mat === "a" ? ["ar", "ac"] : ["br", "bc"];
-    // (stored row, stored column) → (origin, bound, leading dimension) per layout
-    const layout = mat === "a"
-      ? (o.transA ? { r0: "k0", rb: "dim_k", c0: "m0", cb: "dim_m", ld: "P.M" } : { r0: "m0", rb: "dim_m", c0: "k0", cb: "dim_k", ld: "P.K" })
-      : (o.transB ? { r0: "n0", rb: "dim_n", c0: "k0", cb: "dim_k", ld: "P.K" } : { r0: "k0", rb: "dim_k", c0: "n0", cb: "dim_n", ld: "P.N" });
+    const layout = layoutOf(mat);
     const base = mat === "a" ? "a_base" : "b_base";
     const idx = `${base} + r * ${layout.ld} + c`;
-    const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / 4u]`;
+    const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / ${V}u]`;
     const inb = `r < ${layout.rb} && c < ${layout.cb}`;
-    const atSafe = V === 1 ? `mat_${mat}[select(0u, ${idx}, ok)]` : `mat_${mat}[select(0u, (${idx}) / 4u, ok)]`;
+    const atSafe = V === 1 ? `mat_${mat}[select(0u, ${idx}, ok)]` : `mat_${mat}[select(0u, (${idx}) / ${V}u, ok)]`;
     const load = guardSelect
       ? `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; let ok = ${inb}; r${mat}[${i}] = select(${zero}, ${cvt(atSafe, mat)}, ok); }`
       : `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; var v = ${zero}; if (${inb}) { v = ${cvt(at, mat)}; } r${mat}[${i}] = v; }`;
     const ld = mat === "a" ? SA_LD : SB_LD;
     const size = mat === "a" ? SA : SB;
     const dst = `s${mat}[${stages === 2 ? `buf * ${size}u + ` : ""}(${rowVar} + ${dr}u) * ${ld}u + ${colVar} + ${dc}u`;
-    const store = V === 1
-      ? `    ${dst}] = r${mat}[${i}];`
-      : ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${j}u] = r${mat}[${i}].${q};`).join("\n");
+    let store: string;
+    if (V === 1) store = `    ${dst}] = r${mat}[${i}];`;
+    else if (V === 4) store = ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${j}u] = r${mat}[${i}].${q};`).join("\n");
+    else {
+      store = ["x", "y", "z", "w"].map((q, j) => `    { let h = vec2<f16>(unpack2x16float(r${mat}[${i}].${q})); ${dst} + ${2 * j}u] = h.x; ${dst} + ${2 * j + 1}u] = h.y; }`).join("\n");
+    }
     return { load, store };
   };
   const loads: string[] = [], stores: string[] = [];
-  for (let i = 0; i < PA; i++) {
-    const a = stage("a", i);
-    loads.push(a.load);
-    stores.push(a.store);
+  if (staging === "regs") {
+    for (let i = 0; i < PA; i++) {
+      const a = stage("a", i);
+      loads.push(a.load);
+      stores.push(a.store);
+    }
+    for (let i = 0; i < PB; i++) {
+      const b = stage("b", i);
+      loads.push(b.load);
+      stores.push(b.store);
+    }
+  } else if (staging === "coop") {
+    // the tiles' fragments in stored orientation, dealt round-robin to the subgroups: fragment
+    // f = sg + i·NSG; loaded from the operand into f{a|b}{i}, stored into the staged tile
+    for (const mat of ["a", "b"] as const) {
+      const [rows, cols] = mat === "a" ? [aRows, aCols] : [bRows, bCols];
+      const nf = (rows / 16) * (cols / 16);
+      if (nf % NSG !== 0) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: the ${nf} fragments of a staged ${mat === "a" ? "A" : "B"} tile do not split evenly over ${NSG} subgroups (staging "coop")`);
+      const L = layoutOf(mat);
+      const rowMajor = mat === "a" ? !o.transA : !o.transB;
+      const role = mat === "a" ? "A" : "B";
+      const ld = mat === "a" ? SA_LD : SB_LD;
+      const size = mat === "a" ? SA : SB;
+      for (let i = 0; i < nf / NSG; i++) {
+        const f = `(sg + ${i * NSG}u)`;
+        const fr = `(${f} / ${cols / 16}u) * 16u`, fc = `(${f} % ${cols / 16}u) * 16u`;
+        loads.push(`    f${mat}${i} = ${ops.load(role, `mat_${mat}`, `${mat}_base + (${L.r0} + ${fr}) * ${L.ld} + ${L.c0} + ${fc}`, L.ld, rowMajor)};`);
+        stores.push(`    ${ops.storeAB(mat, `f${mat}${i}`, `s${mat}`, `${stages === 2 ? `buf * ${size}u + ` : ""}${fr} * ${ld}u + ${fc}`, `${ld}u`, rowMajor)}`);
+      }
+    }
   }
-  for (let i = 0; i < PB; i++) {
-    const b = stage("b", i);
-    loads.push(b.load);
-    stores.push(b.store);
-  }
-  // Fragment loads for the subgroup's FM (m) × FN (n) fragments at k offset kk within the tile.
+  const fragDecls = (init: boolean) => loads.map((l) => l.replace(/^    f(a|b)(\d+) = /, (_m, x, n) => `    ${init ? "var " : ""}f${x}${n} = `)).join("\n");
+  // Fragment loads for the subgroup's FM (m) × FN (n) fragments at k offset kk within the tile
+  // (staged tiles), or at K position kx of the operand ("none").
   const fragA = (i: number, kk: number) =>
     o.transA
       ? ops.load("A", "sa", `sa0 + ${kk * SA_LD}u + wm + ${i * 16}u`, `${SA_LD}u`, false)
@@ -341,6 +423,14 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     o.transB
       ? ops.load("B", "sb", `sb0 + (wn + ${j * 16}u) * ${SB_LD}u + ${kk}u`, `${SB_LD}u`, false)
       : ops.load("B", "sb", `sb0 + ${kk * SB_LD}u + wn + ${j * 16}u`, `${SB_LD}u`, true);
+  const gFragA = (i: number, kx: string) =>
+    o.transA
+      ? ops.load("A", "mat_a", `a_base + (${kx}) * lda + m0 + wm + ${i * 16}u`, "lda", false)
+      : ops.load("A", "mat_a", `a_base + (m0 + wm + ${i * 16}u) * lda + ${kx}`, "lda", true);
+  const gFragB = (j: number, kx: string) =>
+    o.transB
+      ? ops.load("B", "mat_b", `b_base + (n0 + wn + ${j * 16}u) * ldb + ${kx}`, "ldb", false)
+      : ops.load("B", "mat_b", `b_base + (${kx}) * ldb + n0 + wn + ${j * 16}u`, "ldb", true);
   const compute: string[] = [];
   for (let kk = 0; kk < BK; kk += 16) {
     compute.push(`    {`);
@@ -379,8 +469,11 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   }
   // Scaled: reduce the 256 partial maxima of A (amax[0..256)) and of B (amax[256..512)) in the
   // scratch (free until the epilogue; finite non-negative values, so f32 max = bit max, and a
-  // subnormal flushed to 0 gives the same clamp exponent), then the exponents and factors.
+  // subnormal flushed to 0 gives the same clamp exponent), then the exponents and factors. Packed
+  // operands were scaled when packed (only the operands that scale_mask names: f16 ones are not).
   const P_ = COOP_AMAX_PARTIALS;
+  const expA = packed ? "select(0, coop_scale_exp(bitcast<u32>(so[0])), (P.scale_mask & 1u) != 0u)" : "coop_scale_exp(bitcast<u32>(so[0]))";
+  const expB = packed ? `select(0, coop_scale_exp(bitcast<u32>(so[${WG}u])), (P.scale_mask & 2u) != 0u)` : `coop_scale_exp(bitcast<u32>(so[${WG}u]))`;
   const prologue = `  {
     var ma = 0.0;
     var mb = 0.0;
@@ -399,22 +492,63 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     }
     workgroupBarrier();
   }
-  let ka = coop_scale_exp(bitcast<u32>(so[0]));
-  let kb = coop_scale_exp(bitcast<u32>(so[${WG}u]));
-  let scale_a = coop_pow2(ka);
-  let scale_b = coop_pow2(kb);
-  let out_h = (ka + kb) / 2;
+  let ka = ${expA};
+  let kb = ${expB};
+${inKernelScale ? "  let scale_a = coop_pow2(ka);\n  let scale_b = coop_pow2(kb);\n" : ""}  let out_h = (ka + kb) / 2;
   let out_s1 = coop_pow2(-out_h);
   let out_s2 = coop_pow2(out_h - ka - kb);
   workgroupBarrier();
 `;
   const accs: string[] = [];
   for (let i = 0; i < FM; i++) for (let j = 0; j < FN; j++) accs.push(`  var c${i}_${j} = ${ops.zeroC};`);
-  const emu = o.emulate ? emulationWGSL(direct && o.accumulate ? ["out"] : [], direct ? ["out"] : ["so"]) : "";
+  const emu = o.emulate ? emulationWGSL(direct && o.accumulate ? ["out"] : [], direct ? ["out"] : ["so"], staging === "none" ? "global" : "shared", staging === "coop") : "";
   const storeStaged = stores.map((l) => "  " + l).join("\n");
-  // two stages: compute on one buffer while the next tile goes into the other (one barrier per
-  // step); one stage: a barrier before overwriting the tile being computed on (two per step)
-  const loop = `  for (var t = 0u; t < nk; t++) {
+  let loop: string;
+  let before: string;
+  if (staging === "none") {
+    // one 16-deep K step of fragments ahead: load step s + 1 (the last step reloads itself, so
+    // every load stays inside the padded operands) while step s is multiplied
+    const decl: string[] = [];
+    for (let i = 0; i < FM; i++) decl.push(`  var a${i} = ${gFragA(i, "0u")};`);
+    for (let j = 0; j < FN; j++) decl.push(`  var b${j} = ${gFragB(j, "0u")};`);
+    before = decl.join("\n");
+    const body: string[] = [];
+    body.push(`    let kn = select(s * 16u, (s + 1u) * 16u, s + 1u < ns);`);
+    for (let i = 0; i < FM; i++) body.push(`    let na${i} = ${gFragA(i, "kn")};`);
+    for (let j = 0; j < FN; j++) body.push(`    let nb${j} = ${gFragB(j, "kn")};`);
+    for (let i = 0; i < FM; i++) for (let j = 0; j < FN; j++) body.push(`    c${i}_${j} = ${ops.mma(`a${i}`, `b${j}`, `c${i}_${j}`)};`);
+    for (let i = 0; i < FM; i++) body.push(`    a${i} = na${i};`);
+    for (let j = 0; j < FN; j++) body.push(`    b${j} = nb${j};`);
+    loop = `  let ns = nk * ${BK / 16}u; // 16-deep steps (K is padded to BK)
+  for (var s = 0u; s < ns; s++) {
+${body.join("\n")}
+  }`;
+  } else if (staging === "coop") {
+    // fragments of the first tiles, stored; then per step: load the next tiles' fragments (the
+    // last step reloads its own, staying inside the operands), multiply, store them
+    before = `  k0 = 0u;
+${fragDecls(true)}
+${stores.join("\n")}
+  workgroupBarrier();`;
+    loop = `  for (var t = 0u; t < nk; t++) {
+    k0 = select(t, t + 1u, t + 1u < nk) * ${BK}u;
+${fragDecls(false)}
+    let sa0 = ${stages === 2 ? `buf * ${SA}u` : "0u"};
+    let sb0 = ${stages === 2 ? `buf * ${SB}u` : "0u"};
+${compute.join("\n")}
+    ${stages === 2 ? "buf = 1u - buf;" : "workgroupBarrier();"}
+${storeStaged}
+    workgroupBarrier();
+  }`;
+  } else {
+    before = `  if (nk > 0u) {
+${loads.join("\n")}
+${stores.join("\n")}
+  }
+  workgroupBarrier();`;
+    // two stages: compute on one buffer while the next tile goes into the other (one barrier per
+    // step); one stage: a barrier before overwriting the tile being computed on (two per step)
+    loop = `  for (var t = 0u; t < nk; t++) {
     let has_next = t + 1u < nk;
     k0 = (t + 1u) * ${BK}u;
     if (has_next) {
@@ -429,47 +563,49 @@ ${storeStaged}
     }
     workgroupBarrier();
   }`;
+  }
+  const lda = packed ? "P.lda" : o.transA ? "P.M" : "P.K";
+  const ldb = packed ? "P.ldb" : o.transB ? "P.K" : "P.N";
+  const params = [...COOP_PARAM_NAMES, ...(o.grouped ? COOP_GROUPED_PARAM_NAMES : []), ...(packed ? COOP_PACKED_PARAM_NAMES : [])];
+  const staged = staging !== "none";
   const module = `enable f16;
-${o.emulate ? "" : "enable wgpu_cooperative_matrix;\n"}// ${coopKernelKey(o)}: tensor-core matmul, tile ${coopTileName(t)} (${FM}x${FN} fragments per subgroup), ${direct ? "direct" : "scratch"} epilogue${o.emulate ? ", cooperative matrices emulated" : ""}
+${o.emulate ? "" : "enable wgpu_cooperative_matrix;\n"}// ${coopKernelKey(o)}: tensor-core matmul, tile ${coopTileName(t)} (${FM}x${FN} fragments per subgroup), ${direct ? "direct" : "scratch"} epilogue, staging ${staging}${o.emulate ? ", cooperative matrices emulated" : ""}
 struct Params {
-${COOP_PARAM_NAMES.map((n) => `  ${n}: u32,`).join("\n")}
+${params.map((n) => `  ${n}: u32,`).join("\n")}
 };
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> mat_a: array<${elt}>;
 @group(0) @binding(2) var<storage, read> mat_b: array<${elt}>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}var<workgroup> sa: array<f16, ${stages * SA}>;
+${scaled ? "@group(0) @binding(4) var<storage, read> amax: array<u32>;\n" : ""}${staged ? `var<workgroup> sa: array<f16, ${stages * SA}>;
 var<workgroup> sb: array<f16, ${stages * SB}>;
-${SO > 0 ? `var<workgroup> so: array<f32, ${SO}>;\n` : ""}${scaled ? COOP_SCALE_WGSL : ""}${emu}${o.grouped ? "fn coop_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }\n" : ""}
+` : ""}${SO > 0 ? `var<workgroup> so: array<f32, ${SO}>;\n` : ""}${scaled ? COOP_SCALE_WGSL : ""}${emu}${o.grouped ? "fn coop_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }\n" : ""}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let lda = ${lda};
+  let ldb = ${ldb};
 ${placement(o.grouped, BM, BN)}
   let ldc = P.N;
   let sg = li / ${COOP_SUBGROUP}u;
   let lane = li % ${COOP_SUBGROUP}u;
   let wm = (sg / ${SGN}u) * ${BM / SGM}u;
   let wn = (sg % ${SGN}u) * ${BN / SGN}u;
-  let ar = ${WG % cvA === 0 ? `li / ${cvA}u` : "0u"};
+${staging === "regs" ? `  let ar = ${WG % cvA === 0 ? `li / ${cvA}u` : "0u"};
   let ac = ${WG % cvA === 0 ? `(li % ${cvA}u) * ${V}u` : `li * ${V}u`};
   let br = ${WG % cvB === 0 ? `li / ${cvB}u` : "0u"};
   let bc = ${WG % cvB === 0 ? `(li % ${cvB}u) * ${V}u` : `li * ${V}u`};
-${scaled ? prologue : ""}  var ra: array<${reg}, ${PA}>;
+` : ""}${scaled ? prologue : ""}${staging === "regs" ? `  var ra: array<${reg}, ${PA}>;
   var rb: array<${reg}, ${PB}>;
-${accs.join("\n")}
+` : ""}${accs.join("\n")}
   let nk = (dim_k + ${BK - 1}u) / ${BK}u;
   var k0 = 0u;
   var buf = 0u;
-  if (nk > 0u) {
-${loads.join("\n")}
-${stores.join("\n")}
-  }
-  workgroupBarrier();
+${before}
 ${loop}
 ${epilogue.join("\n")}
 }
 `;
-  if ((o.mode ?? "module") === "module") return module;
-  if (V !== 1) throw new Error("matmulCoopWGSL: kernel mode needs vec 1 (the backend binds scalar arrays)");
+  if (!kernelMode) return module;
   // drop the module's own Params and bindings; the backend's assembler declares P, b_a, b_b, b_out
   return module
     .replace(/struct Params \{[^}]*\};\n/, "")

@@ -8,7 +8,7 @@
  * of 32 and enough workgroup memory.
  */
 import { cooperativeMatrixProperties, type CoopMatrixConfig } from "../ffi/cooperative-matrix.ts";
-import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
+import { COOP_PARAM_NAMES, COOP_TILE, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions, type CoopStaging } from "./matmul-coop-wgsl.ts";
 import { COOP_DEFAULT_TILE, coopTileName, coopTileThreads, type CoopTile } from "./matmul-coop-tile.ts";
 import { COOP_SPLIT_K_REDUCE_WG, coopSplitKChunks, coopSplitKReduceWGSL } from "./matmul-coop-split-k.ts";
 
@@ -76,8 +76,13 @@ export interface CoopMatmulCall {
   strideA?: number;
   strideB?: number;
   strideOut?: number;
-  /** Elements per global load (default: 4 when aligned, else 1). */
-  vec?: 1 | 4;
+  /** Elements per global load of the "regs" staging (default: 4 when aligned, else 1; 8 = 16-byte
+   * loads of f16 operands whose rows, offsets and strides are multiples of 8). */
+  vec?: 1 | 4 | 8;
+  /** How tiles reach the multiply (matmul-coop-wgsl.ts CoopMatmulOptions.staging; default "regs").
+   * "coop" and "none" need f16 operands and M, N, K multiples of the block's BM, BN, BK (they read
+   * whole fragments unguarded). */
+  staging?: CoopStaging;
   /** Block shape (default {@link COOP_DEFAULT_TILE}). */
   tile?: CoopTile;
   /** "scratch", "direct" (throws unless M, N are multiples of 16 and the out offset and batch
@@ -164,15 +169,20 @@ export class CoopMatmul {
     this.device.queue.writeBuffer(params, 0, new Uint32Array(vals));
     // vec4 global loads when every row, offset and batch stride of A and B is a multiple of 4
     const rowA = call.transA ? M : K, rowB = call.transB ? K : N;
-    const aligned = [rowA, rowB, vals[3]!, vals[4]!, ...(batch > 1 ? [vals[6]!, vals[7]!] : [])].every((v) => v % 4 === 0);
+    const alignedTo = (q: number) => [rowA, rowB, vals[3]!, vals[4]!, ...(batch > 1 ? [vals[6]!, vals[7]!] : [])].every((v) => v % q === 0);
+    const aligned = alignedTo(4);
     const vec = call.vec ?? (aligned ? 4 : 1);
     if (vec === 4 && !aligned) throw new Error(`matmul_coop: vec 4 needs A/B rows (${rowA}, ${rowB}), offsets and batch strides that are multiples of 4`);
+    if (vec === 8 && (input !== "f16" || !alignedTo(8))) throw new Error(`matmul_coop: vec 8 needs f16 operands and A/B rows (${rowA}, ${rowB}), offsets and batch strides that are multiples of 8`);
+    const staging = call.staging ?? "regs";
+    const t0 = call.tile ?? COOP_DEFAULT_TILE;
+    if (staging !== "regs" && (input !== "f16" || M % t0.BM !== 0 || N % t0.BN !== 0 || K % t0.BK !== 0)) throw new Error(`matmul_coop: staging "${staging}" needs f16 operands and M, N, K multiples of the block ${coopTileName(t0)} (got ${M}x${N}x${K})`);
     const directOk = coopDirectEpilogueOk(call);
     const ep = call.epilogue ?? "auto";
     if (ep === "direct" && !directOk) throw new Error(`matmul_coop: the direct epilogue needs M, N multiples of 16 and out offset/batch stride multiples of 4 (M ${M}, N ${N})`);
     const epilogue = ep === "scratch" || !directOk ? "scratch" : "direct";
     const tile = call.tile ?? COOP_DEFAULT_TILE;
-    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec, tile, epilogue, guard: call.guard });
+    const pipeline = this.pipeline({ input, transA: !!call.transA, transB: !!call.transB, accumulate: !!call.accumulate, vec: staging === "regs" ? vec : 1, tile, epilogue, guard: call.guard, staging });
     const bindGroup = this.device.createBindGroup({
       layout: this.layout,
       entries: [
@@ -199,7 +209,7 @@ export class CoopMatmul {
     const { chunk, full, last } = coopSplitKChunks(K, splits, tile.BK);
     const slabs = full + (last > 0 ? 1 : 0);
     const scratch = this.device.createBuffer({ label: "matmul_coop_split_k", size: Math.max(4, slabs * M * N * 4), usage: GPUBufferUsage.STORAGE });
-    const base = { M, N, transA: true, transB: false, accumulate: false, tile, epilogue: call.epilogue, vec: call.vec, guard: call.guard } as const;
+    const base = { M, N, transA: true, transB: false, accumulate: false, tile, epilogue: call.epilogue, vec: call.vec, guard: call.guard, staging: call.staging } as const;
     const parts = [this.prepare({ ...base, K: chunk, batch: full, strideA: chunk * M, strideB: chunk * N, strideOut: M * N }, input, a, b, scratch)];
     if (last > 0) parts.push(this.prepare({ ...base, K: last, aOff: full * chunk * M, bOff: full * chunk * N, outOff: full * M * N }, input, a, b, scratch));
     const acc = !!call.accumulate;

@@ -218,9 +218,10 @@ describe("max-abs dispatch (any WebGPU device)", () => {
   }
 
   test("argument checks name what was expected", () => {
-    expect(() => coopAbsMaxLaunch(fakeBuf(1, "bf16", 4), 0, 4, 4, fakeBuf(2, "f32", 4), 0, 4, 4, 1, fakeBuf(3, "u32", COOP_AMAX_WORDS))).toThrow(/must be f32/);
+    expect(() => coopAbsMaxLaunch(fakeBuf(1, "i32", 4), 0, 4, 4, fakeBuf(2, "f32", 4), 0, 4, 4, 1, fakeBuf(3, "u32", COOP_AMAX_WORDS))).toThrow(/must be f32, f16 or bf16/);
     expect(() => coopAbsMaxLaunch(fakeBuf(1, "f32", 4), 0, 4, 4, fakeBuf(2, "f32", 4), 0, 4, 4, 1, fakeBuf(3, "u32", 8))).toThrow(/at least 512/);
-    expect(() => coopMatmulLaunches(fakeBuf(1, "f32", 4), 0, fakeBuf(2, "f32", 4), 0, fakeBuf(4, "f32", 4), 0, { M: 2, N: 2, K: 2 }, fakeBuf(3, "f32", 512))).toThrow(/amax must be a u32/);
+    expect(() => coopMatmulLaunches(fakeBuf(1, "f32", 4), 0, fakeBuf(2, "f32", 4), 0, fakeBuf(4, "f32", 4), 0, { M: 2, N: 2, K: 2 }, () => fakeBuf(3, "f32", 512))).toThrow(/partial maxima|amax must be a u32/);
+    expect(() => coopMatmulLaunches(fakeBuf(1, "i32", 4), 0, fakeBuf(2, "f32", 4), 0, fakeBuf(4, "f32", 4), 0, { M: 2, N: 2, K: 2 }, () => fakeBuf(3, "u32", 512))).toThrow(/a, b must be f32, f16 or bf16 and out f32/);
   });
 
   test.skipIf(!!noAdapter)("WGSL coop_scale_exp / coop_pow2 agree with the host exponent math", async () => {
