@@ -4,7 +4,7 @@
  *
  *   ZEROMOE_WGPU=coop bun kernels/bench/matmul-coop.ts [--shapes square_4096,med_expert_fwd,…]
  *       [--sweep-shapes square_4096] [--tiles 128x128x32-2x4-s2,128x256x32-4x4-s1,256x128x32-8x2-s1]
- *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off[:guard],…]
+ *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off[:guard[:staging]],…]
  *       [--top 2] [--split-k 2,4,8]
  *       [--input f16|f32|both] [--f32-best] [--probe] [--probe-iters 256] [--samples 256]
  *       [--target-ms 60] [--gen xorshift|lcg] [--emulate] [--json out.json]
@@ -263,14 +263,17 @@ interface Variant {
   /** Split-K chunks (1: none). */
   splitK: number;
   guard: "branch" | "select";
+  /** Operand staging (matmul-coop-wgsl.ts): "regs" (vector loads, default width), "regs8"
+   * (16-byte loads), "coop" (fragment loads + coopStore), "none" (fragments from memory). */
+  staging: "regs" | "regs8" | "coop" | "none";
 }
-const variantName = (v: Variant) => `${coopTileName(v.tile)} ${v.epilogue} ${v.trusted ? "trusted" : "checked"} ${v.guard}${v.splitK > 1 ? ` split-k ${v.splitK}` : ""}`;
+const variantName = (v: Variant) => `${coopTileName(v.tile)} ${v.epilogue} ${v.trusted ? "trusted" : "checked"} ${v.guard}${v.staging !== "regs" ? ` ${v.staging}` : ""}${v.splitK > 1 ? ` split-k ${v.splitK}` : ""}`;
 const coops = { checked: new CoopMatmul(device, { emulate }), trusted: new CoopMatmul(device, { trusted: true, emulate }) };
 
 /** The dispatches of `v` on `p` (accumulate as given), plus buffers to destroy. */
 function prepare(p: Problem, v: Variant, accumulate: boolean): { dispatches: CoopDispatch[]; buffers: GPUBuffer[] } {
   const coop = v.trusted ? coops.trusted : coops.checked;
-  const call = { M: p.M, N: p.N, K: p.K, transA: p.transA, transB: p.transB, accumulate, tile: v.tile, epilogue: v.epilogue, guard: v.guard };
+  const call = { M: p.M, N: p.N, K: p.K, transA: p.transA, transB: p.transB, accumulate, tile: v.tile, epilogue: v.epilogue, guard: v.guard, staging: v.staging === "regs8" ? ("regs" as const) : v.staging, ...(v.staging === "regs8" ? { vec: 8 as const } : {}) };
   if (v.splitK > 1) return coop.prepareSplitK(call, v.splitK, p.input, p.A, p.B, p.out);
   const r = coop.prepare(call, p.input, p.A, p.B, p.out);
   return { dispatches: [r], buffers: [r.params] };
@@ -289,6 +292,11 @@ let bad = false;
 async function run(p: Problem, v: Variant, into: unknown[]): Promise<{ tflops: number; seconds: number; maxRelErr: number } | null> {
   const label = `${p.name.padEnd(16)} ${p.input} ${p.M}x${p.N}x${p.K} ${p.transA ? "T" : "N"}${p.transB ? "T" : "N"}${p.accumulate ? "+" : " "} ${variantName(v).padEnd(40)}`;
   let check: ReturnType<typeof prepare>, timed: ReturnType<typeof prepare>;
+  const fragStaging = v.staging === "coop" || v.staging === "none";
+  if (fragStaging && (p.input !== "f16" || p.M % v.tile.BM !== 0 || p.N % v.tile.BN !== 0 || (v.splitK > 1 ? Math.ceil(p.K / v.splitK) : p.K) % v.tile.BK !== 0)) {
+    console.log(`${label} skipped (staging ${v.staging} needs f16 operands and block-multiple sizes)`);
+    return null;
+  }
   try {
     device.pushErrorScope("validation");
     check = prepare(p, v, false);
@@ -338,16 +346,16 @@ const variants: Variant[] = [];
 if (arg("variants", "")) {
   // explicit list instead of the cross product: tile:epilogue:trusted, e.g. 128x256x32-2x4-s1:direct:on
   for (const spec of arg("variants", "").split(",")) {
-    const [tn, ep, tr, gd = "select"] = spec.split(":");
-    if (!(ep === "scratch" || ep === "direct") || !(tr === "on" || tr === "off") || !(gd === "branch" || gd === "select")) fail(`--variants: '${spec}' is not tile:scratch|direct:on|off[:branch|select]`);
+    const [tn, ep, tr, gd = "select", st = "regs"] = spec.split(":");
+    if (!(ep === "scratch" || ep === "direct") || !(tr === "on" || tr === "off") || !(gd === "branch" || gd === "select") || !(st === "regs" || st === "regs8" || st === "coop" || st === "none")) fail(`--variants: '${spec}' is not tile:scratch|direct:on|off[:branch|select[:regs|regs8|coop|none]]`);
     try {
-      variants.push({ tile: parseCoopTile(tn!), epilogue: ep, trusted: tr === "on", splitK: 1, guard: gd });
+      variants.push({ tile: parseCoopTile(tn!), epilogue: ep, trusted: tr === "on", splitK: 1, guard: gd, staging: st });
     } catch (e) {
       fail(`--variants: ${(e as Error).message}`);
     }
   }
 } else {
-  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1, guard: "select" });
+  for (const tile of tiles) for (const epilogue of epilogues) for (const t of trustedModes) variants.push({ tile, epilogue, trusted: t === "on", splitK: 1, guard: "select", staging: "regs" });
 }
 const score = new Map<Variant, number>();
 for (const name of sweepNames) {
@@ -368,7 +376,7 @@ console.log(`-- best: ${best.map(variantName).join("; ")}`);
 result.best = best.map(variantName);
 
 // ---- 3. the shapes -----------------------------------------------------------------------------
-const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1, guard: "select" };
+const defaultVariant: Variant = { tile: COOP_DEFAULT_TILE, epilogue: "scratch", trusted: false, splitK: 1, guard: "select", staging: "regs" };
 for (const name of names) {
   for (const input of inputs) {
     const p = makeProblem(name, input);
