@@ -1088,7 +1088,7 @@ export class WebGpuBackend implements Backend {
     const { tile, splitK } = this.matmulTuning;
     const f32 = ab.dtype === "f32" && bb.dtype === "f32";
     const tc = this.coop;
-    if (tc && f32 && coopWork(spec, tc.launch) >= tc.minBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopScratch, tc.launch));
+    if (tc && f32 && coopWork(spec, tc.launch) >= tc.minBlocks) return this.runAll(coopMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.coopScratch, { ...tc.launch, maxScratchElems: this.ledger.segElems }));
     const sk = f32 && (this.splitK || splitK !== undefined) ? planSplitK(spec, this.matmulLimits, splitK) : null;
     if (sk) return this.runAll(splitKMatmulLaunches(ab, a.off, bb, b.off, ob, out.off, spec, sk, this.scratchBuf("matmul_split_k", "f32", sk.scratchElems), this.maxPerDim, this.matmulLimits, tile));
     this.runAll(planMatmulFastLaunches(ab, a.off, bb, b.off, ob, out.off, spec, this.maxPerDim, this.matmulLimits, tile));
@@ -1150,7 +1150,15 @@ export class WebGpuBackend implements Backend {
 
   /** The tensor-core launches' scratches (operand maxima, packed operands, split-K partials;
    * wgsl/matmul-coop-launch.ts COOP_SCRATCH), reused across products and grown on demand. */
-  private readonly coopScratch: CoopScratch = (name, dtype, length) => this.scratchBuf(name, dtype, length);
+  private readonly coopScratch: CoopScratch = (name, dtype, length) => {
+    // never grown past one binding (a scratch of several segments cannot be bound whole)
+    const cur = this.scratch.get(name);
+    if (cur && cur.length < length && 2 * cur.length > this.ledger.segElems) {
+      this.free(cur);
+      this.scratch.delete(name);
+    }
+    return this.scratchBuf(name, dtype, length);
+  };
 
   /** Every group's dW in one dispatch, offsets on the device (wgsl/grouped-matmul.ts). */
   groupedWeightGrad(dy: View, x: View, dw: View, offsets: View, spec: GroupedWeightGradSpec): void {

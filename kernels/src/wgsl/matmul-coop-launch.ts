@@ -89,6 +89,9 @@ export interface CoopLaunchConfig {
   vec?: 4 | 8;
   /** Forced split-K chunk count for dense batch-1 products (default: the plan's rule). */
   splitK?: number;
+  /** Most elements of one scratch (one binding; the backend's segment size): split-K takes fewer
+   * chunks where its f32 partials would not fit. Default unbounded. */
+  maxScratchElems?: number;
 }
 
 /** The default block, real cooperative matrices. */
@@ -171,7 +174,10 @@ export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, o
     const params = [M, N, K, aoff, boff, ooff, strideA, strideB, strideOut, batch];
     return [coopAbsMaxLaunch(a, aoff, M * K, strideA, b, boff, K * N, strideB, batch, amax), { kernel: coopKernel(o), bufs: [a, b, out, amax], params, workgroups: wg }];
   }
-  const { tile, splits } = coopDensePlan(spec, cfg);
+  const plan = coopDensePlan(spec, cfg);
+  const { tile } = plan;
+  let splits = plan.splits;
+  while (splits > 1 && (splits + 1) * M * N > (cfg.maxScratchElems ?? Infinity)) splits--;
   const launches: Launch[] = [];
   if (a.dtype !== "f16" || b.dtype !== "f16") launches.push(coopAbsMaxLaunch(a, aoff, M * K, strideA, b, boff, K * N, strideB, batch, amax));
   // stored orientation: A [M, K] (or [K, M] transposed), B [K, N] (or [N, K]); padded to the block
