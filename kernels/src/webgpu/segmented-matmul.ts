@@ -7,7 +7,8 @@
  * - M is cut where the rows of `out` (N elements each) or of A (K each, when A is not transposed)
  *   cross into their next segment; N is cut where the rows of a transposed B (K each: the LM head
  *   and tied-embedding weights [vocab, hidden]) do, or, for a B stored K×N, into column blocks of
- *   at most {@link MATMUL_TEMP_ELEMS}/K columns.
+ *   at most {@link MATMUL_TEMP_ELEMS}/K columns — unless K itself exceeds that bound: then K is
+ *   split along B's rows with accumulation instead (`splitK`).
  * - An operand block that is contiguous and inside one segment is bound there as is (the rows of
  *   A, the rows of a transposed B, whole-width rows of out). Any other block — a seam row that
  *   straddles a boundary, a column block of a transposed A or of an untransposed B, an output
@@ -15,7 +16,7 @@
  *   wgsl/segment-copy.ts), and an output block is scattered back (after gathering it first when
  *   accumulating).
  * - Temporaries hold at most min(S, {@link MATMUL_TEMP_ELEMS}) elements each; a shape that would
- *   need more (K above that bound) is refused with an error naming it.
+ *   need more (a row of K elements above that bound) is refused with an error naming it.
  *
  * Batched products run per batch matrix. Cost: none for operands in one segment; the copies of
  * gathered blocks otherwise.
@@ -65,12 +66,12 @@ export function matmulSegmented(host: MatmulHost, a: View, b: View, out: View, s
   const tB = spec.transB ?? false;
   const T = Math.min(host.segElems(), MATMUL_TEMP_ELEMS);
   const tooBig = (what: string): Error => new Error(`webgpu matmul: M=${M} N=${N} K=${K}${tA ? " transA" : ""}${tB ? " transB" : ""} on operands split across bindings needs ${what} larger than the ${T}-element bound of one temporary block`);
+  if (isSegmented(b) && !tB && K > T) return splitK(host, a, b, out, M, N, K, tA, spec.accumulate ?? false, T, tooBig);
   // N blocks
   let nRuns: RowRun[] = [{ r0: 0, r1: N, seam: false }];
   if (isSegmented(b)) {
     if (tB) nRuns = regionRuns(b.off, N, K, K, segStrideOf(b));
     else {
-      if (K > T) throw tooBig(`a column block of B (K = ${K} rows)`);
       nRuns = [{ r0: 0, r1: N, seam: false }];
       const nb = Math.floor(T / K);
       if (nb < N || crosses(b, K * N)) nRuns = subdivide(nRuns, nb).map(([r0, r1]) => ({ r0, r1, seam: false }));
@@ -136,4 +137,46 @@ function block(host: MatmulHost, a: View, b: View, out: View, M: number, N: numb
     host.copy2d(t, nb, ov, N, mb, nb);
   }
   for (const t of temps) host.free(t.buf);
+}
+
+/**
+ * A B stored K×N across segments whose column blocks would exceed one temporary (K > T): split K
+ * instead, along B's row runs (each bound as is; a straddling row of B copied to a temporary),
+ * out += A[:, k0…k1) · B[k0…k1, :] block by block (the first block as asked, the others
+ * accumulating: each output element sums its K terms in blocks, f32 rounding). A's K block is
+ * its rows k0…k1 when transposed (contiguous), else a column block gathered into a temporary.
+ */
+function splitK(host: MatmulHost, a: View, b: View, out: View, M: number, N: number, K: number, tA: boolean, accumulate: boolean, T: number, tooBig: (what: string) => Error): void {
+  if (N > T) throw tooBig(`a row of B (N = ${N})`);
+  const kMax = Math.floor(T / Math.max(M, N));
+  if (kMax < 1) throw tooBig(`a K block of A (M = ${M}) or of B (N = ${N})`);
+  let first = true;
+  for (const [k0, k1] of subdivide(regionRuns(b.off, K, N, N, segStrideOf(b)), kMax)) {
+    const kc = k1 - k0;
+    const temps: View[] = [];
+    const temp = (n: number): View => {
+      const t: View = { buf: host.alloc("f32", n, "other", "any"), off: 0 };
+      temps.push(t);
+      return t;
+    };
+    const bRows: View = { buf: b.buf, off: b.off + k0 * N };
+    let bv: View;
+    if (!crosses(bRows, kc * N)) bv = rebase(bRows, kc * N, "matmul", `rows ${k0}…${k1} of B`);
+    else {
+      bv = temp(kc * N);
+      host.copy(bRows, bv, kc * N);
+    }
+    let av: View;
+    const aRows: View = { buf: a.buf, off: a.off + k0 * M };
+    if (!tA) {
+      av = temp(M * kc);
+      host.copy2d({ buf: a.buf, off: a.off + k0 }, K, av, kc, M, kc);
+    } else if (crosses(aRows, kc * M)) {
+      av = temp(kc * M);
+      host.copy(aRows, av, kc * M);
+    } else av = rebase(aRows, kc * M, "matmul", `rows ${k0}…${k1} of A`);
+    host.matmul(av, bv, out, { M, N, K: kc, transA: tA, accumulate: first ? accumulate : true });
+    first = false;
+    for (const t of temps) host.free(t.buf);
+  }
 }

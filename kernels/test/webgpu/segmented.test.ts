@@ -281,6 +281,10 @@ describe("segmented buffers: matmul (output blocks; K whole)", () => {
     // dX = dy·W with W [131, 29] untransposed over segments: column blocks of B
     await same("head dX", { dy: { len: 7 * 131, off: 900 }, w: { len: 131 * 29, off: 5 }, dx: { len: 7 * 29, off: 1020 } }, ["dx"], (be, v) => be.matmul(v.dy!, v.w!, v.dx!, { M: 7, N: 29, K: 131 }), tol);
   });
+  test("K longer than a temporary block: K split along B's rows, accumulating", async () => {
+    for (const transA of [false, true])
+      for (const accumulate of [false, true]) await same(`split K tA=${transA} acc=${accumulate}`, { a: { len: 1100 * 2, off: 3 }, b: { len: 1100 * 2, off: 700 }, o: { len: 4, off: 1 } }, ["o"], (be, v) => be.matmul(v.a!, v.b!, v.o!, { M: 2, N: 2, K: 1100, transA, accumulate }), { rtol: 1e-5, atol: 1e-5 });
+  });
   test("batched, strided", async () => {
     await same("batched", { a: { len: 3 * 13 * 17, off: 2 }, b: { len: 3 * 17 * 19, off: 1000 }, o: { len: 3 * 13 * 19, off: 5 } }, ["o"], (be, v) => be.matmul(v.a!, v.b!, v.o!, { M: 13, N: 19, K: 17, batch: 3 }), tol);
   });
