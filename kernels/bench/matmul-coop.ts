@@ -6,11 +6,14 @@
  *       [--sweep-shapes square_4096] [--tiles 128x128x32-2x4-s2,128x256x32-4x4-s1,256x128x32-8x2-s1]
  *       [--epilogues scratch,direct] [--trusted off,on] [--variants tile:epilogue:on|off[:guard[:staging]],…]
  *       [--top 2] [--split-k 2,4,8]
- *       [--input f16|f32|both] [--f32-best] [--probe] [--probe-iters 256] [--samples 256]
+ *       [--input f16|f32|both] [--f32-best] [--probe] [--feed-probe] [--probe-iters 256] [--samples 256]
  *       [--target-ms 60] [--gen xorshift|lcg] [--emulate] [--json out.json]
  *
  * 1. With --probe: lists the driver's cooperative-matrix configurations; for each one WGSL can
- *    express (square 8/16, f16/f32) runs a probe (register-only coopMultiplyAdd chains).
+ *    express (square 8/16, f16/f32) runs a probe (register-only coopMultiplyAdd chains). With
+ *    --feed-probe: the 128x256x32-4x4 tile's multiply phase with its fragments loaded from
+ *    workgroup memory, then from a storage buffer (L1), no staging (matmul-coop-probe.ts
+ *    coopFeedProbeWGSL): the ceilings of the staged kernels and of the "none" staging.
  * 2. Sweep: every variant (tile × epilogue × trusted, or the --variants list) at each
  *    --sweep-shapes shape. "trusted": compiled without naga's runtime checks.
  * 3. Shapes: the --top best variants of the sweep (by TFLOP/s at the first sweep shape) and the
@@ -34,7 +37,7 @@ import { formatCoopConfig } from "../src/ffi/cooperative-matrix.ts";
 import { libraryKind, loadNative } from "../src/ffi/native.ts";
 import { f16FromF32, f16ToNumber } from "../src/numerics/index.ts";
 import { xorshift32 } from "../src/testing.ts";
-import { coopProbeWGSL, type CoopProbeShape } from "../src/wgsl/matmul-coop-probe.ts";
+import { coopFeedProbeWGSL, coopProbeWGSL, type CoopProbeShape } from "../src/wgsl/matmul-coop-probe.ts";
 import { COOP_FEATURES, CoopMatmul, coopDirectEpilogueOk, coopSupport, type CoopDispatch } from "../src/wgsl/matmul-coop.ts";
 import { COOP_DEFAULT_TILE, coopTileName, parseCoopTile, type CoopTile } from "../src/wgsl/matmul-coop-tile.ts";
 
@@ -172,6 +175,36 @@ if (process.argv.includes("--probe")) {
     } catch (e) {
       (result.probes as unknown[]).push({ config: label, error: (e as Error).message.split("\n").slice(0, 6).join(" | ") });
       console.log(`probe ${label}: ERROR ${(e as Error).message.split("\n").slice(0, 6).join(" | ")}`);
+    }
+  }
+}
+
+// ---- 1b. the multiply phase fed from workgroup memory / from storage (L1), no staging ----------
+if (process.argv.includes("--feed-probe")) {
+  for (const source of ["workgroup", "storage"] as const) {
+    const wgs = 132 * 4;
+    try {
+      device.pushErrorScope("validation");
+      const module = device.createShaderModule({ code: coopFeedProbeWGSL(source, probeIters) });
+      const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" } });
+      const src = device.createBuffer({ size: 2 * (128 * 40 + 32 * 264), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      const dst = device.createBuffer({ size: wgs * 16 * 2048 * 4, usage: GPUBufferUsage.STORAGE });
+      const bg = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: dst } }] });
+      const err = await device.popErrorScope();
+      if (err) throw new Error(err.message);
+      const s = await measure((p) => {
+        p.setPipeline(pipeline);
+        p.setBindGroup(0, bg);
+        p.dispatchWorkgroups(wgs);
+      });
+      const flop = wgs * 16 * probeIters * 8 * 2 * 16 ** 3;
+      (result.probes as unknown[]).push({ config: `feed ${source}`, tflops: flop / s / 1e12, seconds: s, workgroups: wgs, iters: probeIters });
+      console.log(`feed probe (2x4 fragments per subgroup, 16 subgroups, fragments from ${source}): ${(flop / s / 1e12).toFixed(1)} TFLOP/s`);
+      src.destroy();
+      dst.destroy();
+    } catch (e) {
+      (result.probes as unknown[]).push({ config: `feed ${source}`, error: (e as Error).message.split("\n").slice(0, 6).join(" | ") });
+      console.log(`feed probe ${source}: ERROR ${(e as Error).message.split("\n").slice(0, 6).join(" | ")}`);
     }
   }
 }

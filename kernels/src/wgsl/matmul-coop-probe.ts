@@ -47,3 +47,47 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 }
 `;
 }
+
+/** Where {@link coopFeedProbeWGSL} loads its fragments from. */
+export type CoopFeedSource = "workgroup" | "storage";
+
+/**
+ * Throughput probe of the tensor-core kernel's multiply phase fed from memory, without any staging:
+ * a workgroup of 16 subgroups (512 invocations) laid out 4 × 4 over a 128×256 block, each subgroup
+ * per 16-deep step loading its 2 A fragments and 4 B fragments (the 128x256x32-4x4 tile's compute
+ * loop of matmul-coop-wgsl.ts, same padded row strides 40 and 264 halves) and running the 8
+ * coopMultiplyAdd into its accumulators, `iters` steps alternating between the two 16-column
+ * halves of the 32-deep tile. "workgroup": the tiles sit in workgroup memory (filled once): the
+ * bound of the staged kernels' multiply phase. "storage": the same tiles read from the storage
+ * buffer `src` (24 KiB, L1-resident): the bound of the "none" staging. Bindings: 0 `src` (f16,
+ * ≥ 128·40 + 32·264 halves), 1 `dst` (f32, 8·256 per subgroup). FLOPs per workgroup:
+ * 16 · iters · 8 · 2·16³.
+ */
+export function coopFeedProbeWGSL(source: CoopFeedSource, iters: number): string {
+  const SA = 128 * 40, SB = 32 * 264;
+  const arr = source === "workgroup" ? "tile" : "src";
+  const accs = Array.from({ length: 8 }, (_, q) => `  var c${q} = coop_mat16x16<f32, C>();`).join("\n");
+  const mmas: string[] = [];
+  for (let i = 0; i < 2; i++) for (let j = 0; j < 4; j++) mmas.push(`    c${i * 4 + j} = coopMultiplyAdd(a${i}, b${j}, c${i * 4 + j});`);
+  return `enable f16;
+enable wgpu_cooperative_matrix;
+@group(0) @binding(0) var<storage, read> src: array<f16>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+${source === "workgroup" ? `var<workgroup> tile: array<f16, ${SA + SB}>;\n` : ""}@compute @workgroup_size(512)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+${source === "workgroup" ? `  for (var e = li; e < ${SA + SB}u; e += 512u) { tile[e] = src[e]; }\n  workgroupBarrier();\n` : ""}  let sg = li / 32u;
+  let wm = (sg / 4u) * 32u;
+  let wn = (sg % 4u) * 64u;
+${accs}
+  for (var i = 0u; i < ${iters}u; i++) {
+    let kk = (i & 1u) * 16u;
+    let a0 = coopLoadT<coop_mat16x16<f16, A>>(&${arr}[(wm + 0u) * 40u + kk], 40u);
+    let a1 = coopLoadT<coop_mat16x16<f16, A>>(&${arr}[(wm + 16u) * 40u + kk], 40u);
+${[0, 1, 2, 3].map((j) => `    let b${j} = coopLoadT<coop_mat16x16<f16, B>>(&${arr}[${SA}u + kk * 264u + wn + ${16 * j}u], 264u);`).join("\n")}
+${mmas.join("\n")}
+  }
+  let base = (wg.x * 16u + sg) * 2048u;
+${Array.from({ length: 8 }, (_, q) => `  coopStoreT(c${q}, &dst[base + ${q * 256}u], 16u);`).join("\n")}
+}
+`;
+}
