@@ -78,8 +78,12 @@ describe("dynamic routing with experts that receive no tokens", async () => {
     const drops = run.label!.startsWith("drops");
     const noise = run.label!.startsWith("noise") ? (run.label!.includes("RSample") ? base[4]! : base[5]!) : null;
     const ref = noise ?? (drops ? base[3]! : base[0]!);
-    test(`world 4, ${run.label}: completes, parameters within 1e-6 of the single-rank run`, () => {
-      expect(maxAbsDiff(ref.params, merge(outs))).toBeLessThan(1e-6);
+    // with capacity drops a dropped token's experts get small gradients, whose f32 reduction-order
+    // rounding Adam's m/√v turns into parameter differences up to ~1.1e-6 after 3 steps at lr 1e-2
+    // (seen with the integer-transform initial values, kernels/src/numerics/philox-transform.ts)
+    const tol = drops ? 2e-6 : 1e-6;
+    test(`world 4, ${run.label}: completes, parameters within ${drops ? "2e-6" : "1e-6"} of the single-rank run`, () => {
+      expect(maxAbsDiff(ref.params, merge(outs))).toBeLessThan(tol);
       expect(outs[0]!.losses[0]).toBe(ref.losses[0]!);
       if (drops) {
         // identical routing decisions and drops as the single rank (first step: identical forward)
