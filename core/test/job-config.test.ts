@@ -119,7 +119,8 @@ describe("errors", () => {
     expect(at(b, "model.vocab_size")[0]).toMatch(/1000 is smaller than the "gpt2" tokenizer's vocabulary 50257/);
     expect(at(b, "data.seq_len")[0]).toMatch(/200 exceeds model.max_position_embeddings 128/);
     expect(at(issuesOf({ train_micro_batch_size_per_gpu: 1 }), "model")[0]).toMatch(/required/);
-    expect(at(issuesOf(job({ model: { ...tinyLlama, rope_scaling: { type: "linear" } } })), "model.rope_scaling")[0]).toMatch(/not supported/);
+    expect(at(issuesOf(job({ model: { ...tinyLlama, rope_scaling: { type: "yarn", factor: 4 } } })), "model.rope_scaling.type")[0]).toMatch(/"yarn" is not supported: YaRN also scales the attention/);
+    expect(at(issuesOf(job({ model: { ...tinyLlama, rope_scaling: { type: "linear" } } })), "model.rope_scaling.factor")[0]).toMatch(/required for rope_type "linear"/);
   });
   test("old and new name together is an error; old name alone is accepted", () => {
     const z = { stage: 3, stage3_gather_fp16_weights_on_model_save: true };
@@ -194,9 +195,10 @@ describe("Hugging Face config.json files (transformers 5.17 fixtures)", () => {
       expect(warnings.map((w) => w.split(":")[0]).sort()).toEqual(["model.architectures", "model.dtype", "model.pretraining_tp", "model.transformers_version", "model.use_cache"].filter((k) => k.slice(6) in model));
     });
   }
-  test("rope_parameters with another rope_type, or a conflicting rope_theta, is an error", () => {
+  test("rope_parameters with a rope_type lacking its keys, or a conflicting rope_theta, is an error", () => {
     const a = issuesOf(job({ model: { ...tinyLlama, rope_parameters: { rope_type: "llama3", rope_theta: 5e5 } } }));
-    expect(at(a, "model.rope_parameters.rope_type")[0]).toMatch(/expected one of "default"/);
+    expect(at(a, "model.rope_parameters.low_freq_factor")[0]).toMatch(/required for rope_type "llama3"/);
+    expect(at(issuesOf(job({ model: { ...tinyLlama, rope_parameters: { rope_type: "longrope", rope_theta: 5e5 } } })), "model.rope_parameters.rope_type")[0]).toMatch(/"longrope" is not supported/);
     const b = issuesOf(job({ model: { ...tinyLlama, rope_theta: 1e4, rope_parameters: { rope_theta: 5e5 } } }));
     expect(at(b, "model.rope_parameters.rope_theta")[0]).toMatch(/differs from rope_theta 10000/);
   });

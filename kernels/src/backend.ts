@@ -29,6 +29,9 @@ export const MEM_TAGS: readonly MemTag[] = ["param", "grad", "optim", "activatio
 export const DTYPE_BYTES: Readonly<Record<DType, number>> = { f32: 4, f16: 2, bf16: 2, i32: 4, u32: 4 };
 
 /** An allocated device buffer. Opaque to callers except for the fields below. */
+/** RoPE frequencies: the base theta, or the headDim/2 inverse frequencies themselves. */
+export type RopeFreq = number | Float64Array;
+
 export interface Buf {
   /** Element type. */
   readonly dtype: DType;
@@ -333,9 +336,11 @@ export interface Backend {
 
   // ---- transformer pieces -------------------------------------------------------------------
   /** Rotary embedding on x [batch, seq, heads, headDim] in the Hugging Face "rotate_half" layout
-   * (Llama): pairs (i, i + headDim/2), angle = pos · theta^(−2i/headDim), pos = seq index.
+   * (Llama): pairs (i, i + headDim/2), angle = pos · f_i, pos = seq index, where `freq` is either
+   * the base theta (f_i = theta^(−2i/headDim)) or the table of the headDim/2 inverse frequencies f_i
+   * (scaled RoPE: linear, llama3, ...; float64, rounded to f32 where the backend computes in f32).
    * `inverse` applies the transpose rotation (the backward). */
-  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void;
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, freq: RopeFreq, inverse: boolean): void;
   /** Causal scaled-dot-product attention. q [B, S, H, D], k and v [B, S, Hkv, D] (grouped-query:
    * head h uses kv head floor(h·Hkv/H)); out [B, S, H, D]; lse [B, H, S] saves the row logsumexp. */
   attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void;

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { ModelConfig } from "../config/types.ts";
 
 /** HF config keys whose type is float in Transformers' LlamaConfig / MixtralConfig. */
-const FLOAT_KEYS = new Set(["rms_norm_eps", "rope_theta", "initializer_range", "attention_dropout", "router_aux_loss_coef", "router_jitter_noise", "routed_scaling_factor"]);
+const FLOAT_KEYS = new Set(["factor", "low_freq_factor", "high_freq_factor", "rms_norm_eps", "rope_theta", "initializer_range", "attention_dropout", "router_aux_loss_coef", "router_jitter_noise", "routed_scaling_factor"]);
 
 /** Transformers dtype names of our storage dtypes. */
 const TORCH_DTYPE = { f32: "float32", bf16: "bfloat16", f16: "float16" } as const;
@@ -34,7 +34,9 @@ export function hfConfigObject(cfg: ModelConfig, dtype: keyof typeof TORCH_DTYPE
     initializer_range: cfg.initializer_range,
     rms_norm_eps: cfg.rms_norm_eps,
     rope_theta: cfg.rope_theta,
-    rope_parameters: { rope_type: "default", rope_theta: cfg.rope_theta },
+    // Transformers 5 reads rope_parameters, 4 rope_scaling (null when unscaled)
+    rope_parameters: cfg.rope_scaling ? { ...cfg.rope_scaling, rope_theta: cfg.rope_theta } : { rope_type: "default", rope_theta: cfg.rope_theta },
+    rope_scaling: cfg.rope_scaling ? { ...cfg.rope_scaling } : null,
     tie_word_embeddings: cfg.tie_word_embeddings,
     attention_bias: cfg.attention_bias,
     attention_dropout: cfg.attention_dropout,

@@ -12,7 +12,8 @@
  */
 import { addIssue, check, isPlainObject, joinPath, show, typeOfJson, type CheckContext, type ObjectSpec, type Spec, type Unsupported } from "./schema.ts";
 import { absentOnly, oneOf } from "./spec-deepspeed-other.ts";
-import type { DeepseekV2Config, DeepseekV3Config, ModelConfig } from "./types.ts";
+import type { DeepseekV2Config, DeepseekV3Config, ModelConfig, RopeScalingConfig } from "./types.ts";
+import { readRopeSection } from "./spec-rope.ts";
 import { moeLayerIndices } from "./moe-shape.ts";
 
 const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
@@ -120,16 +121,19 @@ function commonFields(d: {
     hidden_act: { kind: "enum", values: ["silu"], default: "silu", doc: "MLP activation (SwiGLU with silu)" },
     rms_norm_eps: { kind: "number", min: 0, exclusiveMin: true, default: d.rms_norm_eps, doc: "RMSNorm ε" },
     rope_theta: { kind: "number", min: 0, exclusiveMin: true, default: d.rope_theta, doc: "RoPE base" },
-    rope_scaling: mustBeNull("rope_scaling"),
-    rope_parameters: {
-      kind: "object",
+    rope_scaling: {
+      kind: "custom",
+      typeName: "object {rope_type (or type), factor, ...} or null",
       nullable: true,
-      default: null,
-      doc: "transformers ≥ 5 form of the RoPE settings: {rope_type: \"default\", rope_theta}; sets rope_theta",
-      fields: {
-        rope_type: { kind: "enum", values: ["default"], default: "default", doc: "only the default (unscaled) RoPE is implemented" },
-        rope_theta: { kind: "number", min: 0, exclusiveMin: true, doc: "RoPE base (overrides the top-level default)" },
-      },
+      doc: 'Transformers 4 RoPE scaling: rope_type "linear" or "dynamic" (factor) or "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings); "yarn"/"longrope" are refused (spec-rope.ts)',
+      check: (value: unknown, path: string, ctx: CheckContext): unknown => readRopeSection(value, path, ctx, "rope_scaling"),
+    },
+    rope_parameters: {
+      kind: "custom",
+      typeName: "object {rope_type, rope_theta, ...} or null",
+      nullable: true,
+      doc: "Transformers 5 form of the RoPE settings: rope_type (\"default\" or a scaling as rope_scaling), rope_theta (sets rope_theta) and the scaling's keys",
+      check: (value: unknown, path: string, ctx: CheckContext): unknown => readRopeSection(value, path, ctx, "rope_parameters"),
     },
     max_position_embeddings: posInt("longest sequence the model is built for (>= data.seq_len)", d.max_position_embeddings),
     tie_word_embeddings: { kind: "boolean", default: false, doc: "share the embedding matrix with the LM head" },
@@ -326,14 +330,25 @@ export const MODEL_SPEC: Spec = {
         out.head_dim = out.hidden_size / out.num_attention_heads;
       }
     }
-    delete out.rope_scaling;
-    const rp = out.rope_parameters as { rope_theta?: number } | null | undefined;
-    if (rp && rp.rope_theta !== undefined) {
-      if (value.rope_theta !== undefined && value.rope_theta !== rp.rope_theta) {
-        addIssue(ctx, joinPath(path, "rope_parameters.rope_theta"), `rope_parameters.rope_theta ${rp.rope_theta} differs from rope_theta ${show(value.rope_theta)}; give one`);
+    // rope_scaling (Transformers 4) and rope_parameters (5) → rope_theta and one rope_scaling (spec-rope.ts)
+    type Section = { scaling: RopeScalingConfig | null; theta?: number } | null | undefined;
+    const rs = out.rope_scaling as Section;
+    const rp = out.rope_parameters as Section;
+    if (rp && rp.theta !== undefined) {
+      if (value.rope_theta !== undefined && value.rope_theta !== rp.theta) {
+        addIssue(ctx, joinPath(path, "rope_parameters.rope_theta"), `rope_parameters.rope_theta ${rp.theta} differs from rope_theta ${show(value.rope_theta)}; give one`);
       }
-      out.rope_theta = rp.rope_theta;
+      out.rope_theta = rp.theta;
     }
+    let scaling = rs?.scaling ?? null;
+    if (rp?.scaling) {
+      if (scaling !== null && JSON.stringify(scaling) !== JSON.stringify(rp.scaling)) addIssue(ctx, joinPath(path, "rope_parameters"), `rope_parameters and rope_scaling describe different RoPE scalings; give one`);
+      scaling = rp.scaling;
+    }
+    if (scaling !== null && (type === "deepseek_v3" || type === "deepseek_v2")) {
+      addIssue(ctx, joinPath(path, rs?.scaling ? "rope_scaling" : "rope_parameters"), `RoPE scaling for ${type} is not implemented (its checkpoints use YaRN, which also scales the attention)`);
+    }
+    out.rope_scaling = scaling;
     delete out.rope_parameters;
     return out;
   },

@@ -9,6 +9,11 @@
 /** Hugging Face decoder config shared by `llama` and `mixtral` (transformers' LlamaConfig /
  * MixtralConfig names). Null-valued HF options are resolved: `num_key_value_heads` and `head_dim`
  * are always numbers here. */
+/** RoPE scaling as Transformers reads it (models/rope-scaling.ts has the formulas). */
+export type RopeScalingConfig =
+  | { rope_type: "linear" | "dynamic"; factor: number }
+  | { rope_type: "llama3"; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };
+
 export interface ModelConfigBase {
   vocab_size: number;
   hidden_size: number;
@@ -23,6 +28,9 @@ export interface ModelConfigBase {
   hidden_act: "silu";
   rms_norm_eps: number;
   rope_theta: number;
+  /** Hugging Face rope scaling (config.json `rope_scaling`, or `rope_parameters` with a rope_type
+   * other than "default"); null: unscaled RoPE. Optional in the type for hand-built configs. */
+  rope_scaling?: RopeScalingConfig | null;
   max_position_embeddings: number;
   tie_word_embeddings: boolean;
   /** Std-dev of the normal init of weights (HF `_init_weights`). */

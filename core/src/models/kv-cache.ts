@@ -19,7 +19,7 @@
  *   positions: scores = q·Kᵀ·scale, row softmax, ·V (batched matmuls over the kv heads).
  * Results agree with the uncached forward to float rounding (test: core/test/models/kv-cache.test.ts).
  */
-import type { Backend, Buf } from "@zeromoe/kernels";
+import type { Backend, Buf, RopeFreq } from "@zeromoe/kernels";
 import type { ModelConfig } from "../config/types.ts";
 import { causalAttention, empty, fromArray, isGradEnabled, matmul, permute, reshape, rope, type Tensor } from "../tensor/index.ts";
 
@@ -32,15 +32,17 @@ export interface LayerKV {
 /**
  * The RoPE rotation at position `pos` as a D×D matrix R (row vector x times R = rope(x) in the
  * rotate_half layout): y[i] = x[i]·cos − x[i+D/2]·sin, y[i+D/2] = x[i+D/2]·cos + x[i]·sin, angle
- * pos·θ^(−2i/D). Row-major Float32Array of D·D.
+ * pos·θ^(−2i/D), or pos·f_i for a table of D/2 inverse frequencies (scaled RoPE). Row-major
+ * Float32Array of D·D.
  * @throws on an odd D.
  */
-export function ropeMatrix(pos: number, headDim: number, theta: number): Float32Array {
+export function ropeMatrix(pos: number, headDim: number, theta: RopeFreq): Float32Array {
   if (headDim % 2 !== 0) throw new Error(`ropeMatrix: head dim ${headDim} must be even`);
   const half = headDim / 2;
+  if (typeof theta !== "number" && theta.length !== half) throw new Error(`ropeMatrix: ${theta.length} inverse frequencies for head dim ${headDim} (expected ${half})`);
   const R = new Float32Array(headDim * headDim);
   for (let i = 0; i < half; i++) {
-    const ang = pos * Math.pow(theta, (-2 * i) / headDim);
+    const ang = pos * (typeof theta === "number" ? Math.pow(theta, (-2 * i) / headDim) : theta[i]!);
     const c = Math.cos(ang);
     const s = Math.sin(ang);
     R[i * headDim + i] = c;
@@ -111,7 +113,7 @@ export class KVCache {
    * @throws under gradient recording, for batch ≠ 1, more than one new token after the prompt, or
    *   positions past the capacity.
    */
-  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, theta: number, scale: number): Tensor {
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, theta: RopeFreq, scale: number): Tensor {
     if (isGradEnabled()) throw new Error("KVCache: inference only (run the forward under noGrad)");
     if (this.k.length === 0) throw new Error("KVCache: used after destroy()");
     const [B, S] = q.shape as [number, number];

@@ -32,6 +32,7 @@ import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
 import type { KVCache, LayerKV } from "./kv-cache.ts";
+import { ropeFreqOf } from "./rope-scaling.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
@@ -115,11 +116,11 @@ export function selfAttention(x: Tensor, p: AttentionParams, cfg: ModelConfig, B
     const q = reshape(linear(x, p.q.tensor), [B, S, H, D]);
     const k = reshape(linear(x, p.k.tensor), [B, S, Hkv, D]);
     const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
-    const o = kv.cache.attend(kv.layer, q, k, v, cfg.rope_theta, 1 / Math.sqrt(D));
+    const o = kv.cache.attend(kv.layer, q, k, v, ropeFreqOf(cfg), 1 / Math.sqrt(D));
     return linear(reshape(o, [B * S, H * D]), p.o.tensor);
   }
-  const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), cfg.rope_theta);
-  const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), cfg.rope_theta);
+  const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), ropeFreqOf(cfg));
+  const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), ropeFreqOf(cfg));
   const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
   const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
   return linear(reshape(o, [B * S, H * D]), p.o.tensor);

@@ -25,6 +25,7 @@ import { causalAttention, linear, reshape, rmsnorm, rope } from "../tensor/index
 import type { Tensor } from "../tensor/tensor.ts";
 import type { ModelOptions } from "./llama.ts";
 import { SparseMoEDecoder } from "./sparse-moe-decoder.ts";
+import { ropeFreqOf } from "./rope-scaling.ts";
 
 /** `Qwen3MoeForCausalLM` (module comment). */
 export class Qwen3MoeForCausalLM extends SparseMoEDecoder<Qwen3MoeConfig> {
@@ -56,8 +57,8 @@ export class Qwen3MoeForCausalLM extends SparseMoEDecoder<Qwen3MoeConfig> {
     const Hkv = c.num_key_value_heads;
     const D = c.head_dim;
     const eps = c.rms_norm_eps;
-    const q = rope(reshape(rmsnorm(reshape(linear(x, p.q.tensor), [B * S * H, D]), n.q.tensor, eps), [B, S, H, D]), c.rope_theta);
-    const k = rope(reshape(rmsnorm(reshape(linear(x, p.k.tensor), [B * S * Hkv, D]), n.k.tensor, eps), [B, S, Hkv, D]), c.rope_theta);
+    const q = rope(reshape(rmsnorm(reshape(linear(x, p.q.tensor), [B * S * H, D]), n.q.tensor, eps), [B, S, H, D]), ropeFreqOf(c));
+    const k = rope(reshape(rmsnorm(reshape(linear(x, p.k.tensor), [B * S * Hkv, D]), n.k.tensor, eps), [B, S, Hkv, D]), ropeFreqOf(c));
     const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
     const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
     return linear(reshape(o, [B * S, H * D]), p.o.tensor);

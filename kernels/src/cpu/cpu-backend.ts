@@ -422,7 +422,7 @@ export class CpuBackend implements Backend {
   }
 
   // ---- transformer pieces ------------------------------------------------------------------
-  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number | Float64Array, inverse: boolean): void {
     for (const [k, v] of [["batch", batch], ["seq", seq], ["heads", heads], ["headDim", headDim]] as const) checkCount("rope", k, v);
     if (headDim % 2 !== 0) throw new Error(`cpu rope: headDim must be even, got ${headDim}`);
     const n = batch * seq * heads * headDim;

@@ -7,11 +7,18 @@
 import type { FArr } from "./store.ts";
 
 /** y = rope(x) for x [batch, seq, heads, headDim] (in place allowed); `inverse` rotates by −angle.
- * headDim must be even (checked by the caller). */
-export function ropeF(x: FArr, xo: number, y: FArr, yo: number, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
+ * `freq`: the base theta, or the headDim/2 inverse frequencies (scaled RoPE). headDim must be even
+ * (checked by the caller). */
+export function ropeF(x: FArr, xo: number, y: FArr, yo: number, batch: number, seq: number, heads: number, headDim: number, freq: number | Float64Array, inverse: boolean): void {
   const half = headDim / 2;
-  const invFreq = new Float64Array(half);
-  for (let i = 0; i < half; i++) invFreq[i] = Math.pow(theta, (-2 * i) / headDim);
+  let invFreq: Float64Array;
+  if (typeof freq === "number") {
+    invFreq = new Float64Array(half);
+    for (let i = 0; i < half; i++) invFreq[i] = Math.pow(freq, (-2 * i) / headDim);
+  } else {
+    if (freq.length !== half) throw new Error(`rope: ${freq.length} inverse frequencies for head dim ${headDim} (expected ${half})`);
+    invFreq = freq;
+  }
   const cos = new Float64Array(half);
   const sin = new Float64Array(half);
   const sgn = inverse ? -1 : 1;

@@ -1283,7 +1283,7 @@ export class WebGpuBackend implements Backend {
 
   // ---- transformer pieces --------------------------------------------------------------------
 
-  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean): void {
+  rope(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number | Float64Array, inverse: boolean): void {
     if (anySegmented(x, y)) {
       const args: RowArg[] = [
         { view: x, perRow: heads * headDim, io: "in", arg: "x", dtypes: F32 },
@@ -1295,15 +1295,17 @@ export class WebGpuBackend implements Backend {
   }
 
   /** rope over `positions` flattened (batch, seq) positions from `pos0` (x, y at those rows). */
-  private ropeBlock(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number, inverse: boolean, pos0: number, positions: number): void {
+  private ropeBlock(x: View, y: View, batch: number, seq: number, heads: number, headDim: number, theta: number | Float64Array, inverse: boolean, pos0: number, positions: number): void {
     const n = positions * heads * headDim;
     const xb = this.v(x, n, "rope", "x", F32);
     const yb = this.v(y, n, "rope", "y", F32);
     if (n === 0) return;
-    const key = `${headDim}:${theta}`;
+    // a table of inverse frequencies (scaled RoPE) is keyed by its values
+    const key = typeof theta === "number" ? `${headDim}:${theta}` : `${headDim}:table:${Array.from(theta).join(",")}`;
     let table = this.ropeTables.get(key);
     if (!table) {
-      const t = ropeInvFreq(headDim, theta);
+      if (typeof theta !== "number" && theta.length !== headDim / 2) throw new Error(`webgpu rope: ${theta.length} inverse frequencies for head dim ${headDim} (expected ${headDim / 2})`);
+      const t = typeof theta === "number" ? ropeInvFreq(headDim, theta) : Float32Array.from(theta);
       table = this.ledger.alloc("f32", t.length, "other");
       this.batcher.beforeWrite(table.gpu!, 0, t.byteLength);
       this.device.queue.writeBuffer(table.gpu!, 0, t.buffer, 0, t.byteLength);

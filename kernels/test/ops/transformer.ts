@@ -23,6 +23,23 @@ export function transformerTests(t: T): void {
       c.be.rope(xv, xv, B, S, H, D, theta, true);
       c.close(`rope round trip in place [${B},${S},${H},${D}]`, await c.read(xv, n), x, { factor: 4 + S / 8, normwise: true });
     }
+    // a table of inverse frequencies (scaled RoPE: here Llama 3.1's llama3 shape on a short context),
+    // forward and inverse, at an awkward size
+    for (const [B, S, H, D] of [[2, 13, 3, 10], [1, c.large(61, 5), 2, 34]] as [number, number, number, number][]) {
+      const table = Float64Array.from({ length: D / 2 }, (_, i) => {
+        const f = Math.pow(500000, (-2 * i) / D);
+        const wl = (2 * Math.PI) / f;
+        return wl > 16 ? f / 8 : wl < 4 ? f : (1 - (16 / wl - 1) / 3) * (f / 8) + ((16 / wl - 1) / 3) * f;
+      });
+      const n = B * S * H * D;
+      const x = r.f32(n);
+      for (const inverse of [false, true]) {
+        const y = c.output(n);
+        c.be.rope(c.input(x), y.view, B, S, H, D, table, inverse);
+        c.close(`rope table [${B},${S},${H},${D}] inverse=${inverse}`, await y.read(), refRope(x, B, S, H, D, table, inverse), { factor: 4 + S / 8, normwise: true });
+        await y.checkGuards();
+      }
+    }
   });
 
   const shapes = (c: { large(n: number, min?: number): number }): [number, number, number, number, number][] => [

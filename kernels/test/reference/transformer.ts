@@ -7,7 +7,7 @@
  */
 
 /** RoPE of x [B, S, H, D] (inverse: rotation by −angle). */
-export function refRope(x: ArrayLike<number>, B: number, S: number, H: number, D: number, theta: number, inverse: boolean): Float64Array {
+export function refRope(x: ArrayLike<number>, B: number, S: number, H: number, D: number, theta: number | Float64Array, inverse: boolean): Float64Array {
   const y = new Float64Array(B * S * H * D);
   const half = D / 2;
   for (let b = 0; b < B; b++)
@@ -16,7 +16,7 @@ export function refRope(x: ArrayLike<number>, B: number, S: number, H: number, D
         const base = ((b * S + s) * H + h) * D;
         for (let d = 0; d < D; d++) {
           const i = d % half;
-          const ang = s / Math.pow(theta, (2 * i) / D);
+          const ang = typeof theta === "number" ? s / Math.pow(theta, (2 * i) / D) : s * theta[i]!;
           const sin = (inverse ? -1 : 1) * Math.sin(ang);
           const rot = d < half ? -x[base + d + half]! : x[base + d - half]!;
           y[base + d] = x[base + d]! * Math.cos(ang) + rot * sin;

@@ -5,7 +5,7 @@
  * - causal scaled-dot-product attention with grouped-query heads (Ainslie et al. 2023), computed by
  *   the backend with a saved row logsumexp (FlashAttention-style backward, Dao et al. 2022).
  */
-import type { View } from "@zeromoe/kernels";
+import type { RopeFreq, View } from "@zeromoe/kernels";
 import { accumulateGrad, gradTarget, record, scratch } from "../tape.ts";
 import { Tensor, empty } from "../tensor.ts";
 
@@ -14,9 +14,10 @@ function dims4(op: string, x: Tensor): [number, number, number, number] {
   return x.shape as unknown as [number, number, number, number];
 }
 
-/** RoPE on x [B, S, H, D] with positions 0..S−1: pairs (i, i + D/2), angle pos·theta^(−2i/D).
- * Backward applies the inverse rotation. @throws if D is odd. */
-export function rope(x: Tensor, theta: number): Tensor {
+/** RoPE on x [B, S, H, D] with positions 0..S−1: pairs (i, i + D/2), angle pos·f_i with
+ * f_i = theta^(−2i/D), or f_i from a table of D/2 inverse frequencies (scaled RoPE:
+ * models/rope-scaling.ts). Backward applies the inverse rotation. @throws if D is odd. */
+export function rope(x: Tensor, theta: RopeFreq): Tensor {
   const [B, S, H, D] = dims4("rope", x);
   if (D % 2 !== 0) throw new Error(`rope: head dim ${D} must be even (${x})`);
   const be = x.be;
