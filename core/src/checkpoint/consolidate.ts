@@ -11,6 +11,7 @@
  */
 import { join } from "node:path";
 import { locateCheckpoint, readManifest } from "./manifest.ts";
+import { manifestModelConfig } from "./manifest-model.ts";
 import { writeHfConfig } from "./hf-config.ts";
 import { copyHubSideFiles, sideFileSources } from "./hub-side-files.ts";
 import { HubDirWriter } from "./hub-export.ts";
@@ -49,13 +50,16 @@ export interface ConsolidateResult {
 /**
  * Write `out` from the checkpoint at `path` (a checkpoint root — its `latest`, or `tag` — or a tag
  * directory).
- * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record);
+ * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record); ConfigError
+ *   for a manifest whose model config is not valid;
  *   SafetensorsError / fs errors while writing (the partial output is removed).
  */
 export function zeroToFp32(path: string, out: string, tag?: string, opts: ConsolidateOptions = {}): ConsolidateResult {
   const t0 = performance.now();
   const loc = locateCheckpoint(path, tag);
   const m = readManifest(loc.tagDir);
+  // the config.json of a Hub export is written from it: checked as a config.json is read
+  const model = manifestModelConfig(m, join(loc.tagDir, "manifest.json"));
   const source = m.param_dtype === "f32" ? "params" : "master";
   const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
   // the model's buffers the moe plugin saved (DeepSeek-V3's e_score_correction_bias), after the parameters
@@ -80,7 +84,7 @@ export function zeroToFp32(path: string, out: string, tag?: string, opts: Consol
     for (const [name, v] of buffers) w.writeTensor(name, Float32Array.from(v));
     w.finish();
     if (opts.maxShardSize !== undefined) {
-      writeHfConfig(out, m.config.model, "f32");
+      writeHfConfig(out, model, "f32");
       copyHubSideFiles(out, sideFileSources(m.config));
     }
   } catch (e) {

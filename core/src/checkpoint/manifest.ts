@@ -33,7 +33,7 @@ import type { SchedulerState } from "../optim/schedulers.ts";
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
-import type { RecordDType, RecordFileReader } from "./record-file.ts";
+import type { RecordDType, RecordFileReader, RecordLayout } from "./record-file.ts";
 import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** `format` field of every manifest. */
@@ -149,6 +149,28 @@ export function verifyRankFile(m: CheckpointManifest, rank: number, r: RecordFil
   if (r.fileBytes !== f.bytes) throw new CheckpointError(r.path, `is ${r.fileBytes} bytes, the manifest records ${f.bytes}${other}`);
   if (r.records.length !== f.records) throw new CheckpointError(r.path, `holds ${r.records.length} records, the manifest records ${f.records}${other}`);
   if (r.indexDigest !== f.index_sha256) throw new CheckpointError(r.path, `index digest ${r.indexDigest.slice(0, 16)}… differs from the manifest's ${f.index_sha256.slice(0, 16)}…${other}`);
+  // the layout the rank file was written under (absent in files written before it was recorded)
+  if (r.layout !== null) {
+    const edited = " (the manifest was edited and re-signed, or the rank file is from another save)";
+    const mf = join(r.path, "..", "manifest.json");
+    if (r.layout.zero_stage !== m.zero_stage) throw new CheckpointError(mf, `field zero_stage is ${m.zero_stage}, but ${rankFileName(rank)} was written at ZeRO stage ${r.layout.zero_stage}${edited}`);
+    if (r.layout.ep_size !== m.ep_size) throw new CheckpointError(mf, `field ep_size is ${m.ep_size}, but ${rankFileName(rank)} was written at ep_size ${r.layout.ep_size}${edited}`);
+    const placement = placementDigest(m.plugins);
+    if (r.layout.placement_sha256 !== placement) throw new CheckpointError(mf, `field plugins.moe.placement ${placement === null ? "is absent" : `has digest ${placement.slice(0, 16)}…`}, but ${rankFileName(rank)} was written with ${r.layout.placement_sha256 === null ? "none" : `placement digest ${r.layout.placement_sha256.slice(0, 16)}…`}${edited}`);
+  }
+}
+
+/** SHA-256 (hex) of the JSON of a manifest's `plugins.moe.placement` (the expert placement), or
+ * null when there is none. */
+export function placementDigest(plugins: unknown): string | null {
+  const p = (plugins as { moe?: { placement?: unknown } } | null | undefined)?.moe?.placement;
+  if (p === undefined || p === null || typeof plugins !== "object") return null;
+  return sha256Hex(JSON.stringify(p));
+}
+
+/** The layout to record in every rank file of a save (record-file.ts RecordLayout). */
+export function saveLayout(zeroStage: number, epSize: number, plugins: Record<string, unknown>): RecordLayout {
+  return { zero_stage: zeroStage, ep_size: epSize, placement_sha256: placementDigest(plugins) };
 }
 
 const ZERO_DIGEST = "0".repeat(64);
@@ -352,6 +374,7 @@ export function readManifest(tagDir: string): CheckpointManifest {
   // every model has units (embed, layers, head): an empty plan would export or load nothing
   if (!Array.isArray(m.units) || m.units.length === 0) fail(file, "units", "a non-empty array", Array.isArray(m.units) ? "[]" : m.units);
   const names = new Set<string>();
+  const paramNames = new Set<string>();
   (m.units as ManifestUnit[]).forEach((u, i) => {
     const at = `units[${i}]`;
     if (!u || typeof u !== "object" || typeof u.name !== "string") fail(file, `${at}.name`, "a string", u?.name);
@@ -363,7 +386,12 @@ export function readManifest(tagDir: string): CheckpointManifest {
     if (!Array.isArray(u.params)) fail(file, `${at}.params`, "an array", u.params);
     for (const [j, p] of u.params.entries()) {
       if (!p || typeof p.name !== "string" || !Array.isArray(p.shape) || !p.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) fail(file, `${at}.params[${j}]`, "{name, shape, offset}", p);
+      // a parameter name is a tensor name of the export: one unit, one place
+      if (paramNames.has(p.name)) fail(file, `${at}.params[${j}].name`, "a parameter name not used before in the plan", p.name);
+      paramNames.add(p.name);
+      if (p.shape.length > 8) fail(file, `${at}.params[${j}].shape`, "at most 8 dimensions", p.shape);
       const n = p.shape.reduce((a, b) => a * b, 1);
+      if (!Number.isSafeInteger(n)) fail(file, `${at}.params[${j}].shape`, "an element count below 2^53", p.shape);
       const off = uint(file, `${at}.params[${j}].offset`, p.offset);
       if (off + n > numel) fail(file, `${at}.params[${j}]`, `a range inside the unit's ${numel} elements`, { offset: off, numel: n });
     }

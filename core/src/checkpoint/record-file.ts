@@ -5,9 +5,10 @@
  * ```
  * [16 bytes]  magic "ZMCKPT\0\0", u32 LE format version, u32 LE rank
  * [frames]    frame i = CBOR map {name, dtype, start, count, codec, raw_bytes, data}
- * [index]     CBOR map {version, rank, world_size, tag, records: [{name, offset, bytes, crc, dtype,
- *             start, count, codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32 of the
- *             frame bytes; world_size and tag identify the save the file belongs to)
+ * [index]     CBOR map {version, rank, world_size, tag, layout, records: [{name, offset, bytes, crc,
+ *             dtype, start, count, codec, raw_bytes}]}  (offset/bytes locate the frame; crc = CRC-32
+ *             of the frame bytes; world_size and tag identify the save the file belongs to; layout
+ *             = {zero_stage, ep_size, placement_sha256} the saving job's layout, or absent)
  * [24 bytes]  u64 LE index offset, u32 LE index bytes, u32 LE CRC-32 of the index, "ZMCKEND\0"
  * ```
  *
@@ -119,6 +120,20 @@ export interface RecordWriterOptions {
   tag?: string | null;
   /** World size of the saving job (recorded in the index; default null). */
   worldSize?: number | null;
+  /** The saving job's layout (recorded in the index; default null). */
+  layout?: RecordLayout | null;
+}
+
+/**
+ * The layout of the job that wrote a rank file, as its index records it: the manifest's
+ * `zero_stage`, `ep_size` and the SHA-256 (hex) of the JSON of its expert placement
+ * (`plugins.moe.placement`, null without one). Checked against the manifest on load
+ * (manifest.ts verifyRankFile), so an edited and re-signed layout is refused naming the field.
+ */
+export interface RecordLayout {
+  zero_stage: number;
+  ep_size: number;
+  placement_sha256: string | null;
 }
 
 /** Streaming writer of one rank file (see the module comment). Records are appended one at a
@@ -134,7 +149,7 @@ export class RecordFileWriter {
   private constructor(
     readonly path: string,
     private readonly fd: number,
-    private readonly opts: { codec: RecordCodec; level: NonNullable<RecordWriterOptions["level"]>; tag: string | null; worldSize: number | null },
+    private readonly opts: { codec: RecordCodec; level: NonNullable<RecordWriterOptions["level"]>; tag: string | null; worldSize: number | null; layout: RecordLayout | null },
   ) {}
 
   /** Create (truncate) `path` and write the header. @throws fs errors. */
@@ -146,7 +161,7 @@ export class RecordFileWriter {
     dv.setUint32(8, RECORD_FILE_VERSION, true);
     dv.setUint32(12, rank, true);
     writingFile(path, "write the header", () => writeAll(fd, head));
-    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1, tag: opts.tag ?? null, worldSize: opts.worldSize ?? null });
+    return new RecordFileWriter(path, fd, { codec: opts.codec ?? "shuffle", level: opts.level ?? 1, tag: opts.tag ?? null, worldSize: opts.worldSize ?? null, layout: opts.layout ?? null });
   }
 
   /**
@@ -184,7 +199,7 @@ export class RecordFileWriter {
   /** Write the index and trailer, fsync and close. Returns the file size in bytes. */
   finish(rank: number): number {
     if (this.closed) throw new CheckpointError(this.path, "writer already finished");
-    const index = cborEncode({ version: RECORD_FILE_VERSION, rank, world_size: this.opts.worldSize, tag: this.opts.tag, records: this.entries }) as Uint8Array;
+    const index = cborEncode({ version: RECORD_FILE_VERSION, rank, world_size: this.opts.worldSize, tag: this.opts.tag, ...(this.opts.layout ? { layout: this.opts.layout } : {}), records: this.entries }) as Uint8Array;
     if (index.byteLength > MAX_INDEX_BYTES) throw new CheckpointError(this.path, `index of ${index.byteLength} bytes is over the ${MAX_INDEX_BYTES}-byte limit`);
     const trailer = new Uint8Array(TRAILER_BYTES);
     const dv = new DataView(trailer.buffer);
@@ -223,6 +238,8 @@ export class RecordFileReader {
   /** Tag and world size of the save, as the index records them (null when the writer gave none). */
   readonly tag: string | null;
   readonly worldSize: number | null;
+  /** The saving job's layout as the index records it (null in files written before it was). */
+  readonly layout: RecordLayout | null;
   /** File size in bytes. */
   readonly fileBytes: number;
   /** SHA-256 (hex) of the index bytes: commits to every frame through their CRCs (module comment). */
@@ -230,12 +247,13 @@ export class RecordFileReader {
   private readonly byName = new Map<string, RecordEntry>();
   private fd: number | null;
 
-  private constructor(readonly path: string, fd: number, rank: number, records: RecordEntry[], meta: { tag: string | null; worldSize: number | null; fileBytes: number; indexDigest: string }) {
+  private constructor(readonly path: string, fd: number, rank: number, records: RecordEntry[], meta: { tag: string | null; worldSize: number | null; layout: RecordLayout | null; fileBytes: number; indexDigest: string }) {
     this.fd = fd;
     this.rank = rank;
     this.records = records;
     this.tag = meta.tag;
     this.worldSize = meta.worldSize;
+    this.layout = meta.layout;
     this.fileBytes = meta.fileBytes;
     this.indexDigest = meta.indexDigest;
     for (const r of records) this.byName.set(r.name, r);
@@ -284,9 +302,9 @@ export class RecordFileReader {
       } catch (e) {
         throw new CheckpointError(path, `index is not valid CBOR: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
       }
-      const { records, tag, worldSize } = validateIndex(parsed, path, rank, indexOffset);
+      const { records, tag, worldSize, layout } = validateIndex(parsed, path, rank, indexOffset);
       const indexDigest = new Bun.CryptoHasher("sha256").update(index).digest("hex");
-      return new RecordFileReader(path, fd, rank, records, { tag, worldSize, fileBytes: size, indexDigest });
+      return new RecordFileReader(path, fd, rank, records, { tag, worldSize, layout, fileBytes: size, indexDigest });
     } catch (e) {
       closeSync(fd);
       throw e;
@@ -462,13 +480,20 @@ function readAt(fd: number, path: string, pos: number, len: number, record?: str
   return buf;
 }
 
-function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: number): { records: RecordEntry[]; tag: string | null; worldSize: number | null } {
-  const idx = parsed as { version?: unknown; rank?: unknown; records?: unknown; tag?: unknown; world_size?: unknown };
+function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: number): { records: RecordEntry[]; tag: string | null; worldSize: number | null; layout: RecordLayout | null } {
+  const idx = parsed as { version?: unknown; rank?: unknown; records?: unknown; tag?: unknown; world_size?: unknown; layout?: unknown };
   if (!idx || typeof idx !== "object") throw new CheckpointError(path, "index is not a CBOR map");
   if (idx.version !== RECORD_FILE_VERSION) throw new CheckpointError(path, `index version ${describeValue(idx.version)}, expected ${RECORD_FILE_VERSION}`);
   if (idx.rank !== rank) throw new CheckpointError(path, `index rank ${describeValue(idx.rank)} differs from the header's rank ${rank}`);
   if (idx.tag != null && (typeof idx.tag !== "string" || idx.tag.length > MAX_TAG_CHARS)) throw new CheckpointError(path, `index tag ${describeValue(idx.tag)} is not a tag name`);
   if (idx.world_size != null && !(isUint(idx.world_size, 1 << 20) && idx.world_size > rank)) throw new CheckpointError(path, `index world_size ${describeValue(idx.world_size)} is not an integer above rank ${rank}`);
+  let layout: RecordLayout | null = null;
+  if (idx.layout != null) {
+    const l = idx.layout as Record<string, unknown>;
+    if (typeof l !== "object" || !isUint(l.zero_stage, 3) || !isUint(l.ep_size, 1 << 20) || (l.placement_sha256 !== null && !(typeof l.placement_sha256 === "string" && /^[0-9a-f]{64}$/.test(l.placement_sha256))))
+      throw new CheckpointError(path, `index layout ${describeValue(idx.layout)} is not {zero_stage, ep_size, placement_sha256}`);
+    layout = { zero_stage: l.zero_stage as number, ep_size: l.ep_size as number, placement_sha256: l.placement_sha256 as string | null };
+  }
   if (!Array.isArray(idx.records)) throw new CheckpointError(path, "index has no records list");
   if (idx.records.length > (frameEnd - HEADER_BYTES) / MIN_FRAME_BYTES) throw new CheckpointError(path, `index lists ${idx.records.length} records, more than the ${frameEnd - HEADER_BYTES}-byte frame area can hold`);
   const out: RecordEntry[] = [];
@@ -492,5 +517,5 @@ function validateIndex(parsed: unknown, path: string, rank: number, frameEnd: nu
     names.add(r.name);
     out.push({ name: r.name, offset: r.offset, bytes: r.bytes, crc: r.crc, dtype: dt, start: r.start, count: r.count, codec: r.codec, raw_bytes: r.raw_bytes });
   }
-  return { records: out, tag: (idx.tag as string | null | undefined) ?? null, worldSize: (idx.world_size as number | null | undefined) ?? null };
+  return { records: out, tag: (idx.tag as string | null | undefined) ?? null, worldSize: (idx.world_size as number | null | undefined) ?? null, layout };
 }

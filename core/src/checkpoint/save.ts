@@ -29,7 +29,7 @@ import type { CheckpointTarget } from "../engine/stateful.ts";
 import { lockConflict } from "./dir-lock.ts";
 import { CheckpointError } from "./errors.ts";
 import {
-  checkTag, fsyncDir, listTags, manifestFileEntry, manifestText, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, writeFileAtomic,
+  checkTag, fsyncDir, listTags, manifestFileEntry, manifestText, MANIFEST_FORMAT, MANIFEST_VERSION, rankFileName, saveLayout, writeFileAtomic,
   type CheckpointManifest, type ManifestPiece, type ManifestUnit, type UnitStateName,
 } from "./manifest.ts";
 import { RecordFileReader, RecordFileWriter, type RecordCodec, type RecordDType } from "./record-file.ts";
@@ -131,7 +131,10 @@ export async function saveCheckpoint(engine: CheckpointTarget, dir: string, tag:
 
   // 3. this rank's file
   const tw = performance.now();
-  const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level, tag, worldSize: comm.worldSize });
+  // the layout every rank file records (the manifest's zero_stage, ep_size, expert placement),
+  // checked against the manifest on load; the plugins' entries are the same on every rank
+  const layout = saveLayout(env.config.zero_optimization.stage, env.config.moe?.ep_size ?? 1, engine.manifestEntries());
+  const writer = RecordFileWriter.create(join(tmpDir, rankFileName(rank)), rank, { codec: opts.codec, level: opts.level, tag, worldSize: comm.worldSize, layout });
   let fileBytes: number;
   try {
     const owned = new Set(engine.checkpointUnits());

@@ -25,6 +25,7 @@ import { CheckpointError } from "../checkpoint/errors.ts";
 import { loadStateDict } from "../checkpoint/hf-load.ts";
 import { HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
+import { manifestModelConfig } from "../checkpoint/manifest-model.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
 import { ShardSource } from "../checkpoint/shard-source.ts";
 import { CONFIG_JSON_LIMITS } from "../config/json-bounds.ts";
@@ -133,20 +134,6 @@ function sourceManifest(file: string): CheckpointManifest | null {
   return null;
 }
 
-/** The manifest's model config, validated as a config.json is (resolveModelConfig: schema,
- * consistency, MODEL_COUNT_LIMITS; idempotent on a config the trainer resolved): the manifest's
- * checksum only shows the file was not edited by accident, and a re-signed one with
- * num_attention_heads 0 was built and evaluated.
- * @throws ConfigError listing every issue, with manifest.json as its source. */
-function checkedManifestModel(m: CheckpointManifest, file: string): ModelConfig {
-  try {
-    return resolveModelConfig(m.config.model, "config.model").config;
-  } catch (e) {
-    if (e instanceof ConfigError) throw new ConfigError(e.issues.map((i) => ({ ...i, source: file })), `invalid model config in ${file}`);
-    throw e;
-  }
-}
-
 /** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit.
  * @throws CheckpointError for a damaged checkpoint or a parameter the model does not have. */
 function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): void {
@@ -154,19 +141,25 @@ function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointM
   const src = new ShardSource(tagDir, m);
   const seen = new Set<string>();
   try {
-    for (const u of m.units) {
-      const full = src.readF32(u.name, state, 0, u.numel);
-      for (const p of u.params) {
-        const n = p.shape.reduce((a, b) => a * b, 1);
+    const file = join(tagDir, "manifest.json");
+    for (const [i, u] of m.units.entries()) {
+      // names and shapes first, against the model built from the manifest's config: a re-signed
+      // manifest whose shapes disagree with it was a bare Error from writeParam (or, with the same
+      // element count, loaded into the wrong layout)
+      const params = u.params.map((p, j) => {
         let param;
         try {
           param = model.param(p.name);
         } catch {
-          throw new CheckpointError(join(tagDir, "manifest.json"), `holds parameter ${quoteUntrusted(p.name)}, which the ${m.config.model.model_type} model does not have`);
+          throw new CheckpointError(file, `field units[${i}].params[${j}].name: holds parameter ${quoteUntrusted(p.name)}, which the ${m.config.model.model_type} model does not have`);
         }
-        writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + n) }, 0, tagDir);
+        if (p.shape.length !== param.shape.length || p.shape.some((d, k) => d !== param.shape[k])) throw new CheckpointError(file, `field units[${i}].params[${j}].shape: ${quoteUntrusted(p.name)} is [${p.shape.slice(0, 8).join(", ")}${p.shape.length > 8 ? ", …" : ""}], the model's is [${param.shape.join(", ")}] (the manifest's config and its shard plan disagree)`);
+        if (seen.has(p.name)) throw new CheckpointError(file, `field units[${i}].params[${j}].name: ${quoteUntrusted(p.name)} is listed twice`);
         seen.add(p.name);
-      }
+        return { p, param };
+      });
+      const full = src.readF32(u.name, state, 0, u.numel);
+      for (const { p, param } of params) writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + param.numel) }, 0, tagDir);
     }
   } finally {
     src.close();
@@ -244,7 +237,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     const manifest = readManifest(loc.tagDir);
     ckpt = { tagDir: loc.tagDir, manifest };
     job = manifest.config;
-    config = checkedManifestModel(manifest, join(loc.tagDir, "manifest.json"));
+    config = manifestModelConfig(manifest, join(loc.tagDir, "manifest.json"));
   } else if (isDir) {
     if (!existsSync(join(from, "config.json"))) throw new UsageError(`--from: ${pathForMessage(from)} is neither a ZeroMoE checkpoint (manifest.json or latest) nor a Hugging Face model directory (config.json)`);
     kind = "hf-dir";

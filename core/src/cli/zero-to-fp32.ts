@@ -10,6 +10,8 @@
  */
 import { zeroToFp32 } from "../checkpoint/consolidate.ts";
 import { CheckpointError, CheckpointWriteError } from "../checkpoint/errors.ts";
+import { SafetensorsError } from "../checkpoint/safetensors.ts";
+import { ConfigError } from "../config/errors.ts";
 import { existsSync, statSync } from "node:fs";
 import { parseByteSize } from "../config/byte-size.ts";
 import { fileOutputProblem } from "./output-paths.ts";
@@ -70,7 +72,7 @@ export function main(argv: readonly string[]): number {
     console.log(`wrote ${pos[1]}: ${r.tensors} tensors, ${r.numel} parameters (fp32 from ${r.source}, tag ${r.tag}, largest unit ${r.largestUnit} elements)${maxShardSize !== undefined ? " as a Hub directory" : ""} in ${r.seconds.toFixed(2)} s`);
     return 0;
   } catch (e) {
-    if (e instanceof CheckpointError) {
+    if (e instanceof CheckpointError || e instanceof ConfigError || e instanceof SafetensorsError) {
       console.error(`error: ${e.message}`);
       return 2;
     }

@@ -18,7 +18,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { freemem } from "node:os";
 import type { Backend } from "@zeromoe/kernels";
-import { formatByteSize } from "../config/byte-size.ts";
+import { formatByteSize, parseByteSize } from "../config/byte-size.ts";
 import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import { estimateModelState, type MemoryContributor, type ModelStateEstimate } from "./memory-estimate.ts";
@@ -77,10 +77,20 @@ function readCgroupStat(path: string, key: string): number {
  * Host memory this process can still use: os.freemem() (Linux: MemAvailable), or the room left
  * under the cgroup's limit when that is smaller — cgroup v2 `memory.max − (memory.current −
  * inactive_file)` under /sys/fs/cgroup, or v1 `memory.limit_in_bytes − usage_in_bytes` under
- * /sys/fs/cgroup/memory. `root` replaces /sys/fs/cgroup (tests).
+ * /sys/fs/cgroup/memory; or the environment's ZEROMOE_HOST_MEMORY_LIMIT when that is smaller.
+ * `root` replaces /sys/fs/cgroup (tests).
+ * @throws RangeError when ZEROMOE_HOST_MEMORY_LIMIT is set and not a size.
  */
 export function readHostAvailableMemory(root = "/sys/fs/cgroup"): HostMemory {
   let best: HostMemory = { bytes: freemem(), source: "os.freemem()" };
+  // an operator's (or a supervisor's) cap below what the machine has: ZEROMOE_HOST_MEMORY_LIMIT
+  // in bytes or a size ("768MiB"); checks then refuse before allocating what the cap cannot hold
+  const cap = process.env.ZEROMOE_HOST_MEMORY_LIMIT;
+  if (cap !== undefined && cap !== "") {
+    const b = parseByteSize(/^\d+$/.test(cap) ? Number(cap) : cap);
+    if (typeof b !== "number" || !(b > 0)) throw new RangeError(`ZEROMOE_HOST_MEMORY_LIMIT=${cap.slice(0, 40)}: expected a byte count or a size like "768MiB"`);
+    if (b < best.bytes) best = { bytes: b, source: "ZEROMOE_HOST_MEMORY_LIMIT" };
+  }
   const max2 = readCgroupBytes(`${root}/memory.max`);
   const cur2 = readCgroupBytes(`${root}/memory.current`);
   if (max2 !== null && cur2 !== null) {
