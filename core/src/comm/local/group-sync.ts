@@ -20,13 +20,14 @@
  */
 
 import { CommAbortedError, CommPeerFinishedError, CommTimeoutError } from "../errors.ts";
+import { MAX_SLICE_CREDIT_MS } from "../wait-clock.ts";
 import { ABORT, FINISHED_WORD, HEADER_BASE, HEADER_WORDS, MAX_GROUPS, controlLayout, type ControlLayout } from "./memory.ts";
 
 /** Longest single Atomics.wait, ms: bounds how stale an abort can be even without a notify. */
 const WAIT_SLICE_MS = 250;
-/** Most waiting time one slice may add to the timeout's count, ms (see the module comment): a
- * slice is at most WAIT_SLICE_MS plus scheduling delay on a busy machine. */
-export const MAX_SLICE_CREDIT_MS = 2 * WAIT_SLICE_MS;
+/** Most waiting time one slice may add to the timeout's count, ms (see the module comment; the
+ * mpi transport uses the same rule, comm/wait-clock.ts). */
+export { MAX_SLICE_CREDIT_MS };
 /** Spins on the bell before blocking (cheap when a peer is a few microseconds behind). */
 const SPINS = 64;
 

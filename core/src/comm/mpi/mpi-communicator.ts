@@ -45,6 +45,7 @@ import { groupRanks, MemberGroup } from "../group-ranks.ts";
 import { reduceInto } from "../reduce.ts";
 import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { handleOut, handleValue, loadMpi, MPI_SUCCESS, MPI_THREAD_FUNNELED, mpiErrorString, type MpiLib } from "./ffi.ts";
+import { WaitClock } from "../wait-clock.ts";
 
 /** Options of an MPI communicator (timeout: the longest wait for the members' call headers). */
 export type MpiCommOptions = TransportOptions;
@@ -238,12 +239,15 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
   private waitAll(reqs: BigUint64Array, op: CollectiveName, g: MpiGroup, missing: () => number[]): void {
     const lib = this.lib;
     const flag = new Int32Array(1);
-    const t0 = performance.now();
+    // waiting time with suspensions left out (wait-clock.ts): a whole job stopped with SIGSTOP for
+    // longer than the timeout carries on after SIGCONT, as the local transport does
+    const clock = new WaitClock();
+    clock.tick();
     for (let polls = 0; ; polls++) {
       this.check(lib.fn.MPI_Testall(reqs.length, reqs, flag, null), `${op}: MPI_Testall`);
       if (flag[0] !== 0) return;
       if (polls < SPIN_POLLS) continue;
-      const waited = performance.now() - t0;
+      const waited = clock.tick();
       if (waited > this.timeoutMs) {
         const m = missing();
         throw new CommTimeoutError(op, g.name, m.length > 0 ? m : g.ranks.filter((r) => r !== this.rank), this.timeoutMs / 1000, this.rank);
