@@ -37,7 +37,7 @@ import { tinyJob } from "../engine/fixtures.ts";
 import { CKPT_ENTRY, type RunOut } from "./fixture.ts";
 import { FUZZ_CASES, FUZZ_SEED, mutateBytes, mutateTree, PeakMemory, pick, rng, spliceJson } from "./fuzz-kit.ts";
 
-const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-decoder-fuzz-"));
+export const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-decoder-fuzz-"));
 const MIB = 1 << 20;
 
 /** What one reader's run found (printed as JSON by the runner). */
@@ -74,20 +74,20 @@ function fuzz(name: string, seed: number, cases: number, one: (r: () => number) 
   return t;
 }
 
-function randomF32(n: number, r: () => number): Uint8Array {
+export function randomF32(n: number, r: () => number): Uint8Array {
   return new Uint8Array(Float32Array.from({ length: n }, () => (r() - 0.5) * 3).buffer);
 }
 
 // ---------------------------------------------------------------------------------------------
 // rank files
 
-interface RankParts {
+export interface RankParts {
   head: Uint8Array;
   frames: Uint8Array[];
   index: Record<string, unknown>;
 }
 
-function splitRankFile(bytes: Uint8Array): RankParts {
+export function splitRankFile(bytes: Uint8Array): RankParts {
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const off = Number(dv.getBigUint64(bytes.length - 24, true));
   const len = dv.getUint32(bytes.length - 16, true);
@@ -131,7 +131,7 @@ function joinRankFile(p: RankParts, indexBytes?: Uint8Array, keepIndex = false):
 const clone = <T,>(v: T): T => cborDecode(cborEncode(v) as Uint8Array) as T;
 
 /** One mutated rank file with consistent checksums (see the module comment). */
-function mutateRankFile(orig: RankParts, r: () => number): Uint8Array {
+export function mutateRankFile(orig: RankParts, r: () => number): Uint8Array {
   const p: RankParts = { head: orig.head.slice(), frames: orig.frames.map((f) => f.slice()), index: clone(orig.index) };
   const i = pick(r, p.frames.length);
   switch (pick(r, 7)) {
@@ -186,13 +186,13 @@ function mutateRankFile(orig: RankParts, r: () => number): Uint8Array {
 // manifest
 
 /** Re-sign manifest text by the documented rule (independent of manifest.ts). */
-function resign(text: string): string {
+export function resign(text: string): string {
   const zero = text.replace(/("manifest_sha256": ?")[0-9a-f]{64}"/, `$1${"0".repeat(64)}"`);
   const digest = new Bun.CryptoHasher("sha256").update(zero).digest("hex");
   return zero.replace(/("manifest_sha256": ?")0{64}"/, `$1${digest}"`);
 }
 
-function mutateManifest(original: string, r: () => number): string {
+export function mutateManifest(original: string, r: () => number): string {
   if (pick(r, 4) === 0) return resign(new TextDecoder().decode(mutateBytes(new TextEncoder().encode(original), r)));
   const m = JSON.parse(original) as Record<string, unknown>;
   delete m.manifest_sha256;
@@ -212,7 +212,7 @@ function frameSafetensors(header: Uint8Array, data: Uint8Array): Uint8Array {
   return out;
 }
 
-function mutateSafetensors(file: Uint8Array, r: () => number): Uint8Array {
+export function mutateSafetensors(file: Uint8Array, r: () => number): Uint8Array {
   const n = Number(new DataView(file.buffer, file.byteOffset).getBigUint64(0, true));
   const header = file.subarray(8, 8 + n);
   const data = file.subarray(8 + n);
@@ -232,15 +232,15 @@ function mutateSafetensors(file: Uint8Array, r: () => number): Uint8Array {
 // ---------------------------------------------------------------------------------------------
 // job + DeepSpeed JSON, command line
 
-const JOB_TEXT = JSON.stringify({
+export const JOB_TEXT = JSON.stringify({
   ...tinyJob({ world_size: 2, steps: 5 }),
   checkpoint: { dir: "ck", save_interval: 2, keep_last: 1 },
   scheduler: { type: "WarmupLR", params: { warmup_num_steps: 2 } },
   zero_optimization: { stage: 1, reduce_bucket_size: 1000 },
 });
-const DS_TEXT = JSON.stringify({ zero_optimization: { stage: 2, overlap_comm: true }, gradient_clipping: 1.0, fp16: { enabled: false }, optimizer: { type: "AdamW", params: { lr: 3e-4 } } });
+export const DS_TEXT = JSON.stringify({ zero_optimization: { stage: 2, overlap_comm: true }, gradient_clipping: 1.0, fp16: { enabled: false }, optimizer: { type: "AdamW", params: { lr: 3e-4 } } });
 
-function mutateJson(text: string, r: () => number): string {
+export function mutateJson(text: string, r: () => number): string {
   if (pick(r, 3) === 0) return new TextDecoder().decode(mutateBytes(new TextEncoder().encode(text), r));
   const v = JSON.parse(text) as Record<string, unknown>;
   mutateTree(v, r, false);
@@ -248,7 +248,7 @@ function mutateJson(text: string, r: () => number): string {
 }
 
 /** The same deep object under the same key in the job and the DeepSpeed file (deepMerge). */
-function sharedDeep(r: () => number): [string, string] {
+export function sharedDeep(r: () => number): [string, string] {
   const depth = [10, 30, 33, 1000][pick(r, 4)]!;
   const deep = '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
   const job = JSON.parse(JOB_TEXT) as Record<string, unknown>;
