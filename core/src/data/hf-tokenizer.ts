@@ -22,7 +22,7 @@
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { describeValue } from "../config/json-bounds.ts";
-import { pathForMessage } from "../config/quote-untrusted.ts";
+import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 import { basename, join, resolve } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { LinearRegExp, literalPattern, MAX_REPLACE_GROWTH, RegexWorkLimitError, withReplaceBudget } from "./linear-regex.ts";
@@ -198,7 +198,7 @@ function libraryFailure(e: unknown): string {
   if (e instanceof RangeError && /call stack/i.test(e.message)) return "the tokenizer library ran out of stack (RangeError: Maximum call stack size exceeded)";
   if (e instanceof RegexWorkLimitError) return e.message;
   const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-  return describeValue(msg).slice(1, -1);
+  return quoteUntrusted(msg, QUOTE_MESSAGE_CHARS);
 }
 
 /** A Hugging Face tokenizer.json as a {@link Tokenizer} (module comment). */

@@ -25,6 +25,7 @@
  * empty match would otherwise turn 1 MB of text into gigabytes.
  */
 import { RE2JS } from "re2js";
+import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** Longest pattern accepted (characters); Hub patterns are under 400. */
 export const MAX_PATTERN_CHARS = 4096;
@@ -336,7 +337,7 @@ export class LinearRegExp {
       this.re = RE2JS.compile(this.t.source, this.t.lookbehind ? RE2JS.LOOKBEHINDS : 0);
       this.markerClass = this.t.markerClasses.length === 0 ? null : RE2JS.compile(this.t.markerClasses.join("|"));
     } catch (e) {
-      throw new UnsafeRegexError(`not compiled by the linear-time engine: ${(e as Error).message.slice(0, 200)}`);
+      throw new UnsafeRegexError(`not compiled by the linear-time engine: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
     }
   }
 
@@ -429,7 +430,7 @@ export class LinearRegExp {
     for (const f of this.scan(s, wantGroups)) {
       out += s.slice(prev, f.start) + substitute(rep, s, f);
       prev = f.end;
-      if (out.length > limit) throw new RegexWorkLimitError(`a replacement of /${this.source.slice(0, 40)}/ made ${s.length} characters into more than ${limit}`);
+      if (out.length > limit) throw new RegexWorkLimitError(`a replacement of ${quoteUntrusted(this.source)} made ${s.length} characters into more than ${limit}`);
     }
     return out + s.slice(prev);
   }

@@ -24,6 +24,7 @@
  * library would throw on them anyway, with no path).
  */
 import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-bounds.ts";
+import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 import { LinearRegExp, UnsafeRegexError } from "./linear-regex.ts";
 import { DataError } from "./sources.ts";
 
@@ -48,7 +49,7 @@ class Checker {
   constructor(readonly file: string) {}
 
   fail(path: string, msg: string): never {
-    throw new DataError(`tokenizer ${this.file}: ${path}: ${msg}`);
+    throw new DataError(`tokenizer ${pathForMessage(this.file)}: ${path}: ${msg}`);
   }
   obj(v: unknown, path: string): Obj {
     if (v === null || typeof v !== "object" || Array.isArray(v)) this.fail(path, `${describeValue(v)}: expected an object`);
@@ -357,14 +358,14 @@ class Checker {
  */
 export function parseTokenizerJsonText(text: string, file: string): Obj {
   const bad = scanJsonBounds(text, TOKENIZER_JSON_LIMITS);
-  if (bad !== null) throw new DataError(`tokenizer ${file}: ${bad.path === "" ? "" : `${bad.path}: `}${bad.message}`);
+  if (bad !== null) throw new DataError(`tokenizer ${pathForMessage(file)}: ${bad.path === "" ? "" : `${bad.path}: `}${bad.message}`);
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new DataError(`tokenizer ${file}: not valid JSON (${(e as Error).message.slice(0, 200)})`);
+    throw new DataError(`tokenizer ${pathForMessage(file)}: not valid JSON (${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)})`);
   }
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new DataError(`tokenizer ${file}: expected a JSON object, got ${describeValue(v)}`);
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new DataError(`tokenizer ${pathForMessage(file)}: expected a JSON object, got ${describeValue(v)}`);
   return v as Obj;
 }
 
