@@ -22,6 +22,7 @@ import { formatByteSize, parseByteSize } from "../config/byte-size.ts";
 import { ConfigError } from "../config/errors.ts";
 import type { JobConfig } from "../config/types.ts";
 import { estimateModelState, type MemoryContributor, type ModelStateEstimate } from "./memory-estimate.ts";
+import { estimatePeak, type PeakEstimate } from "./memory-peak.ts";
 
 /** The plugins whose memory contributions apply to a job (memory-estimate.ts): `plugins` for the job
  * itself, `pluginsFor(variant)` for a variant of it (another ZeRO stage, precision or world_size)
@@ -254,4 +255,63 @@ export function checkModelStateFits(config: JobConfig, limits: MemoryLimits, mp:
     );
   }
   return e;
+}
+
+/** `config` with a smaller micro-batch, activation checkpointing, ZeRO-3 or optimizer offload —
+ * the remedies {@link checkPeakFits} tries, least change first. */
+function peakRemedies(config: JobConfig): { what: string; job: JobConfig }[] {
+  const out: { what: string; job: JobConfig }[] = [];
+  const micro = config.train_micro_batch_size_per_gpu;
+  const z = config.zero_optimization;
+  // smaller micro-batches that keep the global batch (divisors of the micro-batch), largest first
+  for (let mb = micro - 1; mb >= 1 && out.length < 2; mb--) {
+    if (micro % mb !== 0) continue;
+    const accum = (config.gradient_accumulation_steps * micro) / mb;
+    out.push({ what: `train_micro_batch_size_per_gpu ${mb} with gradient_accumulation_steps ${accum}`, job: { ...config, train_micro_batch_size_per_gpu: mb, gradient_accumulation_steps: accum } });
+  }
+  if (!config.activation_checkpointing.enabled) out.push({ what: "activation_checkpointing.enabled true", job: { ...config, activation_checkpointing: { ...config.activation_checkpointing, enabled: true } } });
+  if (z.stage !== 3 && config.world_size > 1) out.push({ what: "zero_optimization.stage 3", job: { ...config, zero_optimization: { ...z, stage: 3 } } });
+  if (z.offload_optimizer.device === "none") out.push({ what: `zero_optimization.offload_optimizer.device "cpu"${z.stage === 0 ? " with stage 1" : ""}`, job: { ...config, zero_optimization: { ...z, stage: z.stage === 0 ? 1 : z.stage, offload_optimizer: { ...z.offload_optimizer, device: "cpu", ratio: 1 } } } });
+  return out;
+}
+
+/** The peak estimate of `config` (memory-peak.ts) with its plugins' model states. */
+export function estimateJobPeak(config: JobConfig, limits: MemoryLimits, mp: MemoryPlugins = { plugins: [] }): PeakEstimate {
+  const plugins = mp.pluginsFor ? mp.pluginsFor(config) : mp.plugins;
+  return estimatePeak(config, estimateModelState(config, plugins), limits.backend, limits.maxBufferBytes);
+}
+
+/**
+ * The whole step must fit: the estimated peak (model states + activations + gathered units + the
+ * allocator's overhead, memory-peak.ts) against `max_device_memory` and, where the device is host
+ * memory (cpu, lavapipe), this rank's share of it. Checked before anything is allocated.
+ * @throws MemoryBudgetError naming the estimate by part, the limit, and the changes that would fit
+ *   (a smaller micro-batch, activation checkpointing, ZeRO-3, optimizer offload) with their estimates
+ */
+export function checkPeakFits(config: JobConfig, limits: MemoryLimits, mp: MemoryPlugins = { plugins: [] }): PeakEstimate {
+  const est = estimateJobPeak(config, limits, mp);
+  const budgets: { bytes: number; what: string; path: string }[] = [];
+  if (config.max_device_memory !== null) budgets.push({ bytes: config.max_device_memory, what: `max_device_memory ${binBytes(config.max_device_memory)}`, path: "max_device_memory" });
+  if (limits.host !== null) budgets.push({ bytes: limits.host.bytes / config.world_size, what: `the ${limits.backend} backend has ${gb(limits.host.bytes / config.world_size)} per rank (${gb(limits.host.bytes)} of host memory by ${limits.host.source}, ${config.world_size} rank${config.world_size === 1 ? "" : "s"})`, path: "train_micro_batch_size_per_gpu" });
+  const over = budgets.find((b) => est.deviceBytes > b.bytes);
+  if (over && over.path === "max_device_memory") over.what = `max_device_memory is ${binBytes(over.bytes)}`;
+  if (!over) return est;
+  const fixes: string[] = [];
+  for (const r of peakRemedies(config)) {
+    let e: PeakEstimate;
+    try {
+      e = estimateJobPeak(r.job, limits, mp);
+    } catch {
+      continue;
+    }
+    if (e.deviceBytes <= over.bytes) {
+      fixes.push(`${r.what} (${binBytes(e.deviceBytes)})`);
+      if (fixes.length >= 3) break;
+    }
+  }
+  const act = est.peak.bytes - est.modelStates;
+  throw new MemoryBudgetError(
+    over.path,
+    `the training step needs an estimated ${binBytes(est.deviceBytes)} per rank at its peak (${est.peak.name}): model states ${binBytes(est.modelStates)} + activations, gradients and gathered parameters ${binBytes(act)} + allocator overhead ${binBytes(est.allocatorOverhead)} (micro-batch ${config.train_micro_batch_size_per_gpu} × ${config.data.seq_len} tokens, activation checkpointing ${config.activation_checkpointing.enabled ? "on" : "off"}, ZeRO stage ${config.zero_optimization.stage}), but ${over.what}. ${fixes.length > 0 ? `Would fit: ${fixes.join("; or ")}.` : "No smaller micro-batch, checkpointing, ZeRO-3 or offload fits: use more ranks or a device with more memory."}`,
+  );
 }

@@ -25,7 +25,7 @@ import { destroyBackend, probeShapeOf, selectTrainBackend, tensorCoresRequest } 
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
 import { withDeviceBudget } from "./device-budget.ts";
-import { backendMemoryLimits, checkModelStateFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
+import { backendMemoryLimits, checkModelStateFits, checkPeakFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
 import { dataStreamChanges } from "./resume-config.ts";
@@ -119,7 +119,11 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     // the job's plugins first: their memory contributions shape the estimate, and a plugin set
     // that does not compose is a config error before any data is loaded
     const jobPlugins = await loadJobPlugins(config, args.baseDir);
-    checkModelStateFits(config, backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory()), jobPlugins.memory);
+    const limits = backendMemoryLimits(be, args.hostMemory ?? readHostAvailableMemory());
+    checkModelStateFits(config, limits, jobPlugins.memory);
+    // and the whole step: model states + activations + gathered units (memory-peak.ts)
+    const peak = checkPeakFits(config, limits, jobPlugins.memory);
+    out.line(`memory     estimated peak ${mib(peak.deviceBytes)} MiB per rank (${peak.peak.name}; model states ${mib(peak.modelStates)} MiB)`);
     startup.mark("plugins + memory check");
     const loader = await DataLoader.fromConfig(config.data, {
       micro: config.train_micro_batch_size_per_gpu,

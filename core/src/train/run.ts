@@ -6,7 +6,7 @@ import type { JobConfig } from "../config/types.ts";
 import { acquireCheckpointLock } from "../checkpoint/dir-lock.ts";
 import { launch } from "../launch/launch.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
-import { checkDeviceBudget, checkModelStateFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
+import { checkDeviceBudget, checkModelStateFits, checkPeakFits, cpuMemoryLimits, readHostAvailableMemory } from "./memory-check.ts";
 import { TENSOR_CORES_ENV, tensorCoresRequest } from "./backend.ts";
 import { ConfigError } from "../config/errors.ts";
 import type { TrainRankArgs } from "./rank.ts";
@@ -61,7 +61,10 @@ export async function runTraining(config: JobConfig, o: RunTrainingOptions = {})
   } catch (e) {
     throw new ConfigError([{ path: TENSOR_CORES_ENV, message: (e as Error).message, source: "environment" }], "invalid environment");
   }
-  if (config.backend === "cpu") checkModelStateFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
+  if (config.backend === "cpu") {
+    checkModelStateFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
+    checkPeakFits(config, cpuMemoryLimits(hostMemory), jobPlugins.memory);
+  }
   else checkDeviceBudget(config, jobPlugins.memory); // the device budget needs no backend to check
   const verbose = o.verbose ?? true;
   // one run writes a checkpoint directory at a time; held until the ranks are done (and removed by
