@@ -50,6 +50,7 @@ import { closeSync, fstatSync, fsyncSync, openSync, readSync, statSync, writeSyn
 import { decode as cborDecode, decodeMultiple as cborDecodeMultiple, encode as cborEncode } from "cbor-x";
 import { deflateSync, inflateSync } from "fflate";
 import { describeValue } from "../config/json-bounds.ts";
+import { cborBoundsProblem } from "./cbor-bounds.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
@@ -297,6 +298,9 @@ export class RecordFileReader {
       const index = readAt(fd, path, indexOffset, indexBytes);
       if (crc32(index) !== indexCrc) throw new CheckpointError(path, "index checksum mismatch: file altered");
       let parsed: unknown;
+      // declared lengths checked against the bytes first: cbor-x trusts them (cbor-bounds.ts)
+      const bounds = cborBoundsProblem(index);
+      if (bounds !== null) throw new CheckpointError(path, `index is not valid CBOR: ${bounds}`);
       try {
         parsed = cborDecode(index);
       } catch (e) {
@@ -326,6 +330,8 @@ export class RecordFileReader {
     const frame = readAt(this.fd, this.path, e.offset, e.bytes, e.name);
     if (crc32(frame) !== e.crc) throw new CheckpointError(this.path, "checksum mismatch: record altered", e.name);
     let f: Record<string, unknown>;
+    const bounds = cborBoundsProblem(frame);
+    if (bounds !== null) throw new CheckpointError(this.path, `frame is not valid CBOR: ${bounds}`, e.name);
     try {
       f = cborDecode(frame) as Record<string, unknown>;
     } catch (err) {
