@@ -64,6 +64,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         topP: (o["top-p"] as number | undefined) ?? 1,
         seed: (o.seed as number | undefined) ?? 0,
         cache: o["no-cache"] !== true,
+        // a padded vocabulary (vocab_size above the tokenizer's): ids the tokenizer cannot decode are never drawn
+        vocabLimit: tokenizer.vocabSize,
         ...(tokenizer.documentSeparator.length === 1 && tokenizer.name !== "byte" ? { eosTokenId: tokenizer.documentSeparator[0] } : {}),
       });
       const s = (performance.now() - t0) / 1000;

@@ -36,6 +36,10 @@ export interface GenerateOptions {
   eosTokenId?: number;
   /** Use a KV cache (default true). */
   cache?: boolean;
+  /** Sample only ids below this (1..vocab_size; default vocab_size): the tokenizer's vocabulary
+   * when the model's is padded larger (Llama-3, Qwen, Mixtral pad to multiples), so every id
+   * drawn can be decoded. The logits of ids at or past it are left out of arg-max and softmax. */
+  vocabLimit?: number;
   /** Called with each step's next-token logits (vocab floats) before sampling (tests, scoring). */
   onLogits?: (step: number, logits: Float32Array) => void;
 }
@@ -77,8 +81,10 @@ export function pickToken(logits: ArrayLike<number>, temperature: number, topK: 
   return ids[ids.length - 1]!;
 }
 
-/** Check {@link GenerateOptions}; throws naming the option. */
-function checkOptions(opts: GenerateOptions): void {
+/** Check {@link GenerateOptions} against a vocabulary of `V` ids; throws naming the option. */
+function checkOptions(opts: GenerateOptions, V: number): void {
+  const lim = opts.vocabLimit ?? V;
+  if (!Number.isInteger(lim) || lim < 1 || lim > V) throw new RangeError(`generate: vocabLimit must be an integer in [1, ${V}] (the model's vocab_size), got ${lim}`);
   if (!Number.isInteger(opts.maxNewTokens) || opts.maxNewTokens < 0) throw new RangeError(`generate: maxNewTokens must be a non-negative integer, got ${opts.maxNewTokens}`);
   const t = opts.temperature ?? 0;
   if (!(t >= 0) || !Number.isFinite(t)) throw new RangeError(`generate: temperature must be ≥ 0, got ${t}`);
@@ -95,9 +101,10 @@ function checkOptions(opts: GenerateOptions): void {
  */
 export async function generate(model: CausalDecoder, prompt: ArrayLike<number>, opts: GenerateOptions): Promise<Int32Array> {
   if (prompt.length === 0) throw new RangeError("generate: the prompt needs at least one token");
-  checkOptions(opts);
   const window = model.config.max_position_embeddings;
   const V = model.config.vocab_size;
+  checkOptions(opts, V);
+  const vocabLimit = opts.vocabLimit ?? V;
   const temperature = opts.temperature ?? 0;
   const topK = opts.topK ?? 0;
   const topP = opts.topP ?? 1;
@@ -141,7 +148,7 @@ export async function generate(model: CausalDecoder, prompt: ArrayLike<number>, 
       }
       opts.onLogits?.(step, row);
       uniformFill(u, key, step);
-      const next = pickToken(row, temperature, topK, u[0]!, topP);
+      const next = pickToken(vocabLimit < V ? row.subarray(0, vocabLimit) : row, temperature, topK, u[0]!, topP);
       seq.push(next);
       pending = [next];
       if (opts.eosTokenId !== undefined && next === opts.eosTokenId) break;
