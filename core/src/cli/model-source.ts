@@ -23,7 +23,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { BackendKind } from "@zeromoe/kernels";
 import { CheckpointError } from "../checkpoint/errors.ts";
 import { loadStateDict } from "../checkpoint/hf-load.ts";
-import { HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
+import { checkHubShapes, HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { manifestModelConfig } from "../checkpoint/manifest-model.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
@@ -287,6 +287,16 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
   const warnings: string[] = [];
   try {
     checkInferenceFits(config, backendMemoryLimits(backend, readHostAvailableMemory()), from);
+    // Hugging Face weights: their headers must match the config's parameter shapes before the
+    // model is built (a config.json claiming a larger model allocated it first)
+    if (!ckpt) {
+      const shapes = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0, allocate: false });
+      try {
+        checkHubShapes(from, shapes.parameters().map((p) => ({ name: p.name, shape: p.shape })), config.tie_word_embeddings, [...shapes.buffers().keys()]);
+      } finally {
+        shapes.destroy();
+      }
+    }
     model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
     if (ckpt) loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest);
     else warnings.push(...loadHubWeights(model, from, config));

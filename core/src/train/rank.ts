@@ -14,7 +14,8 @@ import { writeSync } from "node:fs";
 import type { MemTag } from "@zeromoe/kernels";
 import { join } from "node:path";
 import { CheckpointError } from "../checkpoint/errors.ts";
-import { initFromHub } from "../checkpoint/hub-dir.ts";
+import { checkHubShapes, initFromHub } from "../checkpoint/hub-dir.ts";
+import { createModel } from "../engine/model-factory.ts";
 import { Progress } from "../cli/progress.ts";
 import type { Communicator } from "../comm/communicator.ts";
 import type { JobConfig } from "../config/types.ts";
@@ -124,6 +125,18 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     // and the whole step: model states + activations + gathered units (memory-peak.ts)
     const peak = checkPeakFits(config, limits, jobPlugins.memory);
     out.line(`memory     estimated peak ${mib(peak.deviceBytes)} MiB per rank (${peak.peak.name}; model states ${mib(peak.modelStates)} MiB)`);
+    // Hugging Face weights: --init-from, or the job's model.from_pretrained (not when resuming);
+    // their headers are matched against the model's parameter shapes before anything is built (a
+    // config.json claiming a larger model than its weights allocated 2.2 GB before refusing)
+    const initFrom = args.initFrom ?? (args.resume === undefined ? config.model.from_pretrained : undefined);
+    if (initFrom !== undefined) {
+      const shapes = createModel(be, config.model, { allocate: false });
+      try {
+        checkHubShapes(initFrom, shapes.parameters().map((p) => ({ name: p.name, shape: p.shape })), config.model.tie_word_embeddings, [...shapes.buffers().keys()]);
+      } finally {
+        shapes.destroy();
+      }
+    }
     startup.mark("plugins + memory check");
     const loader = await DataLoader.fromConfig(config.data, {
       micro: config.train_micro_batch_size_per_gpu,
@@ -151,8 +164,6 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     live = engine;
     observer.attach(engine);
     engine.model.gradientCheckpointing = config.activation_checkpointing.enabled;
-    // Hugging Face weights: --init-from, or the job's model.from_pretrained (not when resuming)
-    const initFrom = args.initFrom ?? (args.resume === undefined ? config.model.from_pretrained : undefined);
     if (initFrom !== undefined) {
       const t0 = performance.now();
       const r = await initFromHub(engine, initFrom);
