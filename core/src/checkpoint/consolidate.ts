@@ -9,9 +9,12 @@
  * unit is read chunk by chunk from whichever rank files hold it, written, then dropped), so a model
  * larger than memory consolidates as long as its largest unit fits.
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { locateCheckpoint, readManifest } from "./manifest.ts";
+import { locateCheckpoint, readManifest, type CheckpointLocation, type CheckpointManifest } from "./manifest.ts";
 import { manifestModelConfig } from "./manifest-model.ts";
+import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
+import { CheckpointError } from "./errors.ts";
 import { writeHfConfig } from "./hf-config.ts";
 import { copyHubSideFiles, sideFileSources } from "./hub-side-files.ts";
 import { HubDirWriter } from "./hub-export.ts";
@@ -48,24 +51,54 @@ export interface ConsolidateResult {
 }
 
 /**
+ * Read the manifest of the located tag `loc` and open its rank files (ShardSource holds them open:
+ * a later removal of the directory no longer affects the read). A job saving into the same root
+ * with `checkpoint.keep_last` removes old tags: when the tag's manifest.json is gone by the time
+ * it is read, the error says the tag was pruned and which tag is newest now, instead of the
+ * "manifest.json: not found" / "cannot open: ENOENT" of a damaged checkpoint.
+ * @throws CheckpointError (pruned; or the readers' own for a damaged checkpoint).
+ */
+export function openLocatedCheckpoint(loc: CheckpointLocation): { manifest: CheckpointManifest; src: ShardSource } {
+  try {
+    const manifest = readManifest(loc.tagDir);
+    return { manifest, src: new ShardSource(loc.tagDir, manifest) };
+  } catch (e) {
+    if (existsSync(join(loc.tagDir, "manifest.json"))) throw e;
+    let newest: string | null = null;
+    try {
+      newest = locateCheckpoint(loc.dir).tag;
+    } catch {
+      // no readable `latest` (or it names the removed tag): say nothing about the newest
+    }
+    const now = newest !== null && newest !== loc.tag ? `; the newest tag is now ${quoteUntrusted(newest)}: run again to read it` : "";
+    throw new CheckpointError(loc.tagDir, `tag ${quoteUntrusted(loc.tag)} was removed while it was being read (pruned by checkpoint.keep_last of a job saving into ${pathForMessage(loc.dir)}?)${now}`);
+  }
+}
+
+/**
  * Write `out` from the checkpoint at `path` (a checkpoint root — its `latest`, or `tag` — or a tag
- * directory).
- * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record); ConfigError
- *   for a manifest whose model config is not valid;
+ * directory; or a location locateCheckpoint already returned).
+ * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record), also for
+ *   a tag pruned while being read; ConfigError for a manifest whose model config is not valid;
  *   SafetensorsError / fs errors while writing (the partial output is removed).
  */
-export function zeroToFp32(path: string, out: string, tag?: string, opts: ConsolidateOptions = {}): ConsolidateResult {
+export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?: string, opts: ConsolidateOptions = {}): ConsolidateResult {
   const t0 = performance.now();
-  const loc = locateCheckpoint(path, tag);
-  const m = readManifest(loc.tagDir);
+  const loc = typeof path === "string" ? locateCheckpoint(path, tag) : path;
+  const { manifest: m, src } = openLocatedCheckpoint(loc);
   // the config.json of a Hub export is written from it: checked as a config.json is read
-  const model = manifestModelConfig(m, join(loc.tagDir, "manifest.json"));
+  let model: ReturnType<typeof manifestModelConfig>;
+  try {
+    model = manifestModelConfig(m, join(loc.tagDir, "manifest.json"));
+  } catch (e) {
+    src.close();
+    throw e;
+  }
   const source = m.param_dtype === "f32" ? "params" : "master";
   const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
   // the model's buffers the moe plugin saved (DeepSeek-V3's e_score_correction_bias), after the parameters
   const buffers = Object.entries(manifestBuffers(m.plugins));
   for (const [name, v] of buffers) specs.push({ name, dtype: "F32", shape: [v.length] });
-  const src = new ShardSource(loc.tagDir, m);
   const meta = { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) };
   // a Hub directory (hub-export.ts: shards of maxShardSize, index, config.json) or one file
   const w = opts.maxShardSize !== undefined ? HubDirWriter.create(out, specs, opts.maxShardSize, meta) : SafetensorsWriter.create(out, specs, meta);
