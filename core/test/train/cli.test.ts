@@ -278,8 +278,5 @@ describe("bun run train", () => {
     expect(d2.code).toBe(2);
     expect(d2.stderr).toBe(`error: data.dataset: file not found: ${missing}\n`);
     expect(d.stderr).not.toMatch(STACK);
-    const w = await train(["--config", jsonFile({ ...SMALL_JOB, world_size: 2 }), "--deepspeed", jsonFile({ stepz: 1 })]);
-    expect(w.code).toBe(2);
-    expect(w.stderr).toMatch(/stepz: not a DeepSpeed key/);
   }, 30_000);
 });
