@@ -75,6 +75,18 @@ export function maxBindingBytesRequest(env: Record<string, string | undefined> =
   return v;
 }
 
+/** The environment variable that times every kernel of a run on a webgpu backend (the backend's
+ * `profile: true`, kernels/src/webgpu/profiler.ts): set to a file path, rank 0 writes there the GPU
+ * time per kernel label of the steps after the first, as JSON (core/src/train/kernel-profile.ts).
+ * Every dispatch then runs in its own timed compute pass, which slows the run. */
+export const KERNEL_PROFILE_ENV = "ZEROMOE_PROFILE_KERNELS";
+
+/** The path {@link KERNEL_PROFILE_ENV} names, or undefined when unset or empty. */
+export function kernelProfileRequest(env: Record<string, string | undefined> = process.env): string | undefined {
+  const v = env[KERNEL_PROFILE_ENV];
+  return v === undefined || v === "" ? undefined : v;
+}
+
 /**
  * Create the training backend of `kind` (see the module comment) for the rank with index
  * `localRank` on this machine: with several GPUs, each rank takes its own (kernels/src/select.ts
@@ -89,7 +101,8 @@ export function maxBindingBytesRequest(env: Record<string, string | undefined> =
  */
 export async function selectTrainBackend(kind: BackendKind, localRank = 0, probe?: ProbeShape, tensorCores: boolean | "auto" = false): Promise<TrainBackend> {
   const maxBindingBytes = maxBindingBytesRequest();
-  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores } : {}), ...(maxBindingBytes !== undefined ? { maxBindingBytes } : {}) });
+  const profile = kernelProfileRequest() !== undefined;
+  const r = await createBackend(kind, { localRank, ...(probe ? { probe } : {}), ...(tensorCores ? { tensorCores } : {}), ...(maxBindingBytes !== undefined ? { maxBindingBytes } : {}), ...(profile ? { profile } : {}) });
   const status = (r.backend as { tensorCoresStatus?: string }).tensorCoresStatus;
   return tensorCores && status ? { ...r, reason: `${r.reason}; tensor cores ${status}` } : r;
 }

@@ -81,7 +81,7 @@ export interface LoopOptions {
   dump?: BatchDumper | null;
   /** Called once when the first step of this run has finished (its loss read), e.g. to print the
    * start-up phases (startup-phases.ts). */
-  onFirstStep?: () => void;
+  onFirstStep?: () => void | Promise<void>;
 }
 
 /** Runs `config.steps` optimizer steps (see the module comment).
@@ -137,7 +137,7 @@ export async function trainLoop(o: LoopOptions): Promise<LoopResult> {
     const t0 = performance.now();
     const r = await engine.trainBatch(micros);
     const dt = (performance.now() - t0) / 1000;
-    if (step === startStep + 1) o.onFirstStep?.();
+    if (step === startStep + 1) await o.onFirstStep?.();
     await o.observer?.endStep(step, dt);
     // the plugins' per-step metrics (a collective on every rank); their lines show at print time
     const metrics = await engine.afterStep();

@@ -22,7 +22,8 @@ import type { JobConfig } from "../config/types.ts";
 import { DataLoader } from "../data/loader.ts";
 import { readCheckpointManifest } from "../checkpoint/load.ts";
 import { Engine } from "../engine/engine.ts";
-import { destroyBackend, probeShapeOf, selectTrainBackend, tensorCoresRequest } from "./backend.ts";
+import { resetKernelProfile, writeKernelProfile } from "./kernel-profile.ts";
+import { destroyBackend, kernelProfileRequest, probeShapeOf, selectTrainBackend, tensorCoresRequest } from "./backend.ts";
 import { mpiEnvironment } from "../comm/mpi/environment.ts";
 import { mib } from "./log.ts";
 import { withDeviceBudget } from "./device-budget.ts";
@@ -199,13 +200,25 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
     await be.flush();
     startup.mark(initFrom !== undefined || args.resume !== undefined ? "weights loaded" : "before the loop");
     startup.beforeFirstStep(rawBe);
-    const onFirstStep = () => {
+    const profilePath = comm.rank === 0 ? kernelProfileRequest() : undefined;
+    let profiling = false;
+    const onFirstStep = async () => {
       startup.mark("first step");
       out.line(startup.line(rawBe));
+      // the kernel profile covers the steps after the first (compilation and first touches left out)
+      if (profilePath !== undefined) {
+        await resetKernelProfile(rawBe);
+        profiling = true;
+      }
     };
     const loop = await trainLoop({ config, comm: observer.comm, backend: observer.be, engine, loader, out, startStep, checkpointDir: config.checkpoint.dir, stop: args.stop, observer, dump, onFirstStep });
     done();
     observer.finish();
+    if (profilePath !== undefined && profiling) {
+      const steps = loop.losses.length - 1;
+      const prof = await writeKernelProfile(rawBe, profilePath, steps);
+      if (prof) out.line(`profile    ${profilePath}: ${prof.gpu_ms_per_step.toFixed(1)} GPU ms per step over ${steps} steps, ${prof.dispatches_per_step} dispatches; top: ${prof.kernels.slice(0, 5).map((k) => `${k.label} ${k.ms_per_step.toFixed(1)} ms`).join(", ")}`);
+    }
 
     // Figures of the run (all collectives are done).
     const mem = be.memory();
