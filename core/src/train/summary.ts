@@ -222,8 +222,11 @@ export function checkSummary(x: unknown): string[] {
           });
         });
       }
+      // absent in summaries written before the field existed: those still read (and plot)
       const sc = x.moe.step_expert_counts;
-      if (!Array.isArray(sc)) bad.push("moe.step_expert_counts: expected an array [step][layer][expert]");
+      if (sc === undefined) {
+        // nothing to check
+      } else if (!Array.isArray(sc)) bad.push("moe.step_expert_counts: expected an array [step][layer][expert]");
       else if (Array.isArray(ec)) {
         if (typeof steps === "number" && sc.length > steps) bad.push(`moe.step_expert_counts: ${sc.length} steps, more than steps ${steps}`);
         sc.forEach((st: unknown, s) => {

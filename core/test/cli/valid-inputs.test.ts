@@ -36,9 +36,16 @@ interface Run {
   maxRss: number;
 }
 
+// The CLI runs under a fresh wrapper process whose only child it is, and the wrapper writes the
+// child's peak RSS to a file: a child's resource usage read in this process (getrusage of children)
+// is the largest of every child this test process has waited for, so in a full `bun test` run an
+// earlier file's training run (1.7 GB) showed up as this CLI's peak.
+const WRAP = "const [out, ...cmd] = process.argv.slice(1); const r = Bun.spawnSync(cmd, { stdio: ['inherit', 'inherit', 'inherit'] }); require('node:fs').writeFileSync(out, String(r.resourceUsage?.maxRSS ?? 0)); process.exit(r.exitCode ?? 1);";
+let runs = 0;
 function cli(script: "eval" | "generate" | "train", args: string[]): Run {
-  const r = Bun.spawnSync(["bun", join(CLI, `${script}.ts`), ...args, ...(script === "train" ? [] : ["--backend", "cpu"])], { env: { ...process.env, CI: "1" }, timeout: 300_000, killSignal: "SIGKILL" });
-  return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString(), maxRss: Number(r.resourceUsage?.maxRSS ?? 0) };
+  const rssFile = join(ROOT, `rss-${runs++}.txt`);
+  const r = Bun.spawnSync(["bun", "-e", WRAP, rssFile, "bun", join(CLI, `${script}.ts`), ...args, ...(script === "train" ? [] : ["--backend", "cpu"])], { env: { ...process.env, CI: "1" }, timeout: 300_000, killSignal: "SIGKILL" });
+  return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString(), maxRss: Number(readFileSync(rssFile, "utf8")) };
 }
 
 /** Exit 2 and stderr exactly one line "error: …", no stack frames. @returns the line. */

@@ -1,7 +1,7 @@
 /**
  * Builds the inputs of the DeepSpeed cross-check (check.py, run where DeepSpeed is installed):
  *
- *   bun scripts/deepspeed-config-check/make.ts [OUT (out/deepspeed-config-check)]
+ *   bun core/bench/deepspeed-config-check/make.ts [OUT (out/deepspeed-config-check)]
  *
  * writes OUT/cases.json: one case per DeepSpeed 0.19 key at its default
  * (core/test/config/deepspeed-0.19-keys.ts; keys whose default is None are skipped) and one per
@@ -13,10 +13,10 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { ConfigError, DEFAULT_JOB, resolveJobConfig } from "../../core/src/config/index.ts";
-import { DEEPSPEED_019_KEYS, FEATURE_ON, ZERO_FEATURE_ON } from "../../core/test/config/deepspeed-0.19-keys.ts";
+import { ConfigError, DEFAULT_JOB, resolveJobConfig } from "../../src/config/index.ts";
+import { DEEPSPEED_019_KEYS, FEATURE_ON, ZERO_FEATURE_ON } from "../../test/config/deepspeed-0.19-keys.ts";
 
-const OUT = resolve(process.argv[2] ?? join(import.meta.dir, "../../out/deepspeed-config-check"));
+const OUT = resolve(process.argv[2] ?? join(import.meta.dir, "../../../out/deepspeed-config-check"));
 
 function nest(path: string, v: unknown): Record<string, unknown> {
   const ks = path.split(".");

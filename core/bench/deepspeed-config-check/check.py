@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check ZeroMoE's DeepSpeed key handling against DeepSpeed itself.
 
-Usage: python3 scripts/deepspeed-config-check/check.py <OUT of make.ts>/cases.json
+Usage: python3 core/bench/deepspeed-config-check/check.py <OUT of make.ts>/cases.json
 
 Each case's config is built with deepspeed.runtime.config.DeepSpeedConfig (the class
 deepspeed.initialize builds from a config dict; no process group needed: it falls back to world
