@@ -325,7 +325,7 @@ def train(a, m: dict, emit) -> dict:
         os.environ["WORLD_SIZE"] = "1"
         import deepspeed
         if device.type == "cuda":
-            torch.cuda.set_device(device)
+            torch.cuda.set_device(device.index if device.index is not None else 0)
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=deepspeed_config(job, a.stage, bf16, micro, accum))
         fwd = engine
     else:
