@@ -143,7 +143,7 @@ describe("errors", () => {
 });
 
 describe("resolution", () => {
-  test("defaults: DeepSpeed (domain.md §3) and Hugging Face", () => {
+  test("defaults: DeepSpeed (docs/domain.md §3) and Hugging Face", () => {
     const c = resolveJobConfig(job()).config;
     expect(c.zero_optimization).toMatchObject({ stage: 0, reduce_bucket_size: 5e8, allgather_bucket_size: 5e8, stage3_prefetch_bucket_size: 5e7, stage3_param_persistence_threshold: 1e5, stage3_max_live_parameters: 1e9, stage3_max_reuse_distance: 1e9, sub_group_size: 1e9, reduce_scatter: true, overlap_comm: false, contiguous_gradients: true, stage3_gather_16bit_weights_on_model_save: false });
     expect(c.fp16).toEqual({ enabled: false, loss_scale: 0, initial_scale_power: 16, loss_scale_window: 1000, hysteresis: 2, consecutive_hysteresis: false, min_loss_scale: 1 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One H200 call (run from the repository root with .device carried; ../shared/device/README.md of
-# the workplace packs it): the real-shape jobs of this folder (byte tokens on moby-dick, vocabularies
+# One H200 call (run from the repository root with .device/ carried: the packed run-time with bun,
+# the wgpu libraries and node_modules, staged by stage-node-modules.py): the real-shape jobs of this folder (byte tokens on moby-dick, vocabularies
 # and layers of Llama-3-8B, Qwen3-30B-A3B, Mixtral-8x7B), bf16 on tensor cores, ZeRO-0.
 #   PARTS="tests gemm profile train"  which parts run (default: all four)
 #   JOBS="llama3 qwen3 mixtral"        which jobs

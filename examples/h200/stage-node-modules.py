@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Re-stage .device/node_modules.tar.xz for the H200 after ../shared/device/pack.sh.
+"""Re-stage .device/node_modules.tar.xz for the H200 after .device/ is packed.
 
-pack.sh copies node_modules/@zeromoe/* through the workspace links: whole workspaces with their own
+The packer copies node_modules/@zeromoe/* through the workspace links: whole workspaces with their own
 node_modules (178 MiB, over the device call's 64 MiB carry), while the packages that only `core`
 depends on (bun's isolated install keeps them under node_modules/.bun) are left out. This keeps the
 workspace links as links and copies every package a workspace depends on, transitively, hoisted to
 the root node_modules (about 46 MiB for .device in all). Dev-only packages are skipped.
 
-Run from the repository root after pack.sh: python3 examples/h200/stage-node-modules.py
+Run from the repository root after packing: python3 examples/h200/stage-node-modules.py
 """
 import os, json, shutil, subprocess, tempfile
 root = os.getcwd()

@@ -15,7 +15,7 @@
 #      mixtral-med bf16 without tensor cores against fp32 the same way;
 #   6. the kernel conformance suite on our wgpu build on this GPU (kernels/test/ffi, kernels/test/webgpu);
 #   7. only with WITH_OFFLOAD=1: offload under a 4 GiB budget (examples/h200/offload-mixtral-med.sh).
-# After ../shared/device/pack.sh, run python3 examples/h200/stage-node-modules.py (see there why).
+# After packing .device/, run python3 examples/h200/stage-node-modules.py (see there why).
 # Run on the device with carry [".device", ".device-coop"]:
 #   source .device/enter.sh && bash examples/h200/step-figures.sh
 # Parts 1–6 take more than one device call's 600 s: split them, e.g. PARTS=1,2,3 then PARTS=4,5,6

@@ -13,14 +13,14 @@
  *   {@link Backend.cast} to move between them. `i32`/`u32` hold indices.
  * - Outputs never alias inputs unless an op says "in place".
  * - Accumulations (sums, softmax, norms) are in f32 with the max subtracted where relevant
- *   (domain.md §5). The cpu backend may be created with `precision: "f64"`: then its f32 buffers are
+ *   (docs/domain.md §5). The cpu backend may be created with `precision: "f64"`: then its f32 buffers are
  *   stored as Float64Array and every op computes in float64 — used for finite-difference checks.
  */
 
 /** Element types a buffer can hold. Sizes in bytes: f32 4, f16 2, bf16 2, i32 4, u32 4. */
 export type DType = "f32" | "f16" | "bf16" | "i32" | "u32";
 
-/** What a buffer holds, for memory accounting (domain.md §1 reports these separately). */
+/** What a buffer holds, for memory accounting (docs/domain.md §1 reports these separately). */
 export type MemTag = "param" | "grad" | "optim" | "activation" | "gathered" | "comm" | "other";
 
 export const MEM_TAGS: readonly MemTag[] = ["param", "grad", "optim", "activation", "gathered", "comm", "other"];

@@ -57,7 +57,7 @@ export function decodeTensor(bytes: Uint8Array, info: SafetensorsTensorInfo, fil
       // Float16Array (ES2025, built into Bun's JavaScriptCore) widens exactly.
       return f32(Float32Array.from(new Float16Array(buf, off, n)));
     case "BF16": {
-      // bf16 is the top half of an f32 (domain.md §5): widening is a 16-bit shift.
+      // bf16 is the top half of an f32 (docs/domain.md §5): widening is a 16-bit shift.
       const src = new Uint16Array(buf, off, n);
       const out = new Uint32Array(n);
       for (let i = 0; i < n; i++) out[i] = src[i] << 16;

@@ -3,7 +3,7 @@
  * {@link loadStateDict} (./hf-load.ts), for the fp32 / 16-bit model export.
  *
  * Floating tensors (Float32Array, or Float64Array from the f64 CPU backend) are written as F32, or
- * cast to BF16 / F16 with round to nearest, ties to even (domain.md §5; f64 data is first rounded
+ * cast to BF16 / F16 with round to nearest, ties to even (docs/domain.md §5; f64 data is first rounded
  * to f32, as a cast from an f32 model would be). Int32Array tensors are written as I32. The file's
  * `__metadata__` includes `"format": "pt"`, which Transformers' `from_pretrained` requires of a
  * safetensors checkpoint.

@@ -19,7 +19,7 @@
  * - `average` divides the final (f32/f64) sum by the group size once, before the final 16-bit
  *   rounding where there is one. Integer arrays refuse `average`.
  * Hence `allReduce(x)` equals `reduceScatter(x)` followed by `allGather` bit for bit, element by
- * element — the equivalence ZeRO stages 1–3 rely on to reproduce data parallelism (domain.md §5).
+ * element — the equivalence ZeRO stages 1–3 rely on to reproduce data parallelism (docs/domain.md §5).
  */
 
 /** Host array types a collective accepts. Uint16Array carries raw bf16 (default) or f16 bits. */

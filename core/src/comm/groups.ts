@@ -1,5 +1,5 @@
 /**
- * Standard process-group layouts for data, expert and expert-data parallelism (domain.md §4;
+ * Standard process-group layouts for data, expert and expert-data parallelism (docs/domain.md §4;
  * the layout DeepSpeed's MoE uses with `ep_size` consecutive ranks per expert-parallel group).
  *
  * With world_size W and ep_size E (W % E == 0):

@@ -2,7 +2,7 @@
  * Per-rank byte and time accounting of collectives.
  *
  * Bytes "sent" are nominal, defined by the ring algorithms of the ZeRO paper (Rajbhandari et al.,
- * SC'20, §7; domain.md §2) so that figures compare with the paper's communication volumes whatever
+ * SC'20, §7; docs/domain.md §2) so that figures compare with the paper's communication volumes whatever
  * the transport really does. For a group of n members and an array of B bytes:
  * - all_reduce: 2(n−1)/n · B (B = the array reduced).
  * - reduce_scatter: (n−1)/n · B (B = the full input array, n parts).

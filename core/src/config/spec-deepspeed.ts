@@ -1,8 +1,8 @@
 /**
  * Schema of the DeepSpeed keys a job file (or a `--deepspeed ds_config.json`) may hold, with
  * DeepSpeed's names and defaults. Sources: deepspeed.ai "DeepSpeed Configuration JSON" and
- * DeepSpeed's `runtime/constants.py`, `runtime/zero/config.py`, `runtime/zero/offload_config.py`;
- * where they disagree with domain.md §3, domain.md wins (it is checked against current DeepSpeed).
+ * DeepSpeed's `runtime/constants.py`, `runtime/zero/config.py`, `runtime/zero/offload_config.py`
+ * (summarised, with what each key means, in docs/domain.md §3).
  * Cross-field rules (batch-size rule, fp16 × bf16, offload × stage, scheduler defaults taken from
  * the optimizer and `steps`) live in `resolve.ts`.
  */
@@ -182,7 +182,7 @@ export const SCHEDULER_SPEC: Spec = {
   },
 };
 
-/** `fp16` section (DeepSpeed runtime/constants.py defaults; domain.md §3). */
+/** `fp16` section (DeepSpeed runtime/constants.py defaults; docs/domain.md §3). */
 export const FP16_SPEC: ObjectSpec = {
   kind: "object",
   default: {},
@@ -266,7 +266,7 @@ export const AIO_SPEC: ObjectSpec = {
   aliases: { intra_op_parallelism: "thread_count" },
 };
 
-/** `zero_optimization` section (domain.md §3 defaults). */
+/** `zero_optimization` section (docs/domain.md §3 defaults). */
 export const ZERO_SPEC: ObjectSpec = {
   kind: "object",
   default: {},

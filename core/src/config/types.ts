@@ -2,7 +2,7 @@
  * The fully-resolved, typed job configuration produced by `resolveJobConfig` / `loadJobConfig`.
  * Every field is present (defaults filled in, cross-field defaults resolved), so consumers never
  * re-apply defaults. Key names are those of the JSON file: Hugging Face names in `model`,
- * DeepSpeed's names at top level (domain.md §3), ZeroMoE's own names in `data`, `moe`, `checkpoint`.
+ * DeepSpeed's names at top level (docs/domain.md §3), ZeroMoE's own names in `data`, `moe`, `checkpoint`.
  * See docs/config.md for the meaning, type and default of each key.
  */
 

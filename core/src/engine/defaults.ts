@@ -10,7 +10,7 @@ import { makePlan } from "./plan.ts";
 import type { JobView, UnitInfo } from "./plugin-context.ts";
 
 /** The group a unit's state is partitioned and reduced over: edp for expert units, dp otherwise
- * (domain.md §4). */
+ * (docs/domain.md §4). */
 export function groupFor(unit: UnitInfo, ctx: Pick<JobView, "groups">): Group {
   return unit.kind === "expert" ? ctx.groups.edp : ctx.groups.dp;
 }

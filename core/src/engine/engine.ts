@@ -1,7 +1,7 @@
 /**
  * The training engine of one rank: `Engine.create(...)` ≈ `deepspeed.initialize`, then
  * `trainBatch(microBatches)` runs one optimizer step (forward + backward per micro-batch, reduce,
- * clip, AdamW on owned shards) exactly as design.md "One training step" describes.
+ * clip, AdamW on owned shards) exactly as docs/architecture.md "One training step" describes.
  *
  * Set-up order: groups → model (born without parameter buffers) → plugins composed on the six hooks
  * (each `setup` gets a SetupContext, plugin-context.ts) → plugins' manifest entries restored from
@@ -463,7 +463,7 @@ export class Engine implements CheckpointTarget {
     return out;
   }
 
-  /** Bytes of padding this rank holds in sharded states (domain.md §1: reported, never hidden). */
+  /** Bytes of padding this rank holds in sharded states (docs/domain.md §1: reported, never hidden). */
   paddingBytes(): number {
     const mixed = this.env.paramDtype !== "f32";
     return this.states.reduce((s, st) => s + st.paddingBytes(mixed), 0);

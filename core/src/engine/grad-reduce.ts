@@ -1,7 +1,7 @@
 /**
  * Gradient reduction mechanisms shared by core's data-parallel default and the ZeRO plugins.
  *
- * Determinism (domain.md §5): every gradient is first produced fresh per micro-batch in `unit.grad`
+ * Determinism (docs/domain.md §5): every gradient is first produced fresh per micro-batch in `unit.grad`
  * and then *added* to the accumulator, and collectives sum ranks in fixed group order
  * (core/src/comm). With f32 gradients and one micro-batch per rank, data parallelism
  * (all_reduce), ZeRO-1 (accumulate, then reduce_scatter) and ZeRO-2/3 (reduce_scatter per

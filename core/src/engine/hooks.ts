@@ -1,5 +1,5 @@
 /**
- * The six hooks as the engine uses them (design.md "The six hooks"). Every call receives a
+ * The six hooks as the engine uses them (docs/architecture.md "The six hooks"). Every call receives a
  * per-call {@link HookContext} (plugin-context.ts): job facts, the live step position and unit
  * handles with verbs over their buffers — no engine state map, no model object. Core's defaults
  * (`defaults.ts`) give plain data parallelism; plugins claim or wrap them through

@@ -1,12 +1,12 @@
 /**
- * The optimizer step on the shards each rank owns (design.md "One training step", after the last
+ * The optimizer step on the shards each rank owns (docs/architecture.md "One training step", after the last
  * micro-batch): global gradient norm over all ranks → overflow check → clip → fused AdamW on owned
  * ranges → all_gather of updated parameters where parameters are replicated but optimizer states
  * are sharded (ZeRO-1/2). Under ZeRO-3 parameters stay sharded.
  *
  * Gradients arrive *summed* over ranks and micro-batches (reduce hook); AdamW's `gradScale`
  * multiplies them by clipCoef / (lossScale · accumulation · world_size), so every stage applies the
- * same arithmetic to the same values (domain.md §5).
+ * same arithmetic to the same values (docs/domain.md §5).
  *
  * Where the norm needs no collective (one rank), no state is offloaded and the optimizer is AdamW,
  * a device backend keeps the whole computation on the device (`deviceScale`): the per-unit sums of

@@ -4,7 +4,7 @@
  * A unit's flat buffer of `numel` elements is split over the `n` ranks of its group into equal
  * contiguous shards of `s = ceil(numel / n)` elements (ZeRO paper §5; DeepSpeed pads the flat buffer
  * so every rank holds the same count). Rank `r` owns `[r·s, min((r+1)·s, numel))`; the rest of its
- * `s`-element shard is padding, reported separately (domain.md §1), never hidden.
+ * `s`-element shard is padding, reported separately (docs/domain.md §1), never hidden.
  */
 import type { Group } from "../comm/communicator.ts";
 import type { UnitInfo } from "./plugin-context.ts";

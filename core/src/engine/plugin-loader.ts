@@ -1,6 +1,6 @@
 /**
  * The plugin loader: turns the specifiers a job names into plugin objects, and checks the set
- * before anything runs (design.md "Composition is by the job's config").
+ * before anything runs (docs/architecture.md "Packages and layers"; docs/plugins.md "6. Loading a plugin").
  *
  * A specifier is one of (tried in this order):
  * - a built-in alias: the registry (registry.ts, the one file of core that names plugins) maps it

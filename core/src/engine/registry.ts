@@ -1,6 +1,6 @@
 /**
- * The built-in plugin registry: which plugin *packages* a job's config selects (design.md
- * "Composition is by the job's config"). This is the only file of core that names a plugin; the
+ * The built-in plugin registry: which plugin *packages* a job's config selects (docs/architecture.md
+ * "Packages and layers"). This is the only file of core that names a plugin; the
  * engine, the trainer, the memory check and the checkpoint code know plugins only through the
  * contract (core/src/engine/plugin-context.ts). The packages are loaded by name like third-party
  * ones (engine/plugin-loader.ts).

@@ -11,7 +11,7 @@
  * | m, v        | always                             | optim length  | f32            | optim |
  *
  * "optim length" is `shardSize` when optimizer states are sharded, else `numel`. With f32 training
- * the parameters themselves are the master copy (domain.md §1: 4 + 4 + 8 bytes per parameter).
+ * the parameters themselves are the master copy (docs/domain.md §1: 4 + 4 + 8 bytes per parameter).
  * A frozen unit (`unit.trainable` false, the job's `freeze`) holds only its parameters: no gradient
  * and no optimizer buffer.
  *

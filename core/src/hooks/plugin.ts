@@ -1,5 +1,5 @@
 /**
- * Plugins and their composition on the six hooks (design.md "The six hooks").
+ * Plugins and their composition on the six hooks (docs/architecture.md "The six hooks").
  *
  * A plugin is `{ name, configKey?, requires?, conflicts?, setup(ctx) }`. In `setup` it *claims* hooks
  * (replaces the current implementation) or *wraps* them (receives the current implementation and

@@ -1,6 +1,6 @@
 /**
  * Mixtral (`MixtralForCausalLM`, Jiang et al. 2024): Llama (llama.ts) with every feed-forward
- * replaced by a sparse Mixture-of-Experts block, with Hugging Face's semantics (domain.md §4):
+ * replaced by a sparse Mixture-of-Experts block, with Hugging Face's semantics (docs/domain.md §4):
  *
  *   router_logits = gate(x)                      [T, E]   (model.layers.{l}.block_sparse_moe.gate.weight)
  *   p = softmax(router_logits) in f32 over all E experts

@@ -1,6 +1,6 @@
 /**
- * Parameter units — the sharding granules of ZeroMoE (like FSDP's wrapped modules; design.md "The
- * six hooks").
+ * Parameter units — the sharding granules of ZeroMoE (like FSDP's wrapped modules;
+ * docs/architecture.md "Units: the sharding granule").
  *
  * ## Layout
  * A model's parameters are grouped into units: `embed` (model.embed_tokens), one `layer` unit per
@@ -40,13 +40,16 @@ import type { TapeUnit } from "../tensor/tape.ts";
 import { markUnit } from "../tensor/tape.ts";
 import { Tensor, fmtShape, numelOf, type ParamSource } from "../tensor/tensor.ts";
 
-/** Kind of unit; expert units are partitioned over the expert-data-parallel group (domain.md §4). */
+/** Kind of unit; expert units are partitioned over the expert-data-parallel group (docs/domain.md §4). */
 export type UnitKind = "embed" | "layer" | "expert" | "head";
 
 /** Phase a gather/release belongs to. */
 export type Phase = "fwd" | "bwd";
 
-/** The unit-level hooks an engine installs (design.md: gather/release, and the reduce trigger). */
+/**
+ * The unit-level hooks an engine installs: gather/release, and the reduce trigger
+ * (docs/architecture.md "The six hooks").
+ */
 export interface UnitHooks {
   /** Make `unit.data` resident (full parameters) before its forward or backward region. */
   gather(unit: Unit, phase: Phase): void | Promise<void>;

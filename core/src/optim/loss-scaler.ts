@@ -1,6 +1,6 @@
 /**
  * fp16 loss scaling with DeepSpeed's semantics (deepspeed/runtime/fp16/loss_scaler.py:
- * LossScaler, DynamicLossScaler; config keys domain.md §3).
+ * LossScaler, DynamicLossScaler; config keys docs/domain.md §3).
  *
  * Use per optimizer step: multiply the loss by {@link LossScaler.lossScale} before backward; after
  * backward, check the gradients for inf/NaN (all ranks agree on one flag); call

@@ -1,6 +1,6 @@
 /**
  * Up-front memory check of the trainer: before anything is allocated, compare the job's model-state
- * estimate (memory-estimate.ts, domain.md §1) with what the backend can hold, and refuse a job that
+ * estimate (memory-estimate.ts, docs/domain.md §1) with what the backend can hold, and refuse a job that
  * cannot fit with a {@link MemoryBudgetError} that names the estimate, the limit and what to change
  * — instead of allocating for half a minute and dying with "cpu alloc … Out of memory" or the OOM
  * killer.
@@ -138,7 +138,7 @@ export function backendMemoryLimits(be: Backend, host: HostMemory): MemoryLimits
   };
 }
 
-/** Bytes as GB (1e9 bytes, as domain.md §1 states them), two significant decimals. */
+/** Bytes as GB (1e9 bytes, as docs/domain.md §1 states them), two significant decimals. */
 export function gb(bytes: number): string {
   return `${(bytes / 1e9).toFixed(bytes >= 1e10 ? 1 : 2)} GB`;
 }

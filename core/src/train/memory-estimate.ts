@@ -1,6 +1,6 @@
 /**
  * Up-front estimate of a job's model-state memory per rank, from the config and the job's plugins
- * (nothing is allocated, no engine exists): domain.md §1 (ZeRO paper, Rajbhandari et al. SC'20 §5).
+ * (nothing is allocated, no engine exists): docs/domain.md §1 (ZeRO paper, Rajbhandari et al. SC'20 §5).
  *
  * Bytes per parameter: mixed precision (bf16/fp16) a = 2 (params), g = 2 (grads), o = 12 (fp32
  * master, m, v); fp32 a = 4, g = 4, o = 8. Core starts from what plain data parallelism holds:
@@ -77,7 +77,7 @@ export interface ModelStateEstimate {
   largestBufferBytes: number;
 }
 
-/** Bytes per parameter for mixed precision (2 + 2 + 12) or fp32 (4 + 4 + 8), domain.md §1. */
+/** Bytes per parameter for mixed precision (2 + 2 + 12) or fp32 (4 + 4 + 8), docs/domain.md §1. */
 export function stateBytesPerParameter(mixed: boolean): StateBytesPerParameter {
   return mixed ? { param: 2, grad: 2, optim: 12 } : { param: 4, grad: 4, optim: 8 };
 }

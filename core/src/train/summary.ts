@@ -102,7 +102,7 @@ export interface TrainSummary {
   moe: MoeSummary | null;
   /** Tag directories of the checkpoints this run saved, oldest first (empty without checkpoint.dir). */
   checkpoints: string[];
-  /** Rank 0's figures at every logged step (docs/summary.md "history"). */
+  /** Rank 0's figures at every logged step (docs/summary.md, field `history`). */
   history: HistoryEntry[];
   /** Every evaluation of the run: step and validation loss. */
   eval_history: { step: number; val_loss: number }[];

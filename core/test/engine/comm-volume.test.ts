@@ -1,5 +1,5 @@
 /**
- * Communication volume per rank per step (ZeRO paper §7; domain.md §2), read from the
+ * Communication volume per rank per step (ZeRO paper §7; docs/domain.md §2), read from the
  * communicator's accounting (core/src/comm: bytes sent per collective by the ring definitions,
  * all_reduce 2(n−1)/n·B, reduce_scatter and all_gather (n−1)/n·B).
  *

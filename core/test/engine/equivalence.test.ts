@@ -1,5 +1,5 @@
 /**
- * ZeRO stages reproduce the single-rank run (domain.md §5: ZeRO changes where state lives, not the
+ * ZeRO stages reproduce the single-rank run (docs/domain.md §5: ZeRO changes where state lives, not the
  * arithmetic).
  *
  * Set-up: fixed seed and data; micro-batch size fixed (2 sequences of 7 tokens); the global batch

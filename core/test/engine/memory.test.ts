@@ -1,6 +1,6 @@
 /**
  * Per-rank model-state memory equals the ZeRO paper's formulas (Rajbhandari et al., SC'20, §5;
- * domain.md §1), read from the backend's memory accounting (bytes per tag, current after the
+ * docs/domain.md §1), read from the backend's memory accounting (bytes per tag, current after the
  * optimizer step), exactly up to the padding the engine reports.
  *
  * Per rank, with Ψ parameters and N ranks (b = bytes of a 16-bit or fp32 element):
@@ -42,7 +42,7 @@ function job(stage: number, bf16: boolean, persistence = 0): Record<string, unkn
   });
 }
 
-/** N · (bytes per rank) of each tag by domain.md §1, for Ψ_p persistent elements (ZeRO-3 only). */
+/** N · (bytes per rank) of each tag by docs/domain.md §1, for Ψ_p persistent elements (ZeRO-3 only). */
 function formulaTimesN(stage: number, bf16: boolean, n: number, psiP = 0): { param: number; grad: number; optim: number } {
   const b = bf16 ? 2 : 4;
   const o = bf16 ? 12 : 8;
@@ -69,7 +69,7 @@ beforeAll(async () => {
   }
 }, 60_000);
 
-describe("per-rank memory equals domain.md §1 up to reported padding", () => {
+describe("per-rank memory equals docs/domain.md §1 up to reported padding", () => {
   for (const n of WORLDS) {
     for (const bf16 of [false, true]) {
       for (const [stage, persist] of [[0, 0], [1, 0], [2, 0], [3, 0], [3, PERSIST]] as const) {

@@ -14,7 +14,7 @@ import { parseByteSize } from "../../src/config/byte-size.ts";
 import { LaunchError, type RankFailure } from "../../src/launch/launch.ts";
 
 const MSG = 'DeviceBudgetError: device memory budget exceeded: allocating 64.00 KiB (activation) with 4.08 MiB in use, max_device_memory is 4.10 MiB (4300000 bytes); offload optimizer states (zero_optimization.offload_optimizer.device "cpu"), use ZeRO stage 3, smaller micro-batches, activation checkpointing, or raise the budget';
-const fail = (rank: number, message: string): RankFailure => ({ rank, message, aborted: false, stack: `${message}\n    at <anonymous> (/work/main/core/src/train/device-budget.ts:45:23)` });
+const fail = (rank: number, message: string): RankFailure => ({ rank, message, aborted: false, stack: `${message}\n    at <anonymous> (/repo/core/src/train/device-budget.ts:45:23)` });
 
 describe("device memory budget errors", () => {
   test("DeviceBudgetError in a rank: message only, no stack, exit 2", () => {

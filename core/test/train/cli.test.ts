@@ -1,7 +1,7 @@
 /**
  * `bun run train` end to end, as a user runs it: a child process of core/src/cli/train.ts.
  * Independent references: the parameter count of the Hugging Face layout (countParameters), the
- * ZeRO paper's per-rank model-state bytes and communication volumes (domain.md §1–2), routing
+ * ZeRO paper's per-rank model-state bytes and communication volumes (docs/domain.md §1–2), routing
  * choices = tokens·k, and the data-parallel equivalence (world 2 × accumulation 1 trains exactly
  * like world 1 × accumulation 2 on the same global batches).
  */
@@ -85,7 +85,7 @@ describe("bun run train", () => {
     // fresh model on 256 byte values: loss ≈ ln 256; it falls within 3 steps
     expect(Math.abs(s.losses[0]! - Math.log(256))).toBeLessThan(0.1);
     expect(s.final_loss!).toBeLessThan(s.losses[0]!);
-    // fp32 data parallel: 4 bytes params + 4 grads + 8 moments per parameter (domain.md §1)
+    // fp32 data parallel: 4 bytes params + 4 grads + 8 moments per parameter (docs/domain.md §1)
     const m = s.memory.per_rank[0]!;
     expect([m.params, m.grads, m.optim, m.padding]).toEqual([4 * psi, 4 * psi, 8 * psi, 0]);
     expect(m.peak_total).toBeGreaterThan(16 * psi);
@@ -134,12 +134,12 @@ describe("bun run train", () => {
         const m = s2.memory.per_rank[rank]!;
         const c = s2.comm.per_rank[rank]!;
         const pad = m.padding;
-        // domain.md §1 (fp32): stage 0 16Ψ, stage 2 4Ψ + 12Ψ/N, stage 3 16Ψ/N (padding reported apart)
+        // docs/domain.md §1 (fp32): stage 0 16Ψ, stage 2 4Ψ + 12Ψ/N, stage 3 16Ψ/N (padding reported apart)
         const want = stage === 0 ? [4 * psi, 4 * psi, 8 * psi] : stage === 2 ? [4 * psi, 2 * psi, 4 * psi] : [2 * psi, 2 * psi, 4 * psi];
         expect(Math.abs(m.params - want[0]!)).toBeLessThanOrEqual(pad);
         expect(Math.abs(m.grads - want[1]!)).toBeLessThanOrEqual(pad);
         expect(Math.abs(m.optim - want[2]!)).toBeLessThanOrEqual(pad);
-        // domain.md §2 at N = 2: all_reduce moves 2Ψ(N−1)/N = Ψ elements per step (4Ψ bytes);
+        // docs/domain.md §2 at N = 2: all_reduce moves 2Ψ(N−1)/N = Ψ elements per step (4Ψ bytes);
         // stage 2: reduce_scatter + all_gather, Ψ/2 elements each; stage 3 with nothing persistent
         // or reused gathers every unit in forward and again in backward: 3Ψ(N−1)/N = 1.5× stage 0
         const perStep = (b: number) => b / steps / (4 * psi);

@@ -2,7 +2,7 @@
  * Up-front memory check (core/src/train/memory-check.ts, memory-estimate.ts). The estimate comes
  * from core's replicated base plus the job's plugins' memory contributions (the built-in ZeRO and
  * MoE plugins loaded through the registry, or a third-party plugin). Independent references:
- * plugins/moe's own model-state formula (moeModelStateBytes), domain.md §1's per-stage expressions
+ * plugins/moe's own model-state formula (moeModelStateBytes), docs/domain.md §1's per-stage expressions
  * written out, the unit sizes of the real model built without allocating, a third-party stage-like
  * plugin (core/test/engine/plugins/acme-shard-grads.ts) that must change the verdict and really
  * partition what it claims to, and a real run of the train CLI on a model far too large for any
@@ -86,7 +86,7 @@ const HUGE_LLAMA = {
 };
 
 describe("estimateModelState", () => {
-  test("dense llama: domain.md §1 per stage, fp32 and mixed, awkward world sizes", async () => {
+  test("dense llama: docs/domain.md §1 per stage, fp32 and mixed, awkward world sizes", async () => {
     const r = rng(7);
     for (let i = 0; i < 6; i++) {
       const N = [1, 3, 7, 64][i % 4]!;

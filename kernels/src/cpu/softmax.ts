@@ -1,6 +1,6 @@
 /**
  * Row softmax / log-softmax and their backward on the cpu backend. Max-subtracted, float64
- * accumulation, columns summed in ascending order (domain.md §5).
+ * accumulation, columns summed in ascending order (docs/domain.md §5).
  */
 
 import type { FArr } from "./store.ts";

@@ -105,7 +105,7 @@ export class GPUAdapterImpl {
    * Create a device. `requiredFeatures` must be offered by the adapter (else TypeError);
    * `requiredLimits` names WGPULimits fields, each no better than the adapter's (else an
    * OperationError). Ask for `adapter.limits.maxStorageBufferBindingSize`/`maxBufferSize` to lift
-   * the small defaults (domain.md §6). When the driver refuses the device, garbage is collected
+   * the small defaults (docs/domain.md §6). When the driver refuses the device, garbage is collected
    * (dropped devices are released when their wrappers are finalized; NVIDIA caps a process at 63
    * live devices) and the request is tried once more; the OperationError then names both failures.
    */

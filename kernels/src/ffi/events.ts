@@ -1,6 +1,6 @@
 /**
  * Driving wgpu-native's callbacks. wgpu-native runs callbacks only when polled
- * (wgpuInstanceProcessEvents, wgpuDevicePoll; domain.md §6). Every asynchronous call made through
+ * (wgpuInstanceProcessEvents, wgpuDevicePoll; docs/domain.md §6). Every asynchronous call made through
  * the shim fills a C "slot"; {@link EventPump.wait} returns a promise that is settled once the slot
  * is done, polling from the JavaScript event loop: first with `setImmediate` (microseconds apart)
  * for `spinMs`, then with `setTimeout(0)` (about 1 ms apart) so the CPU is left to the driver.

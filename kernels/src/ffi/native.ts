@@ -4,7 +4,7 @@
  *
  * Functions whose arguments are only scalars and pointers are called directly. Everything that
  * takes or receives a struct by value (WGPUStringView, *CallbackInfo, descriptors) goes through the
- * shim, whose C code builds the structs with the layout of webgpu.h itself. See domain.md §6.
+ * shim, whose C code builds the structs with the layout of webgpu.h itself. See docs/domain.md §6.
  */
 import { CString, FFIType, cc, dlopen, type Pointer } from "bun:ffi";
 import { ensureRuntimeDir } from "./runtime-dir.ts";

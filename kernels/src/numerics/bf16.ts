@@ -2,7 +2,7 @@
  * bfloat16 host conversions, round to nearest, ties to even.
  *
  * bf16 is the top 16 bits of an IEEE-754 binary32: 1 sign, 8 exponent (bias 127), 7 mantissa bits
- * (domain.md §5; Google "BFloat16: the secret to high performance on Cloud TPUs"). Same exponent
+ * (docs/domain.md §5; Google "BFloat16: the secret to high performance on Cloud TPUs"). Same exponent
  * range as f32, so only values within half an ulp of f32's max overflow. NaN becomes a quiet NaN
  * (see each function for the bits).
  *

@@ -2,7 +2,7 @@
  * Opening a WebGPU adapter and device with the adapter's full limits and the optional features the
  * engine uses (W3C WebGPU §"requestAdapter", §"requestDevice").
  *
- * The defaults of `requestDevice` are small (128 MiB storage binding, 256 MiB buffer, domain.md §6);
+ * The defaults of `requestDevice` are small (128 MiB storage binding, 256 MiB buffer, docs/domain.md §6);
  * every limit the engine depends on is requested at the adapter's maximum.
  */
 import type { BackendInfo } from "../backend.ts";

@@ -2,7 +2,7 @@
  * Splitting a 1-D workgroup count into a dispatch grid.
  *
  * WebGPU caps each dispatch dimension at `maxComputeWorkgroupsPerDimension` (65535 by default,
- * domain.md §6). A kernel that wants `count` workgroups gets a grid [x, y, 1] with x·y ≥ count and
+ * docs/domain.md §6). A kernel that wants `count` workgroups gets a grid [x, y, 1] with x·y ≥ count and
  * recovers its linear workgroup index as `wg.x + wg.y · nwg.x` (WGSL helper `wg_lin` in
  * `wgsl/prelude.ts`); workgroups at or past `count` must return without writing.
  */

@@ -5,7 +5,7 @@
  * 16-bit buffers (f16, bf16) are bound as `array<u32>` holding two elements per word, element i in
  * word i/2, low half first (little-endian, the same bytes as a host Uint16Array).
  *
- * - bf16 is the top half of an f32 (domain.md §5). f32 → bf16 rounds to nearest even with the
+ * - bf16 is the top half of an f32 (docs/domain.md §5). f32 → bf16 rounds to nearest even with the
  *   integer trick `(x + 0x7fff + lsb) >> 16`; NaN stays a quiet NaN.
  * - f16 (IEEE-754 binary16) conversions are done with integer arithmetic rather than
  *   `pack2x16float`/`unpack2x16float`, whose WGSL definition allows either neighbouring value when

@@ -1,7 +1,7 @@
 /**
  * Row-wise softmax / log-softmax forward and backward (f32), one workgroup per row.
  *
- * Forward subtracts the row max before exponentiating (domain.md §5):
+ * Forward subtracts the row max before exponentiating (docs/domain.md §5):
  *   softmax y = exp(x − m) / Σ exp(x − m);  log-softmax y = x − m − log Σ exp(x − m).
  * Backward given the forward output y:
  *   softmax dx = y ⊙ (dy − Σ dy·y);  log-softmax dx = dy − exp(y) · Σ dy.

@@ -1,6 +1,6 @@
 /**
  * Conformance: run-to-run determinism. The Backend contract promises a fixed order for
- * embeddingBackward, scatterAddRows and sumSquares, and domain.md §5 asks for fixed reduction
+ * embeddingBackward, scatterAddRows and sumSquares, and docs/domain.md §5 asks for fixed reduction
  * orders everywhere (ZeRO stages must reproduce data parallelism bit for bit); each op here is run
  * twice on the same inputs (fresh outputs) and the bits must be identical.
  */

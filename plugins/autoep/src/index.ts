@@ -5,7 +5,7 @@
  * numerics (same top-k, renormalisation per `route_norm`, the model's summation order).
  * Selected by core's registry when `expert_parallel.enabled` (core/src/engine/registry.ts).
  *
- * How it composes (design.md "The six hooks"): the job's config resolver has checked every key
+ * How it composes (docs/architecture.md "The six hooks"): the job's config resolver has checked every key
  * (config/resolve-expert-parallel.ts: each acts or is refused naming it) and made `autoep_size` the
  * job's expert-parallel group size (`moe.ep_size`, from which the engine builds the ep/edp groups).
  * This plugin requires the `moe` plugin, which supplies the expert-parallel parts that every

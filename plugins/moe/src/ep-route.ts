@@ -1,9 +1,10 @@
 /**
- * The expert-parallel token dispatcher (design.md "route" hook; DeepSpeed MoE's all-to-all
- * dispatcher, Megatron-Core's `MoEAlltoAllTokenDispatcher`): the `ep_size` ranks of an EP group
- * hold one full set of experts between them, E/ep_size each (placement.ts). It is core's
- * permutation skeleton (`PermutationDispatcher`, `@zeromoe/core/nn`: permute by expert, exchange,
- * experts, exchange back, weighted unpermute) with this exchange, per MoE layer:
+ * The expert-parallel token dispatcher (the route hook, docs/architecture.md "The six hooks";
+ * DeepSpeed MoE's all-to-all dispatcher, Megatron-Core's `MoEAlltoAllTokenDispatcher`): the
+ * `ep_size` ranks of an EP group hold one full set of experts between them, E/ep_size each
+ * (placement.ts). It is core's permutation skeleton (`PermutationDispatcher`, `@zeromoe/core/nn`:
+ * permute by expert, exchange, experts, exchange back, weighted unpermute) with this exchange, per
+ * MoE layer:
  *
  *   layout    one Int32 all_to_all_v of per-expert row counts (exchange.ts)
  *   dispatch  rows in send order → core's differentiable all_to_all_v (`allToAllVRows`) → rows in

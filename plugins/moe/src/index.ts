@@ -1,6 +1,6 @@
 /**
  * The MoE plugin: expert parallelism that composes with every ZeRO stage, DeepSpeed's router
- * options, placement strategies and MoE statistics (design.md; domain.md §4). Selected for every
+ * options, placement strategies and MoE statistics (docs/moe.md; docs/domain.md §4). Selected for every
  * sparse (`mixtral`) model (core's registry, core/src/engine/registry.ts).
  *
  * Hooks:

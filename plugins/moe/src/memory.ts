@@ -1,5 +1,5 @@
 /**
- * Model-state memory per rank with expert parallelism (domain.md §1, ZeRO paper §5, with Ψ split
+ * Model-state memory per rank with expert parallelism (docs/domain.md §1, ZeRO paper §5, with Ψ split
  * into a dense part Ψ_d and an expert part Ψ_e = all experts of all layers).
  *
  * Per parameter: a bytes of parameters, g of gradients, o of optimizer states — mixed precision

@@ -1,7 +1,7 @@
 /**
  * Expert placement: which rank of an expert-parallel (EP) group holds which experts of a layer.
  *
- * An EP group of `ep_size` ranks holds one full set of E experts, E/ep_size per rank (domain.md §4;
+ * An EP group of `ep_size` ranks holds one full set of E experts, E/ep_size per rank (docs/domain.md §4;
  * every rank holds the same number so memory is even). Strategies (`moe.placement`):
  * - `contiguous` (default, DeepSpeed's layout): rank j holds experts [j·E/P, (j+1)·E/P).
  * - `round_robin`: expert e lives on rank e mod P.

@@ -3,7 +3,7 @@
  * `--summary` `moe` section):
  *
  * - expert counts per layer: histogram over the flattened top-k choices (before capacity drops),
- *   summed over the step's micro-batches and over the data-parallel group (domain.md §4: "summed
+ *   summed over the step's micro-batches and over the data-parallel group (docs/domain.md §4: "summed
  *   over the data-parallel group before anyone reads it"), so Σ_e counts = tokens × k per layer and
  *   every rank holds the same numbers;
  * - dropped (token, slot) pairs per layer (capacity), summed likewise;

@@ -1,6 +1,6 @@
 /**
  * Model-state memory per rank with expert parallelism (memory.ts): the formula reproduces
- * domain.md §1's table when there are no experts, and equals the bytes the engine actually holds
+ * docs/domain.md §1's table when there are no experts, and equals the bytes the engine actually holds
  * (backend accounting of the `param`, `grad` and `optim` tags after a step, minus the reported
  * shard padding, summed over ranks; exact per rank at stage 0) at world 4 for ZeRO stages 0–3 × ep_size 1, 2, 4, in fp32 and bf16.
  */
@@ -10,7 +10,7 @@ import { moeModelStateBytes } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 
 describe("per-rank model-state memory with dense and expert parts", async () => {
-  test("without experts it is domain.md §1 (Ψ = 7.5e9, N = 64, mixed precision)", () => {
+  test("without experts it is docs/domain.md §1 (Ψ = 7.5e9, N = 64, mixed precision)", () => {
     const gb = (stage: 0 | 1 | 2 | 3) => moeModelStateBytes({ denseParams: 7.5e9, expertParams: 0, worldSize: 64, epSize: 1, stage, mixed: true }).total / 1e9;
     expect(gb(0)).toBeCloseTo(120, 6);
     expect(gb(1)).toBeCloseTo(31.40625, 6);

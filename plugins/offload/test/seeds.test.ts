@@ -1,7 +1,7 @@
 /**
- * The seed articles' offload configs train unchanged (/work/shared/seeds/001: "ZeRO-2 +
- * offload_optimizer cpu" for the MoE model, and ZeRO-Infinity "stage 3 + offload_optimizer cpu +
- * offload_param cpu"), merged as DeepSpeed files over the built-in job (a small Mixtral) with
+ * The two offload recipes users most often copy train unchanged: "ZeRO-2 + offload_optimizer cpu"
+ * (DeepSpeed's ZeRO-Offload tutorial) for the MoE model, and ZeRO-Infinity's "stage 3 +
+ * offload_optimizer cpu + offload_param cpu" (the ZeRO-Infinity tutorial), merged as DeepSpeed files over the built-in job (a small Mixtral) with
  * `bun run train --deepspeed`, 2 ranks, 2 steps: exit 0, finite losses, no device optimizer bytes.
  * (The built-in model's units are all below the default stage3_param_persistence_threshold of 1e5
  * elements, so ZeRO-3 keeps them whole on every rank, as DeepSpeed does, and there is no sharded

@@ -5,8 +5,8 @@
  * Per step: gradients accumulate locally over micro-batches, then one reduce_scatter (sum, fixed
  * rank order) leaves each rank the summed gradient of its shard; each rank runs AdamW on its shard;
  * core's optimizer all_gathers the updated parameters (params replicated, optim sharded). Traffic
- * per rank per step ≈ Ψ (reduce_scatter) + Ψ (all_gather) = 2Ψ elements (domain.md §2).
- * Memory per rank: 2Ψ + 2Ψ + 12Ψ/N bytes with bf16/fp16, 4Ψ + 4Ψ + 8Ψ/N with fp32 (domain.md §1).
+ * per rank per step ≈ Ψ (reduce_scatter) + Ψ (all_gather) = 2Ψ elements (docs/domain.md §2).
+ * Memory per rank: 2Ψ + 2Ψ + 12Ψ/N bytes with bf16/fp16, 4Ψ + 4Ψ + 8Ψ/N with fp32 (docs/domain.md §1).
  */
 import { accumulateLocal, definePlugin, groupFor, makePlan, partitionedBytes, reduceScatterAccumulated, type EngineHooks, type SetupContext } from "@zeromoe/core/plugin";
 

@@ -6,7 +6,7 @@
  * buckets (`reduce_bucket_size`, `overlap_comm`; see bucketed-reducer.ts) into the owned gradient
  * shard; full-size gradients live only transiently. After AdamW on the shard, core all_gathers the
  * updated parameters. Traffic ≈ 2Ψ per rank per step; memory 2Ψ + 14Ψ/N bytes (bf16/fp16) or
- * 4Ψ + 12Ψ/N (fp32) (domain.md §1–2). `contiguous_gradients` is inherent: every shard is one
+ * 4Ψ + 12Ψ/N (fp32) (docs/domain.md §1–2). `contiguous_gradients` is inherent: every shard is one
  * contiguous buffer.
  */
 import { definePlugin, groupFor, makePlan, partitionedBytes, type EngineHooks, type SetupContext } from "@zeromoe/core/plugin";

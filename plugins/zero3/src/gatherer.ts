@@ -1,6 +1,6 @@
 /**
  * ZeRO-3 parameter gathering: all_gather a unit's parameter shards on demand, prefetch ahead of
- * use, and release under DeepSpeed's documented limits (domain.md §3):
+ * use, and release under DeepSpeed's documented limits (docs/domain.md §3):
  *
  * - `stage3_prefetch_bucket_size` (elements): after gathering a unit, the units that follow it in
  *   the recorded order of use are fetched ahead until this many elements are in flight or resident

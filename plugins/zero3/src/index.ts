@@ -11,7 +11,7 @@
  *   (their gradients and optimizer states are still sharded; core all_gathers them after the step).
  *
  * Traffic ≈ 3Ψ per rank per step with persistence threshold 0 and reuse distance 0 (all_gather in
- * forward and in backward, reduce_scatter of gradients; domain.md §2). Memory 16Ψ/N (mixed) or
+ * forward and in backward, reduce_scatter of gradients; docs/domain.md §2). Memory 16Ψ/N (mixed) or
  * 16Ψ/N (fp32) bytes of model states per rank, plus b·Ψ_p·(N−1)/N for the Ψ_p elements of
  * persistent units (b = 2 or 4 bytes per parameter; {@link zero3Memory}), plus gathered parameters
  * (reported as `gathered`).

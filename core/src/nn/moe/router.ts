@@ -1,7 +1,7 @@
 /**
  * The router of an MoE layer, split as Megatron-Core's `TopKRouter` is: **gating** computes the
  * router logits from the tokens, **routing** turns logits into the decision (which experts, with
- * which combine weights). The Hugging Face Mixtral router (`MixtralSparseMoeBlock`, domain.md §4)
+ * which combine weights). The Hugging Face Mixtral router (`MixtralSparseMoeBlock`, docs/domain.md §4)
  * is written here once, as the building blocks below and the default {@link TopKRouter}:
  *
  *   gating:   logits = x · Wᵀ                                        [T, E]  (`block_sparse_moe.gate.weight`)

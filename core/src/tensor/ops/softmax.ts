@@ -1,5 +1,5 @@
 /**
- * Row-wise softmax and log-softmax over the last axis (f32, max subtracted, domain.md §5).
+ * Row-wise softmax and log-softmax over the last axis (f32, max subtracted, docs/domain.md §5).
  * Backward uses the saved output y: dx = y ⊙ (dy − Σ dy⊙y) for softmax, dx = dy − softmax·Σdy for
  * log-softmax (backend `softmaxBackward`).
  */
