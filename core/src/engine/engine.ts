@@ -45,6 +45,33 @@ export interface TrainMicroBatch {
   labels: Int32Array;
   batch: number;
   seq: number;
+  /** Packed rows: per-token segment ids [batch, seq] (models/llama.ts CausalLMInput.segmentIds):
+   * positions restart and attention stays inside each segment. Absent: one sequence per row. */
+  segmentIds?: Int32Array;
+}
+
+/** Labels of a micro-batch that the loss scores: labels[b, t + 1] ≠ −100 for t < seq − 1 (the
+ * model's shift, models/llama.ts shiftLabels). */
+export function scoredLabels(mb: TrainMicroBatch): number {
+  let n = 0;
+  for (let b = 0; b < mb.batch; b++) for (let t = 1; t < mb.seq; t++) if (mb.labels[b * mb.seq + t] !== -100) n++;
+  return n;
+}
+
+/**
+ * Weights of the micro-batches' mean cross-entropy so that one optimizer step's gradient is that of
+ * Σ(token losses) / N over the whole global batch (N = scored labels of every micro-batch of every
+ * rank), as Transformers' Trainer computes it since its 2024 gradient-accumulation fix
+ * (`num_items_in_batch`). The engine sums micro-batch gradients and divides by accum·world
+ * (gradDivisor), so micro-batch i gets w_i = n_i·accum·world / N: Σ_i w_i·mean_i / (accum·world)
+ * = Σ_i n_i·mean_i / N. Where every micro-batch scores the same number of labels (plain text: each
+ * row scores seq − 1) every w_i is exactly 1 (integers below 2^53), so those jobs are unchanged bit
+ * for bit. N = 0 (nothing scored anywhere) gives weights 0.
+ * @param counts scored labels of this rank's micro-batches; `globalCount` N.
+ */
+export function tokenLossWeights(counts: readonly number[], globalCount: number, worldSize: number): number[] {
+  const k = counts.length * worldSize;
+  return counts.map((n) => (globalCount > 0 ? (n * k) / globalCount : 0));
 }
 
 /** Result of one `trainBatch`. */
@@ -299,6 +326,11 @@ export class Engine implements CheckpointTarget {
     // 3 elements after the losses take the optimizer's [scale, skip, Σ] when its clip scale stays
     // on the device (optimizer.ts deviceScale), so then the step's only host read is this one.
     const nm = micros.length;
+    // the loss is normalised by the scored labels of the whole global batch (tokenLossWeights)
+    const counts = micros.map(scoredLabels);
+    const total = new Float64Array([counts.reduce((a, b) => a + b, 0)]);
+    if (env.comm.worldSize > 1) await env.comm.allReduce(total);
+    const ceWeights = tokenLossWeights(counts, total[0]!, env.comm.worldSize);
     const stepScalars = be.alloc("f32", nm + 3, "other");
     this.reduced.reset();
     let out: StepOutcome;
@@ -307,7 +339,7 @@ export class Engine implements CheckpointTarget {
       for (let i = 0; i < micros.length; i++) {
         this.micro.index = i;
         const mb = micros[i]!;
-        const out = await this.timed("forward", () => this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq }));
+        const out = await this.timed("forward", () => this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq, ceWeight: ceWeights[i]!, ...(mb.segmentIds ? { segmentIds: mb.segmentIds } : {}) }));
         const loss = out.loss!;
         be.copy(loss.view, { buf: stepScalars, off: i }, 1);
         const seed = lossScale !== 1 ? fromArray(be, new Float32Array([lossScale]), [1], "f32") : undefined;
@@ -357,28 +389,40 @@ export class Engine implements CheckpointTarget {
     return this.phaseObserver ? this.phaseObserver.time(phase, fn) : fn();
   }
 
-  /** Mean loss over `micros` without gradients, averaged over all ranks (every rank must call it
-   * with the same number of micro-batches). */
+  /** Mean loss over `micros` without gradients over all ranks (every rank must call it with the
+   * same number of micro-batches): the mean of the micro-batch losses where every micro-batch
+   * scores the same number of labels (plain text), else their mean weighted by scored labels (the
+   * token mean of the cross-entropy, as training normalises it: tokenLossWeights). */
   async evalLoss(micros: readonly TrainMicroBatch[]): Promise<number> {
     let sum = 0;
+    let weighted = 0;
+    let n1 = 0;
+    let n2 = 0;
     this.phase.training = false;
     try {
       for (const mb of micros) {
-        sum += await noGrad(async () => {
-          const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq });
+        const n = scoredLabels(mb);
+        n1 += n;
+        n2 += n * n;
+        const v = await noGrad(async () => {
+          const out = await this.model.forward({ inputIds: mb.inputIds, labels: mb.labels, batch: mb.batch, seq: mb.seq, ...(mb.segmentIds ? { segmentIds: mb.segmentIds } : {}) });
           const v = await out.loss!.item();
           out.logits?.dispose();
           out.loss!.dispose();
           out.auxLoss?.dispose();
           return v;
         });
+        sum += v;
+        weighted += n * v;
       }
     } finally {
       this.phase.training = true;
     }
-    const tot = new Float64Array([sum, micros.length]);
+    const tot = new Float64Array([sum, micros.length, weighted, n1, n2]);
     if (this.env.comm.worldSize > 1) await this.env.comm.allReduce(tot);
-    return tot[0]! / tot[1]!;
+    const [s, k, w, c1, c2] = tot as unknown as [number, number, number, number, number];
+    // equal counts everywhere ⇔ k·Σn² = (Σn)² (exact for integer counts below 2^26)
+    return k * c2 === c1 * c1 || c1 === 0 ? s / k : w / c1;
   }
 
   /** The engine's scalar state (Stateful): step counters, scheduler, loss scaler. */

@@ -27,7 +27,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { readParam, writeParam, type StateDict } from "../nn/state-dict.ts";
 import { UnitSet, enterUnit, leaveUnit, checkParamShape, type Parameter, type ParamSpec, type Unit, type UnitKind } from "../nn/unit.ts";
-import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, gatherRows, isGradEnabled, linear, linearCrossEntropy, logitsZLoss, reshape, rmsnorm, rope, scope, siluMul, type TilePlanOptions } from "../tensor/index.ts";
+import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, embedding, gatherRows, isGradEnabled, linear, linearCrossEntropy, logitsZLoss, reshape, rmsnorm, rope, scale, scope, segmentsFromIds, withSegments, type SequenceSegments, siluMul, type TilePlanOptions } from "../tensor/index.ts";
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
@@ -63,6 +63,15 @@ export interface CausalLMInput {
    * generation needs; the head then reads batch rows instead of batch·seq (a long prompt's
    * [seq, vocab] logits could exceed a device binding). Default false. */
   lastLogitsOnly?: boolean;
+  /** Weight of the cross-entropy term: the loss is `ceWeight`·CE + the extra (MoE aux) terms.
+   * The engine sets it to n·accum·world/N (n this micro-batch's scored labels, N the whole
+   * global batch's) so gradients are normalised by the global token count; 1 (the default)
+   * leaves the graph unchanged. */
+  ceWeight?: number;
+  /** Packed sequences: per-token segment ids [batch, seq] (any integers; a segment is a maximal
+   * run of equal ids within a row). RoPE positions restart at 0 and attention stays inside each
+   * segment (tensor/ops/sequence-segments.ts). Not with `cache`. */
+  segmentIds?: Int32Array | readonly number[];
 }
 
 /** Output of a causal LM forward. Tensors belong to the tape (freed by `backward`) or, under
@@ -277,6 +286,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     if (input.inputIds.length !== B * S) throw new Error(`forward: inputIds has ${input.inputIds.length} ids, expected batch·seq = ${B * S}`);
     if (S > c.max_position_embeddings) throw new Error(`forward: seq ${S} exceeds config.max_position_embeddings ${c.max_position_embeddings}`);
     checkIds(input.inputIds, c.vocab_size, "inputIds");
+    if (input.ceWeight !== undefined && !(Number.isFinite(input.ceWeight) && input.ceWeight >= 0)) throw new Error(`forward: ceWeight must be a finite number ≥ 0, got ${input.ceWeight}`);
     if (input.cache) {
       if (isGradEnabled()) throw new Error("forward: a KV cache is for inference (run under noGrad)");
       if (input.cache.length + S > input.cache.capacity) throw new Error(`forward: ${input.cache.length} cached + ${S} new positions exceed the KV cache capacity ${input.cache.capacity}`);
@@ -288,17 +298,22 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       checkIds(input.labels, c.vocab_size, "labels", -100);
       shifted = shiftLabels(input.labels, B, S);
     }
+    let segments: SequenceSegments | null = null;
+    if (input.segmentIds) {
+      if (input.cache) throw new Error("forward: segmentIds (packed training rows) cannot be used with a KV cache");
+      segments = segmentsFromIds(input.segmentIds, B, S);
+    }
     this.beginForward();
     this.kvCache = input.cache ?? null;
     try {
-      return await this.forwardLayers(input, shifted);
+      return await this.forwardLayers(input, shifted, segments);
     } finally {
       this.kvCache = null;
     }
   }
 
   /** The body of {@link forward} after the input checks. */
-  private async forwardLayers(input: CausalLMInput, shifted: { targets: Int32Array; numValid: number } | null): Promise<CausalLMOutput> {
+  private async forwardLayers(input: CausalLMInput, shifted: { targets: Int32Array; numValid: number } | null, segments: SequenceSegments | null): Promise<CausalLMOutput> {
     const c = this.config;
     const { batch: B, seq: S } = input;
     const be = this.be;
@@ -312,7 +327,8 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
       const u = this.layerUnits[i]!;
       await enterUnit(u);
       const prev = h;
-      const layer = async (x: Tensor): Promise<Tensor[]> => [await this.decoderLayer(i, x, B, S), ...this.layerOutputsToKeep(i)];
+      // packed rows: the layer (and its recomputation under checkpointing) sees the segments
+      const layer = (x: Tensor): Promise<Tensor[]> => withSegments(segments, async () => [await this.decoderLayer(i, x, B, S), ...this.layerOutputsToKeep(i)]);
       if (this.gradientCheckpointing && isGradEnabled()) {
         // Keep only the layer's input and outputs; recompute the rest during backward.
         const outs = await checkpoint(layer, [prev]);
@@ -353,6 +369,8 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     await leaveUnit(this.headUnit);
 
     let loss = ce;
+    const w = input.ceWeight ?? 1;
+    if (loss && w !== 1) loss = scale(loss, w);
     const extra = await this.extraLoss(B * S);
     if (loss && extra) loss = add(loss, extra);
     return { logits, loss, numTargets: shifted?.numValid ?? 0, auxLoss: this.auxLossOfLastForward() };

@@ -21,6 +21,8 @@ export type { LinearCrossEntropyOptions } from "./ops/linear-cross-entropy.ts";
 export { planTiles, bindingLimitBytes, DEFAULT_TILE_BYTES } from "./ops/linear-cross-entropy-plan.ts";
 export type { TilePlan, TilePlanOptions } from "./ops/linear-cross-entropy-plan.ts";
 export { rope, causalAttention } from "./ops/attention.ts";
+export { segmentsFromIds, withSegments, activeSegments } from "./ops/sequence-segments.ts";
+export type { SegmentRun, SequenceSegments } from "./ops/sequence-segments.ts";
 export { gatherRows, scatterAddRows, topk } from "./ops/rows.ts";
 export { reshape, sliceRows, concatRows } from "./ops/shape.ts";
 export { permute, transpose, permuteIndex } from "./ops/permute.ts";
