@@ -14,57 +14,17 @@
  * Every process of a run carries a marker in its environment (a ZEROMOE_* variable, forwarded to the
  * ranks by mpirun's -x), so the test finds them all. Hang guards only: no timing is asserted.
  */
-import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { MPI_AVAILABLE } from "../comm/mpi/mpi-available.ts";
+import { marked, MPI_MOE_JOB, mpiRuns, type MpiRun } from "./mpi-run-kit.ts";
 
-const TRAIN = fileURLToPath(new URL("../../src/cli/train.ts", import.meta.url));
-const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-mpi-signals-"));
-const started: string[] = [];
-afterAll(() => {
-  for (const id of started) for (const p of marked(id)) kill(p, "SIGKILL");
-  rmSync(ROOT, { recursive: true, force: true });
-});
-
-function kill(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
-/** Live (not zombie) processes whose environment holds ZEROMOE_TEST_RUN=<id>. */
-function marked(id: string): number[] {
-  const want = `ZEROMOE_TEST_RUN=${id}`;
-  const out: number[] = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "latin1");
-      const state = stat[stat.lastIndexOf(")") + 2];
-      if (state === "Z" || state === "X") continue;
-      if (readFileSync(`/proc/${d}/environ`, "latin1").split("\0").includes(want)) out.push(Number(d));
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return out;
-}
+const runs = mpiRuns("zeromoe-mpi-signals-");
 
 /** The process of mpi rank `rank` among those marked with `id`, or null. */
 function rankProcess(id: string, rank: number): number | null {
-  for (const pid of marked(id)) {
-    try {
-      if (readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return pid;
-    } catch {
-      // gone
-    }
-  }
-  return null;
+  return marked(id, `OMPI_COMM_WORLD_RANK=${rank}`)[0] ?? null;
 }
 
 /** Poll `f` every 100 ms until it is true or `ms` have passed; returns its last value. */
@@ -77,27 +37,12 @@ function waitFor(f: () => boolean, ms: number): boolean {
   return f();
 }
 
-let n = 0;
+let checkpoints = 0;
 
 /** Start a long mpi run at world 2 and wait until it has saved a checkpoint (the ranks are training). */
-function startRun(): { proc: Bun.Subprocess; id: string; log: string } {
-  const dir = join(ROOT, `ck${n}`);
-  const job = join(ROOT, `job${n++}.json`);
-  writeFileSync(job, JSON.stringify({
-    model: { model_type: "mixtral", vocab_size: 256, hidden_size: 24, intermediate_size: 20, num_hidden_layers: 2, num_attention_heads: 3,
-      num_key_value_heads: 1, num_local_experts: 4, num_experts_per_tok: 2, max_position_embeddings: 32 },
-    data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 16 },
-    steps: 1000000, eval_interval: 0, backend: "cpu", train_micro_batch_size_per_gpu: 2, steps_per_print: 1000,
-    zero_optimization: { stage: 3 }, moe: { ep_size: 2 },
-    checkpoint: { dir, save_interval: 2, keep_last: 2 },
-  }));
-  const id = `${process.pid}-${n}`;
-  started.push(id);
-  // output to a file: a pipe would stay open as long as any orphaned rank holds it
-  const log = join(ROOT, `log${n}.txt`);
-  const proc = Bun.spawn([process.execPath, TRAIN, "--config", job, "--launcher", "mpi", "--world-size", "2"], {
-    stdin: "ignore", stdout: Bun.file(log), stderr: Bun.file(log), env: { ...process.env, CI: "1", ZEROMOE_TEST_RUN: id },
-  });
+function startRun(): MpiRun {
+  const dir = join(runs.root, `ck${checkpoints++}`);
+  const { proc, id, log } = runs.start({ ...MPI_MOE_JOB, steps: 1000000, steps_per_print: 1000, checkpoint: { dir, save_interval: 2, keep_last: 2 } });
   const up = waitFor(() => existsSync(join(dir, "latest")) || proc.exitCode !== null, 120_000);
   expect(up && proc.exitCode === null, `the run did not start training (exit ${proc.exitCode})`).toBe(true);
   // the launcher, mpirun and two ranks

@@ -8,68 +8,16 @@
  * Collective timeout 3 s (ZEROMOE_COMM_TIMEOUT_S); the pause 9 s. Hang guards only: no timing is
  * asserted.
  */
-import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { describe, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
 import { MPI_AVAILABLE } from "../comm/mpi/mpi-available.ts";
+import { marked, MPI_MOE_JOB, mpiRuns, signal, type MpiRun } from "./mpi-run-kit.ts";
 
-const TRAIN = fileURLToPath(new URL("../../src/cli/train.ts", import.meta.url));
-const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-mpi-pause-"));
-const started: string[] = [];
-afterAll(() => {
-  for (const id of started) for (const p of marked(id)) signal(p, "SIGKILL");
-  rmSync(ROOT, { recursive: true, force: true });
-});
+const runs = mpiRuns("zeromoe-mpi-pause-");
 
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
-/** Live processes whose environment holds ZEROMOE_TEST_RUN=<id> (launcher, mpirun, ranks). */
-function marked(id: string, extra?: string): number[] {
-  const want = `ZEROMOE_TEST_RUN=${id}`;
-  const out: number[] = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "latin1");
-      const state = stat[stat.lastIndexOf(")") + 2];
-      if (state === "Z" || state === "X") continue;
-      const env = readFileSync(`/proc/${d}/environ`, "latin1").split("\0");
-      if (env.includes(want) && (extra === undefined || env.includes(extra))) out.push(Number(d));
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return out;
-}
-
-const JOB = {
-  model: { model_type: "mixtral", vocab_size: 256, hidden_size: 24, intermediate_size: 20, num_hidden_layers: 2, num_attention_heads: 3,
-    num_key_value_heads: 1, num_local_experts: 4, num_experts_per_tok: 2, max_position_embeddings: 32 },
-  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 16 },
-  eval_interval: 0, backend: "cpu", train_micro_batch_size_per_gpu: 2, steps_per_print: 1,
-  zero_optimization: { stage: 3 }, moe: { ep_size: 2 },
-};
-
-let n = 0;
-/** Start an mpi run of `steps` steps at world 2 (output to a file: an orphan would hold a pipe). */
-function start(steps: number): { proc: Bun.Subprocess; id: string; log: string } {
-  const job = join(ROOT, `job${n}.json`);
-  writeFileSync(job, JSON.stringify({ ...JOB, steps }));
-  const id = `${process.pid}-${n}`;
-  const log = join(ROOT, `log${n++}.txt`);
-  started.push(id);
-  const proc = Bun.spawn([process.execPath, TRAIN, "--config", job, "--launcher", "mpi", "--world-size", "2"], {
-    stdin: "ignore", stdout: Bun.file(log), stderr: Bun.file(log), env: { ...process.env, CI: "1", ZEROMOE_TEST_RUN: id, ZEROMOE_COMM_TIMEOUT_S: "3" },
-  });
-  return { proc, id, log };
+/** Start an mpi run of `steps` steps at world 2, collective timeout 3 s. */
+function start(steps: number): MpiRun {
+  return runs.start({ ...MPI_MOE_JOB, steps, steps_per_print: 1 }, { ZEROMOE_COMM_TIMEOUT_S: "3" });
 }
 
 const losses = (text: string) => [...text.matchAll(/^step +(\d+)\/\d+ \| loss ([\d.]+)/gm)].map((m) => [Number(m[1]), m[2]] as const);
