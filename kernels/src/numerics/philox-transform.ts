@@ -117,6 +117,21 @@ function fromQ59(h: number, l: number): void {
   gE = 5 - c;
 }
 
+/** (qH, qL) := (gM, gE) as a 64-bit Q5.59 value (qH·2^32 + qL = gM·2^(gE+27)), truncated (WGSL: q59_of); gE ≤ 5,
+ * and 0 when the value is below 2^−59 (gE + 27 ≤ −32). */
+let qH = 0;
+let qL = 0;
+function toQ59(): void {
+  const sh = gE + 27;
+  qH = 0;
+  qL = 0;
+  if (sh > 0) {
+    qH = gM >>> (32 - sh);
+    qL = (gM << sh) >>> 0;
+  } else if (sh === 0) qL = gM;
+  else if (sh > -32) qL = gM >>> -sh;
+}
+
 /** ⌊√(h·2^32 + l)⌋ for a value with at most 33 significant bits (exact in a double): the
  * correctly rounded double square root is at most 1 above the floor's range, corrected by an exact
  * 64-bit comparison of s². */
@@ -200,16 +215,9 @@ export function normalPairBits(x0: number, x1: number, sm: number, se: number, o
       // n·ln2 + q in Q5.59
       const pl = Math.imul(LN2_Q59_LO, n) >>> 0;
       let h = (Math.imul(LN2_Q59_HI, n) + mulhi32(LN2_Q59_LO, n)) >>> 0;
-      const sh = gE + 27;
-      let qh = 0;
-      let ql = 0;
-      if (sh > 0) {
-        qh = gM >>> (32 - sh);
-        ql = (gM << sh) >>> 0;
-      } else if (sh === 0) ql = gM;
-      else if (sh > -32) ql = gM >>> -sh;
-      const l = (pl + ql) >>> 0;
-      h = (h + qh + (l < pl ? 1 : 0)) >>> 0;
+      toQ59();
+      const l = (pl + qL) >>> 0;
+      h = (h + qH + (l < pl ? 1 : 0)) >>> 0;
       fromQ59(h, l);
       LM = gM;
       LE = gE;
@@ -226,16 +234,9 @@ export function normalPairBits(x0: number, x1: number, sm: number, se: number, o
       const nT = Math.clz32(T);
       mulME((T << nT) >>> 0, -nT, (acc << nA) >>> 0, 1 - nA);
       // (n+1)·ln2 − q in Q5.59 (q < 0.35: gE ≤ 0)
-      const sh = gE + 27;
-      let qh = 0;
-      let ql = 0;
-      if (sh > 0) {
-        qh = gM >>> (32 - sh);
-        ql = (gM << sh) >>> 0;
-      } else if (sh === 0) ql = gM;
-      else if (sh > -32) ql = gM >>> -sh;
-      l = (pl - ql) >>> 0;
-      h = (h - qh - (pl < ql ? 1 : 0)) >>> 0;
+      toQ59();
+      l = (pl - qL) >>> 0;
+      h = (h - qH - (pl < qL ? 1 : 0)) >>> 0;
     }
     fromQ59(h, l);
     LM = gM;
