@@ -16,8 +16,24 @@ import type { DeepseekV2Config, DeepseekV3Config, ModelConfig, RopeScalingConfig
 import { readRopeSection } from "./spec-rope.ts";
 import { moeLayerIndices } from "./moe-shape.ts";
 
-const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, default: def, doc });
-const optTokenId = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 0, nullable: true, default: def, doc });
+/**
+ * Upper bounds of the model's numeric keys: what the engine can use, so a hostile or mistyped
+ * config.json (`initializer_range` 1e63, `hidden_size` 1e15) is refused naming the key before any
+ * arithmetic or allocation reaches it.
+ * - sizes and counts: the kernels index tensors with 32-bit integers and token ids are int32, so a
+ *   size (or id) is at most 2^31 − 1;
+ * - max_position_embeddings: RoPE turns positions into angles in f32, exact for integers up to 2^24;
+ * - initializer_range: the normal init's std range (Backend.randomFill: [2^-100, 2^100]);
+ * - other reals (ε, RoPE base, loss weights, scaling factors): finite f32 values (≤ 3.4e38).
+ */
+export const MODEL_BOUNDS = { size: 2 ** 31 - 1, positions: 2 ** 24, initStdMin: 2 ** -100, initStdMax: 2 ** 100, f32Max: 3.4028234663852886e38 } as const;
+
+const posInt = (doc: string, def?: number): Spec => ({ kind: "number", int: true, min: 1, max: MODEL_BOUNDS.size, default: def, doc });
+const optTokenId = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size, nullable: true, default: def, doc });
+/** A positive finite f32 real. */
+const posReal = (doc: string, def: number): Spec => ({ kind: "number", min: 0, exclusiveMin: true, max: MODEL_BOUNDS.f32Max, default: def, doc });
+/** A non-negative finite f32 real. */
+const nonNegReal = (doc: string, def: number): Spec => ({ kind: "number", min: 0, max: MODEL_BOUNDS.f32Max, default: def, doc });
 
 /** HF keys accepted from a pasted config.json and ignored (reason shown as a warning). */
 const HF_IGNORED: Readonly<Record<string, string>> = {
@@ -116,11 +132,11 @@ function commonFields(d: {
     intermediate_size: posInt("SwiGLU MLP (or each expert's) hidden width", d.intermediate_size),
     num_hidden_layers: posInt("transformer blocks", 32),
     num_attention_heads: posInt("query heads", 32),
-    num_key_value_heads: { kind: "number", int: true, min: 1, nullable: true, default: d.num_key_value_heads, doc: "key/value heads (grouped-query attention); null = num_attention_heads" },
-    head_dim: { kind: "number", int: true, min: 2, nullable: true, default: null, doc: "per-head size; null = hidden_size / num_attention_heads" },
+    num_key_value_heads: { kind: "number", int: true, min: 1, max: MODEL_BOUNDS.size, nullable: true, default: d.num_key_value_heads, doc: "key/value heads (grouped-query attention); null = num_attention_heads" },
+    head_dim: { kind: "number", int: true, min: 2, max: MODEL_BOUNDS.size, nullable: true, default: null, doc: "per-head size; null = hidden_size / num_attention_heads" },
     hidden_act: { kind: "enum", values: ["silu"], default: "silu", doc: "MLP activation (SwiGLU with silu)" },
-    rms_norm_eps: { kind: "number", min: 0, exclusiveMin: true, default: d.rms_norm_eps, doc: "RMSNorm ε" },
-    rope_theta: { kind: "number", min: 0, exclusiveMin: true, default: d.rope_theta, doc: "RoPE base" },
+    rms_norm_eps: posReal("RMSNorm ε", d.rms_norm_eps),
+    rope_theta: posReal("RoPE base", d.rope_theta),
     rope_scaling: {
       kind: "custom",
       typeName: "object {rope_type (or type), factor, ...} or null",
@@ -135,9 +151,9 @@ function commonFields(d: {
       doc: "Transformers 5 form of the RoPE settings: rope_type (\"default\" or a scaling as rope_scaling), rope_theta (sets rope_theta) and the scaling's keys",
       check: (value: unknown, path: string, ctx: CheckContext): unknown => readRopeSection(value, path, ctx, "rope_parameters"),
     },
-    max_position_embeddings: posInt("longest sequence the model is built for (>= data.seq_len)", d.max_position_embeddings),
+    max_position_embeddings: { kind: "number", int: true, min: 1, max: MODEL_BOUNDS.positions, default: d.max_position_embeddings, doc: "longest sequence the model is built for (>= data.seq_len; at most 2^24: RoPE angles are f32)" },
     tie_word_embeddings: { kind: "boolean", default: false, doc: "share the embedding matrix with the LM head" },
-    initializer_range: { kind: "number", min: 0, exclusiveMin: true, default: 0.02, doc: "std-dev of the normal weight init" },
+    initializer_range: { kind: "number", min: MODEL_BOUNDS.initStdMin, max: MODEL_BOUNDS.initStdMax, default: 0.02, doc: "std-dev of the normal weight init (2^-100 to 2^100: the normal draw's range)" },
     attention_bias: onlyValue(false, "a bias in the q/k/v/o projections (attention_bias true)", "bias in q/k/v/o projections (only false is supported)"),
     attention_dropout: { kind: "number", min: 0, max: 0, default: 0, doc: "attention dropout (only 0 is supported)" },
     bos_token_id: optTokenId("beginning-of-sequence id", 1),
@@ -168,7 +184,7 @@ export const MIXTRAL_SPEC: ObjectSpec = {
     ...commonFields({ intermediate_size: 14336, num_key_value_heads: 8, max_position_embeddings: 4096 * 32, rms_norm_eps: 1e-5, rope_theta: 1e6 }),
     num_local_experts: posInt("experts per MoE layer", 8),
     num_experts_per_tok: posInt("experts each token is routed to (top-k)", 2),
-    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    router_aux_loss_coef: nonNegReal("weight of the load-balancing loss", 0.001),
     output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
     router_jitter_noise: onlyValue(0, "router jitter noise", "multiplicative jitter on router inputs in training (only 0 is supported)"),
     sliding_window: mustBeNull("sliding-window attention", "sliding-window attention width (only null = full causal attention is supported)"),
@@ -190,11 +206,11 @@ export const QWEN3_MOE_SPEC: ObjectSpec = {
     moe_intermediate_size: posInt("each expert's SwiGLU hidden width", 768),
     norm_topk_prob: { kind: "boolean", default: false, doc: "renormalise the top-k router probabilities to sum 1" },
     decoder_sparse_step: posInt("layer l has experts when (l + 1) % decoder_sparse_step == 0 (and l is not in mlp_only_layers)", 1),
-    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0 }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
-    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
+    router_aux_loss_coef: nonNegReal("weight of the load-balancing loss", 0.001),
     output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
     use_sliding_window: onlyValue(false, "sliding-window attention (use_sliding_window true)", "sliding-window attention (only false is supported)"),
-    sliding_window: { kind: "number", int: true, min: 0, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
+    sliding_window: { kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
   },
   aliases: { num_experts: "num_local_experts" },
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
@@ -216,11 +232,11 @@ export const QWEN2_MOE_SPEC: ObjectSpec = {
     norm_topk_prob: { kind: "boolean", default: false, doc: "renormalise the top-k router probabilities to sum 1" },
     qkv_bias: { kind: "boolean", default: true, doc: "biases on the q/k/v projections (o_proj has none)" },
     decoder_sparse_step: posInt("layer l has experts when (l + 1) % decoder_sparse_step == 0 (and l is not in mlp_only_layers)", 1),
-    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0 }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
-    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the load-balancing loss" },
+    mlp_only_layers: { kind: "array", items: { kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size }, default: [], doc: "layers with a dense MLP (intermediate_size) instead of experts" },
+    router_aux_loss_coef: nonNegReal("weight of the load-balancing loss", 0.001),
     output_router_logits: { kind: "boolean", default: false, doc: "return router logits (and add the aux loss) in forward" },
     use_sliding_window: onlyValue(false, "sliding-window attention (use_sliding_window true)", "sliding-window attention (only false is supported)"),
-    sliding_window: { kind: "number", int: true, min: 0, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
+    sliding_window: { kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size, nullable: true, default: null, doc: "window size; unused while use_sliding_window is false" },
   },
   aliases: { num_experts: "num_local_experts" },
   ignored: { ...HF_IGNORED, max_window_layers: "used only with sliding-window attention", layer_types: "every layer is full attention here" },
@@ -229,23 +245,23 @@ export const QWEN2_MOE_SPEC: ObjectSpec = {
 
 /** Keys DeepseekV2Config and DeepseekV3Config share (module comment of types.ts `DeepseekConfigBase`). */
 function deepseekFields(d: { experts: number; topK: number; moeI: number; shared: number | null; firstDense: number; nGroup: number | null; topkGroup: number | null; scale: number }): Record<string, Spec> {
-  const optPos = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 1, nullable: true, default: def, doc });
+  const optPos = (doc: string, def: number | null): Spec => ({ kind: "number", int: true, min: 1, max: MODEL_BOUNDS.size, nullable: true, default: def, doc });
   return {
     num_local_experts: posInt("routed experts per MoE layer (config.json: n_routed_experts)", d.experts),
     num_experts_per_tok: posInt("routed experts each token uses (top-k)", d.topK),
     moe_intermediate_size: posInt("each routed expert's SwiGLU hidden width", d.moeI),
     n_shared_experts: optPos("shared experts per MoE layer (one SwiGLU of moe_intermediate_size × this); null: none", d.shared),
-    first_k_dense_replace: { kind: "number", int: true, min: 0, default: d.firstDense, doc: "layers below this index have a dense MLP of intermediate_size" },
+    first_k_dense_replace: { kind: "number", int: true, min: 0, max: MODEL_BOUNDS.size, default: d.firstDense, doc: "layers below this index have a dense MLP of intermediate_size" },
     n_group: optPos("expert groups for group-limited routing (null: none)", d.nGroup),
     topk_group: optPos("groups a token may route to (with n_group)", d.topkGroup),
-    routed_scaling_factor: { kind: "number", min: 0, exclusiveMin: true, default: d.scale, doc: "factor on the routed experts' combine weights" },
+    routed_scaling_factor: posReal("factor on the routed experts' combine weights", d.scale),
     q_lora_rank: optPos("rank of the low-rank query projection q_a_proj → q_a_layernorm → q_b_proj (null: a full q_proj)", 1536),
     kv_lora_rank: posInt("rank of the compressed key/value projection kv_a_proj_with_mqa", 512),
     qk_rope_head_dim: posInt("per-head query/key width with RoPE (the shared RoPE key's width)", 64),
     qk_nope_head_dim: posInt("per-head query/key width without RoPE", 128),
     v_head_dim: posInt("per-head value width", 128),
-    qk_head_dim: { kind: "number", int: true, min: 1, nullable: true, default: null, doc: "qk_nope_head_dim + qk_rope_head_dim (derived; a given value must agree)" },
-    router_aux_loss_coef: { kind: "number", min: 0, default: 0.001, doc: "weight of the moe section's DeepSpeed aux loss (aux_loss switch/gshard); Hugging Face's DeepSeek adds none" },
+    qk_head_dim: { kind: "number", int: true, min: 1, max: MODEL_BOUNDS.size, nullable: true, default: null, doc: "qk_nope_head_dim + qk_rope_head_dim (derived; a given value must agree)" },
+    router_aux_loss_coef: { kind: "number", min: 0, max: MODEL_BOUNDS.f32Max, default: 0.001, doc: "weight of the moe section's DeepSpeed aux loss (aux_loss switch/gshard); Hugging Face's DeepSeek adds none" },
     output_router_logits: onlyValue(false, "a Hugging Face load-balancing loss for DeepSeek (output_router_logits true)", "Hugging Face's DeepSeek computes no load-balancing loss (only false); use the moe section's aux_loss"),
   };
 }
@@ -275,7 +291,7 @@ export const DEEPSEEK_V2_SPEC: ObjectSpec = {
     model_type: { kind: "enum", values: ["deepseek_v2"], required: true, doc: "selects the architecture" },
     ...commonFields({ intermediate_size: 11008, num_key_value_heads: 32, max_position_embeddings: 2048, rms_norm_eps: 1e-6, rope_theta: 10000 }),
     ...deepseekFields({ experts: 64, topK: 6, moeI: 1407, shared: 2, firstDense: 0, nGroup: null, topkGroup: null, scale: 1.0 }),
-    num_experts_per_tok: { kind: "number", int: true, min: 1, required: true, doc: "routed experts each token uses (top-k; no default in DeepseekV2Config)" },
+    num_experts_per_tok: { kind: "number", int: true, min: 1, max: MODEL_BOUNDS.size, required: true, doc: "routed experts each token uses (top-k; no default in DeepseekV2Config)" },
     norm_topk_prob: onlyValue(false, "renormalising DeepSeek-V2's top-k weights (norm_topk_prob true)", "DeepseekV2Moe does not renormalise the top-k weights (only false)"),
     topk_method: { kind: "enum", values: ["greedy", "group_limited_greedy"], default: "greedy", doc: "greedy top-k, or top-k within the topk_group best groups (group score: its best expert)" },
     mlp_bias: onlyValue(false, "a bias in the MLP projections (mlp_bias true)", "bias in the MLP projections (only false is supported)"),
