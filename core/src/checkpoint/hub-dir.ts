@@ -29,12 +29,54 @@ import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
 /** Index file name of a sharded checkpoint. */
 export const HUB_INDEX_FILE = "model.safetensors.index.json";
 
-/** How many names an error lists before "… and N more". */
-const LIST_LIMIT = 20;
+/** How many names (or mismatches) an error lists before "… and N more": a config that disagrees
+ * with every tensor (Mixtral weights into a Llama job) gave one 2,500-character line. */
+const LIST_LIMIT = 3;
+
+/** A tensor name for a message: as it is when short and printable, else a bounded quoted excerpt. */
+function nameFor(n: string): string {
+  return n.length <= 80 && /^[\x21-\x7e]+$/.test(n) ? n : quoteUntrusted(n, 80);
+}
 
 function listNames(names: readonly string[]): string {
-  const shown = names.slice(0, LIST_LIMIT).join(", ");
+  const shown = names.slice(0, LIST_LIMIT).map(nameFor).join(", ");
   return names.length > LIST_LIMIT ? `${shown} … and ${names.length - LIST_LIMIT} more` : shown;
+}
+
+/** The `.experts.` / `.mlp.` shape of a set of tensor names: MoE, dense or neither. */
+function hasExperts(names: Iterable<string>): boolean {
+  for (const n of names) if (/\.experts\.|block_sparse_moe|\.mlp\.gate\.weight$/.test(n)) return true;
+  return false;
+}
+
+/**
+ * One sentence guessing why a checkpoint and a model disagree, from what is missing, what is stored
+ * unused and the shape mismatches: a MoE checkpoint for a dense config (or the reverse), another
+ * architecture's tensor names, fewer layers than num_hidden_layers, or sizes (hidden_size, …)
+ * that differ from the weights'.
+ */
+function likelyCause(missing: readonly string[], unused: readonly string[], mismatched: readonly { stored: readonly number[]; needed: readonly number[] }[]): string {
+  if (missing.length > 0 && unused.length > 0) {
+    const ckptMoe = hasExperts(unused);
+    const modelMoe = hasExperts(missing);
+    if (ckptMoe && !modelMoe) return "the checkpoint holds a mixture-of-experts model and the config a dense one: its config.json's model_type (or the job's model section) does not describe these weights";
+    if (modelMoe && !ckptMoe) return "the config describes a mixture-of-experts model and the checkpoint holds a dense one: its config.json's model_type (or the job's model section) does not describe these weights";
+    return `the checkpoint's tensor names are another architecture's or naming's (${unused.length} stored tensor${unused.length === 1 ? "" : "s"} the model does not use, such as ${listNames(unused.slice(0, 1))}): check model_type`;
+  }
+  if (missing.length > 0) {
+    const layers = missing.map((n) => /^model\.layers\.(\d+)\./.exec(n)).filter((m) => m !== null).map((m) => Number(m![1]));
+    if (layers.length === missing.length) return `the config has more layers than the weights (the first missing one is layer ${Math.min(...layers)}): check num_hidden_layers`;
+    return "the checkpoint is incomplete (a shard left out of the index?) or is another model's";
+  }
+  const pairs = new Set<string>();
+  for (const m of mismatched) {
+    if (m.stored.length !== m.needed.length) continue;
+    m.stored.forEach((d, i) => {
+      if (d !== m.needed[i]) pairs.add(`${d} where the config gives ${m.needed[i]}`);
+    });
+  }
+  const shown = [...pairs].slice(0, LIST_LIMIT);
+  return shown.length > 0 ? `the config's sizes differ from the weights' (the weights have ${shown.join(", ")}${pairs.size > LIST_LIMIT ? ", …" : ""}): check hidden_size, intermediate_size, the head counts and vocab_size against the checkpoint's config.json` : "the config's sizes differ from the weights'";
 }
 
 /** The weight files of a Hub checkpoint and the headers of their tensors (see the module comment). */
@@ -136,13 +178,16 @@ export interface HubPlan {
 /**
  * Match `params` (every parameter of the model, whatever this rank holds) against the checkpoint.
  * `lm_head.weight` is accepted unused when `tied`; `rotary_emb.inv_freq` buffers are ignored.
- * @throws SafetensorsError listing every missing tensor and every shape mismatch (both shapes) at once.
+ * @throws SafetensorsError counting the missing tensors and the shape mismatches, with the first few
+ *   of each (both shapes) and the likely cause (a MoE checkpoint for a dense config, other names,
+ *   fewer layers, different sizes).
  */
 export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tied: boolean, buffers: readonly string[] = []): HubPlan {
   const shapes = hub.shapes();
   const sources = new Map<string, TensorSource>();
   const missing: string[] = [];
   const mismatched: string[] = [];
+  const mismatchShapes: { stored: readonly number[]; needed: readonly number[] }[] = [];
   const used = new Set<string>();
   for (const p of params) {
     const s = findSource(p.name, p.shape, shapes);
@@ -152,14 +197,20 @@ export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tie
     }
     const stored = shapes.get(s.tensor)!;
     const fits = stored.length === s.shape.length && stored.every((d, i) => d === s.shape[i]) && s.offset + p.shape.reduce((a, b) => a * b, 1) <= stored.reduce((a, b) => a * b, 1);
-    if (!fits) mismatched.push(`${s.tensor}${s.tensor === p.name ? "" : ` (for ${p.name})`}: checkpoint has [${stored.join(", ")}], the model needs [${s.shape.join(", ")}]`);
+    if (!fits) {
+      mismatched.push(`${nameFor(s.tensor)}${s.tensor === p.name ? "" : ` (for ${p.name})`}: checkpoint has [${stored.slice(0, 8).join(", ")}${stored.length > 8 ? ", …" : ""}], the model needs [${s.shape.join(", ")}]`);
+      mismatchShapes.push({ stored, needed: s.shape });
+    }
     used.add(s.tensor);
     sources.set(p.name, s);
   }
   const problems: string[] = [];
   if (missing.length > 0) problems.push(`${missing.length} tensor${missing.length === 1 ? "" : "s"} the model needs ${missing.length === 1 ? "is" : "are"} missing: ${listNames(missing)}`);
   if (mismatched.length > 0) problems.push(`${mismatched.length} shape mismatch${mismatched.length === 1 ? "" : "es"}: ${mismatched.slice(0, LIST_LIMIT).join("; ")}${mismatched.length > LIST_LIMIT ? ` … and ${mismatched.length - LIST_LIMIT} more` : ""}`);
-  if (problems.length > 0) throw new SafetensorsError(hub.path, problems.join("; "));
+  if (problems.length > 0) {
+    const unused = [...shapes.keys()].filter((n) => !used.has(n) && !n.endsWith("rotary_emb.inv_freq") && !(tied && n === "lm_head.weight") && !buffers.includes(n));
+    throw new SafetensorsError(hub.path, `${problems.join("; ")}. Likely cause: ${likelyCause(missing, unused, mismatchShapes)}`);
+  }
   if (tied) used.add("lm_head.weight");
   // the model's buffers (DeepSeek-V3's e_score_correction_bias) are read when stored, never required
   for (const b of buffers) if (shapes.has(b)) used.add(b);
@@ -173,7 +224,7 @@ export function planHubLoad(hub: HubCheckpoint, params: readonly HubParam[], tie
  * unallocated (`createModel(…, { allocate: false })`: names and shapes, no memory), so a
  * config.json claiming a larger model than its weights is refused without allocating the claimed
  * model (it cost 2.2 GB and 9.6 s in train, 1.36 GB in eval).
- * @throws SafetensorsError of {@link planHubLoad} (every missing tensor and shape mismatch), or of
+ * @throws SafetensorsError of {@link planHubLoad} (missing tensors and shape mismatches, summarised), or of
  *   the readers (malformed headers, a missing shard).
  */
 export function checkHubShapes(path: string, params: readonly HubParam[], tied: boolean, buffers: readonly string[] = []): void {

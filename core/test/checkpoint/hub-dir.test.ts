@@ -80,6 +80,35 @@ describe("HubCheckpoint + planHubLoad", () => {
     h3.close();
   });
 
+  test("a config that disagrees with every tensor: counts, the first few and the likely cause, under 1 KiB", async () => {
+    const message = (hub: HubCheckpoint, ps: { name: string; shape: readonly number[] }[]): string => {
+      try {
+        planHubLoad(hub, ps, false);
+      } catch (e) {
+        return (e as Error).message;
+      } finally {
+        hub.close();
+      }
+      return "";
+    };
+    // Mixtral weights into a Llama job: the dense MLP is missing, the experts are unused
+    const llama = [...readSafetensors("core/test/fixtures/llama/model.safetensors")].map(([name, t]) => ({ name, shape: t.shape }));
+    const m1 = message(HubCheckpoint.open("core/test/fixtures/mixtral/model.safetensors"), llama);
+    expect(m1).toMatch(/^.*\d+ tensors the model needs are missing: [^;]*… and \d+ more/);
+    expect(m1).toContain("Likely cause: the checkpoint holds a mixture-of-experts model and the config a dense one");
+    expect(m1.length).toBeLessThan(1024);
+    // every tensor one row larger than the weights: the sizes differ
+    const grown = (await params()).map((p) => ({ name: p.name, shape: [p.shape[0]! + 1, ...p.shape.slice(1)] }));
+    const m2 = message(HubCheckpoint.open(`${Q}/model.safetensors`), grown);
+    expect(m2).toContain(`${grown.length} shape mismatches: `);
+    expect(m2).toContain(`… and ${grown.length - 3} more`);
+    expect(m2).toContain("Likely cause: the config's sizes differ from the weights'");
+    expect(m2.length).toBeLessThan(1024);
+    // fewer layers stored than the config has
+    const deeper = [...(await params()), { name: "model.layers.9.input_layernorm.weight", shape: [32] }];
+    expect(message(HubCheckpoint.open(`${Q}/model.safetensors`), deeper)).toContain("the config has more layers than the weights (the first missing one is layer 9): check num_hidden_layers");
+  });
+
   test("a directory without weights, an index naming a missing shard: errors name the file", () => {
     const d = join(tmp, "empty");
     cpSync(`${Q}/sharded`, d, { recursive: true });
