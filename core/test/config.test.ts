@@ -32,7 +32,7 @@ describe("HF configs", () => {
     expect(() => llamaConfig({ hidden_size: 30, num_attention_heads: 4 })).toThrow(/config\.hidden_size/);
     expect(() => llamaConfig({ num_attention_heads: 6, num_key_value_heads: 4, hidden_size: 48 })).toThrow(/config\.num_key_value_heads/);
     expect(() => mixtralConfig({ num_experts_per_tok: 9, num_local_experts: 8 })).toThrow(/num_experts_per_tok/);
-    expect(() => llamaConfig({ rope_parameters: { rope_type: "yarn", rope_theta: 1 } })).toThrow(/rope_type/);
+    expect(() => llamaConfig({ rope_parameters: { rope_type: "ntk", rope_theta: 1 } })).toThrow(/rope_type/);
     expect(() => llamaConfig({ model_type: "mixtral" })).toThrow(/model_type/);
     expect(() => mixtralConfig({ vocab_size: "big" })).toThrow(/config\.vocab_size/);
   });

@@ -141,7 +141,7 @@ function commonFields(d: {
       kind: "custom",
       typeName: "object {rope_type (or type), factor, ...} or null",
       nullable: true,
-      doc: 'Transformers 4 RoPE scaling: rope_type "linear" or "dynamic" (factor) or "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings); "yarn"/"longrope" are refused (spec-rope.ts)',
+      doc: 'Transformers 4 RoPE scaling: rope_type "linear" or "dynamic" (factor), "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), "yarn" (factor; original_max_position_embeddings, attention_factor, beta_fast, beta_slow, mscale, mscale_all_dim, truncate) or "longrope" (short_factor, long_factor; factor, attention_factor, original_max_position_embeddings) (spec-rope.ts)',
       check: (value: unknown, path: string, ctx: CheckContext): unknown => readRopeSection(value, path, ctx, "rope_scaling"),
     },
     rope_parameters: {
@@ -361,9 +361,6 @@ export const MODEL_SPEC: Spec = {
       if (scaling !== null && JSON.stringify(scaling) !== JSON.stringify(rp.scaling)) addIssue(ctx, joinPath(path, "rope_parameters"), `rope_parameters and rope_scaling describe different RoPE scalings; give one`);
       scaling = rp.scaling;
     }
-    if (scaling !== null && (type === "deepseek_v3" || type === "deepseek_v2")) {
-      addIssue(ctx, joinPath(path, rs?.scaling ? "rope_scaling" : "rope_parameters"), `RoPE scaling for ${type} is not implemented (its checkpoints use YaRN, which also scales the attention)`);
-    }
     out.rope_scaling = scaling;
     delete out.rope_parameters;
     return out;
@@ -377,6 +374,13 @@ export function checkModelConsistency(m: ModelConfig, path: string, ctx: CheckCo
     addIssue(ctx, joinPath(path, "num_key_value_heads"), `num_attention_heads ${m.num_attention_heads} must be a multiple of num_key_value_heads ${m.num_key_value_heads}`);
   }
   if (m.head_dim % 2 !== 0) addIssue(ctx, joinPath(path, "head_dim"), `head_dim must be even for rotary embeddings, got ${m.head_dim}`);
+  const rs = m.rope_scaling;
+  if (rs && rs.rope_type === "longrope") {
+    // one factor per rotary frequency (Transformers' _validate_longrope_parameters: dim // 2)
+    for (const k of ["short_factor", "long_factor"] as const) {
+      if (rs[k].length !== m.head_dim / 2) addIssue(ctx, joinPath(path, `rope_scaling.${k}`), `expected ${m.head_dim / 2} factors (head_dim ${m.head_dim} / 2), got ${rs[k].length}`);
+    }
+  }
   if (m.model_type !== "llama" && m.num_experts_per_tok > m.num_local_experts) {
     addIssue(ctx, joinPath(path, "num_experts_per_tok"), `num_experts_per_tok ${m.num_experts_per_tok} exceeds num_local_experts ${m.num_local_experts}`);
   }

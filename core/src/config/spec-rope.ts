@@ -2,10 +2,12 @@
  * The RoPE keys of a Hugging Face config.json: `rope_scaling` (Transformers 4; `type` is its old
  * name for `rope_type`) and `rope_parameters` (Transformers 5: `rope_type`, `rope_theta` and the
  * scaling's own keys), read into the model's `rope_theta` and `rope_scaling`. Implemented: the
- * default RoPE, "linear", "dynamic" and "llama3" (models/rope-scaling.ts, with Transformers'
- * formulas); "yarn", "longrope" and others are refused naming the type (they also scale the
- * attention's cos/sin, which the kernels do not). Keys a scaling does not use warn, as
- * Transformers' rope_config_validation warns ("Unrecognized keys in rope_scaling").
+ * default RoPE, "linear", "dynamic", "llama3", "yarn" and "longrope" (models/rope-scaling.ts, with
+ * Transformers' formulas and key defaults: `_compute_*_parameters` of modeling_rope_utils.py); others
+ * are refused naming the type. Keys a scaling does not use warn, as Transformers'
+ * rope_config_validation warns ("Unrecognized keys in rope_scaling"). Optional keys given as null
+ * are left out (Transformers reads them with `.get`, null meaning its default). The lengths of
+ * LongRoPE's factor lists (head_dim / 2) are checked with the model (spec-model.ts).
  */
 import { addIssue, isPlainObject, joinPath, show, type CheckContext } from "./schema.ts";
 import type { RopeScalingConfig } from "./types.ts";
@@ -16,16 +18,34 @@ const REQUIRED: Readonly<Record<string, readonly string[]>> = {
   linear: ["factor"],
   dynamic: ["factor"],
   llama3: ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"],
+  yarn: ["factor"],
+  longrope: ["short_factor", "long_factor"],
 };
 
-/** Keys a rope_type may carry without effect on it (Transformers' optional keys). */
-const OPTIONAL: Readonly<Record<string, readonly string[]>> = { default: [], linear: [], dynamic: ["original_max_position_embeddings"], llama3: [] };
+/** Optional keys of each rope_type: those it reads (yarn, longrope) or carries without effect (dynamic). */
+const OPTIONAL: Readonly<Record<string, readonly string[]>> = {
+  default: [],
+  linear: [],
+  dynamic: ["original_max_position_embeddings"],
+  llama3: [],
+  yarn: ["original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"],
+  longrope: ["factor", "attention_factor", "original_max_position_embeddings"],
+};
+
+/** Largest finite f32: a factor past it cannot reach the f32 frequency tables. */
+const F32_MAX = 3.4028234663852886e38;
+/** Most per-frequency factors a LongRoPE list may hold (head_dim / 2 ≤ 2^31 − 1 / 2; the lists are
+ * checked against head_dim with the model). */
+const MAX_FACTORS = 1 << 20;
 
 const NOT_IMPLEMENTED: Readonly<Record<string, string>> = {
-  yarn: "YaRN also scales the attention (cos/sin by its attention_factor, DeepSeek's softmax by mscale²), which is not implemented",
-  longrope: "LongRoPE (Phi-3) is not implemented: no supported family uses it",
   ntk: "static NTK scaling is not implemented",
 };
+
+/** Keys read as non-negative reals (0 meaning Transformers' default where it reads them with `or`). */
+const NON_NEGATIVE = new Set(["beta_fast", "beta_slow", "mscale", "mscale_all_dim"]);
+/** Keys read as integers. */
+const INTEGER = new Set(["original_max_position_embeddings"]);
 
 /**
  * Reads one rope section (`rope_scaling` or `rope_parameters`, `value`, at `path`) into its scaling
@@ -46,20 +66,49 @@ export function readRopeSection(value: unknown, path: string, ctx: CheckContext,
   }
   if (!Object.hasOwn(REQUIRED, type)) {
     const why = NOT_IMPLEMENTED[type] ?? `rope_type ${show(type)} is not one Transformers defines`;
-    addIssue(ctx, joinPath(path, typeKey ?? "rope_type"), `${show(type)} is not supported: ${why}; implemented: "default", "linear", "dynamic", "llama3"`);
+    addIssue(ctx, joinPath(path, typeKey ?? "rope_type"), `${show(type)} is not supported: ${why}; implemented: "default", "linear", "dynamic", "llama3", "yarn", "longrope"`);
     return undefined;
   }
-  const out: Record<string, number> = {};
+  const out: Record<string, number | number[] | boolean> = {};
   let ok = true;
-  for (const k of REQUIRED[type]!) {
+  const readKey = (k: string, required: boolean): void => {
     const v = value[k];
-    const int = k === "original_max_position_embeddings";
-    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0 || (int && !Number.isInteger(v))) {
-      addIssue(ctx, joinPath(path, k), v === undefined ? `required for rope_type "${type}"` : `expected a ${int ? "positive integer" : "positive number"}, got ${show(v)}`);
+    if (!required && (v === undefined || v === null)) return;
+    if (v === undefined) {
+      addIssue(ctx, joinPath(path, k), `required for rope_type "${type}"`);
+      ok = false;
+      return;
+    }
+    if (k === "truncate") {
+      if (typeof v !== "boolean") {
+        addIssue(ctx, joinPath(path, k), `expected a boolean, got ${show(v)}`);
+        ok = false;
+      } else out[k] = v;
+      return;
+    }
+    if (k === "short_factor" || k === "long_factor") {
+      const good = Array.isArray(v) && v.length > 0 && v.length <= MAX_FACTORS && v.every((x) => typeof x === "number" && Number.isFinite(x) && x > 0 && x <= F32_MAX);
+      if (!good) {
+        addIssue(ctx, joinPath(path, k), `expected a non-empty list of positive numbers (one per frequency: head_dim / 2), got ${show(v)}`);
+        ok = false;
+      } else out[k] = (v as number[]).slice();
+      return;
+    }
+    const int = INTEGER.has(k);
+    const nonNeg = NON_NEGATIVE.has(k);
+    const max = int ? 2 ** 24 : F32_MAX;
+    if (typeof v !== "number" || !Number.isFinite(v) || (nonNeg ? v < 0 : v <= 0) || v > max || (int && !Number.isInteger(v))) {
+      addIssue(ctx, joinPath(path, k), `expected a ${int ? "positive integer" : nonNeg ? "non-negative number" : "positive number"} ≤ ${int ? "2^24" : "3.4e38 (f32)"}, got ${show(v)}`);
       ok = false;
     } else out[k] = v;
+  };
+  for (const k of REQUIRED[type]!) readKey(k, true);
+  if (type === "yarn" || type === "longrope") for (const k of OPTIONAL[type]!) readKey(k, false);
+  if (type === "longrope" && ok && (out.short_factor as number[]).length !== (out.long_factor as number[]).length) {
+    addIssue(ctx, joinPath(path, "long_factor"), `must have as many factors as short_factor (${(out.short_factor as number[]).length}), got ${(out.long_factor as number[]).length}`);
+    ok = false;
   }
-  if (type === "llama3" && ok && out.high_freq_factor! <= out.low_freq_factor!) {
+  if (type === "llama3" && ok && (out.high_freq_factor as number) <= (out.low_freq_factor as number)) {
     addIssue(ctx, joinPath(path, "high_freq_factor"), `must be greater than low_freq_factor (${out.low_freq_factor}), got ${out.high_freq_factor}`);
     ok = false;
   }
@@ -79,7 +128,11 @@ export function readRopeSection(value: unknown, path: string, ctx: CheckContext,
     ok = false;
   }
   if (!ok) return undefined;
+  const n = out as Record<string, number>;
   const scaling: RopeScalingConfig | null =
-    type === "default" ? null : type === "llama3" ? { rope_type: "llama3", factor: out.factor!, low_freq_factor: out.low_freq_factor!, high_freq_factor: out.high_freq_factor!, original_max_position_embeddings: out.original_max_position_embeddings! } : { rope_type: type as "linear" | "dynamic", factor: out.factor! };
+    type === "default" ? null
+    : type === "llama3" ? { rope_type: "llama3", factor: n.factor!, low_freq_factor: n.low_freq_factor!, high_freq_factor: n.high_freq_factor!, original_max_position_embeddings: n.original_max_position_embeddings! }
+    : type === "yarn" || type === "longrope" ? ({ rope_type: type, ...out } as RopeScalingConfig)
+    : { rope_type: type as "linear" | "dynamic", factor: n.factor! };
   return theta === undefined ? { scaling } : { scaling, theta };
 }

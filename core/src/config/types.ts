@@ -12,7 +12,11 @@
 /** RoPE scaling as Transformers reads it (models/rope-scaling.ts has the formulas). */
 export type RopeScalingConfig =
   | { rope_type: "linear" | "dynamic"; factor: number }
-  | { rope_type: "llama3"; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };
+  | { rope_type: "llama3"; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number }
+  /** YaRN (Peng et al. 2023): the optional keys as given (absent: Transformers' defaults). */
+  | { rope_type: "yarn"; factor: number; original_max_position_embeddings?: number; attention_factor?: number; beta_fast?: number; beta_slow?: number; mscale?: number; mscale_all_dim?: number; truncate?: boolean }
+  /** LongRoPE (Phi-3): one rescale factor per frequency (head_dim / 2 each) for sequences within and past the original context. */
+  | { rope_type: "longrope"; short_factor: number[]; long_factor: number[]; factor?: number; attention_factor?: number; original_max_position_embeddings?: number };
 
 export interface ModelConfigBase {
   vocab_size: number;

@@ -25,6 +25,7 @@ import type { StateDict } from "../nn/state-dict.ts";
 import type { Parameter, ParamSpec } from "../nn/unit.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { swiglu, type ModelOptions } from "./llama.ts";
+import { deepseekSoftmaxMscale, ropeAttentionFactor, ropeFreqOf } from "./rope-scaling.ts";
 import { mlaParams, mlaSpecs, multiHeadLatentAttention, type MLAParams, type MLAShape } from "./mla-attention.ts";
 import { SparseMoEDecoder } from "./sparse-moe-decoder.ts";
 
@@ -34,7 +35,8 @@ type DeepseekConfig = DeepseekV3Config | DeepseekV2Config;
 function mlaShape(c: DeepseekConfig): MLAShape {
   return {
     hidden: c.hidden_size, heads: c.num_attention_heads, qLoraRank: c.q_lora_rank, kvLoraRank: c.kv_lora_rank,
-    qkNope: c.qk_nope_head_dim, qkRope: c.qk_rope_head_dim, v: c.v_head_dim, eps: c.rms_norm_eps, ropeTheta: c.rope_theta,
+    qkNope: c.qk_nope_head_dim, qkRope: c.qk_rope_head_dim, v: c.v_head_dim, eps: c.rms_norm_eps,
+    ropeFreq: (positions: number) => ropeFreqOf(c, positions), ropeFactor: ropeAttentionFactor(c), softmaxMscale: deepseekSoftmaxMscale(c),
     interleave: c.model_type === "deepseek_v2" || c.rope_interleave,
   };
 }

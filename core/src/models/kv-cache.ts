@@ -90,6 +90,11 @@ export class KVCache {
     return this.lens[0] ?? 0;
   }
 
+  /** Positions cached in `layer` (before its attend of a forward: the new positions' offset). */
+  lengthOf(layer: number): number {
+    return this.lens[layer] ?? 0;
+  }
+
   /** True when every layer holds `n` positions (false when a model's attention ignored the cache). */
   filledTo(n: number): boolean {
     return this.lens.every((l) => l === n);

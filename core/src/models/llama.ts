@@ -32,7 +32,7 @@ import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
 import type { KVCache, LayerKV } from "./kv-cache.ts";
-import { ropeFreqOf } from "./rope-scaling.ts";
+import { ropeAttentionFactor, ropeFreqOf } from "./rope-scaling.ts";
 
 /** Options for building a model. */
 export interface ModelOptions {
@@ -111,6 +111,14 @@ export interface AttentionParams {
   o: Parameter;
 }
 
+/** The softmax scale of a fully rotated head: head_dim^−½ times the square of the rope scaling's
+ * attention factor (Transformers multiplies cos and sin by it, so q·k carries it twice;
+ * rope-scaling.ts). */
+export function attentionScale(cfg: ModelConfig): number {
+  const a = ropeAttentionFactor(cfg);
+  return (a * a) / Math.sqrt(cfg.head_dim);
+}
+
 /**
  * Self-attention of one layer on normed hidden states x [B·S, hidden] → [B·S, hidden]:
  * projections, RoPE on q and k, causal GQA attention, output projection. With `kv` (inference),
@@ -125,13 +133,14 @@ export function selfAttention(x: Tensor, p: AttentionParams, cfg: ModelConfig, B
     const q = reshape(linear(x, p.q.tensor), [B, S, H, D]);
     const k = reshape(linear(x, p.k.tensor), [B, S, Hkv, D]);
     const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
-    const o = kv.cache.attend(kv.layer, q, k, v, ropeFreqOf(cfg), 1 / Math.sqrt(D));
+    const o = kv.cache.attend(kv.layer, q, k, v, ropeFreqOf(cfg, kv.cache.lengthOf(kv.layer) + S), attentionScale(cfg));
     return linear(reshape(o, [B * S, H * D]), p.o.tensor);
   }
-  const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), ropeFreqOf(cfg));
-  const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), ropeFreqOf(cfg));
+  const freq = ropeFreqOf(cfg, S);
+  const q = rope(reshape(linear(x, p.q.tensor), [B, S, H, D]), freq);
+  const k = rope(reshape(linear(x, p.k.tensor), [B, S, Hkv, D]), freq);
   const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
-  const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
+  const o = causalAttention(q, k, v, attentionScale(cfg));
   return linear(reshape(o, [B * S, H * D]), p.o.tensor);
 }
 

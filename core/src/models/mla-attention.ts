@@ -7,18 +7,23 @@
  *   c, k_rot = split(kv_a_proj_with_mqa(x), [kv_lora_rank, qk_rope])      one k_rot for all heads
  *   k_nope, v = split(kv_b_proj(kv_a_layernorm(c)) per head, [qk_nope, v_head_dim])
  *   q_rot, k_rot = RoPE(q_rot), RoPE(k_rot)
- *   attn     = causal softmax([q_nope, q_rot]·[k_nope, k_rot]ᵀ · qk^−½) · v              qk = qk_nope + qk_rope
+ *   attn     = causal softmax([q_nope, a²·q_rot]·[k_nope, k_rot]ᵀ · m²·qk^−½) · v       qk = qk_nope + qk_rope
  *   out      = o_proj(attn)                                                          [B·S, hidden]
  *
  * RoPE on interleaved pairs (x[2i], x[2i+1]) — DeepSeek-V2's complex rotation, DeepSeek-V3 with
  * `rope_interleave` — is the rotate-half RoPE after the permutation (evens, then odds) of the rope
  * part, applied to q and k alike (Transformers' `apply_rotary_pos_emb_interleave`); the scores do
  * not depend on the order of the dimensions, so V2's layout-preserving rotation gives the same.
+ * With a rope scaling (rope-scaling.ts), RoPE uses the scaled frequencies, a is its attention
+ * factor (Transformers multiplies the rotated q and k by it through cos/sin: a² on the rotated
+ * part's scores) and m DeepSeek's mscale (m(factor, mscale_all_dim) for YaRN, else 1; Transformers'
+ * DeepseekV3Attention multiplies its softmax scale by m²); both are 1 unscaled.
  * Values narrower than qk are padded with zero columns for the fused attention kernel and the
  * padding is dropped from the output (it receives exact zeros).
  */
 import type { Parameter, ParamSpec, UnitSet } from "../nn/unit.ts";
-import { causalAttention, concatRows, fromArray, gatherRows, linear, reshape, rmsnorm, rope, sliceRows, transpose } from "../tensor/index.ts";
+import type { RopeFreq } from "@zeromoe/kernels";
+import { causalAttention, concatRows, fromArray, gatherRows, linear, reshape, rmsnorm, rope, scale, sliceRows, transpose } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 
 /** The shape of one MLA layer (DeepSeek config keys). */
@@ -31,7 +36,12 @@ export interface MLAShape {
   qkRope: number;
   v: number;
   eps: number;
-  ropeTheta: number;
+  /** The rope frequencies of a forward over `positions` positions (rope-scaling.ts ropeFreqOf). */
+  ropeFreq: (positions: number) => RopeFreq;
+  /** The rope scaling's attention factor a (module comment; 1 unscaled). */
+  ropeFactor: number;
+  /** DeepSeek's softmax mscale m (module comment; 1 unscaled). */
+  softmaxMscale: number;
   /** RoPE on interleaved pairs (module comment). */
   interleave: boolean;
 }
@@ -106,7 +116,7 @@ function deinterleave(x: Tensor): Tensor {
 function ropeRows(x: Tensor, s: MLAShape, B: number, S: number, h: number): Tensor {
   const r = s.qkRope;
   const y = s.interleave ? deinterleave(x) : x;
-  return reshape(rope(reshape(y, [B, S, h, r]), s.ropeTheta), [B * S * h, r]);
+  return reshape(rope(reshape(y, [B, S, h, r]), s.ropeFreq(S)), [B * S * h, r]);
 }
 
 /** Multi-head latent attention (module comment): x [B·S, hidden] → [B·S, hidden]. */
@@ -119,7 +129,8 @@ export function multiHeadLatentAttention(x: Tensor, p: MLAParams, s: MLAShape, B
   const q = reshape(qFull, [N * H, qk]);
   const ckv = linear(x, p.kvA.tensor); // [N, r_kv + rope]
   const kv = reshape(linear(rmsnorm(cols(ckv, 0, s.kvLoraRank), p.kvANorm.tensor, s.eps), p.kvB.tensor), [N * H, s.qkNope + s.v]);
-  const qRot = ropeRows(cols(q, s.qkNope, s.qkRope), s, B, S, H);
+  const qRotated = ropeRows(cols(q, s.qkNope, s.qkRope), s, B, S, H);
+  const qRot = s.ropeFactor === 1 ? qRotated : scale(qRotated, s.ropeFactor * s.ropeFactor);
   const kRot1 = ropeRows(cols(ckv, s.kvLoraRank, s.qkRope), s, B, S, 1); // [N, rope], shared by the heads
   const perHead = Int32Array.from({ length: N * H }, (_, i) => Math.floor(i / H));
   const kRot = gatherRows(kRot1, fromArray(be, perHead, [N * H], "i32"));
@@ -133,7 +144,7 @@ export function multiHeadLatentAttention(x: Tensor, p: MLAParams, s: MLAShape, B
     query = catCols(query, zeros(D - qk));
     key = catCols(key, zeros(D - qk));
   }
-  const o = causalAttention(reshape(query, [B, S, H, D]), reshape(key, [B, S, H, D]), reshape(value, [B, S, H, D]), 1 / Math.sqrt(qk));
+  const o = causalAttention(reshape(query, [B, S, H, D]), reshape(key, [B, S, H, D]), reshape(value, [B, S, H, D]), (s.softmaxMscale * s.softmaxMscale) / Math.sqrt(qk));
   let out = reshape(o, [N * H, D]);
   if (s.v < D) out = cols(out, 0, s.v);
   return linear(reshape(out, [N, H * s.v]), p.o.tensor);

@@ -22,7 +22,7 @@ import type { Qwen2MoeConfig } from "../config/types.ts";
 import type { Parameter, ParamSpec } from "../nn/unit.ts";
 import { add, causalAttention, linear, mul, reshape, rope, sigmoid } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { swiglu, type ModelOptions } from "./llama.ts";
+import { attentionScale, swiglu, type ModelOptions } from "./llama.ts";
 import { SparseMoEDecoder } from "./sparse-moe-decoder.ts";
 import { ropeFreqOf } from "./rope-scaling.ts";
 
@@ -94,10 +94,10 @@ export class Qwen2MoeForCausalLM extends SparseMoEDecoder<Qwen2MoeConfig> {
     const Hkv = c.num_key_value_heads;
     const D = c.head_dim;
     const proj = (w: Parameter, bias: Parameter | undefined) => (bias ? add(linear(x, w.tensor), bias.tensor) : linear(x, w.tensor));
-    const q = rope(reshape(proj(p.q, b?.q), [B, S, H, D]), ropeFreqOf(c));
-    const k = rope(reshape(proj(p.k, b?.k), [B, S, Hkv, D]), ropeFreqOf(c));
+    const q = rope(reshape(proj(p.q, b?.q), [B, S, H, D]), ropeFreqOf(c, S));
+    const k = rope(reshape(proj(p.k, b?.k), [B, S, Hkv, D]), ropeFreqOf(c, S));
     const v = reshape(proj(p.v, b?.v), [B, S, Hkv, D]);
-    const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
+    const o = causalAttention(q, k, v, attentionScale(c));
     return linear(reshape(o, [B * S, H * D]), p.o.tensor);
   }
 }

@@ -23,7 +23,7 @@ import type { Qwen3MoeConfig } from "../config/types.ts";
 import type { Parameter, ParamSpec } from "../nn/unit.ts";
 import { causalAttention, linear, reshape, rmsnorm, rope } from "../tensor/index.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import type { ModelOptions } from "./llama.ts";
+import { attentionScale, type ModelOptions } from "./llama.ts";
 import { SparseMoEDecoder } from "./sparse-moe-decoder.ts";
 import { ropeFreqOf } from "./rope-scaling.ts";
 
@@ -57,10 +57,10 @@ export class Qwen3MoeForCausalLM extends SparseMoEDecoder<Qwen3MoeConfig> {
     const Hkv = c.num_key_value_heads;
     const D = c.head_dim;
     const eps = c.rms_norm_eps;
-    const q = rope(reshape(rmsnorm(reshape(linear(x, p.q.tensor), [B * S * H, D]), n.q.tensor, eps), [B, S, H, D]), ropeFreqOf(c));
-    const k = rope(reshape(rmsnorm(reshape(linear(x, p.k.tensor), [B * S * Hkv, D]), n.k.tensor, eps), [B, S, Hkv, D]), ropeFreqOf(c));
+    const q = rope(reshape(rmsnorm(reshape(linear(x, p.q.tensor), [B * S * H, D]), n.q.tensor, eps), [B, S, H, D]), ropeFreqOf(c, S));
+    const k = rope(reshape(rmsnorm(reshape(linear(x, p.k.tensor), [B * S * Hkv, D]), n.k.tensor, eps), [B, S, Hkv, D]), ropeFreqOf(c, S));
     const v = reshape(linear(x, p.v.tensor), [B, S, Hkv, D]);
-    const o = causalAttention(q, k, v, 1 / Math.sqrt(D));
+    const o = causalAttention(q, k, v, attentionScale(c));
     return linear(reshape(o, [B * S, H * D]), p.o.tensor);
   }
 }
