@@ -227,6 +227,23 @@ describe("files, --deepspeed merge and overrides", () => {
     const e2 = (await loadJobConfig({ configPath: jobPath, deepspeedPath: dsPath }).catch((e: unknown) => e)) as ConfigError;
     expect(e2.issues[0]).toMatchObject({ path: "zero_optimization.stage", source: dsPath });
   });
+  test("gradient_clipping follows DeepSpeed: a DeepSpeed config without it over the built-in job is off (0), with a warning naming the change", async () => {
+    const dsPath = join(dir, "ds-noclip.json");
+    writeFileSync(dsPath, JSON.stringify({ zero_optimization: { stage: 2 } }));
+    const r = await loadJobConfig({ deepspeedPath: dsPath });
+    expect(r.config.gradient_clipping).toBe(0);
+    expect(r.warnings.find((w) => w.startsWith("gradient_clipping: off (0, DeepSpeed's default)"))).toContain(`the built-in job alone clips at 1`);
+    // set in the DeepSpeed file, or on the built-in job without --deepspeed: kept, no warning
+    writeFileSync(dsPath, JSON.stringify({ zero_optimization: { stage: 2 }, gradient_clipping: 0.5 }));
+    const kept = await loadJobConfig({ deepspeedPath: dsPath });
+    expect(kept.config.gradient_clipping).toBe(0.5);
+    expect(kept.warnings.some((w) => w.startsWith("gradient_clipping:"))).toBe(false);
+    expect((await loadJobConfig({})).config.gradient_clipping).toBe(1);
+    // a job file that leaves it out is off, as in DeepSpeed
+    const jobPath = join(dir, "job-noclip.json");
+    writeFileSync(jobPath, JSON.stringify(job({})));
+    expect((await loadJobConfig({ configPath: jobPath })).config.gradient_clipping).toBe(0);
+  });
   test("a typical DeepSpeed ZeRO-3 offload config (DeepSpeed/HF examples, values filled in): merges cleanly; the offload plugin refuses what it cannot run, naming the field", async () => {
     const ds = {
       fp16: { enabled: true, auto_cast: false, loss_scale: 0, initial_scale_power: 32, loss_scale_window: 1000, hysteresis: 2, consecutive_hysteresis: false, min_loss_scale: 1 },

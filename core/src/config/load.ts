@@ -34,5 +34,17 @@ export async function loadJobConfig(opts: LoadJobOptions = {}): Promise<Resolved
       ? applyHubModel(read as Record<string, unknown>, { initFrom: opts.initFrom, baseDir: opts.configPath ? dirname(resolve(opts.configPath)) : process.cwd(), defaultModel: !opts.configPath, source })
       : read;
   const deepspeed = opts.deepspeedPath ? { raw: await readJsonFile(opts.deepspeedPath, { hjson: true }), source: opts.deepspeedPath } : undefined;
-  return resolveJobConfig(raw, { source, deepspeed, overrides: opts.overrides });
+  // gradient_clipping follows DeepSpeed (0 = off when a config leaves it out); the built-in job
+  // clips at 1.0, which would silently change a DeepSpeed config run without --config
+  const builtInClip = !opts.configPath && deepspeed !== undefined && isObject(deepspeed.raw) && !Object.hasOwn(deepspeed.raw, "gradient_clipping") && isObject(raw) && raw.gradient_clipping !== undefined;
+  const job = builtInClip ? Object.fromEntries(Object.entries(raw as Record<string, unknown>).filter(([k]) => k !== "gradient_clipping")) : raw;
+  const out = resolveJobConfig(job, { source, deepspeed, overrides: opts.overrides });
+  if (builtInClip && out.config.gradient_clipping === 0) {
+    out.warnings.push(`gradient_clipping: off (0, DeepSpeed's default), as ${deepspeed!.source} does not set it; the built-in job alone clips at ${String((raw as Record<string, unknown>).gradient_clipping)} — set gradient_clipping in ${deepspeed!.source} to clip`);
+  }
+  return out;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
