@@ -9,6 +9,7 @@
  * unit is read chunk by chunk from whichever rank files hold it, written, then dropped), so a model
  * larger than memory consolidates as long as its largest unit fits.
  */
+import { manifestModelBuffers } from "./manifest-buffers.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { locateCheckpoint, readManifest, type CheckpointLocation, type CheckpointManifest } from "./manifest.ts";
@@ -28,12 +29,6 @@ export interface ConsolidateOptions {
   maxShardSize?: number;
 }
 
-/** `plugins.model_buffers` of a manifest (name → values), or {} when absent or malformed. */
-function manifestBuffers(plugins: unknown): Record<string, number[]> {
-  const b = (plugins as { model_buffers?: unknown } | null | undefined)?.model_buffers;
-  if (typeof b !== "object" || b === null || Array.isArray(b)) return {};
-  return Object.fromEntries(Object.entries(b as Record<string, unknown>).filter((e): e is [string, number[]] => Array.isArray(e[1]) && e[1].every((x) => typeof x === "number")));
-}
 
 /** What {@link zeroToFp32} wrote. */
 export interface ConsolidateResult {
@@ -97,7 +92,13 @@ export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?:
   const source = m.param_dtype === "f32" ? "params" : "master";
   const specs = m.units.flatMap((u) => u.params.map((p) => ({ name: p.name, dtype: "F32" as const, shape: p.shape })));
   // the model's buffers the moe plugin saved (DeepSeek-V3's e_score_correction_bias), after the parameters
-  const buffers = Object.entries(manifestBuffers(m.plugins));
+  let buffers: [string, Float32Array][];
+  try {
+    buffers = [...manifestModelBuffers(m.plugins, join(loc.tagDir, "manifest.json"))];
+  } catch (e) {
+    src.close();
+    throw e;
+  }
   for (const [name, v] of buffers) specs.push({ name, dtype: "F32", shape: [v.length] });
   const meta = { format: "pt", "zeromoe.tag": loc.tag, "zeromoe.source": join(loc.tagDir) };
   // a Hub directory (hub-export.ts: shards of maxShardSize, index, config.json) or one file
@@ -114,7 +115,7 @@ export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?:
         numel += n;
       }
     }
-    for (const [name, v] of buffers) w.writeTensor(name, Float32Array.from(v));
+    for (const [name, v] of buffers) w.writeTensor(name, v);
     w.finish();
     if (opts.maxShardSize !== undefined) {
       writeHfConfig(out, model, "f32");

@@ -1,6 +1,6 @@
 /**
- * `engine.loadCheckpoint(path, tag?)`: restore parameters, optimizer states, step counters,
- * scheduler and loss scaler from a checkpoint saved at any world size, ZeRO stage and ep_size.
+ * `engine.loadCheckpoint(path, tag?)`: restore parameters, the model's buffers (manifest-buffers.ts),
+ * optimizer states, step counters, scheduler and loss scaler from a checkpoint saved at any world size, ZeRO stage and ep_size.
  *
  * Each rank fills only what its own plan holds, reading the element ranges it needs from whichever
  * rank files hold them (shard-source.ts), chunk by chunk straight into device buffers:
@@ -22,6 +22,7 @@ import type { CheckpointTarget } from "../engine/stateful.ts";
 import { CheckpointError } from "./errors.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest, type UnitStateName } from "./manifest.ts";
 import { ShardSource } from "./shard-source.ts";
+import { applyManifestBuffers } from "./manifest-buffers.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { quoteUntrusted } from "../config/quote-untrusted.ts";
@@ -156,6 +157,10 @@ export async function loadCheckpoint(engine: CheckpointTarget, path: string, tag
     src.close();
   }
   await env.be.flush();
+  // the model's buffers (DeepSeek-V3's e_score_correction_bias): in no unit, recorded in the
+  // manifest; given back here whether or not the engine was created with restore: manifest.plugins
+  const unrecorded = applyManifestBuffers(engine.modelBuffers(), manifest.plugins ?? {}, file);
+  if (unrecorded.length > 0 && env.rank === 0) env.warn(`loadCheckpoint: ${file} records no plugins.model_buffers for ${unrecorded.slice(0, 3).join(", ")}${unrecorded.length > 3 ? ` (+${unrecorded.length - 3} more)` : ""}; they keep their current values`);
   if (withOptim) {
     engine.loadStateDict({ global_steps: manifest.global_steps, applied_steps: manifest.applied_steps, scheduler: manifest.scheduler ?? null, loss_scaler: manifest.loss_scaler });
   }

@@ -24,6 +24,7 @@ import type { BackendKind } from "@zeromoe/kernels";
 import { CheckpointError } from "../checkpoint/errors.ts";
 import { loadStateDict } from "../checkpoint/hf-load.ts";
 import { checkHubShapes, HubCheckpoint, planHubLoad } from "../checkpoint/hub-dir.ts";
+import { applyManifestBuffers } from "../checkpoint/manifest-buffers.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { manifestModelConfig } from "../checkpoint/manifest-model.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
@@ -136,7 +137,7 @@ function sourceManifest(file: string): CheckpointManifest | null {
 
 /** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit.
  * @throws CheckpointError for a damaged checkpoint or a parameter the model does not have. */
-function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): void {
+function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): string[] {
   const state = m.param_dtype === "f32" ? "params" : "master";
   const src = new ShardSource(tagDir, m);
   const seen = new Set<string>();
@@ -166,6 +167,9 @@ function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointM
   }
   const missing = model.parameters().filter((p) => !seen.has(p.name)).map((p) => p.name);
   if (missing.length > 0) throw new CheckpointError(join(tagDir, "manifest.json"), `lacks parameters ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`);
+  // the model's buffers (DeepSeek-V3's e_score_correction_bias) from plugins.model_buffers
+  const unrecorded = applyManifestBuffers(model.buffers(), m.plugins, join(tagDir, "manifest.json"));
+  return unrecorded.length > 0 ? [`${join(tagDir, "manifest.json")}: records no plugins.model_buffers for ${unrecorded.slice(0, 3).join(", ")}${unrecorded.length > 3 ? ` (+${unrecorded.length - 3} more)` : ""}; they keep their initial values (zeros)`] : [];
 }
 
 /**
@@ -298,7 +302,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
       }
     }
     model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
-    if (ckpt) loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest);
+    if (ckpt) warnings.push(...loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest));
     else warnings.push(...loadHubWeights(model, from, config));
   } catch (e) {
     model?.destroy();

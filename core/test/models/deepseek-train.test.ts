@@ -5,7 +5,8 @@
  * `--init-from DIR` at world 2, ZeRO-2 — every stored tensor used (the biases are read into the
  * routing); 4 steps vs a `--resume` from the step-2 checkpoint give bit-identical losses (the
  * biases come back from the checkpoint manifest, `plugins.model_buffers`, not from DIR); and
- * `zero-to-fp32 --max-shard-size` writes the biases unchanged next to the trained weights.
+ * `zero-to-fp32 --max-shard-size` writes the biases unchanged next to the trained weights; `eval
+ * --from` the checkpoint scores as the export does (the biases given back from the manifest).
  * Also deepseek_v2 (no buffers) trains from its directory with AutoEP autoep_size 2.
  */
 import { afterAll, describe, expect, test } from "bun:test";
@@ -70,6 +71,14 @@ describe("deepseek_v3 with e_score_correction_bias (CLI)", () => {
     expect(all.get("model.layers.2.mlp.gate.e_score_correction_bias")).toEqual(Array.from(bias.data as Float32Array));
     expect(all.has("model.layers.1.mlp.gate.e_score_correction_bias")).toBe(true);
     expect(JSON.parse(readFileSync(join(out, "config.json"), "utf8")).n_routed_experts).toBe(8);
+    // eval --from the checkpoint routes with the recorded biases: the same loss as the export
+    // (which holds them as tensors); copying parameters only gave another loss, without a word
+    const evalOf = (from: string) => {
+      const e = run(["core/src/cli/eval.ts", "--from", from, "--data", "moby-dick", "--seq-len", "16", "--batch-size", "2", "--max-batches", "2", "--backend", "cpu", "--tokenizer", "byte"]);
+      expect(e.code).toBe(0);
+      return Number(/eval {7}loss (\d+\.\d+)/.exec(e.out)![1]);
+    };
+    expect(evalOf(ck)).toBe(evalOf(out));
   }, 300_000);
   test("deepseek_v2 trains from its directory with AutoEP autoep_size 2", async () => {
     const d = await hubDir("deepseek_v2");
