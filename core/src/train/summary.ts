@@ -44,7 +44,8 @@ export interface RankComm {
  * (`ctx.metrics.summary("moe", …)`); null when no plugin does (dense models). */
 export interface MoeSummary {
   /** expert_counts[layer][expert]: routing choices (flattened tokens·k) over every training
-   * micro-batch of the run, summed over the data-parallel group. */
+   * micro-batch of the run, summed over the data-parallel group; a dense layer of a sparse family
+   * has an empty row. */
   expert_counts: number[][];
   /** step_expert_counts[s][layer][expert]: the same counts for each step of this run (step
    * start_step + 1 + s), the first steps while steps × layers × experts ≤ 4,000,000. */
@@ -214,9 +215,11 @@ export function checkSummary(x: unknown): string[] {
       const ec = x.moe.expert_counts;
       if (!Array.isArray(ec) || ec.length === 0 || !ec.every(Array.isArray)) bad.push("moe.expert_counts: expected a non-empty array of arrays [layer][expert]");
       else {
-        const E = (ec[0] as unknown[]).length;
+        // a sparse family's dense layer (mlp_only_layers, first_k_dense_replace) has an empty row
+        const E = Math.max(...ec.map((row: unknown[]) => row.length));
+        if (E === 0) bad.push("moe.expert_counts: every row is empty (no layer with experts)");
         ec.forEach((row: unknown[], l) => {
-          if (row.length !== E) bad.push(`moe.expert_counts[${l}]: expected ${E} experts, got ${row.length}`);
+          if (row.length !== E && row.length !== 0) bad.push(`moe.expert_counts[${l}]: expected ${E} experts (or none: a dense layer), got ${row.length}`);
           row.forEach((v, e) => {
             if (typeof v !== "number" || !Number.isInteger(v) || v < 0) bad.push(`moe.expert_counts[${l}][${e}]: expected a count (integer ≥ 0), got ${JSON.stringify(v)}`);
           });

@@ -54,7 +54,7 @@ describe("summary", () => {
       [(s) => delete s.memory.per_rank[1].peak_total, /^memory\.per_rank\[1\]\.peak_total: expected a size/],
       [(s) => (s.comm.per_rank[0].rank = 1), /^comm\.per_rank\[0\]\.rank: expected 0, got 1/],
       [(s) => (s.comm.per_rank[1].all_to_all = null), /^comm\.per_rank\[1\]\.all_to_all: expected a size/],
-      [(s) => s.moe.expert_counts[1].pop(), /^moe\.expert_counts\[1\]: expected 3 experts, got 2/],
+      [(s) => s.moe.expert_counts[1].pop(), /^moe\.expert_counts\[1\]: expected 3 experts \(or none: a dense layer\), got 2/],
       [(s) => (s.moe.expert_counts[0][2] = 1.5), /^moe\.expert_counts\[0\]\[2\]: expected a count/],
       [(s) => s.moe.step_expert_counts[1][0].pop(), /^moe\.step_expert_counts\[1\]: expected 2 layers of counts/],
       [(s) => (s.moe.step_expert_counts = [...s.moe.step_expert_counts, ...s.moe.step_expert_counts]), /^moe\.step_expert_counts: 4 steps, more than steps 3/],
@@ -62,6 +62,11 @@ describe("summary", () => {
       [(s) => (s.start_step = -1), /^start_step: expected an integer ≥ 0/],
       [(s) => (s.checkpoints = [3]), /^checkpoints: expected an array of strings/],
     ];
+    // a dense layer of a sparse family: an empty row in both arrays is valid
+    const withDense = good();
+    withDense.moe.expert_counts = [[], ...withDense.moe.expert_counts];
+    withDense.moe.step_expert_counts = withDense.moe.step_expert_counts.map((st: number[][]) => [[], ...st]);
+    expect(checkSummary(withDense)).toEqual([]);
     for (const [breakIt, re] of cases) {
       const s = good();
       breakIt(s);

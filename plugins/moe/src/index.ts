@@ -37,7 +37,7 @@
  * Statistics for tests and tools: {@link moeStateOf}(engine.env).stats — see stats.ts.
  */
 import { definePlugin, type EngineHooks, type HookContext, type SetupContext, type UnitInfo } from "@zeromoe/core";
-import { modelBufferNames } from "@zeromoe/core/config";
+import { modelBufferNames, moeLayerIndices } from "@zeromoe/core/config";
 import type { CausalDecoder } from "@zeromoe/core/models";
 import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
@@ -152,7 +152,9 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       if (E % P !== 0) throw new Error(`moe.ep_size: num_local_experts ${E} is not divisible by ep_size ${P}`);
       if (W % P !== 0) throw new Error(`moe.ep_size: world_size ${W} is not divisible by ep_size ${P}`);
       if (ctx.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${ctx.groups.ep.name} has ${ctx.groups.ep.size} ranks, moe.ep_size is ${P}`);
-      const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps);
+      // a sparse family's dense layers (mlp_only_layers, first_k_dense_replace) get no statistics
+      const moeLayers = moeLayerIndices(model);
+      const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps, moeLayers);
       const state: MoEState = { epSize: P, placement: [], record: placementRecord(cfg.placement, P, [], null), stats, dispatcher: null, router: null };
       STATES.set(ctx.groups, state);
       // the placement is decided once every plugin is set up and a resumed job's manifest entry has
@@ -235,23 +237,26 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
         });
       }
       // statistics: reduced over dp after every step (a collective on every rank), totals for the summary
-      const counts = Array.from({ length: L }, () => new Array<number>(E).fill(0));
+      // summary rows by layer; a dense layer's row is empty (it has no experts)
+      const counts = Array.from({ length: L }, (_, l) => new Array<number>(moeLayers.includes(l) ? E : 0).fill(0));
       let dropped = 0;
       let last: MoEStepStats | null = null;
       const perStep: number[][][] = [];
       let perStepNumbers = 0;
       ctx.metrics.afterStep(async () => {
         const s = await stats.reduceStep(ctx.comm, ctx.groups.dp);
-        s.layers.forEach((l, i) => {
-          const row = counts[i];
-          if (!row || row.length !== l.counts.length) throw new Error(`moe plugin: statistics of layer ${i} have ${l.counts.length} experts; the model has ${L} layers of ${E}`);
+        const stepRows = counts.map(() => [] as number[]);
+        for (const l of s.layers) {
+          const row = counts[l.layer];
+          if (!row || row.length !== l.counts.length) throw new Error(`moe plugin: statistics of layer ${l.layer} have ${l.counts.length} experts; the model has ${L} layers of ${E}`);
           l.counts.forEach((c, e) => (row[e]! += c));
           dropped += l.dropped;
-        });
+          stepRows[l.layer] = [...l.counts];
+        }
         last = s;
-        if (perStepNumbers + L * E <= STEP_EXPERT_COUNTS_LIMIT) {
-          perStep.push(s.layers.map((l) => [...l.counts]));
-          perStepNumbers += L * E;
+        if (perStepNumbers + moeLayers.length * E <= STEP_EXPERT_COUNTS_LIMIT) {
+          perStep.push(stepRows);
+          perStepNumbers += moeLayers.length * E;
         }
         return { line: formatLoadLine(s), warnings: s.warnings };
       });

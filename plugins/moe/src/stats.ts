@@ -57,6 +57,11 @@ export class MoEStatsRecorder {
   readonly k: number;
   readonly auxType: "switch" | "gshard" | "mixtral";
   readonly deadExpertSteps: number;
+  /** The layers with experts, ascending (a sparse family's dense layers — qwen3_moe
+   * mlp_only_layers, DeepSeek first_k_dense_replace — have no statistics, no dead-expert warnings
+   * and no row of the load line). */
+  readonly moeLayers: readonly number[];
+  private readonly isMoe: Uint8Array;
   private counts: Float64Array;
   private dropped: Float64Array;
   private tokens: Float64Array;
@@ -74,8 +79,15 @@ export class MoEStatsRecorder {
   /** The latest step's statistics, or null before the first. */
   last: MoEStepStats | null = null;
 
-  constructor(numLayers: number, numExperts: number, k: number, auxType: "switch" | "gshard" | "mixtral", deadExpertSteps: number) {
+  /** @param moeLayers the layers with experts (default: every layer) */
+  constructor(numLayers: number, numExperts: number, k: number, auxType: "switch" | "gshard" | "mixtral", deadExpertSteps: number, moeLayers?: readonly number[]) {
     this.numLayers = numLayers;
+    this.moeLayers = moeLayers ? [...moeLayers].sort((a, b) => a - b) : Array.from({ length: numLayers }, (_, l) => l);
+    this.isMoe = new Uint8Array(numLayers);
+    for (const l of this.moeLayers) {
+      if (!Number.isInteger(l) || l < 0 || l >= numLayers) throw new Error(`MoEStatsRecorder: MoE layer ${l} is outside 0..${numLayers - 1}`);
+      this.isMoe[l] = 1;
+    }
     this.numExperts = numExperts;
     this.k = k;
     this.auxType = auxType;
@@ -86,6 +98,7 @@ export class MoEStatsRecorder {
     this.idle = new Int32Array(numLayers * numExperts);
     this.totals = {
       steps: 0,
+      layers: [...this.moeLayers],
       counts: Array.from({ length: numLayers }, () => new Array<number>(numExperts).fill(0)),
       tokens: new Array<number>(numLayers).fill(0),
       dropped: new Array<number>(numLayers).fill(0),
@@ -101,21 +114,24 @@ export class MoEStatsRecorder {
   observe(rec: GateRecord): void {
     const E = this.numExperts;
     const l = rec.layer;
+    if (this.isMoe[l] !== 1) throw new Error(`MoEStatsRecorder: layer ${l} has no experts (MoE layers: ${this.moeLayers.join(", ")})`);
+    const nMoe = this.moeLayers.length;
+    const lastMoe = this.moeLayers[nMoe - 1]!;
     for (let e = 0; e < E; e++) this.counts[l * E + e]! += rec.counts[e]!;
     this.dropped[l]! += rec.dropped;
     this.tokens[l]! += rec.tokens;
     if (rec.aux !== null) {
-      this.auxSum += rec.aux / this.numLayers; // per-layer aux averaged over layers, per forward
-      if (l === this.numLayers - 1) this.auxN++;
+      this.auxSum += rec.aux / nMoe; // per-layer aux averaged over the MoE layers, per forward
+      if (l === lastMoe) this.auxN++;
     }
     if (rec.zLoss !== null) {
-      this.zSum += rec.zLoss / this.numLayers;
-      if (l === this.numLayers - 1) this.zN++;
+      this.zSum += rec.zLoss / nMoe;
+      if (l === lastMoe) this.zN++;
     }
     if (this.auxType === "mixtral") {
-      if (l === 0) this.fwd = [];
+      if (l === this.moeLayers[0]) this.fwd = [];
       this.fwd.push(rec);
-      if (l === this.numLayers - 1 && this.fwd.length === this.numLayers) {
+      if (l === lastMoe && this.fwd.length === nMoe) {
         this.auxSum += mixtralAux(this.fwd, E);
         this.auxN++;
         this.fwd = [];
@@ -151,7 +167,7 @@ export class MoEStatsRecorder {
     const step = this.steps++;
     const layers: MoELayerStats[] = [];
     const warnings: string[] = [];
-    for (let l = 0; l < L; l++) {
+    for (const l of this.moeLayers) {
       const counts = Array.from(buf.subarray(l * E, (l + 1) * E));
       const s = loadSummary(counts);
       layers.push({ layer: l, counts, tokens: buf[L * E + L + l]!, dropped: buf[L * E + l]!, ...s });
@@ -173,11 +189,11 @@ export class MoEStatsRecorder {
     };
     const t = this.totals;
     t.steps++;
-    layers.forEach((l, i) => {
-      l.counts.forEach((c, e) => (t.counts[i]![e]! += c));
-      t.tokens[i]! += l.tokens;
-      t.dropped[i]! += l.dropped;
-    });
+    for (const l of layers) {
+      l.counts.forEach((c, e) => (t.counts[l.layer]![e]! += c));
+      t.tokens[l.layer]! += l.tokens;
+      t.dropped[l.layer]! += l.dropped;
+    }
     if (stats.auxLoss !== null) {
       t.auxSum += stats.auxLoss;
       t.auxSteps++;
@@ -243,6 +259,8 @@ export function formatLoadLine(s: MoEStepStats): string {
 /** Totals of a run (every reduced step), kept by {@link MoEStatsRecorder}. */
 export interface MoERunTotals {
   steps: number;
+  /** The layers with experts (the others' rows stay zero). */
+  layers: number[];
   /** counts[layer][expert], summed over steps. */
   counts: number[][];
   tokens: number[];
@@ -264,7 +282,8 @@ export function summarySection(t: MoERunTotals): {
   zLoss: number | null;
   warnings: string[];
 } {
-  const layers = t.counts.map((counts, l) => {
+  const layers = t.layers.map((l) => {
+    const counts = t.counts[l]!;
     const pairs = counts.reduce((a, b) => a + b, 0);
     return { layer: l, counts: [...counts], tokens: t.tokens[l]!, dropped: t.dropped[l]!, dropFraction: pairs > 0 ? t.dropped[l]! / pairs : 0, ...loadSummary(counts) };
   });

@@ -48,6 +48,29 @@ describe("statistics", () => {
     expect(sum.warnings.length).toBe(2);
   });
 
+  test("a sparse family's dense layers (mlp_only_layers, first_k_dense_replace) get no statistics rows", async () => {
+    const comm = createSoloCommunicator();
+    // 3 layers, layer 0 dense; dead_expert_steps 1: only a MoE layer's idle expert may warn
+    const r = new MoEStatsRecorder(3, 4, 2, "switch", 1, [1, 2]);
+    r.observe(rec(1, [2, 2, 2, 2], { aux: 1 }));
+    r.observe(rec(2, [4, 4, 0, 0], { aux: 3 }));
+    const s = await r.reduceStep(comm, comm.world);
+    expect(s.layers.map((l) => l.layer)).toEqual([1, 2]);
+    expect(formatLoadLine(s)).toBe("moe L1 2/2 cv0.00 dead0 | L2 0/4 cv1.00 dead2 | drop 0 aux 2.0000");
+    expect(s.warnings).toEqual(["moe: expert 2 of layer 2 received no tokens for 1 steps (steps 0..0)", "moe: expert 3 of layer 2 received no tokens for 1 steps (steps 0..0)"]);
+    const sum = summarySection(r.totals);
+    expect(sum.layers.map((l) => l.layer)).toEqual([1, 2]);
+    expect(sum.auxLoss).toBe(2); // averaged over the 2 MoE layers, not 3
+    expect(() => r.observe(rec(0, [1, 1, 1, 1]))).toThrow("layer 0 has no experts");
+    // Mixtral's all-layer aux over the MoE layers only, when the last layer is dense
+    const m = new MoEStatsRecorder(3, 4, 2, "mixtral", 0, [0, 1]);
+    const a = rec(0, [3, 1, 2, 0], { probMean: Float64Array.from([0.4, 0.1, 0.3, 0.2]) });
+    const b = rec(1, [1, 1, 1, 3], { probMean: Float64Array.from([0.1, 0.2, 0.3, 0.4]) });
+    m.observe(a);
+    m.observe(b);
+    expect((await m.reduceStep(comm, comm.world)).auxLoss).toBeCloseTo(mixtralAux([a, b], 4), 12);
+  });
+
   test("mixtral aux from per-layer records = HF's all-layer formula", () => {
     const a = rec(0, [3, 1, 2, 0], { probMean: Float64Array.from([0.4, 0.1, 0.3, 0.2]) });
     const b = rec(1, [1, 1, 1, 3], { probMean: Float64Array.from([0.1, 0.2, 0.3, 0.4]) });
