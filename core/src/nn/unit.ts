@@ -278,6 +278,7 @@ export class UnitSet {
   readonly be: Backend;
   readonly units: Unit[] = [];
   private readonly byName = new Map<string, Parameter>();
+  private readonly unitNames = new Set<string>();
   /** Installed hooks (engine/plugins replace this; default no-ops). */
   hooks: UnitHooks = NO_OP_HOOKS;
 
@@ -287,12 +288,14 @@ export class UnitSet {
 
   /** Create and append a unit. @throws on a duplicate unit or parameter name. */
   add(opts: UnitOptions): Unit {
-    if (this.units.some((u) => u.name === opts.name)) throw new Error(`duplicate unit name ${opts.name}`);
+    // a Set, not a scan of the units: a 4096-layer config built its units in O(layers²) (0.6 s)
+    if (this.unitNames.has(opts.name)) throw new Error(`duplicate unit name ${opts.name}`);
     const u = new Unit(this, opts);
     for (const p of u.params) {
       if (this.byName.has(p.name)) throw new Error(`duplicate parameter name ${p.name} (unit ${u.name})`);
       this.byName.set(p.name, p);
     }
+    this.unitNames.add(u.name);
     this.units.push(u);
     return u;
   }
