@@ -35,6 +35,7 @@ import type { View } from "@zeromoe/kernels";
 import { gradTarget, isGradEnabled, record } from "../tape.ts";
 import { Tensor, empty } from "../tensor.ts";
 import { planTiles, type TilePlanOptions } from "./linear-cross-entropy-plan.ts";
+import { scaledLossTotal } from "./loss.ts";
 
 /** Options of {@link linearCrossEntropy}. */
 export interface LinearCrossEntropyOptions extends TilePlanOptions {
@@ -117,13 +118,7 @@ export function linearCrossEntropy(hidden: Tensor, weight: Tensor, targets: Tens
     be.free(stats);
     be.free(tileBuf);
   }
-  const out = empty(be, [1]);
-  if (T > 0) {
-    const total = empty(be, [1]);
-    be.reduce("sum", losses.view, total.view, 1, T, 1);
-    be.affine(total.view, out.view, 1, scale, 0);
-    total.dispose();
-  }
+  const out = scaledLossTotal(losses, T, scale);
   losses.dispose();
   if (!(isGradEnabled() && (hidden.requiresGrad || weight.requiresGrad))) {
     lse.dispose();

@@ -11,6 +11,23 @@ import { mean, sum } from "./reduce.ts";
 import { logSoftmax } from "./softmax.ts";
 
 /**
+ * The loss of a batch from its per-row losses: a new [1] tensor scale · Σ losses[0 … rows), summed
+ * by one device reduce and scaled by one affine (so every loss that uses it rounds alike); 0 when
+ * rows is 0. `losses` is f32 with at least `rows` elements and is not consumed.
+ */
+export function scaledLossTotal(losses: Tensor, rows: number, scale: number): Tensor {
+  const be = losses.be;
+  const out = empty(be, [1]);
+  if (rows > 0) {
+    const total = empty(be, [1]);
+    be.reduce("sum", losses.view, total.view, 1, rows, 1);
+    be.affine(total.view, out.view, 1, scale, 0);
+    total.dispose();
+  }
+  return out;
+}
+
+/**
  * logits f32 [..., vocab], targets i32 with numel = rows of logits. `numValid` is the number of
  * targets ≠ `ignoreIndex` (the caller knows the labels on the host); the loss is the sum divided by
  * it (0 rows valid → loss 0). Returns a [1] tensor.
@@ -28,13 +45,7 @@ export function crossEntropy(logits: Tensor, targets: Tensor, numValid: number, 
   const wantGrad = isGradEnabled() && logits.requiresGrad;
   const dlogits = empty(be, wantGrad ? logits.shape : [Math.max(rows * vocab, 1)]);
   if (rows > 0) be.crossEntropy(logits.view, targets.view, losses.view, dlogits.view, rows, vocab, ignoreIndex, scale);
-  const out = empty(be, [1]);
-  if (rows > 0) {
-    const total = empty(be, [1]);
-    be.reduce("sum", losses.view, total.view, 1, rows, 1);
-    be.affine(total.view, out.view, 1, scale, 0);
-    total.dispose();
-  }
+  const out = scaledLossTotal(losses, rows, scale);
   losses.dispose();
   if (!wantGrad) {
     dlogits.dispose();
