@@ -12,13 +12,12 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
-import { FIXTURE_ENTRY, tinyJob, tinyModel, type TrainOut } from "@zeromoe/core/testing";
+import { FIXTURE_ENTRY, tinyJob, type TrainOut } from "@zeromoe/core/testing";
+import { expectTriplesEqual, MODES, parityCases, type Mode } from "./offload-parity.ts";
 
 const STEPS = 3;
 const nvmeRoot = mkdtempSync(join(tmpdir(), "offload-eq-"));
 afterAll(() => rmSync(nvmeRoot, { recursive: true, force: true }));
-
-type Mode = "device" | "cpu" | "nvme";
 
 function job(stage: number, mode: Mode, over: Record<string, unknown> = {}, nvme: Record<string, unknown> = {}): Record<string, unknown> {
   const oo = mode === "device" ? {} : { offload_optimizer: { device: mode, ...(mode === "nvme" ? { nvme_path: join(nvmeRoot, "states"), ...nvme } : {}) } };
@@ -40,34 +39,19 @@ const AIO: Record<string, unknown>[] = [
 for (const world of [1, 2, 4]) {
   describe(`optimizer offload (cpu, nvme), world ${world}`, async () => {
     const runs: { label: string; job: Record<string, unknown>; steps: number }[] = [];
-    const cases: { label: string; over: Record<string, unknown> }[] = [{ label: "dense ep 1", over: {} }];
-    if (world >= 2) cases.push({ label: "moe ep_size 2", over: { model: { ...tinyModel(), num_local_experts: 4 }, moe: { ep_size: 2 } } });
-    if (world === 2) cases.push({ label: "bf16", over: { bf16: { enabled: true } } });
     let k = 0;
-    for (const c of cases) for (const stage of [1, 2, 3]) {
+    for (const c of parityCases(world, "dense ep 1")) for (const stage of [1, 2, 3]) {
       const v = AIO[k++ % AIO.length]!;
       const { aio, ...nv } = v as { aio?: Record<string, unknown> };
       const over = aio ? { ...c.over, aio } : c.over;
-      for (const mode of ["device", "cpu", "nvme"] as const) runs.push({ label: `${c.label} stage ${stage} ${mode}${mode === "nvme" ? ` ${JSON.stringify(v)}` : ""}`, job: job(stage, mode, over, nv), steps: STEPS });
+      for (const mode of MODES) runs.push({ label: `${c.label} stage ${stage} ${mode}${mode === "nvme" ? ` ${JSON.stringify(v)}` : ""}`, job: job(stage, mode, over, nv), steps: STEPS });
     }
     const outs = await launch<TrainOut[]>({ worldSize: world, entry: FIXTURE_ENTRY, args: { runs } });
-    for (let i = 0; i < runs.length; i += 3) {
-      for (const j of [1, 2]) {
-        test(runs[i + j]!.label, () => {
-          for (let r = 0; r < world; r++) {
-            const dev = outs[r]![i]!;
-            const off = outs[r]![i + j]!;
-            expect(off.owners.offload).toBe("offload");
-            expect(off.losses).toEqual(dev.losses);
-            expect(off.gradNorms).toEqual(dev.gradNorms);
-            expect(Object.keys(off.params).sort()).toEqual(Object.keys(dev.params).sort());
-            for (const [key, val] of Object.entries(dev.params)) expect(off.params[key]).toEqual(val);
-            expect(dev.memory.current.optim ?? 0).toBeGreaterThan(0);
-            expect(off.memory.peak.optim ?? 0).toBe(0);
-          }
-        });
-      }
-    }
+    expectTriplesEqual(runs, outs, world, (dev, off) => {
+      expect(off.owners.offload).toBe("offload");
+      expect(dev.memory.current.optim ?? 0).toBeGreaterThan(0);
+      expect(off.memory.peak.optim ?? 0).toBe(0);
+    });
     test("nvme files are removed when the engine is destroyed", () => {
       let left: string[] = [];
       try {

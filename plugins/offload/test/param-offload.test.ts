@@ -11,13 +11,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
-import { FIXTURE_ENTRY, tinyJob, tinyModel, type TrainOut } from "@zeromoe/core/testing";
+import { FIXTURE_ENTRY, tinyJob, type TrainOut } from "@zeromoe/core/testing";
+import { expectTriplesEqual, MODES, parityCases, type Mode } from "./offload-parity.ts";
 
 const STEPS = 3;
 const root = mkdtempSync(join(tmpdir(), "offload-param-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-type Mode = "device" | "cpu" | "nvme";
 
 function job(mode: Mode, over: Record<string, unknown> = {}, prefetch = 2000): Record<string, unknown> {
   const off = mode === "device" ? {} : {
@@ -34,28 +33,14 @@ function job(mode: Mode, over: Record<string, unknown> = {}, prefetch = 2000): R
 
 for (const world of [1, 2, 4]) {
   describe(`offload_param at ZeRO-3, world ${world}`, async () => {
-    const cases: { label: string; over: Record<string, unknown> }[] = [{ label: "dense ep 1", over: {} }];
-    if (world >= 2) cases.push({ label: "moe ep_size 2", over: { model: { ...tinyModel(), num_local_experts: 4 }, moe: { ep_size: 2 } } });
-    if (world === 2) cases.push({ label: "bf16", over: { bf16: { enabled: true } } });
-    const runs = cases.flatMap((c) => (["device", "cpu", "nvme"] as const).map((m) => ({ label: `${c.label} ${m}`, job: job(m, c.over), steps: STEPS })));
+    const runs = parityCases(world, "dense ep 1").flatMap((c) => MODES.map((m) => ({ label: `${c.label} ${m}`, job: job(m, c.over), steps: STEPS })));
     const outs = await launch<TrainOut[]>({ worldSize: world, entry: FIXTURE_ENTRY, args: { runs } });
-    for (let i = 0; i < runs.length; i += 3) {
-      for (const j of [1, 2]) {
-        test(runs[i + j]!.label, () => {
-          for (let r = 0; r < world; r++) {
-            const dev = outs[r]![i]!;
-            const off = outs[r]![i + j]!;
-            expect(off.owners.gather).toBe("zero3+offload");
-            expect(off.losses).toEqual(dev.losses);
-            expect(off.gradNorms).toEqual(dev.gradNorms);
-            for (const [k, v] of Object.entries(dev.params)) expect(off.params[k]).toEqual(v);
-            expect(dev.memory.current.param ?? 0).toBeGreaterThan(0);
-            expect(off.memory.current.param ?? 0).toBe(0);
-            expect(off.memory.peak.optim ?? 0).toBe(0);
-          }
-        });
-      }
-    }
+    expectTriplesEqual(runs, outs, world, (dev, off) => {
+      expect(off.owners.gather).toBe("zero3+offload");
+      expect(dev.memory.current.param ?? 0).toBeGreaterThan(0);
+      expect(off.memory.current.param ?? 0).toBe(0);
+      expect(off.memory.peak.optim ?? 0).toBe(0);
+    });
   });
 }
 

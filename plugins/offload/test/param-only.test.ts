@@ -7,18 +7,17 @@
  * (same AdamW kernel on the same values) at world sizes 1, 2, 4, with MoE at ep_size 2 and with
  * bf16; between steps the device holds no parameter bytes but keeps its optimizer states.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
-import { FIXTURE_ENTRY, tinyJob, tinyModel, type TrainOut } from "@zeromoe/core/testing";
+import { FIXTURE_ENTRY, tinyJob, type TrainOut } from "@zeromoe/core/testing";
+import { expectTriplesEqual, MODES, parityCases, type Mode } from "./offload-parity.ts";
 
 const STEPS = 3;
 const root = mkdtempSync(join(tmpdir(), "offload-param-only-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-type Mode = "device" | "cpu" | "nvme";
 
 function job(mode: Mode, over: Record<string, unknown> = {}): Record<string, unknown> {
   const off = mode === "device" ? {} : { offload_param: { device: mode, ...(mode === "nvme" ? { nvme_path: join(root, "p"), max_in_cpu: 2000, buffer_count: 2 } : {}) } };
@@ -32,29 +31,15 @@ function job(mode: Mode, over: Record<string, unknown> = {}): Record<string, unk
 
 for (const world of [1, 2, 4]) {
   describe(`offload_param without offload_optimizer, world ${world}`, async () => {
-    const cases: { label: string; over: Record<string, unknown> }[] = [{ label: "dense", over: {} }];
-    if (world >= 2) cases.push({ label: "moe ep_size 2", over: { model: { ...tinyModel(), num_local_experts: 4 }, moe: { ep_size: 2 } } });
-    if (world === 2) cases.push({ label: "bf16", over: { bf16: { enabled: true } } });
-    const runs = cases.flatMap((c) => (["device", "cpu", "nvme"] as const).map((m) => ({ label: `${c.label} ${m}`, job: job(m, c.over), steps: STEPS })));
+    const runs = parityCases(world).flatMap((c) => MODES.map((m) => ({ label: `${c.label} ${m}`, job: job(m, c.over), steps: STEPS })));
     const outs = await launch<TrainOut[]>({ worldSize: world, entry: FIXTURE_ENTRY, args: { runs } });
-    for (let i = 0; i < runs.length; i += 3) {
-      for (const j of [1, 2]) {
-        test(runs[i + j]!.label, () => {
-          for (let r = 0; r < world; r++) {
-            const dev = outs[r]![i]!;
-            const off = outs[r]![i + j]!;
-            expect(off.owners.offload).toBe("offload");
-            expect(off.losses).toEqual(dev.losses);
-            expect(off.gradNorms).toEqual(dev.gradNorms);
-            for (const [k, v] of Object.entries(dev.params)) expect(off.params[k]).toEqual(v);
-            expect(dev.memory.current.param ?? 0).toBeGreaterThan(0);
-            expect(off.memory.current.param ?? 0).toBe(0);
-            // the optimizer stayed on the device
-            expect(off.memory.current.optim ?? 0).toBe(dev.memory.current.optim ?? 0);
-            expect(off.memory.current.optim ?? 0).toBeGreaterThan(0);
-          }
-        });
-      }
-    }
+    expectTriplesEqual(runs, outs, world, (dev, off) => {
+      expect(off.owners.offload).toBe("offload");
+      expect(dev.memory.current.param ?? 0).toBeGreaterThan(0);
+      expect(off.memory.current.param ?? 0).toBe(0);
+      // the optimizer stayed on the device
+      expect(off.memory.current.optim ?? 0).toBe(dev.memory.current.optim ?? 0);
+      expect(off.memory.current.optim ?? 0).toBeGreaterThan(0);
+    });
   });
 }
