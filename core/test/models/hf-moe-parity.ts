@@ -4,7 +4,6 @@
  * aux loss, each MoE layer's router logits (ours through a wrapping router vs the fixture's) and
  * every gradient, on a given backend. Errors are max |Δ| relative to the reference tensor's max |·|.
  */
-import { expect } from "bun:test";
 import type { Backend } from "@zeromoe/kernels";
 import { loadStateDict as readSafetensors } from "../../src/checkpoint/hf-load.ts";
 import { resolveModelConfig } from "../../src/config/resolve-model.ts";
@@ -13,18 +12,7 @@ import { createModel } from "../../src/engine/model-factory.ts";
 import type { GatingRequest, MoERouter, RoutingRequest } from "../../src/nn/moe/router.ts";
 import { readGrad, type StateDict } from "../../src/nn/state-dict.ts";
 import { backward } from "../../src/tensor/index.ts";
-
-/** max |a − b| / max |b|. */
-export function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / Math.max(den, 1e-30);
-}
+import { maxRelativeError as relErr } from "../../src/testing/relative-error.ts";
 
 /** Worst errors of one parity run. */
 export interface ParityResult {

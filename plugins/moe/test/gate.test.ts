@@ -15,7 +15,7 @@ import { CpuBackend, type Backend } from "@zeromoe/kernels";
 import { MixtralForCausalLM, mixtralConfig } from "@zeromoe/core/models";
 import { readGrad, readParam, type MoERouter, type RoutingDecision, type StateDict } from "@zeromoe/core/nn";
 import { Variable, add, backward, clamp, fromArray, mul, noGrad, normalFill, streamKey, sum, type Tensor } from "@zeromoe/core/tensor";
-import { readSafetensors } from "@zeromoe/core/testing";
+import { maxRelativeError as relErr, readSafetensors } from "@zeromoe/core/testing";
 import { TopKGate, expertCapacity, rsampleChoice, type GateContext, type GateOptions } from "../src/index.ts";
 
 const FIX = "core/test/fixtures/mixtral";
@@ -43,17 +43,6 @@ async function routeOnce(r: MoERouter, req: { layer: number; x: Tensor; weight: 
 /** The decision's choices on the host (read from the device when the gate kept them there). */
 async function hostChoices(d: RoutingDecision): Promise<Int32Array> {
   return d.topkIndices ?? Int32Array.from(await d.expertIndices!.toArray());
-}
-
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(Number(a[i]) - Number(b[i])));
-    den = Math.max(den, Math.abs(Number(b[i])));
-  }
-  return num / Math.max(den, 1e-30);
 }
 
 describe("defaults reproduce Hugging Face Mixtral", () => {
