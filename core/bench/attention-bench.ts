@@ -3,21 +3,31 @@
  * (timestamp queries, `profile: true`) for each WebGPU attention mode, with the FLOP and byte
  * floors of the shape. The PyTorch counterpart is core/bench/torch_attention.py.
  *
- *   bun core/bench/attention-bench.ts [--shapes 16x256x8x8x64,8x1024x16x8x64] [--modes auto,tiled] [--reps 10]
+ *   bun core/bench/attention-bench.ts [--shapes 16x256x8x8x64,8x1024x16x8x64] [--modes auto,tiled] [--reps 10] [--torch bf16]
+ *
+ * With `--torch DTYPE` (fp32, bf16 or fp16) the command first runs torch_attention.py at the same
+ * shapes and dtype (python3, or $PYTHON) and prints its lines, so one command gives both.
+ * The real shapes: Llama-3-8B 4x2048x32x8x128, Qwen3-30B-A3B 4x2048x32x4x128 (micro-batch 4).
  *
  * A shape is B×S×H×Hkv×D. A mode is "auto", "tiled", "rows", or "auto:" followed by forced fused
  * kernel blocks, e.g. `auto:dq=64x16r4+dkv=32x32r2ph` (rows × cols, r = rows per invocation, then
  * `p` = register prefetch and `h` = heavy blocks first, FlashBlock in wgsl/attention-flash.ts; see
  * WebGpuBackendOptions.attentionBlocks); "trusted" is "auto" with the flash kernels compiled
- * without naga's runtime checks (trustedShaders ["attention_flash_"]), also with ":blocks". FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
+ * without naga's runtime checks (trustedShaders ["attention_flash_"]), also with ":blocks". "coop"
+ * runs the tensor-core kernels (wgsl/attention-coop.ts; tensorCores true, so our wgpu build:
+ * ZEROMOE_WGPU=coop), optionally with blocks `coop:fwd=4x4+dq=4x2+dkv=4x2` (subgroups × 16-wide
+ * inner fragments, CoopAttnBlock), compiled trusted as by default; "coop-checked" the same with
+ * naga's runtime checks on the attention kernels. The coop kernels also run the pre-passes (max |x|,
+ * exponents, f16 packing of q, k, v and dout) that the times include. FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
  * forward 2 matmuls (Q·Kᵀ, P·V) = 4·B·H·S²·D/2; backward the 5 of FlashAttention-2's algorithm
  * (recompute S, dP = dO·Vᵀ, dV, dK, dQ) = 10·B·H·S²·D/2 (the kernels here run 7: the dQ kernel
  * recomputes S and dP, see wgsl/attention-flash.ts; the reported TFLOP/s uses the 5-matmul count).
  * Bytes: the forward reads q, k, v and writes out, lse; the backward reads q, k, v, out, dout, lse
- * and writes dq, dk, dv (f32). Floors use 67 TFLOP/s (H200 FP32 non-tensor peak) and 4.8 TB/s.
+ * and writes dq, dk, dv (f32). Floors use 67 TFLOP/s (H200 FP32 non-tensor peak; 989 for the
+ * tensor-core kernels, dense f16) and 4.8 TB/s.
  * Every mode's result is compared with the first mode's (max abs difference printed).
  */
-import { createBackend, type Backend, type FlashBlock, type View, type WebGpuBackend } from "@zeromoe/kernels";
+import { createBackend, type Backend, type CoopAttnBlock, type FlashBlock, type View, type WebGpuBackend } from "@zeromoe/kernels";
 import { randomF32 as rand } from "@zeromoe/kernels/testing";
 
 function arg(name: string, def: string): string {
@@ -28,11 +38,26 @@ function arg(name: string, def: string): string {
 const shapes = arg("shapes", "16x256x8x8x64,8x1024x16x8x64").split(",").map((s) => s.split("x").map(Number) as [number, number, number, number, number]);
 const modes = arg("modes", "auto,tiled").split(",");
 
-/** `auto:fwd=64x32r4+dq=…` (or `trusted:…`) → backend options. */
-function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; attentionBlocks?: Record<string, FlashBlock>; trustedShaders?: string[] } {
+/** `coop[:fwd=4x4+dq=…]` / `coop-checked[:…]` → backend options (tensor-core attention). */
+function coopOptions(m: string, spec: string | undefined): Record<string, unknown> {
+  const blocks: Record<string, CoopAttnBlock> = {};
+  for (const part of spec ? spec.split("+") : []) {
+    const mm = /^(fwd|dq|dkv)=(\d+)x(\d+)$/.exec(part);
+    if (!mm) {
+      console.error(`attention-bench: --modes: bad tensor-core block "${part}" (expected e.g. fwd=4x4: subgroups x 16-wide fragments of the inner block)`);
+      process.exit(2);
+    }
+    blocks[mm[1]!] = { sg: Number(mm[2]), kf: Number(mm[3]) };
+  }
+  return { attention: "auto", tensorCores: true, ...(spec ? { attentionCoopBlocks: blocks } : {}), ...(m === "coop-checked" ? { trustedShaders: ["attention_flash_", "mmc_"] } : {}) };
+}
+
+/** `auto:fwd=64x32r4+dq=…` (or `trusted:…`, `coop…`) → backend options. */
+function modeOptions(mode: string): Record<string, unknown> {
   const [m, spec] = mode.split(":");
+  if (m === "coop" || m === "coop-checked") return coopOptions(m, spec);
   if (!["auto", "tiled", "rows", "trusted"].includes(m!)) {
-    console.error(`attention-bench: --modes: unknown mode "${mode}" (expected auto, tiled, rows or trusted, optionally followed by :blocks)`);
+    console.error(`attention-bench: --modes: unknown mode "${mode}" (expected auto, tiled, rows, trusted, coop or coop-checked, optionally followed by :blocks)`);
     process.exit(2);
   }
   const trusted = m === "trusted" ? { trustedShaders: ["attention_flash_"] } : {};
@@ -50,12 +75,26 @@ function modeOptions(mode: string): { attention: "auto" | "tiled" | "rows"; atte
 }
 const reps = Number(arg("reps", "10"));
 const PEAK = 67e12;
+/** H200 dense f16 tensor-core peak, the floor of the "coop" modes. */
+const PEAK_TC = 989e12;
 const BW = 4.8e12;
+
+const torchDtype = arg("torch", "");
+if (torchDtype) {
+  if (!["fp32", "bf16", "fp16"].includes(torchDtype)) {
+    console.error(`attention-bench: --torch: expected fp32, bf16 or fp16, got "${torchDtype}"`);
+    process.exit(2);
+  }
+  const script = new URL("./torch_attention.py", import.meta.url).pathname;
+  const shapeArg = shapes.map((x) => x.join("x")).join(",");
+  const r = Bun.spawnSync([process.env.PYTHON ?? "python3", script, "--dtype", torchDtype, "--shapes", shapeArg], { stdout: "inherit", stderr: "inherit" });
+  if (r.exitCode !== 0) console.error(`attention-bench: torch_attention.py exited with ${r.exitCode} (continuing with the WebGPU modes)`);
+}
 
 const firstResult = new Map<string, Float32Array[]>();
 for (const mode of modes) {
   const be = (await createBackend("webgpu", { ...modeOptions(mode), profile: true })).backend as WebGpuBackend;
-  console.log(`mode ${mode}: adapter ${be.info.adapter}, workgroup storage ${be.device.limits.maxComputeWorkgroupStorageSize} B`);
+  console.log(`mode ${mode}: adapter ${be.info.adapter}, workgroup storage ${be.device.limits.maxComputeWorkgroupStorageSize} B, tensor cores ${be.tensorCoresStatus}`);
   for (const [B, S, H, Hkv, D] of shapes) {
     const nq = B * S * H * D;
     const nk = B * S * Hkv * D;
@@ -86,7 +125,8 @@ for (const mode of modes) {
     const bFlop = (10 * B * H * S * S * D) / 2;
     const fBytes = 4 * (2 * nq + 2 * nk + B * H * S);
     const bBytes = 4 * (3 * nq + 4 * nk + B * H * S);
-    const floor = (fl: number, by: number) => Math.max(fl / PEAK, by / BW) * 1e3;
+    const peak = be.attentionKernels(D) === "coop" ? PEAK_TC : PEAK;
+    const floor = (fl: number, by: number) => Math.max(fl / peak, by / BW) * 1e3;
     const res = await Promise.all([out, lse, dq, dk, dv].map(async (x, i) => Float32Array.from((await be.read(x, [nq, B * H * S, nq, nk, nk][i]!)) as Float32Array)));
     const key = `${B}x${S}x${H}x${Hkv}x${D}`;
     let diff = "";
@@ -95,7 +135,7 @@ for (const mode of modes) {
     else diff = ` max|Δ| vs ${modes[0]}: ${res.map((x, i) => x.reduce((m, y, j) => Math.max(m, Math.abs(y - ref[i]![j]!)), 0).toExponential(1)).join("/")}`;
     console.log(
       JSON.stringify({
-        mode, shape: key,
+        mode, kernels_used: be.attentionKernels(D), shape: key,
         fwd_ms: +fMs.toFixed(3), fwd_tflops: +(fFlop / fMs / 1e9).toFixed(2), fwd_floor_ms: +floor(fFlop, fBytes).toFixed(3),
         bwd_ms: +bMs.toFixed(3), bwd_tflops: +(bFlop / bMs / 1e9).toFixed(2), bwd_floor_ms: +floor(bFlop, bBytes).toFixed(3),
         kernels: [...fRows, ...bRows].map((r) => `${r.label} ${(r.ns / 1e6 / reps).toFixed(3)}`),

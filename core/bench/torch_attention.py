@@ -1,11 +1,12 @@
 """PyTorch counterpart of core/bench/attention-bench.ts: causal scaled-dot-product attention
-forward and backward, fp32, at the training benchmarks' shapes.
+forward and backward, fp32 (default) or bf16/fp16 (--dtype), at the training benchmarks' shapes.
 
-  python core/bench/torch_attention.py [--shapes 16x256x8x8x64,8x1024x16x8x64] [--reps 20]
+  python core/bench/torch_attention.py [--shapes 16x256x8x8x64,8x1024x16x8x64] [--reps 20] [--dtype fp32|bf16|fp16]
 
 A shape is BxSxHxHkvxD. Uses torch.nn.functional.scaled_dot_product_attention(is_causal=True,
 enable_gqa=True) on [B, H, S, D] tensors (the layout SDPA wants; Transformers transposes to it too),
-whichever fp32 backend PyTorch picks, TF32 off. Timing: CUDA events around `reps` calls after
+whichever backend PyTorch picks for the dtype (bf16/fp16: FlashAttention-2 or cuDNN on an H200;
+the printed `backend` says which SDPA kernels are enabled), TF32 off for fp32. Timing: CUDA events around `reps` calls after
 warm-up; backward alone = (forward + backward) - forward. FLOPs as in attention-bench.ts
 (forward 4·B·H·S²·D/2, backward 10·B·H·S²·D/2).
 """
@@ -32,16 +33,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="16x256x8x8x64,8x1024x16x8x64")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     a = ap.parse_args()
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     for shape in a.shapes.split(","):
         B, S, H, Hkv, D = (int(x) for x in shape.split("x"))
         g = torch.Generator(device="cuda").manual_seed(1)
-        q = torch.randn(B, H, S, D, device="cuda", generator=g, requires_grad=True)
-        k = torch.randn(B, Hkv, S, D, device="cuda", generator=g, requires_grad=True)
-        v = torch.randn(B, Hkv, S, D, device="cuda", generator=g, requires_grad=True)
-        do = torch.randn(B, H, S, D, device="cuda", generator=g)
+        q = torch.randn(B, H, S, D, device="cuda", generator=g, dtype=dt, requires_grad=True)
+        k = torch.randn(B, Hkv, S, D, device="cuda", generator=g, dtype=dt, requires_grad=True)
+        v = torch.randn(B, Hkv, S, D, device="cuda", generator=g, dtype=dt, requires_grad=True)
+        do = torch.randn(B, H, S, D, device="cuda", generator=g, dtype=dt)
 
         def fwd():
             with torch.no_grad():
@@ -56,7 +59,9 @@ def main() -> None:
         b_ms = fb_ms - f_ms
         ff = 4 * B * H * S * S * D / 2
         bf = 10 * B * H * S * S * D / 2
-        print(json.dumps(dict(shape=shape, device=torch.cuda.get_device_name(), torch=torch.__version__,
+        be = [n for n, on in (("flash", torch.backends.cuda.flash_sdp_enabled()), ("cudnn", torch.backends.cuda.cudnn_sdp_enabled()),
+                              ("mem_efficient", torch.backends.cuda.mem_efficient_sdp_enabled()), ("math", torch.backends.cuda.math_sdp_enabled())) if on]
+        print(json.dumps(dict(impl="torch_sdpa", dtype=a.dtype, backends_enabled=be, shape=shape, device=torch.cuda.get_device_name(), torch=torch.__version__,
                               fwd_ms=round(f_ms, 3), fwd_tflops=round(ff / f_ms / 1e9, 2),
                               bwd_ms=round(b_ms, 3), bwd_tflops=round(bf / b_ms / 1e9, 2))))
 

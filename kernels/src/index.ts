@@ -15,3 +15,4 @@ export { f32ToBits, bitsToF32, f16ToNumber, f16FromNumber, f16FromF32, f16FromF3
 export { philox4x32, philoxBlocks, philoxBlocksInto, mulhi32, PHILOX_WASM_MAX_WORDS } from "./numerics/philox.ts";
 export { philoxFill, checkRandomFillSpec } from "./numerics/random-fill.ts";
 export { FLASH_BLOCKS, chooseFlashBlocks, type FlashBlock } from "./wgsl/attention-flash.ts";
+export { COOP_ATTN_DEFAULT_BLOCKS, type CoopAttnBlock, type CoopAttnBlocks } from "./wgsl/attention-coop.ts";

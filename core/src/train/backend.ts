@@ -44,7 +44,9 @@ export const TENSOR_CORES_ENV = "ZEROMOE_TENSOR_CORES";
  * "auto" (on where the library and GPU offer cooperative matrices: ZEROMOE_WGPU=coop on a GPU with
  * 16×16×16 f16→f32), since the coop matmul scales each operand by a power of two before rounding it
  * to f16 (kernels/src/wgsl/matmul-coop-scale.ts), which keeps bf16's unscaled gradients (~5e-7) and
- * large activations inside f16's range. `ZEROMOE_TENSOR_CORES` overrides it for bf16/fp16 jobs:
+ * large activations inside f16's range; the same switch puts attention on the tensor-core kernels
+ * (kernels/src/wgsl/attention-coop.ts, head dims multiples of 16 up to 128, operands scaled alike).
+ * `ZEROMOE_TENSOR_CORES` overrides it for bf16/fp16 jobs:
  * `auto` (default), `off` (FMA path), `on` (backend creation fails, naming why, where they are
  * unavailable).
  * @throws Error naming ZEROMOE_TENSOR_CORES and the accepted values on any other value.

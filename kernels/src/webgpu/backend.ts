@@ -40,6 +40,8 @@ import { affineLaunch, axpyLaunch } from "../wgsl/affine.ts";
 import { attentionBackwardLaunches, attentionLaunch } from "../wgsl/attention.ts";
 import { attentionTiledBackwardLaunches, attentionTiledLaunch, chooseAttentionBlock } from "../wgsl/attention-tiled.ts";
 import { attentionFlashBackwardLaunches, attentionFlashLaunch, chooseFlashBlocks, type FlashBlock, flashTileBytes } from "../wgsl/attention-flash.ts";
+import { attentionCoopBackwardLaunches, attentionCoopLaunches, coopAttnHeadDimOk, type CoopAttnBlocks, type CoopAttnProblem } from "../wgsl/attention-coop.ts";
+import { resolveCoopAttnBlocks } from "./attention-coop-blocks.ts";
 import { binaryLaunch, broadcastShapes, planBroadcast } from "../wgsl/binary.ts";
 import { crossEntropyLaunch } from "../wgsl/cross-entropy.ts";
 import { ceTileBackwardLaunch, ceTileFinishLaunch, ceTileStatsLaunch } from "../wgsl/tiled-cross-entropy.ts";
@@ -94,6 +96,10 @@ export interface WebGpuBackendOptions extends OpenDeviceOptions {
    * head dim where it fits the device's workgroup memory; elsewhere the default choice
    * (chooseFlashBlocks in wgsl/attention-flash.ts) applies. */
   attentionBlocks?: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock };
+  /** Blocks of the tensor-core attention kernels (wgsl/attention-coop.ts; tuning, tests). Default
+   * COOP_ATTN_DEFAULT_BLOCKS. Refused at creation when malformed, beyond the device's workgroup
+   * limits, or given without `tensorCores`. */
+  attentionCoopBlocks?: Partial<CoopAttnBlocks>;
   /** Split K for matmuls whose output has too few tiles to fill the GPU (weight gradients above
    * all; rules in wgsl/matmul-split-k.ts). Default true: on the H200 it took the step's dW shapes
    * from 0.2–0.5 to 0.6–0.8 of cuBLAS (docs/performance.md). Deterministic (no atomics). */
@@ -239,8 +245,12 @@ export const MIN_AUTO_POOL_BYTES = 1 << 30;
  * prefetch, heavy blocks first, trusted compilation"); and the tensor-core matmuls ("mmc_",
  * wgsl/matmul-coop-wgsl.ts: every global read is guarded by select, every workgroup index in range
  * by construction; the H200's fastest coop measurement, 155 TFLOP/s at 4096³, was trusted). The FMA
- * matmuls are not listed: trusted compilation measured a median 0.99× there. */
-export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_", "mmc_"];
+ * matmuls are not listed: trusted compilation measured a median 0.99× there. The tensor-core
+ * attention ("attention_coop_", wgsl/attention-coop.ts) reads fragments only inside its
+ * zero-padded packed copies (the padding covers every block it can touch), guards its lse/Δ reads
+ * and stores by the sequence length, and indexes workgroup memory in range by construction; its
+ * tests also run checked (kernels/test/webgpu/attention-coop.test.ts). */
+export const DEFAULT_TRUSTED_SHADERS: readonly string[] = ["attention_flash_", "mmc_", "attention_coop_"];
 
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 const F32: readonly DType[] = ["f32"];
@@ -347,6 +357,12 @@ export class WebGpuBackend implements Backend {
     }
     be.coop = tc.coop;
     be.tensorCoresStatus = tc.status;
+    try {
+      be.coopAttnBlocks = resolveCoopAttnBlocks(device, opts);
+    } catch (e) {
+      be.destroy();
+      throw e;
+    }
     return be;
   }
 
@@ -1314,7 +1330,10 @@ export class WebGpuBackend implements Backend {
     this.run(ropeLaunch(table, xb, x.off, yb, y.off, batch, seq, heads, headDim, inverse, pos0, positions));
   }
 
-  attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+  /** {@link Backend.attention}; `causal` false (attention over every key) is this backend's
+   * extension, available where the tensor-core kernels run ({@link attentionKernels}) and refused
+   * otherwise. */
+  attention(q: View, k: View, v: View, out: View, lse: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number, causal = true): void {
     if (anySegmented(q, k, v, out, lse)) {
       // batch items are independent: blocks of whole batch items
       const args: RowArg[] = [
@@ -1324,7 +1343,7 @@ export class WebGpuBackend implements Backend {
         { view: out, perRow: S * H * D, io: "out", arg: "out", dtypes: F32 },
         { view: lse, perRow: H * S, io: "out", arg: "lse", dtypes: F32 },
       ];
-      return forRowBlocks(this.host, "attention", B, args, [], (_b, c, [qs, ks, vs, os, ls]) => this.attention(qs!, ks!, vs!, os!, ls!, c, S, H, Hkv, D, scale));
+      return forRowBlocks(this.host, "attention", B, args, [], (_b, c, [qs, ks, vs, os, ls]) => this.attention(qs!, ks!, vs!, os!, ls!, c, S, H, Hkv, D, scale, causal));
     }
     const op = "attention";
     this.checkHeads(op, H, Hkv);
@@ -1333,6 +1352,8 @@ export class WebGpuBackend implements Backend {
     const vb = this.v(v, B * S * Hkv * D, op, "v", F32);
     const ob = this.v(out, B * S * H * D, op, "out", F32);
     const lb = this.v(lse, B * H * S, op, "lse", F32);
+    const coop = this.coopAttention(op, B, S, H, Hkv, D, scale, causal);
+    if (coop) return this.runAll(attentionCoopLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, coop, this.coopAttnScratch));
     const flash = this.flashBlocks(D);
     if (flash?.fwd) return this.run(attentionFlashLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale, flash.fwd));
     const blk = this.attentionBlock(D).fwd;
@@ -1340,7 +1361,8 @@ export class WebGpuBackend implements Backend {
     else this.run(attentionLaunch(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, B, S, H, Hkv, D, scale));
   }
 
-  attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number): void {
+  /** {@link Backend.attentionBackward}; `causal` as in {@link attention}. */
+  attentionBackward(q: View, k: View, v: View, out: View, lse: View, dout: View, dq: View, dk: View, dv: View, B: number, S: number, H: number, Hkv: number, D: number, scale: number, causal = true): void {
     if (anySegmented(q, k, v, out, lse, dout, dq, dk, dv)) {
       const nq = B * S * H * D;
       const nk = B * S * Hkv * D;
@@ -1350,7 +1372,7 @@ export class WebGpuBackend implements Backend {
       const args = [per(q, q1, "in", "q"), per(k, k1, "in", "k"), per(v, k1, "in", "v"), per(out, q1, "in", "out"), per(lse, H * S, "in", "lse"), per(dout, q1, "in", "dout"), per(dq, q1, "out", "dq"), per(dk, k1, "out", "dk"), per(dv, k1, "out", "dv")];
       void nq;
       void nk;
-      return forRowBlocks(this.host, "attentionBackward", B, args, [], (_b, c, [qs, ks, vs, os, ls, dos, dqs, dks, dvs]) => this.attentionBackward(qs!, ks!, vs!, os!, ls!, dos!, dqs!, dks!, dvs!, c, S, H, Hkv, D, scale));
+      return forRowBlocks(this.host, "attentionBackward", B, args, [], (_b, c, [qs, ks, vs, os, ls, dos, dqs, dks, dvs]) => this.attentionBackward(qs!, ks!, vs!, os!, ls!, dos!, dqs!, dks!, dvs!, c, S, H, Hkv, D, scale, causal));
     }
     const op = "attentionBackward";
     this.checkHeads(op, H, Hkv);
@@ -1367,6 +1389,8 @@ export class WebGpuBackend implements Backend {
     const dvb = this.v(dv, nk, op, "dv", F32);
     if (nq === 0) return;
     const delta = this.scratchBuf("attn_delta", "f32", B * H * S);
+    const coop = this.coopAttention(op, B, S, H, Hkv, D, scale, causal);
+    if (coop) return this.runAll(attentionCoopBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, coop, this.coopAttnScratch));
     const flash = this.flashBlocks(D);
     if (flash?.dq && flash.dkv) return this.runAll(attentionFlashBackwardLaunches(qb, q.off, kb, k.off, vb, v.off, ob, out.off, lb, lse.off, dob, dout.off, dqb, dq.off, dkb, dk.off, dvb, dv.off, delta, B, S, H, Hkv, D, scale, flash.dq, flash.dkv));
     const blk = this.attentionBlock(D).bwd;
@@ -1388,6 +1412,33 @@ export class WebGpuBackend implements Backend {
 
   /** Forced fused-attention blocks ({@link WebGpuBackendOptions.attentionBlocks}). */
   private attentionBlocks: { fwd?: FlashBlock; dq?: FlashBlock; dkv?: FlashBlock } = {};
+
+  /** Blocks of the tensor-core attention kernels (option attentionCoopBlocks), or null where
+   * none fits the device. */
+  private coopAttnBlocks: CoopAttnBlocks | null = null;
+
+  /** Scratch buffers of the tensor-core attention (wgsl/attention-coop.ts COOP_ATTN_SCRATCH). */
+  private readonly coopAttnScratch = (name: string, dtype: DType, length: number): GpuBuf => this.scratchBuf(name, dtype, length);
+
+  /**
+   * Which attention kernels run for head dim `D`: "coop" (wgsl/attention-coop.ts: tensor cores
+   * on or emulated — option tensorCores —, attention mode "auto", D a multiple of 16 up to 128,
+   * blocks that fit the device), else "flash" / "tiled" / "rows" (the FMA kernels, causal only).
+   */
+  attentionKernels(D: number): "coop" | "flash" | "tiled" | "rows" {
+    if (this.attentionMode === "auto" && this.coop && this.coopAttnBlocks && coopAttnHeadDimOk(D)) return "coop";
+    const flash = this.flashBlocks(D);
+    if (flash?.fwd && flash.dq && flash.dkv) return "flash";
+    return this.attentionBlock(D).fwd > 0 ? "tiled" : "rows";
+  }
+
+  /** The tensor-core attention problem of a call, or null when the FMA kernels run.
+   * @throws Error naming the op when `causal` is false and the FMA kernels would run. */
+  private coopAttention(op: string, B: number, S: number, H: number, Hkv: number, D: number, scale: number, causal: boolean): CoopAttnProblem | null {
+    if (this.attentionKernels(D) === "coop") return { B, S, H, Hkv, D, scale, causal, blocks: this.coopAttnBlocks!, emulate: this.coop!.launch.emulate };
+    if (!causal) throw new Error(`webgpu ${op}: non-causal attention needs the tensor-core attention kernels (option tensorCores on, attention "auto", head dim a multiple of 16 up to 128; here D = ${D}, ${this.tensorCoresStatus})`);
+    return null;
+  }
 
   /** Fused (flash) attention blocks for head dim D, or null in modes "tiled" and "rows". */
   private flashBlocks(D: number): ReturnType<typeof chooseFlashBlocks> | null {

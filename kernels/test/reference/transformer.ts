@@ -1,5 +1,5 @@
 /**
- * Float64 reference for rotary embeddings and causal grouped-query attention.
+ * Float64 reference for rotary embeddings and grouped-query attention (causal, or over all keys).
  * RoPE follows Hugging Face `apply_rotary_pos_emb`: y = x·cos + rotate_half(x)·sin with
  * rotate_half([x1, x2]) = [−x2, x1] and cos/sin of pos·θ^(−2i/D) repeated over both halves.
  * Attention builds the full score matrix per (b, h); the backward uses matrix identities
@@ -32,19 +32,22 @@ interface AttnShape {
   Hkv: number;
   D: number;
   scale: number;
+  /** Causal mask (key j ≤ query i); default true. False: every query attends every key. */
+  causal?: boolean;
 }
 
 const qi = (sh: AttnShape, b: number, s: number, h: number, d: number) => ((b * sh.S + s) * sh.H + h) * sh.D + d;
 const kvi = (sh: AttnShape, b: number, s: number, h: number, d: number) => ((b * sh.S + s) * sh.Hkv + h) * sh.D + d;
 
-/** P[i][j] (causal softmax of scaled scores) for one (b, h), plus the row logsumexp. */
+/** P[i][j] (softmax of scaled scores, causal unless sh.causal is false) for one (b, h), plus the row logsumexp. */
 function probs(q: ArrayLike<number>, k: ArrayLike<number>, sh: AttnShape, b: number, h: number): { P: number[][]; lse: number[] } {
   const g = Math.floor(h / (sh.H / sh.Hkv));
   const P: number[][] = [];
   const lse: number[] = [];
   for (let i = 0; i < sh.S; i++) {
     const sc: number[] = [];
-    for (let j = 0; j <= i; j++) {
+    const last = sh.causal === false ? sh.S - 1 : i;
+    for (let j = 0; j <= last; j++) {
       let s = 0;
       for (let d = 0; d < sh.D; d++) s += q[qi(sh, b, i, h, d)]! * k[kvi(sh, b, j, g, d)]!;
       sc.push(s * sh.scale);
@@ -52,7 +55,7 @@ function probs(q: ArrayLike<number>, k: ArrayLike<number>, sh: AttnShape, b: num
     const m = Math.max(...sc);
     const z = sc.reduce((a, v) => a + Math.exp(v - m), 0);
     lse.push(m + Math.log(z));
-    P.push([...sc.map((v) => Math.exp(v - m) / z), ...new Array(sh.S - 1 - i).fill(0)]);
+    P.push([...sc.map((v) => Math.exp(v - m) / z), ...new Array(sh.S - 1 - last).fill(0)]);
   }
   return { P, lse };
 }
