@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `bun run test`: the whole test run, in three parts, each under a header line:
 #   1. type-check (tsc --noEmit -p tsconfig.json); stops here when it fails;
-#   2. every test (`bun test --timeout 120000 --parallel=N`) on the default library (prebuilt
+#   2. every test (`bun test --timeout 300000 --parallel=N`) on the default library (prebuilt
 #      wgpu-native); N test files at once in separate worker processes (each file isolated), N =
 #      ZEROMOE_TEST_JOBS or the number of CPU cores (2 cores: 3m52 instead of 8m56 for
 #      core/test/checkpoint on a busy machine);
@@ -77,7 +77,7 @@ coop_pass() {
   start=$(date +%s)
   # WGPU_NATIVE_LIB would win over ZEROMOE_WGPU (kernels/src/ffi/library.ts): unset it so this pass
   # runs on our library whatever the caller's environment selects.
-  env -u WGPU_NATIVE_LIB ZEROMOE_WGPU=coop bun test --timeout 120000 --parallel="$jobs" "${COOP_TESTS[@]}" 2>&1 | tee "$log"
+  env -u WGPU_NATIVE_LIB ZEROMOE_WGPU=coop bun test --timeout 300000 --parallel="$jobs" "${COOP_TESTS[@]}" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   # bun's totals (" 250 pass", " 3 skip", " 0 fail") and the tensor-core tests' own skip reasons,
   # repeated here so they are not lost in the log.
@@ -101,8 +101,8 @@ fi
 header "type-check (tsc --noEmit -p tsconfig.json)"
 "$root/node_modules/.bin/tsc" --noEmit -p tsconfig.json || exit 1
 
-header "every test (bun test --timeout 120000 --parallel=$jobs)"
-bun test --timeout 120000 --parallel="$jobs"
+header "every test (bun test --timeout 300000 --parallel=$jobs)"
+bun test --timeout 300000 --parallel="$jobs"
 main_rc=$?
 
 coop_pass

@@ -107,5 +107,5 @@ describe("a plugin package outside the repository", () => {
     expect(r.out).toContain('cannot load "zeromoe-plugin-not-installed"');
     expect(r.out).toContain("bun add zeromoe-plugin-not-installed");
     expect(r.out).not.toContain("    at ");
-  }, 240_000);
+  }, 300_000);
 });

@@ -65,7 +65,7 @@ describe("philox transforms", () => {
       }
     }
     expect(differ / (4 * n)).toBeLessThan(0.01);
-  }, 120_000);
+  }, 300_000);
 
   test("edge words: u1 = 1 gives zeros; the smallest and largest logs; octant boundaries", () => {
     const out = new Uint32Array(2);
@@ -105,7 +105,7 @@ describe("philox transforms", () => {
       philoxFill(part, { dist: "normal", key: [3, 4], start: start!, std: 2 });
       expect(Array.from(part)).toEqual(Array.from(a.subarray(start!, start! + len!)));
     }
-  }, 120_000);
+  }, 300_000);
 
   test("stream layout: normal element i is half i mod 2 of counter ⌊i/2⌋, uniform word i mod 4 of counter ⌊i/4⌋ (c2 = 1)", () => {
     const blk = new Uint32Array(4);

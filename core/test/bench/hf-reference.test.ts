@@ -75,7 +75,7 @@ describe.skipIf(!hasPython)("hf_reference.py without torch", () => {
         s.step();
       }
     });
-  }, 60_000);
+  }, 300_000);
 
   test("settings Transformers cannot reproduce are refused, each named", () => {
     const moe = { model_type: "mixtral", num_local_experts: 4, num_experts_per_tok: 2, output_router_logits: true };
@@ -96,7 +96,7 @@ describe.skipIf(!hasPython)("hf_reference.py without torch", () => {
     });
     const ok = resolveJobConfig(baseJob(moe)).config;
     expect(py(`print(json.dumps(h.check_job(json.loads(${JSON.stringify(JSON.stringify(ok))}), "eager")))`)).toEqual([]);
-  }, 60_000);
+  }, 300_000);
 
   test("--reference --compare: per-step relative differences, routing differences, --tolerance sets the exit status", () => {
     const ref = { losses: [10, 8, 4], start_step: 0, step_expert_counts: [[[3, 1], [2, 2]], [[2, 2], [4, 0]], [[1, 3], [0, 4]]] };
@@ -119,7 +119,7 @@ describe.skipIf(!hasPython)("hf_reference.py without torch", () => {
     const missing = run([PY, SCRIPT, "--batches", join(dir, "nowhere"), "--weights", dir]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/batches\.json: not found/);
-  }, 60_000);
+  }, 300_000);
 });
 
 /** Train `job` with ZeroMoE (dump + step-0 weights), then with the script; returns the comparison. */

@@ -178,7 +178,7 @@ test("saveCheckpoint refuses a directory whose lock another live process holds, 
     other.kill();
     await other.exited;
   }
-}, 60_000);
+}, 300_000);
 
 describe("dataStreamChanges", () => {
   test("names every differing key with both values; none when equal", () => {
@@ -229,7 +229,7 @@ describe("bun run train with checkpoint.dir", () => {
     expect(stdout).toMatch(/^stopped +by SIGTERM after step \d+ of \d+; checkpoint saved in .*--resume .*\(exit 3\)$/m);
     expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
     expect(existsSync(join(dir, "latest"))).toBe(true);
-  }, 60_000);
+  }, 300_000);
 
   test("resume: warns naming data.seq_len and seed when they differ from the checkpoint's, not when equal; lock released", () => {
     const dir = fresh();
@@ -248,5 +248,5 @@ describe("bun run train with checkpoint.dir", () => {
     expect(b.code, b.stderr).toBe(0);
     expect(b.stdout).toMatch(/^warning: resuming with another data stream than the checkpoint's: data\.seq_len 7 \(checkpoint: 11\), seed 9 \(checkpoint: 5\); /m);
     expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
-  }, 60_000);
+  }, 300_000);
 });

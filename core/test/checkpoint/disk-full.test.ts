@@ -99,7 +99,7 @@ describe("disk full", () => {
     expect(r.exitCode, err).toBe(1);
     expect(err.trim()).toBe(`error: ${join(dir, LOCK_FILE)}: cannot write the lock file: no space left on device (ENOSPC)`);
     expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
-  }, 120_000);
+  }, 300_000);
 
   test.skipIf(!canMount)("a save runs out of space: the file is named, exit 1, latest names the last complete tag, which resumes", () => {
     // a checkpoint of this model takes ~0.55 MiB: three fit in 2 MiB, the fourth does not
@@ -142,7 +142,7 @@ describe("disk full", () => {
     const first = new RegExp(`^step +${man.global_steps + 1}/400 \\| loss (\\S+)`, "m").exec(r.stdout.toString());
     expect(first, r.stdout.toString().slice(-2000)).not.toBeNull();
     expect(s.losses[0]!.toFixed(4)).toBe(first![1]!);
-  }, 240_000);
+  }, 300_000);
 });
 
 describe("disk full: export", () => {
@@ -157,7 +157,7 @@ describe("disk full: export", () => {
     expect(r.exitCode, err).toBe(1);
     expect(err.trim(), err).toMatch(new RegExp(`^error: ${disk}/\\.model\\.safetensors\\.tmp-\\d+-\\w+: cannot write: no space left on device \\(ENOSPC\\)$`));
     expect(readdirSync(disk)).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("disk full: --summary", () => {
@@ -171,5 +171,5 @@ describe("disk full: --summary", () => {
     expect(r.stdout.toString()).toMatch(/^done +1 step /m);
     expect(err.trim()).toBe(`error: ${out}: cannot write: no space left on device (ENOSPC)`);
     expect(readdirSync(disk)).toEqual(["fill"]);
-  }, 120_000);
+  }, 300_000);
 });

@@ -80,7 +80,7 @@ describe("save16bitModel", () => {
     expect(first.map((r) => r[0]!.save16)).toEqual([[false], [false]]);
     expect(first[0]![0]!.logs.join("\n")).toContain("stage3_gather_16bit_weights_on_model_save is false");
     expect(existsSync(D("off"))).toBe(false);
-  }, 120_000);
+  }, 300_000);
 
   test("ZeRO-3 with the flag (bf16, ep_size 2): one BF16 file with HF names equal to the gathered parameters", async () => {
     const { first } = await results;
@@ -90,7 +90,7 @@ describe("save16bitModel", () => {
     expect([...file.keys()].sort()).toEqual([...params.keys()].sort());
     expect(file.has("model.layers.1.block_sparse_moe.experts.3.w2.weight")).toBe(true);
     for (const [k, v] of params) expect(file.get(k)).toEqual(v);
-  }, 120_000);
+  }, 300_000);
 
   test("the tensor names are exactly those Transformers' save_pretrained wrote for a 2-layer, 4-expert Mixtral (core/test/fixtures/mixtral)", async () => {
     await results;
@@ -101,7 +101,7 @@ describe("save16bitModel", () => {
     expect(ours.header.metadata?.format).toBe("pt");
     hf.close();
     ours.close();
-  }, 120_000);
+  }, 300_000);
 
   test("ZeRO-2 fp32: an F32 file equal to the parameters", async () => {
     const { first } = await results;
@@ -109,7 +109,7 @@ describe("save16bitModel", () => {
     const params = byParam(assemble(first.map((r) => r[2]!.snapshots[0]!)), D("ck-fp32"));
     const file = readAll(join(D("z2"), "model.safetensors"));
     for (const [k, v] of params) expect(file.get(k)).toEqual(v);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("zero-to-fp32", () => {
@@ -119,7 +119,7 @@ describe("zero-to-fp32", () => {
     const file = readAll(D("fp32.safetensors"));
     expect(file.size).toBe(params.size);
     for (const [k, v] of params) expect(file.get(k)).toEqual(v);
-  }, 120_000);
+  }, 300_000);
 
   test("bf16 training: fp32 from the master copy, which rounds to exactly the bf16 parameters; the CLI writes it", async () => {
     const { first } = await results;
@@ -135,12 +135,12 @@ describe("zero-to-fp32", () => {
       differsFromBf16 += master.reduce((c, x, i) => c + (x !== v[i] ? 1 : 0), 0);
     }
     expect(differsFromBf16).toBeGreaterThan(0); // really the fp32 master, not the bf16 values
-  }, 120_000);
+  }, 300_000);
 
   test("CLI: usage errors and a missing checkpoint exit 2", () => {
     expect(zeroToFp32Cli([D("ck-fp32")])).toBe(2);
     expect(zeroToFp32Cli([D("nothing-here"), D("x.safetensors")])).toBe(2);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("--init-from", () => {
@@ -149,12 +149,12 @@ describe("--init-from", () => {
     const want = assemble(first.map((r) => r[1]!.snapshots[0]!));
     const got = assemble(third.map((r) => r[0]!.snapshots[0]!));
     for (const [k, v] of want) expect(got.get(k)).toEqual(v);
-  }, 120_000);
+  }, 300_000);
 
   test("world 3, ZeRO-3: initialised from the zero-to-fp32 file, same parameters", async () => {
     const { first, third } = await results;
     const want = assemble(first.map((r) => r[2]!.snapshots[0]!));
     const got = assemble(third.map((r) => r[1]!.snapshots[0]!));
     for (const [k, v] of want) expect(got.get(k)).toEqual(v);
-  }, 120_000);
+  }, 300_000);
 });

@@ -153,7 +153,7 @@ describe("mutation fuzz (clean errors only)", () => {
     const c = fuzz("deflate rank file", readFileSync(defl), target, 500, SEED + 6, read, (e) => e instanceof CheckpointError, true);
     expect(a.errors + b.errors + c.errors).toBeGreaterThan(3900);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  }, 120_000);
+  }, 300_000);
 
   test("manifest.json: 1500 mutations of a real checkpoint's manifest, read through every record", async () => {
     const dir = join(ROOT, "ck");
@@ -180,7 +180,7 @@ describe("mutation fuzz (clean errors only)", () => {
     const t = fuzz("manifest", original, mf, 1500, SEED + 3, read, (e) => e instanceof CheckpointError, false);
     expect(t.errors).toBeGreaterThan(750);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  }, 120_000);
+  }, 300_000);
 
   test("safetensors: 3000 mutations, header damage always refused cleanly", () => {
     const r = rng(SEED + 4);
@@ -204,5 +204,5 @@ describe("mutation fuzz (clean errors only)", () => {
     const t = fuzz("safetensors", readFileSync(f), target, 3000, SEED + 5, read, (e) => e instanceof SafetensorsError, false);
     expect(t.errors).toBeGreaterThan(1000);
     expect(process.memoryUsage().rss - mem0).toBeLessThan(256 << 20);
-  }, 120_000);
+  }, 300_000);
 });

@@ -185,7 +185,7 @@ describe("initFromHub on ranks (each reads its own shards)", () => {
       const seen = new Set(outs.flatMap((o) => Object.keys(o.params)));
       expect(seen.size).toBe(expected.size);
     }
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("bun run train --init-from DIR (CLI)", () => {
@@ -211,7 +211,7 @@ describe("bun run train --init-from DIR (CLI)", () => {
     expect(dis.code).toBe(2);
     expect(dis.out).toContain("model.hidden_size");
     expect(dis.out).not.toMatch(/\n\s+at /);
-  }, 180_000);
+  }, 300_000);
 });
 
 describe("the seed's AutoEP block on a Mixtral directory (CLI)", () => {
@@ -242,5 +242,5 @@ describe("the seed's AutoEP block on a Mixtral directory (CLI)", () => {
     const q = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", job, "--init-from", d, "--backend", "cpu", "--world-size", "4"], { stdout: "pipe", stderr: "pipe" });
     expect(q.exitCode).toBe(2);
     expect(q.stdout.toString() + q.stderr.toString()).toMatch(/expert_parallel\.preset_model.*preset "qwen3_moe" does not match the model: model_type is "mixtral"/);
-  }, 180_000);
+  }, 300_000);
 });

@@ -59,7 +59,7 @@ describe("damaged checkpoints", () => {
     await saved;
     readAll(GOOD);
     expect(readFileSync(join(GOOD, "latest"), "utf8").trim()).toBe("t1");
-  }, 120_000);
+  }, 300_000);
 
   test("a byte flipped inside a record's payload: error names the file and the record", async () => {
     await saved;
@@ -82,7 +82,7 @@ describe("damaged checkpoints", () => {
     writeFileSync(f, bytes);
     const err2 = errorOf(() => zeroToFp32(d, join(ROOT, "flip.safetensors")));
     expect(err2.message).toContain(`record "${p.name}"`);
-  }, 120_000);
+  }, 300_000);
 
   test("a truncated rank file: error names the file and the last intact record", async () => {
     await saved;
@@ -97,7 +97,7 @@ describe("damaged checkpoints", () => {
     expect(err.message).toContain("rank_00000.zmck");
     expect(err.message).toContain("truncated");
     expect(err.message).toContain(`record "${rd.records[1]!.name}"`);
-  }, 120_000);
+  }, 300_000);
 
   test("an altered index, a missing rank file, a damaged manifest, a bad latest: each names the file", async () => {
     await saved;
@@ -121,7 +121,7 @@ describe("damaged checkpoints", () => {
     expect(errorOf(() => readAll(d)).message).toMatch(/manifest\.json.*not valid JSON/);
     writeFileSync(join(d, "latest"), "../../etc\n");
     expect(errorOf(() => readAll(d)).message).toMatch(/latest.*invalid tag/);
-  }, 120_000);
+  }, 300_000);
 
   test("a checkpoint of another model is refused naming the unit", async () => {
     await saved;
@@ -130,7 +130,7 @@ describe("damaged checkpoints", () => {
       args: { runs: [{ job: tinyJob({ model: { ...awkwardModel(), intermediate_size: 8 } }), ops: [{ op: "load", dir: GOOD }] }] },
     }).then(() => null, (e: Error) => e);
     expect(res?.message).toMatch(/CheckpointError: .*manifest\.json: unit "layers\.0\.experts\.0" has \d+ elements, the model's has \d+/);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("saving", () => {
@@ -142,7 +142,7 @@ describe("saving", () => {
     expect(res[1]![0]!.errors).toHaveLength(1);
     expect(res[1]![0]!.errors[0]).toMatch(/saveCheckpoint\("x"\) on rank 1: the agreement all_gather failed — every rank must call saveCheckpoint/);
     expect(res[1]![0]!.errors[0]).toMatch(/all_gather/);
-  }, 120_000);
+  }, 300_000);
 
   test("a rank that saves while the others train gets an error naming the save step (no deadlock)", async () => {
     const res = await launch<RunOut[]>({
@@ -152,7 +152,7 @@ describe("saving", () => {
     // rank 0's error, whether returned or raised through the launcher, names the save and the collective
     const msg = res instanceof Error ? res.message : res[0]![0]!.errors.join("\n");
     expect(msg).toMatch(/saveCheckpoint\("y"\) on rank 0: the agreement all_gather failed/);
-  }, 120_000);
+  }, 300_000);
 
   test("keep_last keeps the newest tags and latest names the newest", async () => {
     const dir = join(ROOT, "keep");
@@ -164,7 +164,7 @@ describe("saving", () => {
     expect(readdirSync(dir).sort()).toEqual(["latest", "s3", "s4"]);
     expect(readFileSync(join(dir, "latest"), "utf8").trim()).toBe("s4");
     readAll(dir);
-  }, 120_000);
+  }, 300_000);
 
   test("every codec round-trips random f32/bf16/f16/i32 payloads of awkward sizes (1, 7, 1009)", () => {
     let x = 12345;
@@ -188,7 +188,7 @@ describe("saving", () => {
       for (const [name, bytes] of want) expect(rd.readPayload(rd.entry(name)!)).toEqual(bytes);
       rd.close();
     }
-  }, 120_000);
+  }, 300_000);
 
   test("record writer refuses a duplicate name and a payload of the wrong size", () => {
     const f = join(ROOT, "w.zmck");
@@ -199,5 +199,5 @@ describe("saving", () => {
     w.finish(0);
     copyFileSync(f, f + ".copy");
     expect(RecordFileReader.open(f + ".copy").records.map((r) => r.name)).toEqual(["a/m/0"]);
-  }, 120_000);
+  }, 300_000);
 });

@@ -93,7 +93,7 @@ describe("kill -9 during a save", () => {
     const after = verify(CKPT);
     expect(after.step).toBe(v.step + 2);
     expect(readdirSync(CKPT).filter((e) => e.startsWith("global_step") && !e.endsWith(".tmp")).length).toBeLessThanOrEqual(3);
-  }, 120_000);
+  }, 300_000);
 
   test("SIGTERM and SIGINT: the run saves a checkpoint after the current step and exits 3 with a 'stopped' line", async () => {
     for (const sig of ["SIGTERM", "SIGINT"] as const) {
@@ -118,5 +118,5 @@ describe("kill -9 during a save", () => {
       expect(v.step).toBeLessThan(JOB.steps);
       expect(v.tag).toBe(`global_step${v.step}`);
     }
-  }, 120_000);
+  }, 300_000);
 });

@@ -47,7 +47,7 @@ test("a zombie holder counts as gone: lockConflict is null and the lock is taken
     parent.kill("SIGKILL");
     await parent.exited;
   }
-}, 60_000);
+}, 300_000);
 
 test("processState reads the state after the last ')' (a command name may hold spaces and parentheses)", () => {
   expect(["R", "S"]).toContain(processState(process.pid)!);

@@ -33,4 +33,4 @@ test("a successful save removes stale <tag>.tmp and <tag>.old.tmp directories, n
   const r = Bun.spawnSync(["bun", TRAIN, "--config", job], { env: { ...process.env, CI: "1" } });
   expect(r.exitCode, r.stderr.toString()).toBe(0);
   expect(readdirSync(dir).sort()).toEqual(["global_step1", "global_step2", "latest", "mine.tmp.d", "notes.tmp"]);
-}, 120_000);
+}, 300_000);

@@ -43,5 +43,5 @@ describe("bench checkpoint", () => {
     expect(await p.exited).toBe(143);
     expect(existsSync(dir!)).toBe(false);
     expect(readdirSync(scratch)).toEqual([]);
-  }, 60_000);
+  }, 300_000);
 });

@@ -88,7 +88,7 @@ describe("generate and eval on the default run's checkpoint and its fp32 export"
     const s2 = sh("generate", ["--from", fp32, "--prompt", prompt, "--max-new-tokens", "20", "--temperature", "0.9", "--top-k", "20", "--top-p", "0.9", "--seed", "7", "--backend", "cpu"]);
     expect(s1.code).toBe(0);
     expect(s1.stdout).toBe(s2.stdout);
-  }, 240_000);
+  }, 300_000);
 
   test("the default job itself (router aux on in training): eval's cross-entropy is below val_loss by the aux term; generate on auto", () => {
     const { job, ckpt } = defaultJob("default", 3);
@@ -103,7 +103,7 @@ describe("generate and eval on the default run's checkpoint and its fp32 export"
     const g = sh("generate", ["--from", ckpt, "--prompt", "The whale", "--max-new-tokens", "8"]);
     expect(g.code).toBe(0);
     expect(g.stderr).toMatch(/^backend +(cpu|webgpu) on ".+" \(auto → .+\)$/m);
-  }, 240_000);
+  }, 300_000);
 });
 
 describe("a Hub-style directory with tokenizer.json", () => {
@@ -126,7 +126,7 @@ describe("a Hub-style directory with tokenizer.json", () => {
     expect(e.code).toBe(0);
     expect(e.out).toContain(`${txt}: ${n} tokens`);
     expect(lossOf(e.out)).toBeGreaterThan(0);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe("bad input exits 2 naming the option or file, no stack", () => {
@@ -156,5 +156,5 @@ describe("bad input exits 2 naming the option or file, no stack", () => {
       expect(r.stderr).toMatch(want);
       expect(r.stderr).not.toMatch(/\n\s+at /);
     }
-  }, 120_000);
+  }, 300_000);
 });

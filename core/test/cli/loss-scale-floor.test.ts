@@ -29,5 +29,5 @@ for (const ws of [1, 2]) {
     expect(out).not.toMatch(/^\s+at /m);
     expect(out).not.toContain("rank 1");
     expect(out).not.toContain("LossScaleError");
-  }, 180_000);
+  }, 300_000);
 }

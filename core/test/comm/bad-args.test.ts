@@ -57,8 +57,8 @@ function check(results: BadArgsResult[]): void {
 
 test("local world 3: every argument check refuses with its message; ranks stay in step", async () => {
   check(await launch<BadArgsResult>({ worldSize: N, entry: ENTRY, timeoutS: 60 }));
-}, 60_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("mpi world 3: the same checks give the same messages", async () => {
   check(await launchMpi<BadArgsResult>({ worldSize: N, entry: ENTRY, timeoutS: 60, wallTimeoutS: 120 }));
-}, 120_000);
+}, 300_000);

@@ -28,7 +28,7 @@ test("a job suspended with SIGSTOP for 2× its 3 s timeout, while waiting in a c
   const err = await new Response(child.stderr).text();
   expect(out + err).toMatch(/^ok \d+$/m);
   expect(code).toBe(0);
-}, 120_000);
+}, 300_000);
 
 test("one stuck rank is still named by the timeout", async () => {
   const args: PauseArgs = { rounds: 3, sleepMs: 1, stuckRank: 2, stuckMs: 20_000 };
@@ -41,4 +41,4 @@ test("one stuck rank is still named by the timeout", async () => {
   expect(err).toBeInstanceOf(LaunchError);
   const msg = (err as LaunchError).failures.map((f) => f.message).join("\n");
   expect(msg).toMatch(/CommTimeoutError: all_reduce on group world \(rank [01]\): timed out after 1 s waiting for rank\(s\) \[2\]/);
-}, 120_000);
+}, 300_000);

@@ -150,6 +150,6 @@ describe("DeepSpeed config corpus: bun run train --deepspeed FILE --backend cpu 
         for (const w of c.refused!) expect(out).toContain(w);
         expect(out).not.toMatch(/^\s+at /m); // no stack trace
       }
-    }, 240_000);
+    }, 300_000);
   }
 });

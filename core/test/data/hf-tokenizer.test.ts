@@ -150,5 +150,5 @@ describe("a Hub-style directory trains on a text file with its own tokenizer (CL
     expect(bad.code).toBe(2);
     expect(bad.out).toContain(`${bin}: token 97 at index 3 is outside the vocabulary (ids must be < 97)`);
     expect(bad.out).not.toMatch(/\n\s+at /);
-  }, 180_000);
+  }, 300_000);
 });

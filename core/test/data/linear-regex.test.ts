@@ -113,7 +113,7 @@ describe("catastrophic patterns run in linear time", () => {
       const lin = new LinearRegExp(p);
       const text = "a".repeat(200_000) + "!";
       expect(() => [...text.matchAll(lin as unknown as RegExp)]).not.toThrow();
-    }, 60_000);
+    }, 300_000);
 
   test("a replacement that would grow the text without bound is stopped", () => {
     const lin = new LinearRegExp("");

@@ -47,7 +47,7 @@ beforeAll(async () => {
     const out = await launch<TrainOut[]>({ worldSize: n, entry: FIXTURE_ENTRY, args: { runs } });
     for (const c of CASES.filter((c) => c.n === n)) res.set(`${n}/${c.bf16}`, out[0]!.splice(0, 4));
   }
-}, 60_000);
+}, 300_000);
 
 describe("communication volume per rank per step", () => {
   for (const c of CASES) {

@@ -67,7 +67,7 @@ beforeAll(async () => {
     results[n] = {};
     runs.forEach((r, i) => (results[n]![r.label!] = res.map((rank) => rank[i]!)));
   }
-}, 60_000);
+}, 300_000);
 
 describe("per-rank memory equals docs/domain.md §1 up to reported padding", () => {
   for (const n of WORLDS) {

@@ -52,7 +52,7 @@ describe("plugins: load errors", () => {
     expect(code).toBe(2);
     expect(stderr).toContain('plugins: cannot load "./no/such/plugin.ts"');
     expect(stderr).not.toContain("    at ");
-  }, 30_000);
+  }, 300_000);
 
   test("a package name resolves from the job file's directory (upwards), then the working directory", async () => {
     const project = join(dir, "project");
@@ -104,5 +104,5 @@ describe("plugins: load errors", () => {
     expect(stderr).toContain('plugins "zero2" and "acme-allreduce" both claim the "reduce" hook');
     expect(stderr + stdout).not.toContain("windows"); // the DataError of loading the 3-byte corpus
     expect(stderr).not.toContain("    at ");
-  }, 30_000);
+  }, 300_000);
 });

@@ -88,5 +88,5 @@ describe("deepseek_v3 with e_score_correction_bias (CLI)", () => {
     expect(r.out).toContain("autoep: preset deepseek_v2: 2 MoE blocks (model.layers.1.mlp, model.layers.2.mlp)");
     expect(r.out).not.toContain("not used by");
     expect(r.code).toBe(0);
-  }, 180_000);
+  }, 300_000);
 });

@@ -108,7 +108,7 @@ describe("KV cache", () => {
     } finally {
       (backend as { destroy?: () => void }).destroy?.();
     }
-  }, 120_000);
+  }, 300_000);
 
   test("generate: with and without the cache, the same greedy tokens and sampled tokens (top-k, top-p); logits agree", async () => {
     const be = new CpuBackend();

@@ -46,5 +46,5 @@ describe("qwen2_moe: --init-from DIR with AutoEP (CLI)", () => {
     expect(bad.code).toBe(2);
     expect(bad.out).toContain("expert_parallel.has_shared_experts");
     expect(bad.out).not.toMatch(/\n\s+at /);
-  }, 180_000);
+  }, 300_000);
 });

@@ -124,5 +124,5 @@ describe("RoPE scaling", () => {
     const s = JSON.parse(readFileSync(summary, "utf8"));
     expect(s.losses.length).toBe(2);
     expect(s.losses.every((l: number) => Number.isFinite(l))).toBe(true);
-  }, 120_000);
+  }, 300_000);
 });

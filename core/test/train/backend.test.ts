@@ -37,4 +37,4 @@ test("auto: a hardware adapter as found; a software one (lavapipe) only when it 
     expect(gpu.backend.info.adapter).toBe(found.adapter);
     destroyBackend(gpu.backend);
   }
-}, 30_000);
+}, 300_000);

@@ -123,7 +123,7 @@ describe("--dump-batches and --save-init", () => {
       });
     }
     expect(sumOver).toEqual(moe.expert_counts);
-  }, 120_000);
+  }, 300_000);
 
   test("fp32: --init-from the step-0 weights trains the same losses; ZeRO-3 world 2 writes the same weights as ZeRO-0 world 1", async () => {
     const initA = join(dir, "init-b");
@@ -149,7 +149,7 @@ describe("--dump-batches and --save-init", () => {
       expect(Buffer.from(wc.get(k)!.data.buffer).equals(Buffer.from(t.data.buffer))).toBe(true);
     }
     expect(JSON.parse(readFileSync(join(initA, "config.json"), "utf8"))).toMatchObject({ model_type: "mixtral", num_local_experts: 3, dtype: "float32" });
-  }, 120_000);
+  }, 300_000);
 
   test("bf16 ZeRO-3 world 2: --init-from fp32 weights sets the fp32 master to them exactly (not their bf16 rounding)", async () => {
     const initF = join(dir, "init-f32");
@@ -170,7 +170,7 @@ describe("--dump-batches and --save-init", () => {
       for (const x of bits) if ((x & 0xffff) !== 0) notBf16++;
     }
     expect(notBf16).toBeGreaterThan(1000); // the check above would pass on bf16-rounded weights too
-  }, 120_000);
+  }, 300_000);
 
   test("refusals: a non-empty folder, a dump over the limit, the same folder twice — exit 2 before training", async () => {
     const full = join(dir, "full");
@@ -188,5 +188,5 @@ describe("--dump-batches and --save-init", () => {
       expect(r.stderr).toMatch(re);
       expect(r.stdout).not.toMatch(/^step /m);
     }
-  }, 120_000);
+  }, 300_000);
 });

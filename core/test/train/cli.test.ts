@@ -99,7 +99,7 @@ describe("bun run train", () => {
     expect(s.moe!.aux_loss!).toBeGreaterThan(1.8);
     expect(s.moe!.aux_loss!).toBeLessThan(2.5);
     expect(s.moe!.dropped_tokens).toBe(0);
-  }, 60_000);
+  }, 300_000);
 
   test("world size 2 trains exactly like world size 1 with twice the accumulation (ZeRO 0, 2, 3); activation checkpointing changes only the peak", async () => {
     const one = join(dir, "w1.json");
@@ -153,7 +153,7 @@ describe("bun run train", () => {
         }
       }
     }
-  }, 90_000);
+  }, 300_000);
 
   test("a dense model has no moe section; capacity drops are counted", async () => {
     const dense = join(dir, "dense.json");
@@ -173,7 +173,7 @@ describe("bun run train", () => {
     expect(r.stderr + d.stderr).not.toMatch(STACK);
     // counts are taken before drops: still tokens·k per layer
     for (const row of sd.moe!.expert_counts) expect(row.reduce((a, b) => a + b, 0)).toBe(2 * 6 * 13 * 2);
-  }, 30_000);
+  }, 300_000);
 
   test("checkpoints every save_interval steps and at the end; --resume continues exactly, also at world size 2", async () => {
     const ck = join(dir, "ckpt");
@@ -216,7 +216,7 @@ describe("bun run train", () => {
     expect(bad.stderr).not.toMatch(/rank \d|CheckpointError/);
     expect(bad.stderr).not.toMatch(STACK);
     expect(bad.stdout).not.toMatch(/^(backend|data) /m); // refused before choosing a backend or loading data
-  }, 60_000);
+  }, 300_000);
 
   test("--init-from the fp32 consolidation of a checkpoint starts from exactly the trained weights", async () => {
     const ck = join(dir, "ckpt-init");
@@ -241,7 +241,7 @@ describe("bun run train", () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^error: --init-from: file not found: .*absent\.safetensors/m);
     expect(missing.stderr).not.toMatch(STACK);
-  }, 60_000);
+  }, 300_000);
 
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ["unknown key with did-you-mean", { ...DEFAULT_JOB, stepz: 3 }, /stepz: unknown key; did you mean "steps"\?/],
@@ -278,5 +278,5 @@ describe("bun run train", () => {
     expect(d2.code).toBe(2);
     expect(d2.stderr).toBe(`error: data.dataset: file not found: ${missing}\n`);
     expect(d.stderr).not.toMatch(STACK);
-  }, 30_000);
+  }, 300_000);
 });

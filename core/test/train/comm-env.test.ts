@@ -50,6 +50,6 @@ describe("bun run train with a bad transport variable", () => {
       expect(err.trim().split("\n").length, err).toBe(1);
       expect(err).toStartWith(`error: ${name}`);
       expect(err).toContain(value);
-    }, 60_000);
+    }, 300_000);
   }
 });

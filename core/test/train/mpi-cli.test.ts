@@ -47,14 +47,14 @@ test.skipIf(!MPI_AVAILABLE)("--launcher mpi --world-size 2 gives the local launc
   expect(b.comm).toEqual(a.comm);
   expect(b.memory).toEqual(a.memory);
   expect(new Set(b.losses).size).toBe(3);
-}, 120_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("under mpirun, --world-size other than -np is a usage error (exit 2)", () => {
   const p = Bun.spawnSync([...mpirunCommand({ worldSize: 2 }), process.execPath, TRAIN, "--config", JOB, "--world-size", "3"], { stdout: "pipe", stderr: "pipe" });
   const out = p.stdout.toString() + p.stderr.toString();
   expect(out).toContain("--world-size 3 but mpirun started 2 processes");
   expect(p.exitCode).toBe(2);
-}, 60_000);
+}, 300_000);
 
 test("--launcher mpi without mpirun on PATH says what to install (exit 2)", () => {
   // a PATH holding only bun (bun may share a folder with mpirun, e.g. /usr/bin)

@@ -92,10 +92,10 @@ describe("the trainer dies with its launcher and releases the checkpoint lock", 
   test("SIGKILL of the `bun run train` wrapper", async () => {
     const dir = join(ROOT, "a");
     await killLauncher(["bun", "run", "train", "--config", job(dir)], dir);
-  }, 120_000);
+  }, 300_000);
 
   test("SIGKILL of the shell that started `bun core/src/cli/train.ts` (no bun run)", async () => {
     const dir = join(ROOT, "b");
     await killLauncher(["bash", "-c", `bun ${TRAIN} --config ${job(dir)} & wait`], dir);
-  }, 120_000);
+  }, 300_000);
 });

@@ -41,7 +41,7 @@ describe("train: output paths are checked before training", () => {
     expect(r.stderr).toContain(`--summary: ${dir} is a directory; expected a file path`);
     expect(r.stderr).not.toContain("    at ");
     expect(r.stdout).not.toContain("step ");
-  }, 30_000);
+  }, 300_000);
 
   test("--summary under a regular file is a usage error", async () => {
     const file = join(dir, "plain-file");
@@ -49,7 +49,7 @@ describe("train: output paths are checked before training", () => {
     const r = await train(["--steps", "1", "--backend", "cpu", "--summary", join(file, "sub", "run.json")]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`--summary: ${file} is not a directory`);
-  }, 30_000);
+  }, 300_000);
 
   test("a checkpoint.dir that cannot be created is a config error naming checkpoint.dir", async () => {
     const file = join(dir, "not-a-dir");
@@ -61,12 +61,12 @@ describe("train: output paths are checked before training", () => {
       expect(r.stderr).not.toContain("    at ");
       expect(r.stdout).not.toContain("step ");
     }
-  }, 30_000);
+  }, 300_000);
 
   test("a missing checkpoint.dir is created and used", async () => {
     const ck = join(dir, "new", "ckpt");
     const r = await train(["--config", job(ck), "--steps", "1"]);
     expect(r.code).toBe(0);
     expect(existsSync(join(ck, "latest"))).toBe(true);
-  }, 60_000);
+  }, 300_000);
 });

@@ -152,7 +152,7 @@ describe("tensor-core matmul vs float64 reference", () => {
       test.skipIf(!support.ok)(`${coopTileName(COOP_DEFAULT_TILE)} ${caseName(c)}`, async () => {
         if (!device || !coop) throw new Error("device not created");
         await runCase(device, coop, c);
-      }, 60_000);
+      }, 300_000);
     }
   }
 });
@@ -172,14 +172,14 @@ describe("tensor-core matmul, other tiles (trusted) vs float64 reference", () =>
         if (!device) throw new Error("device not created");
         trusted ??= new CoopMatmul(device, { trusted: true });
         await runCase(device, trusted, c);
-      }, 60_000);
+      }, 300_000);
     }
   }
   test.skipIf(!support.ok)("split-K 3 of 1000 rows (ragged last chunk), accumulate, 144x80 TN", async () => {
     if (!device) throw new Error("device not created");
     trusted ??= new CoopMatmul(device, { trusted: true });
     await runCase(device, trusted, { M: 144, N: 80, K: 1000, transA: true, input: "f16", accumulate: true, tile: parseCoopTile(TILES[0]![0]) }, 3);
-  }, 60_000);
+  }, 300_000);
 });
 
 // The same kernels with the cooperative matrices emulated in plain WGSL (matmul-coop-wgsl.ts
@@ -215,12 +215,12 @@ describe("emulated cooperative matrices (tiling and epilogues on any adapter)", 
       if (!emuDevice || !emu) throw new Error("device not created");
       if (c.epilogue === "direct") expect(coopDirectEpilogueOk(c)).toBe(true);
       await runCase(emuDevice, emu, c);
-    }, 120_000);
+    }, 300_000);
   }
   test.skipIf(emuSkip)("split-K 3 of 100 rows (ragged last chunk), accumulate, 80x48 TN", async () => {
     if (!emuDevice || !emu) throw new Error("device not created");
     await runCase(emuDevice, emu, { M: 80, N: 48, K: 100, transA: true, input: "f16", accumulate: true, tile: parseCoopTile("64x64x16-2x2-s2") }, 3);
-  }, 120_000);
+  }, 300_000);
 });
 
 test("tile names: parsed, refused with the reason, and every listed tile fits 48 KiB", () => {
@@ -309,7 +309,7 @@ describe("webgpu backend option tensorCores", () => {
       } finally {
         be.destroy();
       }
-    }, 120_000);
+    }, 300_000);
   }
 });
 

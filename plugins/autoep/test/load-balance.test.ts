@@ -93,7 +93,7 @@ describe("load_balance_coeff through the CLI", () => {
       expect(s.autoep.expert_bias[String(l)]).toEqual(reference(new Float32Array(4), s.moe.expert_counts[l]!, 0.05));
       expect(s.autoep.expert_bias[String(l)]!.some((v) => v !== 0)).toBe(true);
     }
-  }, 180_000);
+  }, 300_000);
   test("4 steps vs resumed from step 2: bit-identical losses and biases; γ null trains differently", () => {
     const ck = join(tmp, "ck");
     const full = join(tmp, "full.json");

@@ -40,7 +40,7 @@ test("offload_optimizer.nvme_path on a regular file: exit 2 naming the key, no s
   expect(r.out).toContain("zero_optimization.offload_optimizer.nvme_path");
   expect(r.out).toContain(A_FILE);
   expect(r.out).not.toMatch(/\n\s+at /);
-}, 120_000);
+}, 300_000);
 
 test("offload_param.nvme_path under a regular file: exit 2 naming the key, no stack trace", async () => {
   const zero = { stage: 3, stage3_param_persistence_threshold: 0, offload_param: { device: "nvme", nvme_path: join(A_FILE, "sub") } };
@@ -48,7 +48,7 @@ test("offload_param.nvme_path under a regular file: exit 2 naming the key, no st
   expect(r.code).toBe(2);
   expect(r.out).toContain("zero_optimization.offload_param.nvme_path");
   expect(r.out).not.toMatch(/\n\s+at /);
-}, 120_000);
+}, 300_000);
 
 test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit, same losses as buffer_count 6", async () => {
   const losses = async (name: string, bufferCount: number) => {
@@ -62,7 +62,7 @@ test("offload_optimizer.buffer_count 1e9: trains with one staging slot per unit,
   const want = await losses("six", 6);
   expect(want.length).toBe(2);
   expect(await losses("huge", 1e9)).toEqual(want);
-}, 240_000);
+}, 300_000);
 
 test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_size (was EFBIG from ftruncate with a stack trace)", async () => {
   const path = join(ROOT, "big-block.json");
@@ -71,7 +71,7 @@ test("aio.block_size 2^44 with NVMe optimizer states: exit 2 naming aio.block_si
   expect(r.code).toBe(2);
   expect(r.out).toContain("aio.block_size");
   expect(r.out).not.toMatch(/\n\s+at /);
-}, 120_000);
+}, 300_000);
 
 test("ZEROMOE_OFFLOAD_THREADS not a positive integer: exit 2 naming the variable before launch (was silently the default)", async () => {
   const job = jobFile("threads.json", { stage: 1, offload_optimizer: { device: "cpu" } });
@@ -83,7 +83,7 @@ test("ZEROMOE_OFFLOAD_THREADS not a positive integer: exit 2 naming the variable
     expect(r.out).not.toMatch(/\n\s+at /);
   }
   expect((await runTrainCli(["--config", job], { ZEROMOE_OFFLOAD_THREADS: "3" })).code).toBe(0);
-}, 240_000);
+}, 300_000);
 
 test("offload_optimizer.ratio so small that no unit is offloaded: trains, and says so", async () => {
   const r = await runTrainCli(["--config", jobFile("ratio0.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 0 } })]);
@@ -92,4 +92,4 @@ test("offload_optimizer.ratio so small that no unit is offloaded: trains, and sa
   const some = await runTrainCli(["--config", jobFile("ratio1.json", { stage: 2, offload_optimizer: { device: "cpu", ratio: 1 } })]);
   expect(some.code).toBe(0);
   expect(some.out).not.toContain("no unit's optimizer states were offloaded");
-}, 120_000);
+}, 300_000);

@@ -56,7 +56,7 @@ describe("max_device_memory and offload", () => {
     expect(a.memory.per_rank[0].peak_total).toBeLessThanOrEqual(6 * 2 ** 20);
     expect(a.offload.host_bytes.optim).toBe(467584 * 12);
     expect(a.offload.moved_bytes.grad_d2h).toBe(3 * 467584 * 4);
-  }, 120_000);
+  }, 300_000);
 
   test("offload settings that cannot run exit 2 before any data is loaded, naming the key", async () => {
     const f = join(dir, "bad.json");
@@ -65,7 +65,7 @@ describe("max_device_memory and offload", () => {
     expect(r.code).toBe(2);
     expect(r.out).toContain("zero_optimization.offload_optimizer.buffer_count: nvme offload stages master, m and v of a unit at once: buffer_count must be at least 3");
     expect(r.out).not.toMatch(/^data +moby-dick: \d+ tokens/m);
-  }, 60_000);
+  }, 300_000);
 
   test("the budgeted backend refuses an allocation past the budget, naming it", () => {
     const be = withDeviceBudget(new CpuBackend(), 1000);

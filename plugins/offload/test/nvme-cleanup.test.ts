@@ -21,4 +21,4 @@ test("a diverged run (exit 4) leaves no NVMe state directories behind", () => {
   expect(r.exitCode, r.stderr.toString()).toBe(4);
   expect(r.stderr.toString()).toContain("training diverged");
   expect(readdirSync(nvme)).toEqual([]);
-}, 120_000);
+}, 300_000);

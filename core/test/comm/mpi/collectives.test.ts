@@ -28,7 +28,7 @@ for (const worldSize of [1, 2, 3, 4]) {
     const args: CollectivesArgs = { seed: 1234 + worldSize, sizes: [0, 1, 7, 97, 1031], kinds: [...KINDS], a2aMax: 700 };
     const results = await launchMpi<CheckResult[]>({ worldSize, entry: ENTRY, args, timeoutS: 60, wallTimeoutS: 120 });
     expectAllPass(results, worldSize);
-  }, 150_000);
+  }, 300_000);
 }
 
 test.skipIf(!MPI_AVAILABLE)("mpi world 4, ep_size 2: dp, ep and edp sub-groups", async () => {
@@ -38,4 +38,4 @@ test.skipIf(!MPI_AVAILABLE)("mpi world 4, ep_size 2: dp, ep and edp sub-groups",
   const names = results.flat().map((c) => c.name);
   expect(names.some((n) => n.startsWith("rank 1 ") && n.includes("edp[1,3]"))).toBe(true);
   expect(names.some((n) => n.startsWith("rank 2 ") && n.includes("ep[2,3]"))).toBe(true);
-}, 150_000);
+}, 300_000);

@@ -58,7 +58,7 @@ test.skipIf(!MPI_AVAILABLE)("a rank that throws ends the job with its message; n
   expect(err.rank).toBe(1);
   expect(err.message).toContain("rank 1 failed on purpose");
   await expectNoOrphans(pids);
-}, 150_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job naming the rank (not by a timeout); no orphans", async () => {
   const { err, pids } = await failingJob("kill", 4, "kill", 2);
@@ -70,7 +70,7 @@ test.skipIf(!MPI_AVAILABLE)("SIGKILL of one rank ends the job naming the rank (n
   expect(err.message).toMatch(/rank 2/);
   expect(err.output.stderr + err.output.stdout).toMatch(/signal 9|Killed/);
   await expectNoOrphans(pids);
-}, 150_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("a rank that stalls: the others time out naming the op, the group and the missing rank", async () => {
   const { err, pids } = await failingJob("stall", 3, "stall", 0, 3);
@@ -78,7 +78,7 @@ test.skipIf(!MPI_AVAILABLE)("a rank that stalls: the others time out naming the 
   // the stalled rank (60 s asleep) was ended by the abort: mpirun exited by itself, not by the wall guard
   expect(err.output.signal).toBeNull();
   await expectNoOrphans(pids);
-}, 150_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("a rank that returns early: the others fail at their next collective naming it", async () => {
   const { err, pids } = await failingJob("skip", 3, "skip", 0);
@@ -86,11 +86,11 @@ test.skipIf(!MPI_AVAILABLE)("a rank that returns early: the others fail at their
   expect(err.message).toContain("rank 0: returned from its entry function");
   expect(err.message).toMatch(/rank 1: all_reduce Float32Array length 7/);
   await expectNoOrphans(pids);
-}, 150_000);
+}, 300_000);
 
 test.skipIf(!MPI_AVAILABLE)("disagreeing lengths raise CommMismatchError with every rank's call", async () => {
   const { err, pids } = await failingJob("mismatch", 2, "mismatch", 1);
   expect(err.message).toContain("CommMismatchError");
   expect(err.message).toMatch(/rank 0: all_reduce Float32Array length 7 .*rank 1: all_reduce Float32Array length 5/);
   await expectNoOrphans(pids);
-}, 150_000);
+}, 300_000);

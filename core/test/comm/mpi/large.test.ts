@@ -15,4 +15,4 @@ test.skipIf(!MPI_AVAILABLE)("134 MB per rank at world 2 on mpi: chunked all_redu
   const args: LargeArgs = { length: 2 * 16_777_259, seed: 4243 };
   const results = await launchMpi<LargeResult>({ worldSize: 2, entry: new URL("../fixtures/large-entry.ts", import.meta.url), args, timeoutS: 120, wallTimeoutS: 240 });
   expectLargeCollectivesExact(results);
-}, 240_000);
+}, 300_000);
