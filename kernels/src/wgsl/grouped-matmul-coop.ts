@@ -18,7 +18,7 @@ import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { bindTypeOf, memoKernel, u32s } from "./launch.ts";
 import { COOP_LAUNCH_DEFAULT, COOP_SCRATCH, coopKernel, coopPackedOptions, coopPackOperand, type CoopLaunchConfig, type CoopScratch } from "./matmul-coop-launch.ts";
-import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS, coopAbsMaxSlicesLoop, coopAbsMaxWGSL, coopReadF32 } from "./matmul-coop-scale.ts";
+import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS, coopAbsMaxRangeFold, coopAbsMaxSlicesLoop, coopAbsMaxWGSL } from "./matmul-coop-scale.ts";
 import type { CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
 import { coopPackGeometry } from "./matmul-coop-pack.ts";
 import { planCoopMatmul } from "./matmul-coop-plan.ts";
@@ -51,9 +51,7 @@ const GROUPED_AMAX_PARAM_NAMES = ["a_off", "a_row", "b_off", "b_row", "b_size", 
  */
 function groupedAbsMaxKernel(mode: "rows" | "wgrad", da: FloatDType = "f32", db: FloatDType = "f32"): Kernel {
   const label = `coop_absmax_grp${mode}${da === "f32" && db === "f32" ? "" : `_${da}_${db}`}`;
-  const W = COOP_AMAX_PARTIALS;
-  const rowLoop = (buf: string, p: string, dt: FloatDType) =>
-    `    for (var e = lo * P.${p}_row + wg.x * ${W}u + li; e < hi * P.${p}_row; e += ${W * W}u) { m = max(m, finite_abs_bits(${coopReadF32(buf, dt, `P.${p}_off + e`)})); }`;
+  const rowLoop = (buf: string, p: string, dt: FloatDType) => coopAbsMaxRangeFold(buf, `P.${p}_off`, `lo * P.${p}_row`, `hi * P.${p}_row`, dt);
   const bLoop = mode === "wgrad" ? rowLoop("b_b", "b", db) : coopAbsMaxSlicesLoop("b_b", "P.b_off", "P.b_size", "P.stride_b", "P.G", db);
   const helpers = "fn grp_off(g: u32) -> u32 { return min(u32(max(b_off[P.off_off + g], 0)), P.R); }\n";
   const prologue = `  var lo = P.R;

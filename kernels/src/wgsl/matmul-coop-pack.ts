@@ -89,8 +89,53 @@ export function coopPackHalves(g: CoopPackGeometry): number {
   return g.slices * g.dstStride;
 }
 
-function packKernel(src: CoopPackSource, scaled: boolean): Kernel {
-  const label = `coop_pack_${src}${scaled ? "_scaled" : ""}`;
+/** The pack's loop, one destination u32 word (2 halves) per step: any even dst_ld / dst_stride. */
+const WORD_LOOP = `  let wpr = P.dst_ld / 2u; // destination words per row
+  let words = P.slices * (P.dst_stride / 2u);
+  for (var w = wg.x * ${COOP_PACK_WG}u + li; w < words; w += nwg.x * ${COOP_PACK_WG}u) {
+    let sl = w / (P.dst_stride / 2u);
+    let q = w % (P.dst_stride / 2u);
+    let r = q / wpr;
+    let c = (q % wpr) * 2u;
+    var lo = 0u;
+    var hi = 0u;
+    if (r < P.rows) {
+      let base = P.src_off + sl * P.src_stride + r * P.src_ld;
+      if (c < P.cols) { lo = pack_half(base + c, s); }
+      if (c + 1u < P.cols) { hi = pack_half(base + c + 1u, s); }
+    }
+    b_dst[w] = lo | (hi << 16u);
+  }`;
+
+/** The pack's loop, one 16-byte chunk (8 halves, a vec4<u32> store) per step: dst_ld and dst_stride
+ * multiples of 8 (so no chunk crosses a row), the chunk's 8 source elements read independently (a
+ * row's interior chunks without per-element guards). Each step thus keeps 8 loads in flight where
+ * the word loop kept 2 — the word loop's 2M invocations × 8 bytes left the H200's HBM at ~1 TB/s. */
+const CHUNK_LOOP = `  let cpr = P.dst_ld / 8u; // destination chunks per row
+  let cps = P.dst_stride / 8u; // per slice
+  let chunks = P.slices * cps;
+  for (var w = wg.x * ${COOP_PACK_WG}u + li; w < chunks; w += nwg.x * ${COOP_PACK_WG}u) {
+    let sl = w / cps;
+    let q = w % cps;
+    let r = q / cpr;
+    let c = (q % cpr) * 8u;
+    var v = vec4<u32>();
+    if (r < P.rows) {
+      let base = P.src_off + sl * P.src_stride + r * P.src_ld + c;
+      if (c + 8u <= P.cols) {
+        v = vec4<u32>(pack_half(base, s) | (pack_half(base + 1u, s) << 16u), pack_half(base + 2u, s) | (pack_half(base + 3u, s) << 16u),
+                      pack_half(base + 4u, s) | (pack_half(base + 5u, s) << 16u), pack_half(base + 6u, s) | (pack_half(base + 7u, s) << 16u));
+      } else {
+        var h: array<u32, 8>;
+        for (var j = 0u; j < 8u; j++) { if (c + j < P.cols) { h[j] = pack_half(base + j, s); } }
+        v = vec4<u32>(h[0] | (h[1] << 16u), h[2] | (h[3] << 16u), h[4] | (h[5] << 16u), h[6] | (h[7] << 16u));
+      }
+    }
+    b_dst[w] = v;
+  }`;
+
+function packKernel(src: CoopPackSource, scaled: boolean, width: 2 | 8): Kernel {
+  const label = `coop_pack_${src}${scaled ? "_scaled" : ""}${width === 8 ? "_x8" : ""}`;
   const W = COOP_AMAX_PARTIALS;
   // element (one half) at flat source index i, as f16 bits; f32/bf16 scaled by 2^k first
   const half = src === "f16"
@@ -110,28 +155,13 @@ ${scaled ? `  // the operand's exponent from its ${W} partial maxima (matmul-coo
     workgroupBarrier();
   }
   s = coop_pow2(coop_scale_exp(pack_red[0]));
-` : ""}  let wpr = P.dst_ld / 2u; // destination words per row
-  let words = P.slices * (P.dst_stride / 2u);
-  for (var w = wg.x * ${COOP_PACK_WG}u + li; w < words; w += nwg.x * ${COOP_PACK_WG}u) {
-    let sl = w / (P.dst_stride / 2u);
-    let q = w % (P.dst_stride / 2u);
-    let r = q / wpr;
-    let c = (q % wpr) * 2u;
-    var lo = 0u;
-    var hi = 0u;
-    if (r < P.rows) {
-      let base = P.src_off + sl * P.src_stride + r * P.src_ld;
-      if (c < P.cols) { lo = pack_half(base + c, s); }
-      if (c + 1u < P.cols) { hi = pack_half(base + c + 1u, s); }
-    }
-    b_dst[w] = lo | (hi << 16u);
-  }
+` : ""}${width === 2 ? WORD_LOOP : CHUNK_LOOP}
 }`;
   return memoKernel(label, () => ({
     label,
     buffers: [
       { name: "b_src", type: bindTypeOf(src), write: false },
-      { name: "b_dst", type: "u32", write: true },
+      { name: "b_dst", type: width === 8 ? "u32x4" : "u32", write: true },
       ...(scaled ? [{ name: "b_amax", type: "u32" as const, write: false }] : []),
     ],
     params: u32s(...COOP_PACK_PARAM_NAMES),
@@ -161,5 +191,8 @@ export function coopPackLaunch(src: Buf, dst: Buf, g: CoopPackGeometry, amax: Bu
   if (words === 0) return null;
   const scaled = dt !== "f16";
   const params = [g.srcOff, g.rows, g.cols, g.srcLd, g.srcStride, g.slices, g.dstLd, g.dstRows, g.dstStride, which];
-  return { kernel: packKernel(dt, scaled), bufs: scaled ? [src, dst, amax!] : [src, dst], params, workgroups: [Math.min(COOP_PACK_MAX_WORKGROUPS, Math.ceil(words / COOP_PACK_WG)), 1, 1] };
+  // 16-byte chunks wherever rows and slices are whole chunks (every geometry of coopPackGeometry)
+  const width = g.dstLd % 8 === 0 && g.dstStride % 8 === 0 ? 8 : 2;
+  const steps = width === 8 ? words / 4 : words;
+  return { kernel: packKernel(dt, scaled, width), bufs: scaled ? [src, dst, amax!] : [src, dst], params, workgroups: [Math.min(COOP_PACK_MAX_WORKGROUPS, Math.ceil(steps / COOP_PACK_WG)), 1, 1] };
 }

@@ -89,23 +89,76 @@ fn coop_pow2(k: i32) -> f32 { return bitcast<f32>(u32(k + 127) << 23u); }
 /** Uniform parameters of {@link coopAbsMaxLaunch}, in order. */
 export const COOP_AMAX_PARAM_NAMES = ["a_off", "a_size", "stride_a", "b_off", "b_size", "stride_b", "batch"] as const;
 
-/** WGSL expression reading element `idx` (a WGSL u32 expression) of buffer `buf` of `dtype` as
- * f32: f32 directly, f16/bf16 from packed 16-bit words (prelude.ts helpers). */
-export function coopReadF32(buf: string, dtype: "f32" | "f16" | "bf16", idx: string): string {
-  if (dtype === "f32") return `${buf}[${idx}]`;
-  return `${dtype === "f16" ? "f16_to_f32" : "bf16_to_f32"}(half_bits(${buf}[(${idx}) >> 1u], ${idx}))`;
+/** Independent loads each invocation of the max-abs kernels keeps in flight per step of its
+ * strided loop (f32 elements, or 32-bit words of two 16-bit elements). */
+export const COOP_AMAX_UNROLL = 8;
+
+/**
+ * WGSL statements folding the finite |x| bits of elements [start, end) of array `buf` (of `dtype`;
+ * element e at index `off` + e) into `m`, as one of the 256 × 256-strided shares of workgroup wg.x,
+ * invocation li. Arguments are WGSL expressions (`start`, `end`, `off` u32, evaluated once).
+ *
+ * Why unrolled: one 4-byte load per invocation per step kept too few bytes in flight for HBM
+ * (65536 invocations per operand × 4 B ≈ 0.5 MB, where ~4 TB/s × ~1 µs needs several MB: on the
+ * H200 the max-abs ran at ~0.5 TB/s). Each step now issues {@link COOP_AMAX_UNROLL} independent
+ * loads, each coalesced across the subgroup (element e + j·65536 for invocation li); 16-bit
+ * operands are read as whole 32-bit words (both halves folded, a half outside [start, end) counts
+ * 0), so a 16-bit operand costs half the loads. max is exact and order-free, so the partials'
+ * maximum is the same bit pattern as a one-element-per-step loop's.
+ */
+export function coopAbsMaxRangeFold(buf: string, off: string, start: string, end: string, dtype: "f32" | "f16" | "bf16" = "f32"): string {
+  const W = COOP_AMAX_PARTIALS, S = W * W, U = COOP_AMAX_UNROLL;
+  const max = (xs: string[]): string => (xs.length === 1 ? xs[0]! : `max(${max(xs.slice(0, xs.length >> 1))}, ${max(xs.slice(xs.length >> 1))})`);
+  if (dtype === "f32") {
+    const at = (j: number) => `finite_abs_bits(${buf}[f_o + f_e${j ? ` + ${j * S}u` : ""}])`;
+    return `    {
+      let f_o = ${off};
+      let f_hi = ${end};
+      var f_e = ${start} + wg.x * ${W}u + li;
+      while (f_e < f_hi && f_hi - f_e > ${(U - 1) * S}u) {
+        m = max(m, ${max(Array.from({ length: U }, (_, j) => at(j)))});
+        f_e += ${U * S}u;
+      }
+      while (f_e < f_hi) { m = max(m, ${at(0)}); f_e += ${S}u; }
+    }`;
+  }
+  // words [f_lo / 2, f_whi) hold elements [f_lo, f_hi) (absolute indices); both halves of each
+  // word are folded, the ones outside [f_lo, f_hi) as 0 (interior words have both inside)
+  const word = (j: number) => `amax_word(${buf}[f_w${j ? ` + ${j * S}u` : ""}], f_w${j ? ` + ${j * S}u` : ""}, f_lo, f_hi)`;
+  return `    {
+      let f_lo = ${off} + ${start};
+      let f_hi = ${off} + ${end};
+      let f_whi = (f_hi + 1u) >> 1u;
+      var f_w = (f_lo >> 1u) + wg.x * ${W}u + li;
+      if (f_lo < f_hi) {
+        while (f_w < f_whi && f_whi - f_w > ${(U - 1) * S}u) {
+          m = max(m, ${max(Array.from({ length: U }, (_, j) => word(j)))});
+          f_w += ${U * S}u;
+        }
+        while (f_w < f_whi) { m = max(m, ${word(0)}); f_w += ${S}u; }
+      }
+    }`.replace(/amax_word\(/g, `amax_word_${dtype}(`);
 }
+
+/** WGSL helpers of the 16-bit folds of {@link coopAbsMaxRangeFold}: `amax_word_f16/bf16(word, w,
+ * lo, hi)` = the larger finite |x| bits of the two halves of word index w whose element indices lie
+ * in [lo, hi) (0 for those outside). Needs the prelude's half_bits / f16_to_f32 / bf16_to_f32. */
+export const COOP_AMAX_WORD_WGSL = (["f16", "bf16"] as const).map((d) => `fn amax_word_${d}(x: u32, w: u32, lo: u32, hi: u32) -> u32 {
+  let e = 2u * w;
+  let a = select(0u, finite_abs_bits(${d}_to_f32(x & 0xffffu)), e >= lo && e < hi);
+  let b = select(0u, finite_abs_bits(${d}_to_f32(x >> 16u)), e + 1u >= lo && e + 1u < hi);
+  return max(a, b);
+}
+`).join("");
 
 /**
  * WGSL loop folding the finite |x| bits of `batch` slices of `size` elements, `stride` apart from
  * element `off` of array `buf` (of `dtype`, default f32), into `m` (one of the 256 × 256-strided
- * shares of workgroup wg.x, invocation li). Arguments are WGSL expressions.
+ * shares of workgroup wg.x, invocation li; {@link coopAbsMaxRangeFold}). Arguments are WGSL expressions.
  */
 export function coopAbsMaxSlicesLoop(buf: string, off: string, size: string, stride: string, batch: string, dtype: "f32" | "f16" | "bf16" = "f32"): string {
-  const W = COOP_AMAX_PARTIALS;
   return `    for (var bi = 0u; bi < ${batch}; bi++) {
-      let base = ${off} + bi * ${stride};
-      for (var e = wg.x * ${W}u + li; e < ${size}; e += ${W * W}u) { m = max(m, finite_abs_bits(${coopReadF32(buf, dtype, "base + e")})); }
+${coopAbsMaxRangeFold(buf, `${off} + bi * ${stride}`, "0u", size, dtype)}
     }`;
 }
 
@@ -124,7 +177,7 @@ fn finite_abs_bits(x: f32) -> u32 {
   let u = bitcast<u32>(x) & 0x7fffffffu;
   return select(0u, u, u < 0x7f800000u);
 }
-${helpers}@compute @workgroup_size(${W})
+${COOP_AMAX_WORD_WGSL}${helpers}@compute @workgroup_size(${W})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
 ${prologue}  var m = 0u;
   if (wg.y == 0u) {

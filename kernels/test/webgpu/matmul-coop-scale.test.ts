@@ -15,7 +15,7 @@ import type { Buf, MatmulSpec } from "../../src/backend.ts";
 import { CpuBackend } from "../../src/cpu/index.ts";
 import { createGPU } from "../../src/ffi/index.ts";
 import { randomF64 } from "../../src/testing.ts";
-import { f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
+import { bf16FromF32, bf16ToNumber, f16FromF32, f16ToNumber } from "../../src/numerics/index.ts";
 import { assembleWgsl } from "../../src/webgpu/kernel.ts";
 import { readBack, uploadPadded } from "../ffi/setup.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
@@ -177,6 +177,7 @@ describe("max-abs dispatch (any WebGPU device)", () => {
     { name: "prime sizes, offsets, tiny and large", batch: 1, aOff: 7, aSize: 65537 * 3 + 11, strideA: 0, bOff: 3, bSize: 1009, strideB: 0, fillA: (i) => r[i % r.length]! * 1e-7, fillB: (i) => r[(i * 7) % r.length]! * 3e5 },
     { name: "batch 3 with gaps holding huge values and NaN", batch: 3, aOff: 5, aSize: 37 * 43, strideA: 37 * 43 + 13, bOff: 2, bSize: 43 * 41, strideB: 43 * 41 + 9, fillA: (i) => r[i]! * 2, fillB: (i) => r[i + 99]! * 1e-3 },
     { name: "NaN and inf are ignored", batch: 2, aOff: 0, aSize: 5000, strideA: 5000, bOff: 0, bSize: 300, strideB: 301, fillA: (i) => (i === 17 ? NaN : i === 4999 ? -Infinity : r[i]!), fillB: (i) => (i % 50 === 0 ? Infinity : r[i]! * 4) },
+    { name: "past the unrolled steps: 2·8·65536 + 7 elements, the largest in the tail and in a step's last load", batch: 1, aOff: 1, aSize: 2 * 8 * 65536 + 7, strideA: 0, bOff: 0, bSize: 8 * 65536 + 3, strideB: 0, fillA: (i) => (i === 2 * 8 * 65536 + 5 ? -9.5 : r[i % r.length]!), fillB: (i) => (i === 7 * 65536 + 11 ? 6.25 : r[(i * 3) % r.length]!) },
     { name: "all zeros (and a subnormal)", batch: 1, aOff: 0, aSize: 777, strideA: 777, bOff: 0, bSize: 555, strideB: 555, fillA: () => 0, fillB: (i) => (i === 3 ? 1e-40 : -0) },
     { name: "A and B views of one buffer", batch: 1, aOff: 0, aSize: 3001, strideA: 3001, bOff: 3001, bSize: 2999, strideB: 2999, fillA: (i) => r[i]! * 7, fillB: (i) => r[i]! * 0.25, sameBuffer: true },
   ];
@@ -215,6 +216,48 @@ describe("max-abs dispatch (any WebGPU device)", () => {
       for (const x of got) expect(x).toBeLessThan(0x7f800000); // every partial written, finite
       for (const x of new Set([A, B, amax])) x.destroy();
     }, 300_000);
+  }
+
+  // 16-bit operands are read as 32-bit words, both halves folded: odd offsets, odd sizes and batch
+  // gaps whose halves share a word with an operand's first or last element (holding 60000/NaN, or
+  // bf16 1e30, that must not count), sizes past the unrolled steps
+  const halfCases: { name: string; da: "bf16" | "f16"; db: "bf16" | "f16"; batch: number; aOff: number; aSize: number; strideA: number; bOff: number; bSize: number; strideB: number }[] = [
+    { name: "bf16 × f16, odd offsets and sizes, batch 3 with odd gaps", da: "bf16", db: "f16", batch: 3, aOff: 3, aSize: 1001, strideA: 1004, bOff: 1, bSize: 37, strideB: 40 },
+    { name: "f16 × bf16 past the unrolled steps (2·2·8·65536 + 5 halves)", da: "f16", db: "bf16", batch: 1, aOff: 1, aSize: 2 * 2 * 8 * 65536 + 5, strideA: 0, bOff: 2, bSize: 2 * 8 * 65536 + 1, strideB: 0 },
+    { name: "one element at an odd offset", da: "bf16", db: "bf16", batch: 1, aOff: 5, aSize: 1, strideA: 1, bOff: 0, bSize: 1, strideB: 1 },
+  ];
+  for (const c of halfCases) {
+    test.skipIf(!!noAdapter)(`16-bit: ${c.name}`, async () => {
+      const bitsOf = (d: "bf16" | "f16", x: number) => (d === "bf16" ? bf16FromF32(x) : f16FromF32(x));
+      const valueOf = (d: "bf16" | "f16", b: number) => (d === "bf16" ? bf16ToNumber(b) : f16ToNumber(b));
+      const fill = (d: "bf16" | "f16", off: number, size: number, stride: number, seed: number) => {
+        const n = off + (c.batch - 1) * stride + size + 3;
+        const gapBits = [bitsOf(d, d === "bf16" ? 1e30 : 60000), d === "bf16" ? 0x7fc0 : 0x7e00];
+        const data = Uint16Array.from({ length: n }, (_, i) => gapBits[i % 2]!);
+        const u = uniform(size * c.batch, seed);
+        let want = 0;
+        for (let bi = 0; bi < c.batch; bi++) {
+          for (let e = 0; e < size; e++) {
+            const at = bi * size + e;
+            // the largest: at the end (the tail loop), or where the first unrolled step's last load reads (word 7·65536 + 5)
+            const x = e === 2 * (7 * 65536 + 5) - 1 ? -11.5 : e === size - 1 && bi === c.batch - 1 ? -7.75 : u[at]! * (d === "bf16" ? 1e-20 : 3);
+            data[off + bi * stride + e] = bitsOf(d, x);
+            want = Math.max(want, finiteAbsBits(valueOf(d, data[off + bi * stride + e]!)));
+          }
+        }
+        return { data, want };
+      };
+      const A = fill(c.da, c.aOff, c.aSize, c.strideA, 31), B = fill(c.db, c.bOff, c.bSize, c.strideB, 32);
+      const gA = upload(A.data, 0), gB = upload(B.data, 0);
+      const amax = upload(new Uint32Array(COOP_AMAX_WORDS).fill(0xdeadbeef), 0);
+      runLaunch(coopAbsMaxLaunch(fakeBuf(1, c.da, A.data.length), c.aOff, c.aSize, c.strideA, fakeBuf(2, c.db, B.data.length), c.bOff, c.bSize, c.strideB, c.batch, fakeBuf(3, "u32", COOP_AMAX_WORDS)), new Map([[1, gA], [2, gB], [3, amax]]));
+      const got = await readU32(amax, COOP_AMAX_WORDS);
+      const maxOf = (xs: Uint32Array) => xs.reduce((m, x) => Math.max(m, x), 0);
+      expect(maxOf(got.subarray(0, COOP_AMAX_PARTIALS))).toBe(A.want);
+      expect(maxOf(got.subarray(COOP_AMAX_PARTIALS))).toBe(B.want);
+      for (const x of got) expect(x).toBeLessThan(0x7f800000);
+      for (const x of [gA, gB, amax]) x.destroy();
+    }, 60_000);
   }
 
   test("argument checks name what was expected", () => {
