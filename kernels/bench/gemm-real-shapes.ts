@@ -4,15 +4,18 @@
  * variant, beside cuBLAS bf16/fp16 (kernels/bench/torch_gemm_real_shapes.py, run by this command
  * with --torch):
  *
- *   bun kernels/bench/gemm-real-shapes.ts [--variants regs8,coop,none,regs4,f32] [--models llama3-8b,mixtral-8x7b,qwen3-30b-a3b]
+ *   bun kernels/bench/gemm-real-shapes.ts [--variants regs8,coop,none,regs4,f32,regs8+direct@128x256x16-4x4-s2] [--models llama3-8b,mixtral-8x7b,qwen3-30b-a3b]
  *       [--products q_fwd,…] [--tile 128x256x32-4x4-s1] [--split-k N] [--target-ms 20] [--warmup-ms 3000]
  *       [--torch] [--json out.json] [--emulated --shrink 64]
  *
  * Variants (backend option tensorCoreVariant): regs8 / regs4 = packed f16 operands, "regs" staging
- * with 16- / 8-byte loads; coop = packed, fragments loaded from memory and coopStore'd into
+ * with 16- / 8-byte loads; regs8m = regs8 with the 16-byte loads typed mat2x4<f16> (no f16↔f32
+ * conversion per staged half); coop = packed, fragments loaded from memory and coopStore'd into
  * workgroup memory; none = packed, fragments straight from memory (no workgroup memory); f32 = the
- * older kernel reading f32 operands with scalar loads and rounding them in registers. `--tile`
- * forces one block (tensorCoreTile) instead of the per-problem rule, `--split-k` a chunk count.
+ * older kernel reading f32 operands with scalar loads and rounding them in registers. Each may take
+ * `+direct` (direct epilogue where M, N are multiples of 16) and `@TILE` (a forced block), e.g.
+ * `regs8+direct@128x256x16-4x4-s2` ({@link parseGemmVariant}). `--tile` forces one block for every
+ * variant without its own (tensorCoreTile) instead of the per-problem rule, `--split-k` a chunk count.
  *
  * Models (tokens = 8192 per step, as 4 × 2048):
  * - llama3-8b: hidden 4096, intermediate 14336, 32 heads / 8 kv heads of 128 (q/o 4096, k/v 1024)
@@ -39,7 +42,7 @@ import { writeFileSync } from "node:fs";
 import { createBackend, type View, type WebGpuBackend } from "../src/index.ts";
 import { gpuMsPerCall, tiledRandomF32 } from "../src/testing.ts";
 import type { TensorCoreVariant } from "../src/webgpu/tensor-cores.ts";
-import { parseCoopTile } from "../src/wgsl/matmul-coop-tile.ts";
+import { parseCoopTile, type CoopTile } from "../src/wgsl/matmul-coop-tile.ts";
 import { routedOffsets } from "./grouped-matmul.ts";
 
 /** One product of the table. dense: out[M,N] = op(A)·op(B); rows: grouped forward/dX over R rows
@@ -108,11 +111,28 @@ export function gemmFlops(p: GemmProduct): number {
 
 const VARIANTS: Readonly<Record<string, TensorCoreVariant>> = {
   regs8: { operands: "packed", staging: "regs", vec: 8 },
+  regs8m: { operands: "packed", staging: "regs", vec: 8, vec8Type: "mat2x4" },
   regs4: { operands: "packed", staging: "regs", vec: 4 },
   coop: { operands: "packed", staging: "coop" },
   none: { operands: "packed", staging: "none" },
   f32: { operands: "f32" },
 };
+
+/**
+ * One `--variants` entry: `BASE[+direct][@TILE]` — BASE a key of the variant table (regs8, regs4,
+ * coop, none, f32), `+direct` the direct epilogue where the output allows it (tensorCoreVariant
+ * epilogue "auto"), `@TILE` a forced block (tensorCoreTile, e.g. 128x256x16-4x4-s2) instead of the
+ * per-problem rule. E.g. `regs8+direct@128x256x16-4x4-s2`.
+ * @throws Error naming the entry and what was expected.
+ */
+export function parseGemmVariant(spec: string): { v: TensorCoreVariant; tile?: CoopTile } {
+  const m = /^([a-z0-9]+)(\+direct)?(?:@(.+))?$/.exec(spec);
+  const base = m ? VARIANTS[m[1]!] : undefined;
+  if (!m || !base) throw new Error(`unknown variant "${spec}"; expected BASE[+direct][@TILE] with BASE one of ${Object.keys(VARIANTS).join(", ")}`);
+  if (m[2] && base.operands === "f32") throw new Error(`variant "${spec}": +direct applies to packed operands only`);
+  const v: TensorCoreVariant = { ...base, ...(m[2] ? { epilogue: "auto" as const } : {}) };
+  return m[3] ? { v, tile: parseCoopTile(m[3]) } : { v };
+}
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -126,7 +146,14 @@ function fail(msg: string): never {
 
 if (import.meta.main) {
   const variants = arg("variants", "regs8,coop,none").split(",");
-  for (const v of variants) if (!VARIANTS[v]) fail(`--variants: unknown variant "${v}"; expected some of ${Object.keys(VARIANTS).join(", ")}`);
+  const parsed = new Map<string, { v: TensorCoreVariant; tile?: CoopTile }>();
+  for (const v of variants) {
+    try {
+      parsed.set(v, parseGemmVariant(v));
+    } catch (e) {
+      fail(`--variants: ${(e as Error).message}`);
+    }
+  }
   const models = arg("models", "square,llama3-8b,mixtral-8x7b,qwen3-30b-a3b").split(",");
   const shrink = Number(arg("shrink", "1"));
   if (!(Number.isInteger(shrink) && shrink >= 1)) fail(`--shrink must be a positive integer, got ${arg("shrink", "1")}`);
@@ -169,7 +196,9 @@ if (import.meta.main) {
   for (const vname of variants) {
     let be: WebGpuBackend;
     try {
-      be = (await createBackend("webgpu", { profile: true, tensorCores: emulated ? "emulated" : true, tensorCoreVariant: { ...VARIANTS[vname]!, ...(splitK && vname !== "f32" ? { splitK } : {}) }, ...(tile ? { tensorCoreTile: tile } : {}), tensorCoreMinBlocks: 0 })).backend as WebGpuBackend;
+      const pv = parsed.get(vname)!;
+      const vTile = pv.tile ?? tile;
+      be = (await createBackend("webgpu", { profile: true, tensorCores: emulated ? "emulated" : true, tensorCoreVariant: { ...pv.v, ...(splitK && pv.v.operands !== "f32" ? { splitK } : {}) }, ...(vTile ? { tensorCoreTile: vTile } : {}), tensorCoreMinBlocks: 0 })).backend as WebGpuBackend;
     } catch (e) {
       fail((e as Error).message);
     }

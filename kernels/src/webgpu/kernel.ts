@@ -18,9 +18,10 @@ import { PRELUDE } from "../wgsl/prelude.ts";
 /** How a buffer is declared in WGSL: typed f32/i32/u32 arrays, `w16` = packed 16-bit words
  * (`array<u32>`), `atomic` = `array<atomic<u32>>`; for the tensor-core kernels' f16 operands
  * (kernels/src/wgsl/matmul-coop-wgsl.ts) `f16` = `array<f16>`, `f16x4` = `array<vec4<f16>>` (the
- * module must `enable f16;`) and `u32x4` = `array<vec4<u32>>` (8- and 16-byte loads; the bound
- * range must be a multiple of the vector's size for the last vector to be in range). */
-export type BindType = "f32" | "i32" | "u32" | "w16" | "atomic" | "f16" | "f16x4" | "u32x4";
+ * module must `enable f16;`), `u32x4` = `array<vec4<u32>>` and `f16x8` = `array<mat2x4<f16>>`
+ * (8- and 16-byte loads; the bound range must be a multiple of the vector's size for the last
+ * vector to be in range). */
+export type BindType = "f32" | "i32" | "u32" | "w16" | "atomic" | "f16" | "f16x4" | "u32x4" | "f16x8";
 
 /** One storage buffer of a kernel. */
 export interface BufferDecl {
@@ -77,6 +78,8 @@ function wgslArrayType(t: BindType): string {
       return "array<vec4<f16>>";
     case "u32x4":
       return "array<vec4<u32>>";
+    case "f16x8":
+      return "array<mat2x4<f16>>";
   }
 }
 

@@ -28,7 +28,13 @@ export interface TensorCoreVariant {
   operands?: "packed" | "f32";
   staging?: CoopStaging;
   vec?: 4 | 8;
+  /** How 16-byte loads are typed: "u32" (default) or "mat2x4" (no per-half conversions;
+   * wgsl/matmul-coop-wgsl.ts CoopMatmulOptions.vec8Type). */
+  vec8Type?: "u32" | "mat2x4";
   splitK?: number;
+  /** Epilogue of the packed dense products: "scratch" (default) or "auto" (direct coopStoreT into
+   * out where M, N are multiples of 16; wgsl/matmul-coop-launch.ts CoopLaunchConfig.epilogue). */
+  epilogue?: "scratch" | "auto";
 }
 
 /** The options this file reads (their meaning: WebGpuBackendOptions). */
@@ -36,12 +42,14 @@ export type TensorCoreOptions = Pick<WebGpuBackendOptions, "tensorCores" | "tens
 
 /** Why a variant cannot be used, or "". */
 function variantProblem(v: TensorCoreVariant): string {
-  for (const k of Object.keys(v)) if (!["operands", "staging", "vec", "splitK"].includes(k)) return `unknown key ${k} (expected operands, staging, vec, splitK)`;
+  for (const k of Object.keys(v)) if (!["operands", "staging", "vec", "vec8Type", "splitK", "epilogue"].includes(k)) return `unknown key ${k} (expected operands, staging, vec, vec8Type, splitK, epilogue)`;
+  if (v.vec8Type !== undefined && v.vec8Type !== "u32" && v.vec8Type !== "mat2x4") return `vec8Type must be "u32" or "mat2x4", got ${v.vec8Type}`;
+  if (v.epilogue !== undefined && v.epilogue !== "scratch" && v.epilogue !== "auto") return `epilogue must be "scratch" or "auto", got ${v.epilogue}`;
   if (v.operands !== undefined && v.operands !== "packed" && v.operands !== "f32") return `operands must be "packed" or "f32", got ${v.operands}`;
   if (v.staging !== undefined && !["regs", "coop", "none"].includes(v.staging)) return `staging must be "regs", "coop" or "none", got ${v.staging}`;
   if (v.vec !== undefined && v.vec !== 4 && v.vec !== 8) return `vec must be 4 or 8, got ${v.vec}`;
   if (v.splitK !== undefined && !(Number.isInteger(v.splitK) && v.splitK >= 1)) return `splitK must be an integer ≥ 1, got ${v.splitK}`;
-  if (v.operands === "f32" && (v.staging !== undefined || v.vec !== undefined || v.splitK !== undefined)) return `staging, vec and splitK apply to packed operands only`;
+  if (v.operands === "f32" && (v.staging !== undefined || v.vec !== undefined || v.vec8Type !== undefined || v.splitK !== undefined || v.epilogue !== undefined)) return `staging, vec, vec8Type, splitK and epilogue apply to packed operands only`;
   return "";
 }
 
@@ -52,11 +60,12 @@ export interface TensorCoreSetup {
   status: string;
 }
 
-/** Whether every layout of the scaled tensor-core kernel with `tile` fits `device`'s limits. */
-function fitsDevice(device: GPUDevice, tile: CoopTile): boolean {
+/** Whether every layout of the scaled tensor-core kernel with `tile` and `epilogue` fits `device`'s
+ * limits. */
+function fitsDevice(device: GPUDevice, tile: CoopTile, epilogue: "scratch" | "direct" = "scratch"): boolean {
   const l = device.limits;
   if (coopTileThreads(tile) > Math.min(l.maxComputeInvocationsPerWorkgroup, l.maxComputeWorkgroupSizeX)) return false;
-  return [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile, scaled: true }) <= l.maxComputeWorkgroupStorageSize));
+  return [false, true].every((transA) => [false, true].every((transB) => coopWorkgroupBytes({ transA, transB, tile, scaled: true, epilogue }) <= l.maxComputeWorkgroupStorageSize));
 }
 
 /**
@@ -81,19 +90,22 @@ export function resolveTensorCores(adapter: GPUAdapter, device: GPUDevice, opts:
   const v = variant ?? {};
   const launch = (tile: CoopTile, emulate: boolean): CoopLaunchConfig => {
     const others = given || emulate ? [] : TENSOR_CORE_CANDIDATE_TILES.filter((t) => coopTileName(t) !== coopTileName(tile) && fitsDevice(device, t));
-    return { tile, candidates: [tile, ...others], emulate, operands: v.operands, staging: v.staging, vec: v.vec, splitK: v.splitK };
+    return { tile, candidates: [tile, ...others], emulate, operands: v.operands, staging: v.staging, vec: v.vec, vec8Type: v.vec8Type, splitK: v.splitK, epilogue: v.epilogue, workgroupBytes: device.limits.maxComputeWorkgroupStorageSize };
   };
   const given = opts.tensorCoreTile;
   if (given) {
     const problem = coopTileProblem(given) || (opts.tensorCores ? "" : `needs tensorCores (true, "auto" or "emulated"), got ${opts.tensorCores}`);
     if (problem) throw new Error(`webgpu: tensorCoreTile ${coopTileName(given)}: ${problem}`);
-    if (!fitsDevice(device, given)) throw new Error(`webgpu: tensorCoreTile ${coopTileName(given)} exceeds this device's workgroup limits`);
+    // with the direct epilogue a forced block need only fit without the scratch; calls whose layout
+    // or epilogue it does not fit take the default block (matmul-coop-launch.ts coopFittingTiles)
+    const fits = fitsDevice(device, given) || (v.epilogue === "auto" && (v.operands ?? "packed") === "packed" && fitsDevice(device, given, "direct"));
+    if (!fits) throw new Error(`webgpu: tensorCoreTile ${coopTileName(given)} exceeds this device's workgroup limits${v.epilogue === "auto" ? "" : " (with the scratch epilogue; tensorCoreVariant.epilogue 'auto' needs less)"}`);
   }
   if (!opts.tensorCores) return { coop: null, status: "off (not requested)" };
   if (opts.tensorCores === "emulated") {
     const tile = given ?? (fitsDevice(device, COOP_DEFAULT_TILE) ? COOP_DEFAULT_TILE : EMULATED_SMALL_TILE);
     const f16 = device.features.has("shader-f16");
-    if (!f16 || !fitsDevice(device, tile)) {
+    if (!f16 || !(fitsDevice(device, tile) || (given && v.epilogue === "auto" && fitsDevice(device, tile, "direct")))) {
       throw new Error(`webgpu: tensorCores "emulated" needs shader-f16 and ${coopWorkgroupBytes({ transA: false, transB: false, tile, scaled: true })} bytes of workgroup memory; the device has ${f16 ? "" : "no shader-f16 and "}${device.limits.maxComputeWorkgroupStorageSize} bytes`);
     }
     return { coop: { launch: launch(tile, true), minBlocks }, status: `emulated (the tensor-core kernels with plain-WGSL cooperative matrices, block ${coopTileName(tile)}; for tests)` };

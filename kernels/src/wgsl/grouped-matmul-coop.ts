@@ -17,7 +17,7 @@ import type { Buf } from "../backend.ts";
 import type { GroupedDevGeometry, GroupedWGradGeometry } from "../grouped-matmul-spec.ts";
 import type { Kernel, Launch } from "../webgpu/kernel.ts";
 import { bindTypeOf, memoKernel, u32s } from "./launch.ts";
-import { COOP_LAUNCH_DEFAULT, COOP_SCRATCH, coopKernel, coopPackedOptions, coopPackOperand, type CoopLaunchConfig, type CoopScratch } from "./matmul-coop-launch.ts";
+import { COOP_LAUNCH_DEFAULT, COOP_SCRATCH, coopFittingTiles, coopKernel, coopPackedOptions, coopPackOperand, type CoopLaunchConfig, type CoopScratch } from "./matmul-coop-launch.ts";
 import { COOP_AMAX_PARTIALS, COOP_AMAX_WORDS, coopAbsMaxRangeFold, coopAbsMaxSlicesLoop, coopAbsMaxWGSL } from "./matmul-coop-scale.ts";
 import type { CoopMatmulOptions } from "./matmul-coop-wgsl.ts";
 import { coopPackGeometry } from "./matmul-coop-pack.ts";
@@ -102,7 +102,7 @@ export function groupedCoopDevLaunches(x: Buf, xoff: number, w: Buf, woff: numbe
   const amax = scratch(COOP_SCRATCH.amax, "u32", COOP_AMAX_WORDS);
   const [dx, dw] = checkBufs("groupedMatmulDev", x, w, out, amax, off, packed);
   if (g.G === 0 || g.R === 0 || g.N === 0) return [];
-  const tile = packed ? planCoopMatmul(g.R, g.N, g.K, 1, cfg.candidates ?? [cfg.tile], undefined, false).tile : cfg.tile;
+  const tile = packed ? planCoopMatmul(g.R, g.N, g.K, 1, coopFittingTiles(cfg, { transA: false, transB: g.transB, epilogue: "scratch", staging: cfg.staging }), undefined, false).tile : cfg.tile;
   const wg: [number, number, number] = [Math.ceil(g.N / tile.BN), Math.ceil(g.R / tile.BM) + g.G, 1];
   if (wg.some((v) => v > 65535)) throw new Error(`webgpu tensor-core groupedMatmulDev: grid ${wg} exceeds 65535 workgroups per dimension`);
   const absmax: Launch = { kernel: groupedAbsMaxKernel("rows", dx, dw), bufs: [x, w, amax, off], params: [xoff, g.K, woff, 0, g.N * g.K, g.strideW, g.G, g.R, offoff], workgroups: [COOP_AMAX_PARTIALS, 2, 1] };
@@ -140,7 +140,7 @@ export function groupedCoopWGradLaunches(dy: Buf, dyoff: number, x: Buf, xoff: n
   const amax = scratch(COOP_SCRATCH.amax, "u32", COOP_AMAX_WORDS);
   const [ddy, dx] = checkBufs("groupedWeightGrad", dy, x, dw, amax, off, packed);
   if (g.G === 0 || g.M === 0 || g.N === 0) return [];
-  const tile = packed ? planCoopMatmul(g.M, g.N, Math.ceil(g.R / g.G), g.G, cfg.candidates ?? [cfg.tile], undefined, false).tile : cfg.tile;
+  const tile = packed ? planCoopMatmul(g.M, g.N, Math.ceil(g.R / g.G), g.G, coopFittingTiles(cfg, { transA: true, transB: false, epilogue: "scratch", staging: "regs" }), undefined, false).tile : cfg.tile;
   const wg: [number, number, number] = [Math.ceil(g.N / tile.BN), Math.ceil(g.M / tile.BM), g.G];
   if (wg.some((v) => v > 65535)) throw new Error(`webgpu tensor-core groupedWeightGrad: grid ${wg} exceeds 65535 workgroups per dimension`);
   const absmax: Launch = { kernel: groupedAbsMaxKernel("wgrad", ddy, dx), bufs: [dy, x, amax, off], params: [dyoff, g.M, xoff, g.N, 0, 0, g.G, g.R, offoff], workgroups: [COOP_AMAX_PARTIALS, 2, 1] };

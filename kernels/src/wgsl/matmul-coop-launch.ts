@@ -11,7 +11,8 @@
 import type { Buf, DType, MatmulSpec } from "../backend.ts";
 import type { BindType, Kernel, Launch } from "../webgpu/kernel.ts";
 import { memoKernel, u32s } from "./launch.ts";
-import { COOP_GROUPED_PARAM_NAMES, COOP_PACKED_PARAM_NAMES, COOP_PARAM_NAMES, coopKernelKey, matmulCoopWGSL, type CoopMatmulOptions, type CoopStaging } from "./matmul-coop-wgsl.ts";
+import { COOP_GROUPED_PARAM_NAMES, COOP_PACKED_PARAM_NAMES, COOP_PARAM_NAMES, coopKernelKey, coopWorkgroupBytes, matmulCoopWGSL, type CoopMatmulOptions, type CoopStaging } from "./matmul-coop-wgsl.ts";
+import { coopDirectEpilogueOk } from "./matmul-coop.ts";
 import { COOP_DEFAULT_TILE, type CoopTile } from "./matmul-coop-tile.ts";
 import { COOP_AMAX_WORDS, coopAbsMaxLaunch } from "./matmul-coop-scale.ts";
 import { coopPackGeometry, coopPackHalves, coopPackLaunch, type CoopPackGeometry } from "./matmul-coop-pack.ts";
@@ -28,7 +29,7 @@ export const COOP_MIN_BLOCKS = 96;
 function operandBind(o: CoopMatmulOptions): BindType {
   if (!o.packed) return "f32";
   if ((o.staging ?? "regs") !== "regs") return "f16";
-  return o.vec === 8 ? "u32x4" : "f16x4";
+  return o.vec === 8 ? (o.vec8Type === "mat2x4" ? "f16x8" : "u32x4") : "f16x4";
 }
 
 /**
@@ -87,11 +88,31 @@ export interface CoopLaunchConfig {
   /** Vector width of the "regs" staging's loads of packed operands: 4 (8-byte) or 8 (16-byte,
    * default). */
   vec?: 4 | 8;
+  /** How the 16-byte loads are typed (matmul-coop-wgsl.ts CoopMatmulOptions.vec8Type; default "u32"). */
+  vec8Type?: "u32" | "mat2x4";
   /** Forced split-K chunk count for dense batch-1 products (default: the plan's rule). */
   splitK?: number;
   /** Most elements of one scratch (one binding; the backend's segment size): split-K takes fewer
    * chunks where its f32 partials would not fit. Default unbounded. */
   maxScratchElems?: number;
+  /** Epilogue of the dense products: "scratch" (default: through a 16×16 f32 workgroup scratch per
+   * subgroup) or "auto" (coopStoreT straight into out where {@link coopDirectEpilogueOk} allows —
+   * M, N multiples of 16 — which also frees the scratch's 1 KiB per subgroup of workgroup memory,
+   * so blocks with two stages of 16 subgroups fit; scratch elsewhere). Grouped products always use
+   * the scratch. */
+  epilogue?: "scratch" | "auto";
+  /** The device's workgroup memory (bytes): candidate blocks that would need more for a call's
+   * layout and epilogue are skipped for that call ({@link coopFittingTiles}). Default unbounded. */
+  workgroupBytes?: number;
+}
+
+/** The candidate blocks of `cfg` (default [tile]) whose kernel for `o` fits cfg.workgroupBytes;
+ * when none does, the default 128×128×32 two-stage block (which fits every layout in 48 KiB). */
+export function coopFittingTiles(cfg: CoopLaunchConfig, o: Pick<CoopMatmulOptions, "transA" | "transB" | "epilogue" | "staging">): readonly CoopTile[] {
+  const all = cfg.candidates ?? [cfg.tile];
+  if (cfg.workgroupBytes === undefined) return all;
+  const fit = all.filter((tile) => coopWorkgroupBytes({ ...o, tile, scaled: true }) <= cfg.workgroupBytes!);
+  return fit.length > 0 ? fit : [COOP_DEFAULT_TILE];
 }
 
 /** The default block, real cooperative matrices. */
@@ -107,14 +128,22 @@ export const COOP_SCRATCH = { amax: "coop_amax", packA: "coop_pack_a", packB: "c
 const FLOATS: readonly DType[] = ["f32", "f16", "bf16"];
 
 /** The plan of a dense product under `cfg` (block and split-K; matmul-coop-plan.ts). */
-export function coopDensePlan(spec: MatmulSpec, cfg: CoopLaunchConfig): CoopPlan {
+export function coopDensePlan(spec: MatmulSpec, cfg: CoopLaunchConfig, epilogue: "scratch" | "direct" = "scratch"): CoopPlan {
   if ((cfg.operands ?? "packed") === "f32") return { tile: cfg.tile, splits: 1 };
-  return planCoopMatmul(spec.M, spec.N, spec.K, spec.batch ?? 1, cfg.candidates ?? [cfg.tile], cfg.splitK);
+  const tiles = coopFittingTiles(cfg, { transA: !!spec.transA, transB: !!spec.transB, epilogue, staging: cfg.staging });
+  return planCoopMatmul(spec.M, spec.N, spec.K, spec.batch ?? 1, tiles, cfg.splitK);
+}
+
+/** The epilogue of a packed dense product under `cfg`: "direct" when cfg.epilogue is "auto" and the
+ * output allows it (M, N multiples of 16, out offset and batch stride multiples of 4). */
+export function coopDenseEpilogue(spec: MatmulSpec, ooff: number, cfg: CoopLaunchConfig): "scratch" | "direct" {
+  return cfg.epilogue === "auto" && coopDirectEpilogueOk({ M: spec.M, N: spec.N, outOff: ooff, strideOut: spec.strideOut, batch: spec.batch }) ? "direct" : "scratch";
 }
 
 /** The kernel options of packed operands under `cfg` (staging "regs" with vec, or "coop"/"none"). */
-export function coopPackedOptions(cfg: CoopLaunchConfig, staging: CoopStaging = cfg.staging ?? "regs"): Pick<CoopMatmulOptions, "input" | "packed" | "scaled" | "staging" | "vec" | "mode" | "emulate"> {
-  return { input: "f16", packed: true, scaled: true, staging, vec: staging === "regs" ? cfg.vec ?? 8 : 1, mode: "kernel", emulate: cfg.emulate };
+export function coopPackedOptions(cfg: CoopLaunchConfig, staging: CoopStaging = cfg.staging ?? "regs"): Pick<CoopMatmulOptions, "input" | "packed" | "scaled" | "staging" | "vec" | "vec8Type" | "mode" | "emulate"> {
+  const vec = staging === "regs" ? cfg.vec ?? 8 : 1;
+  return { input: "f16", packed: true, scaled: true, staging, vec, ...(vec === 8 && cfg.vec8Type === "mat2x4" ? { vec8Type: "mat2x4" as const } : {}), mode: "kernel", emulate: cfg.emulate };
 }
 
 /** Pack one operand (src of any float dtype) into the scratch `name` by `g`; returns the launch
@@ -174,7 +203,8 @@ export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, o
     const params = [M, N, K, aoff, boff, ooff, strideA, strideB, strideOut, batch];
     return [coopAbsMaxLaunch(a, aoff, M * K, strideA, b, boff, K * N, strideB, batch, amax), { kernel: coopKernel(o), bufs: [a, b, out, amax], params, workgroups: wg }];
   }
-  const plan = coopDensePlan(spec, cfg);
+  const epilogue = coopDenseEpilogue(spec, ooff, cfg);
+  const plan = coopDensePlan(spec, cfg, epilogue);
   const { tile } = plan;
   let splits = plan.splits;
   while (splits > 1 && (splits + 1) * M * N > (cfg.maxScratchElems ?? Infinity)) splits--;
@@ -187,7 +217,7 @@ export function coopMatmulLaunches(a: Buf, aoff: number, b: Buf, boff: number, o
   const pb = coopPackOperand(b, gB, scratch, COOP_SCRATCH.packB, amax, 1);
   for (const p of [pa, pb]) if (p.launch) launches.push(p.launch);
   const mask = (pa.scaled ? 1 : 0) | (pb.scaled ? 2 : 0);
-  const o: CoopMatmulOptions = { ...coopPackedOptions(cfg), transA, transB, accumulate, tile, epilogue: "scratch" };
+  const o: CoopMatmulOptions = { ...coopPackedOptions(cfg), transA, transB, accumulate, tile, epilogue };
   const grid = (z: number): [number, number, number] => {
     const wg: [number, number, number] = [Math.ceil(N / tile.BN), Math.ceil(M / tile.BM), z];
     if (wg.some((g) => g > 65535)) throw new Error(`webgpu tensor-core matmul: grid ${wg} exceeds 65535 workgroups per dimension`);

@@ -67,6 +67,11 @@ export interface CoopMatmulOptions {
    * (input "f16" only: 16-byte loads from `array<vec4<u32>>`, unpacked with unpack2x16float since
    * naga 30 types bitcast<vec2<f16>>(u32) as f32; rows, offsets and strides multiples of 8 halves). Only the "regs" staging loads vectors; "coop" and "none" use fragment loads. */
   vec?: 1 | 4 | 8;
+  /** How vec 8 (16-byte) loads are typed: "u32" (default: `array<vec4<u32>>`, each pair of halves
+   * unpacked with unpack2x16float and converted back to f16 before its workgroup store) or
+   * "mat2x4" (`array<mat2x4<f16>>`: two vec4<f16> columns per 16 bytes, stored as they are — no
+   * f16↔f32 conversion per half; naga 30 cannot bitcast u32 to vec2<f16>). */
+  vec8Type?: "u32" | "mat2x4";
   /** How operand tiles reach the multiply (default "regs"):
    * - "regs": each invocation loads its share of the next A and B tiles into registers (vectors
    *   of `vec`, guarded) while the current tiles are multiplied, then stores them into workgroup
@@ -199,7 +204,7 @@ export function coopWorkgroupBytes(o: Pick<CoopMatmulOptions, "transA" | "transB
 export function coopKernelKey(o: CoopMatmulOptions): string {
   const t = o.tile ?? COOP_DEFAULT_TILE;
   const tile = coopTileName(t) === coopTileName(COOP_DEFAULT_TILE) ? "" : `_${coopTileName(t).replace(/-/g, "_")}`;
-  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : o.vec === 8 ? "x8" : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.grouped ? `_grp${o.grouped}` : ""}${o.staging && o.staging !== "regs" ? `_st${o.staging}` : ""}${o.packed ? "_pk" : ""}${o.emulate ? "_emu" : ""}`;
+  return `${o.mode === "kernel" ? "mmc" : "matmul_coop"}_${o.input}${o.vec === 4 ? "x4" : o.vec === 8 ? (o.vec8Type === "mat2x4" ? "x8m" : "x8") : ""}_${o.transA ? "t" : "n"}${o.transB ? "t" : "n"}${o.accumulate ? "_acc" : ""}${o.scaled ? "_scaled" : ""}${tile}${o.epilogue === "direct" ? "_direct" : ""}${o.guard === "branch" ? "_br" : ""}${o.grouped ? `_grp${o.grouped}` : ""}${o.staging && o.staging !== "regs" ? `_st${o.staging}` : ""}${o.packed ? "_pk" : ""}${o.emulate ? "_emu" : ""}`;
 }
 
 /** How the kernel spells the cooperative-matrix operations: the real builtins or the emulation. */
@@ -331,9 +336,10 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
   const { SA, SB } = coopStageSizes(t, o.transA, o.transB);
   const SO = scratchFloats(o);
   const guardSelect = (o.guard ?? "select") === "select";
-  const elt = V === 1 ? o.input : V === 8 ? "vec4<u32>" : `vec4<${o.input}>`;
-  const reg = V === 1 ? "f16" : V === 8 ? "vec4<u32>" : "vec4<f16>";
-  const zero = V === 1 ? "0.0h" : V === 8 ? "vec4<u32>()" : "vec4<f16>()";
+  const mat8 = V === 8 && o.vec8Type === "mat2x4";
+  const elt = V === 1 ? o.input : V === 8 ? (mat8 ? "mat2x4<f16>" : "vec4<u32>") : `vec4<${o.input}>`;
+  const reg = V === 1 ? "f16" : V === 8 ? (mat8 ? "mat2x4<f16>" : "vec4<u32>") : "vec4<f16>";
+  const zero = V === 1 ? "0.0h" : V === 8 ? (mat8 ? "mat2x4<f16>()" : "vec4<u32>()") : "vec4<f16>()";
   const inKernelScale = scaled && !packed;
   const cvt = (x: string, mat: "a" | "b") => (o.input === "f16" ? x : inKernelScale ? `${reg}(${x} * scale_${mat})` : `${reg}(${x})`);
   // Tiles are staged in the operand's stored orientation. Tile of A: !transA: A [M, K] → rows m
@@ -349,9 +355,20 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     return cv;
   };
   const cvA = staging === "regs" ? split(aCols) : 1, cvB = staging === "regs" ? split(bCols) : 1;
-  const passes = (rows: number, cols: number) => (rows * cols) / V / WG;
+  // passes of vector loads per invocation per staged tile; a tile of fewer vectors than
+  // invocations (e.g. 128×16 halves as vec 8 over 512 invocations) takes one pass by the first
+  // `lim` invocations (whole subgroups, so the guard is subgroup-uniform)
+  const vecs = (rows: number, cols: number) => (rows * cols) / V;
+  const passes = (rows: number, cols: number) => Math.max(1, vecs(rows, cols) / WG);
+  const partial = (rows: number, cols: number, cv: number) => {
+    const n = vecs(rows, cols);
+    if (staging !== "regs" || n >= WG) return 0;
+    if (n % COOP_SUBGROUP !== 0 || WG % cv !== 0) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: a staged tile of ${n} vec ${V} loads does not map onto whole subgroups of ${WG} invocations`);
+    return n;
+  };
   const PA = staging === "regs" ? passes(aRows, aCols) : 0, PB = staging === "regs" ? passes(bRows, bCols) : 0;
   if (staging === "regs" && (!Number.isInteger(PA) || !Number.isInteger(PB))) throw new Error(`matmulCoopWGSL: tile ${coopTileName(t)}: staged tiles do not split into vec ${V} loads over ${WG} invocations`);
+  const limA = partial(aRows, aCols, cvA), limB = partial(bRows, bCols, cvB);
   const place = (cv: number, i: number): { dr: number; dc: number } => (WG % cv === 0 ? { dr: (i * WG) / cv, dc: 0 } : { dr: Math.floor((i * WG) / cv), dc: ((i * WG) % cv) * V });
   // (stored row, stored column) → (origin, bound) per layout; leading dimensions lda, ldb
   const layoutOf = (mat: "a" | "b") => mat === "a"
@@ -366,7 +383,10 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     const at = V === 1 ? `mat_${mat}[${idx}]` : `mat_${mat}[(${idx}) / ${V}u]`;
     const inb = `r < ${layout.rb} && c < ${layout.cb}`;
     const atSafe = V === 1 ? `mat_${mat}[select(0u, ${idx}, ok)]` : `mat_${mat}[select(0u, (${idx}) / ${V}u, ok)]`;
-    const load = guardSelect
+    // select() takes no matrices: a mat2x4 load selects its two columns
+    const load = guardSelect && mat8
+      ? `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; let ok = ${inb}; let v = ${atSafe}; r${mat}[${i}] = mat2x4<f16>(select(vec4<f16>(), v[0], ok), select(vec4<f16>(), v[1], ok)); }`
+      : guardSelect
       ? `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; let ok = ${inb}; r${mat}[${i}] = select(${zero}, ${cvt(atSafe, mat)}, ok); }`
       : `    { let r = ${layout.r0} + ${rowVar} + ${dr}u; let c = ${layout.c0} + ${colVar} + ${dc}u; var v = ${zero}; if (${inb}) { v = ${cvt(at, mat)}; } r${mat}[${i}] = v; }`;
     const ld = mat === "a" ? SA_LD : SB_LD;
@@ -375,9 +395,12 @@ export function matmulCoopWGSL(o: CoopMatmulOptions): string {
     let store: string;
     if (V === 1) store = `    ${dst}] = r${mat}[${i}];`;
     else if (V === 4) store = ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${j}u] = r${mat}[${i}].${q};`).join("\n");
+    else if (mat8) store = [0, 1].flatMap((col) => ["x", "y", "z", "w"].map((q, j) => `    ${dst} + ${4 * col + j}u] = r${mat}[${i}][${col}].${q};`)).join("\n");
     else {
       store = ["x", "y", "z", "w"].map((q, j) => `    { let h = vec2<f16>(unpack2x16float(r${mat}[${i}].${q})); ${dst} + ${2 * j}u] = h.x; ${dst} + ${2 * j + 1}u] = h.y; }`).join("\n");
     }
+    const lim = mat === "a" ? limA : limB;
+    if (lim) return { load: `    if (li < ${lim}u) {\n${load}\n    }`, store: `    if (li < ${lim}u) {\n${store}\n    }` };
     return { load, store };
   };
   const loads: string[] = [], stores: string[] = [];

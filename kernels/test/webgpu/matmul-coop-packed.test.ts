@@ -28,9 +28,10 @@ import { assembleWgsl, type Launch } from "../../src/webgpu/kernel.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import type { TensorCoreVariant } from "../../src/webgpu/tensor-cores.ts";
 import { groupedCoopDevLaunches, groupedCoopWGradLaunches } from "../../src/wgsl/grouped-matmul-coop.ts";
-import { coopMatmulLaunches, type CoopLaunchConfig } from "../../src/wgsl/matmul-coop-launch.ts";
+import { coopFittingTiles, coopMatmulLaunches, type CoopLaunchConfig } from "../../src/wgsl/matmul-coop-launch.ts";
+import { coopWorkgroupBytes } from "../../src/wgsl/matmul-coop-wgsl.ts";
 import { COOP_WAVE_BLOCKS, planCoopMatmul } from "../../src/wgsl/matmul-coop-plan.ts";
-import { parseCoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
+import { COOP_DEFAULT_TILE, parseCoopTile } from "../../src/wgsl/matmul-coop-tile.ts";
 import { coopSupport } from "../../src/wgsl/matmul-coop.ts";
 import { checkGroupedRows, checkGroupedWGrad, GROUPED_ROWS_CASES, GROUPED_WGRAD_CASES, type GroupedRowsCase, type GroupedWGradCase } from "../ops/grouped-awkward.ts";
 import { Ctx, Rng } from "../ops/harness.ts";
@@ -56,9 +57,15 @@ const emulatable = !!adapter?.features.has("shader-f16");
  * split-K cases (into SPLIT_CASES) and whether the grouped cases run (every new pipeline costs
  * 10–40 s to compile on lavapipe, so each variant takes the layouts its code paths differ in;
  * the default "regs vec 8" also runs kernels/test/webgpu/grouped-matmul-coop.test.ts). */
-const VARIANTS: { name: string; v: TensorCoreVariant; dense: number[]; split: number[]; grouped: boolean }[] = [
+const VARIANTS: { name: string; v: TensorCoreVariant; dense: number[]; split: number[]; grouped: boolean; tile?: { emulated: string; real: string } }[] = [
   { name: "regs vec 8", v: { staging: "regs", vec: 8 }, dense: [0, 1, 2, 3, 4], split: [0, 1], grouped: false },
+  // the direct epilogue (16-aligned outputs: cases 5–7; the others fall back to the scratch) on a
+  // two-stage BK 16 block whose A tile has fewer 16-byte vectors than invocations (loaded by the
+  // first subgroups only); on the H200 the 16-subgroup form, whose forward (NT) layout does not fit
+  // 48 KiB with the grouped products' scratch, so those fall back to the default block
+  { name: "regs vec 8, direct epilogue, BK 16 two stages", v: { staging: "regs", vec: 8, epilogue: "auto" }, dense: [0, 5, 6, 7], split: [3], grouped: false, tile: { emulated: "64x128x16-2x4-s2", real: "128x256x16-4x4-s2" } },
   { name: "regs vec 4", v: { staging: "regs", vec: 4 }, dense: [0, 2], split: [], grouped: false },
+  { name: "regs vec 8 typed mat2x4<f16>", v: { staging: "regs", vec: 8, vec8Type: "mat2x4" }, dense: [3], split: [], grouped: false }, // one layout: its pipeline takes minutes on lavapipe
   { name: "coop staging", v: { staging: "coop" }, dense: [0, 2, 4], split: [2], grouped: true },
   { name: "no staging", v: { staging: "none" }, dense: [0, 2, 4], split: [2], grouped: true },
 ];
@@ -81,6 +88,10 @@ const DENSE_CASES: DenseCase[] = [
   { M: 33, N: 70, K: 131, transA: true, accumulate: true },
   { M: 130, N: 17, K: 19, transB: true, accumulate: true },
   { M: 29, N: 37, K: 23, transA: true, transB: true, batch: 2, offs: [3, 5, 7] },
+  // 16-aligned outputs (the direct epilogue where selected)
+  { M: 48, N: 32, K: 41, transB: true, accumulate: true },
+  { M: 64, N: 144, K: 23, transA: true },
+  { M: 32, N: 16, K: 37, batch: 2, offs: [3, 5, 8], accumulate: true },
 ];
 
 /** Worst |out − ref| / (Σ|a·b| + 1e-30) of a dense case on `be` with inputs from `r`. */
@@ -120,14 +131,15 @@ const MANY = manyGroups();
 const ROWS_128: GroupedRowsCase = { name: "128 uneven groups of 0..9 rows", offsets: MANY, R: MANY[128]! + 4, N: 35, K: 21 };
 const WGRAD_128: GroupedWGradCase = { name: "128 uneven groups of 0..9 rows", offsets: MANY, R: MANY[128]! + 4, M: 19, N: 23 };
 
-const SPLIT_CASES: DenseCase[] = [{ M: 37, N: 29, K: 211, transA: true }, { M: 20, N: 41, K: 100, accumulate: true }, { M: 18, N: 9, K: 97, transB: true, transA: true, accumulate: true }];
+const SPLIT_CASES: DenseCase[] = [{ M: 37, N: 29, K: 211, transA: true }, { M: 20, N: 41, K: 100, accumulate: true }, { M: 18, N: 9, K: 97, transB: true, transA: true, accumulate: true }, { M: 32, N: 48, K: 150, transA: true, accumulate: true }];
 
 function backendSuite(kind: "emulated" | "real", skip: boolean): void {
-  for (const { name, v, dense, split, grouped } of VARIANTS) {
+  for (const { name, v, dense, split, grouped, tile } of VARIANTS) {
+    const forced = tile ? { tensorCoreTile: parseCoopTile(tile[kind]) } : {};
     describe(`packed tensor-core operands, ${name}, ${kind}`, () => {
       let be: WebGpuBackend | null = null;
       beforeAll(async () => {
-        if (!skip) be = await WebGpuBackend.create(createGPU(), { tensorCores: kind === "emulated" ? "emulated" : true, tensorCoreMinBlocks: 0, tensorCoreVariant: v });
+        if (!skip) be = await WebGpuBackend.create(createGPU(), { tensorCores: kind === "emulated" ? "emulated" : true, tensorCoreMinBlocks: 0, tensorCoreVariant: v, ...forced });
       });
       afterAll(() => be?.destroy());
       test.skipIf(skip)("dense: awkward sizes, layouts, accumulate, batch with offsets; × 2^18 and 2^-22", async () => {
@@ -140,7 +152,7 @@ function backendSuite(kind: "emulated" | "real", skip: boolean): void {
         }
       }, 600_000);
       test.skipIf(skip || split.length === 0)("dense split-K: 3 chunks (a ragged last one), accumulate", async () => {
-        const sk = await WebGpuBackend.create(createGPU(), { tensorCores: kind === "emulated" ? "emulated" : true, tensorCoreMinBlocks: 0, tensorCoreVariant: { ...v, splitK: 3 } });
+        const sk = await WebGpuBackend.create(createGPU(), { tensorCores: kind === "emulated" ? "emulated" : true, tensorCoreMinBlocks: 0, tensorCoreVariant: { ...v, splitK: 3 }, ...forced });
         try {
           const r = new QuantRng(6200, 1);
           for (const c of split.map((i) => SPLIT_CASES[i]!)) {
@@ -338,6 +350,18 @@ test("the plan: the largest block that fills a wave, else the widest grid with s
   expect(() => planCoopMatmul(1, 1, 1, 1, c, 0)).toThrow(/splitK must be a positive integer, got 0/);
 });
 
+test("blocks that do not fit a call's layout and epilogue in the device's workgroup memory are skipped", () => {
+  const deep = parseCoopTile("128x256x16-4x4-s2"), tall = parseCoopTile("256x128x32-8x2-s1");
+  const cfg = { tile: deep, candidates: [deep, tall], emulate: false, workgroupBytes: 48 * 1024 };
+  // NT with the scratch: 36 KiB of two-stage tiles + 16 KiB scratch > 48 KiB; direct: fits
+  expect(coopWorkgroupBytes({ transA: false, transB: true, tile: deep, scaled: true })).toBeGreaterThan(48 * 1024);
+  expect(coopFittingTiles(cfg, { transA: false, transB: true, epilogue: "scratch" })).toEqual([tall]);
+  expect(coopFittingTiles(cfg, { transA: false, transB: true, epilogue: "direct" })).toEqual([deep, tall]);
+  // none fits: the default two-stage 128×128 block
+  expect(coopFittingTiles({ ...cfg, candidates: [deep] }, { transA: false, transB: true, epilogue: "scratch" })).toEqual([COOP_DEFAULT_TILE]);
+  expect(coopFittingTiles({ ...cfg, workgroupBytes: undefined }, { transA: false, transB: true, epilogue: "scratch" })).toEqual([deep, tall]);
+});
+
 test("tensorCoreVariant: values outside its choices, or without tensorCores, are refused by name", async () => {
   if (!adapter) return;
   await expect(WebGpuBackend.create(createGPU(), { tensorCoreVariant: { staging: "coop" } })).rejects.toThrow(/tensorCoreVariant: needs tensorCores/);
@@ -346,4 +370,7 @@ test("tensorCoreVariant: values outside its choices, or without tensorCores, are
   await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { vec: 2 as 4 } })).rejects.toThrow(/vec must be 4 or 8, got 2/);
   await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { splitK: 0 } })).rejects.toThrow(/splitK must be an integer ≥ 1, got 0/);
   await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { operands: "f32", staging: "coop" } })).rejects.toThrow(/apply to packed operands only/);
+  await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { epilogue: "direct" as "auto" } })).rejects.toThrow(/epilogue must be "scratch" or "auto", got direct/);
+  await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { vec8Type: "f16" as "u32" } })).rejects.toThrow(/vec8Type must be "u32" or "mat2x4", got f16/);
+  await expect(WebGpuBackend.create(createGPU(), { tensorCores: "emulated", tensorCoreVariant: { operands: "f32", epilogue: "auto" } })).rejects.toThrow(/apply to packed operands only/);
 });
