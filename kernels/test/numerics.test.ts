@@ -1,6 +1,7 @@
 /**
  * f16/bf16 host conversions (kernels/src/numerics) against independent formulations:
- * - f16 decode vs DataView.getFloat16; f16 encode vs Math.f16round (both ES2025 built-ins);
+ * - f16 decode vs DataView.getFloat16; f16 encode vs DataView.setFloat16 (both ES2025 built-ins;
+ *   the references of kernels/test/reference/cast.ts, as is the bf16 decode);
  * - bf16 decode vs the IEEE formula (−1)^s · 2^(e−127) · (1 + m/128); bf16 encode vs choosing the
  *   nearer of the two bracketing bf16 values in float64 (ties to even mantissa);
  * - the bit-trick and value-scaling encoders against each other.
@@ -11,25 +12,8 @@
 import { describe, expect, test } from "bun:test";
 import { bf16FromF32, bf16FromF32Bits, bf16FromNumber, bf16ToNumber, bitsToF32, f16FromF32, f16FromF32Bits, f16FromNumber, f16ToNumber, f32ToBits } from "../src/numerics/index.ts";
 import { xorshift32 } from "../src/testing.ts";
+import { refBf16Value as refBf16Decode, refF16Bits as refF16Encode, refF16Value as refF16Decode } from "./reference/cast.ts";
 
-const dv = new DataView(new ArrayBuffer(8));
-
-function refF16Decode(h: number): number {
-  dv.setUint16(0, h);
-  return dv.getFloat16(0);
-}
-function refF16Encode(x: number): number {
-  dv.setFloat16(0, Math.f16round(x));
-  return dv.getUint16(0);
-}
-function refBf16Decode(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >> 7) & 0xff;
-  const m = h & 0x7f;
-  if (e === 0xff) return m === 0 ? s * Infinity : NaN;
-  if (e === 0) return s * m * 2 ** -133;
-  return s * (1 + m / 128) * 2 ** (e - 127);
-}
 /** Nearest bf16 of an f32 value by comparing distances to the truncated value and the next one. */
 function refBf16Encode(x: number): number {
   if (Number.isNaN(x)) return 0x7fc0;
