@@ -19,6 +19,7 @@ import { dataStreamChanges } from "../../src/train/resume-config.ts";
 import { awkwardModel, tinyJob } from "../engine/fixtures.ts";
 import { CKPT_ENTRY, type RunOut } from "./fixture.ts";
 import { thrown } from "./thrown.ts";
+import { TINY_LLAMA_CLI_JOB } from "../tiny-llama-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-lock-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -28,22 +29,7 @@ const STOP_SIGNAL = resolve(import.meta.dir, "../../src/train/stop-signal.ts");
 let n = 0;
 const fresh = (): string => join(ROOT, `d${n++}`);
 
-const JOB = {
-  model: {
-    model_type: "llama", vocab_size: 256, hidden_size: 24, intermediate_size: 37, num_hidden_layers: 1,
-    num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 64,
-  },
-  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 11 },
-  seed: 5,
-  backend: "cpu",
-  world_size: 2,
-  steps: 100000,
-  eval_interval: 0,
-  train_micro_batch_size_per_gpu: 1,
-  gradient_accumulation_steps: 1,
-  optimizer: { type: "AdamW", params: { lr: 1e-3 } },
-  steps_per_print: 100000,
-};
+const JOB = { ...TINY_LLAMA_CLI_JOB, steps: 100000, steps_per_print: 100000 };
 
 /** The pid of a process that has exited (reaped), so no process has it (short of reuse). */
 async function deadPid(): Promise<number> {

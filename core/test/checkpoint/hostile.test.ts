@@ -9,27 +9,13 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { TINY_LLAMA_CLI_JOB } from "../tiny-llama-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-hostile-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const TRAIN = resolve(import.meta.dir, "../../src/cli/train.ts");
 
-const JOB = {
-  model: {
-    model_type: "llama", vocab_size: 256, hidden_size: 24, intermediate_size: 37, num_hidden_layers: 1,
-    num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 64,
-  },
-  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 11 },
-  seed: 5,
-  backend: "cpu",
-  world_size: 2,
-  steps: 4,
-  eval_interval: 0,
-  train_micro_batch_size_per_gpu: 1,
-  gradient_accumulation_steps: 1,
-  optimizer: { type: "AdamW", params: { lr: 1e-3 } },
-  steps_per_print: 1,
-};
+const JOB = { ...TINY_LLAMA_CLI_JOB, steps: 4, steps_per_print: 1 };
 
 let n = 0;
 function jobFile(over: Record<string, unknown>): { file: string; dir: string } {

@@ -19,15 +19,12 @@ import { saveStateDict } from "../../src/checkpoint/hf-save.ts";
 import { SafetensorsReader } from "../../src/checkpoint/safetensors.ts";
 import { llamaConfig } from "../../src/models/config.ts";
 import { LlamaForCausalLM } from "../../src/models/llama.ts";
+import { TINY_LLAMA_HF as HF } from "../tiny-llama-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-hostile-inference-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 const CLI = resolve(import.meta.dir, "../../src/cli");
 
-const HF = {
-  model_type: "llama", vocab_size: 256, hidden_size: 24, intermediate_size: 37, num_hidden_layers: 1,
-  num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 64,
-};
 const BASE = join(ROOT, "base");
 const TEXT = join(ROOT, "text.txt");
 const GiB = 2 ** 30;

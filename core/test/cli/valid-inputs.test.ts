@@ -22,6 +22,7 @@ import { countParameters } from "../../src/config/param-count.ts";
 import { resolveModelConfig } from "../../src/config/resolve-model.ts";
 import { llamaConfig } from "../../src/models/config.ts";
 import { LlamaForCausalLM } from "../../src/models/llama.ts";
+import { TINY_LLAMA_HF } from "../tiny-llama-cli.ts";
 
 const ROOT = mkdtempSync(join(tmpdir(), "zeromoe-valid-inputs-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -62,7 +63,7 @@ function oneLine(r: Run): string {
 async function hubDir(name: string, vocab: number, rig?: (sd: Map<string, { shape: number[]; data: Float32Array }>) => void): Promise<string> {
   const d = join(ROOT, name);
   mkdirSync(d);
-  const hf = { model_type: "llama", vocab_size: vocab, hidden_size: 24, intermediate_size: 37, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 64 };
+  const hf = { ...TINY_LLAMA_HF, vocab_size: vocab };
   writeFileSync(join(d, "config.json"), JSON.stringify(hf));
   const m = new LlamaForCausalLM(new CpuBackend(), llamaConfig({ ...hf, initializer_range: 0.3 }), { seed: 5 });
   const sd = new Map<string, { shape: number[]; data: Float32Array }>([...(await m.stateDict())].map(([n, t]) => [n, { shape: [...t.shape], data: Float32Array.from(t.data as Float32Array) }]));
