@@ -39,7 +39,7 @@ export default async function main(comm: Communicator, rank: number, n: number, 
     const shard = new Float32Array(len / n);
     const recv = new Float32Array(len);
     const counts = new Array(n).fill(len / n);
-    const ops: Record<string, () => Promise<unknown>> = {
+    const ops: Record<string, () => PromiseLike<unknown>> = {
       all_reduce: () => comm.allReduce(full),
       reduce_scatter: () => comm.reduceScatter(full, shard),
       all_gather: () => comm.allGather(shard, recv),

@@ -80,7 +80,7 @@ export function recordBytes(a: HostArray, dtype: RecordDType): Uint8Array {
 
 /** Run a collective step of the save, turning a communicator error into one that says which save
  * step failed and why (e.g. a rank that called saveCheckpoint alone). */
-async function step<T>(what: string, tag: string, rank: number, f: () => Promise<T>): Promise<T> {
+async function step<T>(what: string, tag: string, rank: number, f: () => PromiseLike<T>): Promise<T> {
   try {
     return await f();
   } catch (e) {

@@ -2,11 +2,16 @@
  * The communicator contract: what a rank sees of the other ranks.
  *
  * Ranks share nothing but their communicator. Every collective works on *host* typed arrays and is
- * async (returns a Promise); on the `local` transport the data movement itself happens during the
- * call (see docs/comm.md), so issuing collectives without awaiting them still runs them in call
- * order on every rank. As with MPI/NCCL, every member of a group must call the same collectives on
- * that group in the same order with matching arguments (dtype, lengths, root); a mismatch is
- * detected and reported with an error naming the op, the group and the ranks that disagree.
+ * asynchronous: the call *issues* it and returns a {@link Work} handle; `wait()` (or `await` on the
+ * handle) completes it. Issuing fixes the collective's place in this rank's order of collectives,
+ * so a caller may issue the next unit's all_gather, compute, and wait only when the unit is needed;
+ * the launched transports (`local`, `mpi`) move the data on a progress thread of the rank while the
+ * caller computes (docs/comm.md). As with MPI/NCCL, every member of a group must issue the same
+ * collectives on that group in the same order with matching arguments (dtype, lengths, root); a
+ * mismatch is detected and reported with an error naming the op, the group and the ranks that
+ * disagree. Until its handle completes, a collective owns its arrays: the caller must neither read
+ * its output nor write its input (an input given as a promise is read when it resolves, still in
+ * the issue order).
  *
  * Determinism rule (docs/comm.md): reductions combine element `i` of the members' arrays in fixed
  * group order — `((x₀ ⊕ x₁) ⊕ x₂) ⊕ … ⊕ x_{n−1}` where `x_k` is the array of the k-th member in
@@ -89,8 +94,30 @@ export interface OpStats {
    * all_to_all_v the bytes addressed to other ranks, broadcast B at the root, gather the input
    * bytes at non-roots, scatter (n−1)/n·B at the root, barrier 0. May be fractional. */
   bytesSent: number;
-  /** Wall time spent inside the calls, milliseconds. */
+  /** Milliseconds from issue to completion, summed over the calls (collectives in flight at once
+   * each count their whole span). */
   timeMs: number;
+  /** Milliseconds callers spent blocked in `wait()` on these calls: the communication not hidden
+   * behind compute (≤ timeMs; 0 for a collective that had completed before it was waited). */
+  waitMs: number;
+}
+
+/** A value or a promise of it: a collective's input may still be on its way (e.g. a device read)
+ * when the collective is issued; the collective keeps its place in the order and reads the input
+ * when it arrives. */
+export type Awaitable<T> = T | PromiseLike<T>;
+
+/**
+ * The handle of an issued collective (torch.distributed's `Work`). Awaiting the handle is the same
+ * as awaiting `wait()`. A failed collective (timeout, mismatch, abort, bad arguments) rejects
+ * `wait()` with its error; the issuing call itself never throws.
+ */
+export interface Work<T> extends PromiseLike<T> {
+  /** Completes when the collective has completed on this rank: resolves with its result (the
+   * output array) or rejects with its error. May be called any number of times. */
+  wait(): Promise<T>;
+  /** Whether the collective has completed (successfully or not); never blocks. */
+  isCompleted(): boolean;
 }
 
 /** The device-independent communicator every transport implements. */
@@ -111,16 +138,16 @@ export interface Communicator {
 
   /** all_reduce in place: every member's `data` becomes the elementwise reduction over members.
    * Lengths must match across members. Returns `data`. */
-  allReduce<T extends CommArray>(data: T, opts?: ReduceOptions): Promise<T>;
+  allReduce<T extends CommArray>(data: Awaitable<T>, opts?: ReduceOptions): Work<T>;
 
   /** reduce_scatter: `input` has `n·s` elements (n = group size), viewed as n consecutive parts of
    * `s`; member k receives the reduction of part k into `output` (length `s`, allocated when
    * omitted). Same reduction order and rounding as allReduce. Returns `output`. */
-  reduceScatter<T extends CommArray>(input: T, output?: T, opts?: ReduceOptions): Promise<T>;
+  reduceScatter<T extends CommArray>(input: Awaitable<T>, output?: T, opts?: ReduceOptions): Work<T>;
 
   /** all_gather: every member contributes `input` (length `s`, equal on all members); `output`
    * (length `n·s`, allocated when omitted) holds member k's input at `[k·s, (k+1)·s)`. */
-  allGather<T extends CommArray>(input: T, output?: T, opts?: CollectiveOptions): Promise<T>;
+  allGather<T extends CommArray>(input: Awaitable<T>, output?: T, opts?: CollectiveOptions): Work<T>;
 
   /** all_to_all_v with uneven counts. `send` holds, contiguously in group order, `sendCounts[j]`
    * elements for member j; `recv` (allocated when omitted, length Σ recvCounts) receives,
@@ -133,21 +160,22 @@ export interface Communicator {
     recvCounts: readonly number[],
     recv?: T,
     opts?: CollectiveOptions,
-  ): Promise<T>;
+  ): Work<T>;
 
   /** broadcast in place from world rank `root` (a member) to all members; lengths must match. */
-  broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Promise<T>;
+  broadcast<T extends CommArray>(data: T, root: number, opts?: CollectiveOptions): Work<T>;
 
   /** gather to world rank `root`: returns at the root an array of `n·s` with member k's input at
    * `[k·s, (k+1)·s)` (`output` used when given), and `null` on the other members. */
-  gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Promise<T | null>;
+  gather<T extends CommArray>(input: T, root: number, output?: T, opts?: CollectiveOptions): Work<T | null>;
 
   /** scatter from world rank `root`: the root's `input` (length `n·s`; ignored elsewhere, may be
    * null) is split in n parts and member k receives part k into `output` (length s). */
-  scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Promise<T>;
+  scatter<T extends CommArray>(input: T | null, output: T, root: number, opts?: CollectiveOptions): Work<T>;
 
-  /** Returns when every member has called barrier. */
-  barrier(opts?: CollectiveOptions): Promise<void>;
+  /** Completes when every member has issued barrier (and, as every collective, after this rank's
+   * earlier collectives). */
+  barrier(opts?: CollectiveOptions): Work<void>;
 
   /** Counters per collective kind since creation or the last reset (a fresh copy). */
   stats(): Record<CollectiveName, OpStats>;

@@ -52,16 +52,18 @@ export class CommStats {
 
   private static empty(): Record<CollectiveName, OpStats> {
     const t = {} as Record<CollectiveName, OpStats>;
-    for (const n of COLLECTIVE_NAMES) t[n] = { calls: 0, bytesSent: 0, timeMs: 0 };
+    for (const n of COLLECTIVE_NAMES) t[n] = { calls: 0, bytesSent: 0, timeMs: 0, waitMs: 0 };
     return t;
   }
 
-  /** Record one call of `op` that sent `bytesSent` nominal bytes and took `timeMs` milliseconds. */
-  record(op: CollectiveName, bytesSent: number, timeMs: number): void {
+  /** Record one call of `op` that sent `bytesSent` nominal bytes, took `timeMs` milliseconds from
+   * issue to completion and kept a caller blocked in wait() for `waitMs` of them. */
+  record(op: CollectiveName, bytesSent: number, timeMs: number, waitMs = timeMs): void {
     const s = this.table[op];
     s.calls++;
     s.bytesSent += bytesSent;
     s.timeMs += timeMs;
+    s.waitMs += Math.min(waitMs, timeMs);
   }
 
   /** A deep copy of the counters. */

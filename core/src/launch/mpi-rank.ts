@@ -1,6 +1,8 @@
 /**
  * One rank of a job on the `mpi` transport, in its own process started by Open MPI's `mpirun`
- * (docs/comm.md "The mpi transport"). {@link runMpiRank} attaches an {@link MpiCommunicator},
+ * (docs/comm.md "The mpi transport"). {@link runMpiRank} attaches an mpi communicator whose
+ * collectives (and MPI_Init, and every other MPI call) run on the rank's progress thread
+ * (comm/progress/threaded-communicator.ts),
  * imports the entry module and runs its default (or `main`) export as `(comm, rank, worldSize,
  * args)` — the same entry contract as `launch` — then gathers every rank's return value to rank 0
  * (structured-serialized with bun:jsc, so typed arrays, NaN and ±Infinity survive) and leaves MPI.
@@ -16,7 +18,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { deserialize, serialize } from "bun:jsc";
 import { CommAbortedError } from "../comm/errors.ts";
-import { MpiCommunicator } from "../comm/mpi/mpi-communicator.ts";
+import { ThreadedCommunicator } from "../comm/progress/threaded-communicator.ts";
 
 /** Options of {@link runMpiRank}. */
 export interface MpiRankOptions<A> {
@@ -49,7 +51,7 @@ export interface MpiRankError {
  * when MPI cannot be initialised.
  */
 export async function runMpiRank<R = unknown, A = unknown>(o: MpiRankOptions<A>): Promise<R[] | null> {
-  const comm = new MpiCommunicator({ timeoutMs: o.timeoutS !== undefined ? o.timeoutS * 1000 : undefined });
+  const comm = await ThreadedCommunicator.mpi({ timeoutMs: o.timeoutS !== undefined ? o.timeoutS * 1000 : undefined });
   let value: unknown;
   try {
     const mod = (await import(o.entry instanceof URL ? o.entry.href : o.entry)) as Record<string, unknown>;
@@ -57,7 +59,7 @@ export async function runMpiRank<R = unknown, A = unknown>(o: MpiRankOptions<A>)
     if (typeof fn !== "function") throw new Error(`mpi launch: entry ${String(o.entry)} must export a default function or "main" taking (comm, rank, worldSize, args)`);
     value = await (fn as (...a: unknown[]) => unknown)(comm, comm.rank, comm.worldSize, o.args);
     const parts = await comm.gatherBytes(new Uint8Array(serialize(value) as unknown as ArrayBuffer), 0);
-    comm.finalize();
+    await comm.close();
     return parts ? parts.map((p) => deserialize(p.buffer as ArrayBuffer) as R) : null;
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e));

@@ -38,7 +38,7 @@ test("stats count calls and time per op, and reset", async () => {
   s.all_reduce.calls = 99; // a copy: does not change the communicator's counters
   expect(comm.stats().all_reduce.calls).toBe(2);
   comm.resetStats();
-  expect(comm.stats().all_reduce).toEqual({ calls: 0, bytesSent: 0, timeMs: 0 });
+  expect(comm.stats().all_reduce).toEqual({ calls: 0, bytesSent: 0, timeMs: 0, waitMs: 0 });
 });
 
 test("ZEROMOE_COMM_TIMEOUT_S and ZEROMOE_COMM_ARENA_MB are read and validated", () => {
