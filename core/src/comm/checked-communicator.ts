@@ -126,11 +126,18 @@ export abstract class CheckedCommunicator<G extends MemberGroup> implements Comm
   protected issue<I, R>(op: CollectiveName, input: Awaitable<I>, prepare: (input: I) => Prepared<R>): Work<R> {
     const t0 = performance.now();
     let bytes = 0;
+    let work: CommWork<R> | null = null;
     const record = (blockedMs: number) => this.counters.record(op, bytes, performance.now() - t0, blockedMs);
+    const handle = (w: CommWork<R>) => {
+      work = w;
+      w.sentBytes = bytes;
+      return w;
+    };
     /** Check and start; `moving` is null when the movement finished inside the call. */
     const start = (value: I): { result: R; moving: Promise<void> | null } => {
       const p = prepare(value);
       bytes = p.bytes;
+      if (work) work.sentBytes = bytes;
       return { result: p.result, moving: p.move() ?? null };
     };
     if (this.tail === null && !isThenable(input)) {
@@ -143,12 +150,12 @@ export abstract class CheckedCommunicator<G extends MemberGroup> implements Comm
       }
       if (s.moving === null) {
         record(0);
-        return CommWork.completed(s.result);
+        return handle(CommWork.completed(s.result));
       }
-      return new CommWork(
+      return handle(new CommWork(
         s.moving.then(() => s.result),
         record,
-      );
+      ));
     }
     // wait for the input and for every earlier collective to have started, then start this one
     const started = Promise.all([this.tail, input]).then(([, v]) => start(v as I));
@@ -160,13 +167,13 @@ export abstract class CheckedCommunicator<G extends MemberGroup> implements Comm
     void tail.then(() => {
       if (this.tail === tail) this.tail = null;
     });
-    return new CommWork(
+    return handle(new CommWork(
       started.then(async (s) => {
         if (s.moving !== null) await s.moving;
         return s.result;
       }),
       record,
-    );
+    ));
   }
 
   // ---- the collectives --------------------------------------------------------------------------

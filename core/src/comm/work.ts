@@ -18,6 +18,8 @@ export class CommWork<T> implements Work<T> {
   private done = false;
   private failed = false;
   private readonly p: Promise<T>;
+  /** Nominal bytes this rank sends in the collective (stats.ts), known once it has started. */
+  sentBytes = 0;
   /** performance.now() of the first wait()/then, or -1 while nobody has waited. */
   private waitedAt = -1;
 

@@ -265,6 +265,11 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   // ZeRO offload
   const z = job.zero_optimization;
   if (valid(ctx, "zero_optimization")) {
+    if (z.overlap_comm && z.stage < 2) {
+      ctx.warnings.push(
+        `zero_optimization.overlap_comm: true has no effect here (stage ${z.stage} reduces the gradients once, after the last micro-batch; buckets overlap backward at stages 2 and 3)`,
+      );
+    }
     if (z.offload_param.device !== "none" && z.stage !== 3) {
       addIssue(ctx, "zero_optimization.offload_param.device", `parameter offload needs zero_optimization.stage 3, got stage ${z.stage}`);
     }

@@ -273,11 +273,7 @@ export const ZERO_SPEC: ObjectSpec = {
   doc: "ZeRO stages and their tuning",
   fields: {
     stage: { kind: "number", int: true, min: 0, max: 3, default: 0, doc: "0 = data parallel, 1 = optimizer states, 2 = + gradients, 3 = + parameters" },
-    overlap_comm: noEffectUnless(
-      bool("DeepSpeed: reduce gradients while backward runs (its default: true at stage 3)", false),
-      (v) => v === false,
-      "every bucket is reduced where it is issued, in program order: a collective left running in the background could be issued at a time that differs between ranks, and ranks could then call collectives on overlapping groups in different orders",
-    ),
+    overlap_comm: bool("reduce gradient buckets while backward runs (stages 2 and 3): each bucket's reduce_scatter is issued when it fills and waited at the end of the step; stages 0 and 1 reduce once after the last micro-batch, where it has no effect", false),
     contiguous_gradients: noEffectUnless(bool("copy gradients into one contiguous buffer as produced", true), (v) => v === true, "each unit's gradient shard is always one contiguous buffer"),
     reduce_scatter: noEffect(bool("average gradients with reduce-scatter (else all-reduce)", true), "the ZeRO stage plugins choose the collective: reduce_scatter at stages 1-3, all_reduce at stage 0"),
     reduce_bucket_size: nonNegInt("elements per gradient-reduction bucket (0: one unit per bucket)", 5e8),

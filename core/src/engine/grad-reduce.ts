@@ -92,10 +92,21 @@ export async function takeMicroGrad(ctx: JobView, unit: UnitHandle): Promise<Pen
  * (DeepSpeed's bucketed `reduce_scatter`, `reduce_bucket_size`).
  */
 export async function reduceScatterBucket(ctx: JobView, bucket: PendingGrad[]): Promise<void> {
-  if (bucket.length === 0) return;
+  await issueReduceScatterBucket(ctx, bucket);
+}
+
+/**
+ * {@link reduceScatterBucket} split at the collective: builds the send buffer and *issues* the
+ * reduce_scatter, returning at once with a promise that settles when its result has been added into
+ * the gradient shards — after the collective has completed and after `after` (pass the previous
+ * bucket's promise: additions then run in issue order, so the sums are the same bits as awaiting
+ * each bucket where it is issued). DeepSpeed's `overlap_comm`: buckets reduce while backward runs.
+ */
+export function issueReduceScatterBucket(ctx: JobView, bucket: PendingGrad[], after: Promise<void> = Promise.resolve()): Promise<void> {
+  if (bucket.length === 0) return after;
   const g = bucket[0]!.unit.group;
   const n = g.size;
-  if (n === 1) return; // takeMicroGrad accumulated these on the device
+  if (n === 1) return after; // takeMicroGrad accumulated these on the device
   const dtype = bucket[0]!.unit.dtype;
   const per = bucket.reduce((s, b) => s + b.unit.plan.shardSize, 0);
   const send = dtype === "f32" ? new Float32Array(per * n) : new Uint16Array(per * n);
@@ -106,12 +117,14 @@ export async function reduceScatterBucket(ctx: JobView, bucket: PendingGrad[]): 
       o += s;
     }
   }
-  const recv = await ctx.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
-  let o = 0;
-  for (const b of bucket) {
-    const s = b.unit.plan.shardSize;
-    accumulateHost(ctx.be, b.unit.gradAccumulator(), 0, recv.subarray(o, o + s) as Float32Array | Uint16Array, s);
-    if (b.lastMicro) announceReduced(ctx, b.unit);
-    o += s;
-  }
+  const work = ctx.comm.reduceScatter(send, undefined, { group: g, half: halfKind(dtype) });
+  return Promise.all([after, work.wait()]).then(([, recv]) => {
+    let o = 0;
+    for (const b of bucket) {
+      const s = b.unit.plan.shardSize;
+      accumulateHost(ctx.be, b.unit.gradAccumulator(), 0, recv.subarray(o, o + s) as Float32Array | Uint16Array, s);
+      if (b.lastMicro) announceReduced(ctx, b.unit);
+      o += s;
+    }
+  });
 }

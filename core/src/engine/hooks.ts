@@ -32,9 +32,13 @@ export interface PartitionHook {
 }
 
 /** gather: make the unit's full parameters resident (`unit.setParams(buf)`) before a region,
- * release after. */
+ * release after. `gather` returns a handle (a promise, or a comm `Work`) that completes when the
+ * unit's parameters are resident; core waits for it right before the region computes. Gathers of
+ * later units that the hook decides to prefetch are *issued* inside the call and left in flight
+ * (their collectives' order is fixed at issue: core/src/comm), never waited there, so they overlap
+ * the current unit's compute. */
 export interface GatherHook {
-  gather(unit: UnitHandle, phase: Phase, ctx: HookContext): void | Promise<void>;
+  gather(unit: UnitHandle, phase: Phase, ctx: HookContext): void | PromiseLike<void>;
   release(unit: UnitHandle, phase: Phase, ctx: HookContext): void | Promise<void>;
   /** Called after the optimizer step (e.g. to reset prefetch bookkeeping). */
   endStep?(ctx: HookContext): void | Promise<void>;
@@ -42,7 +46,8 @@ export interface GatherHook {
 
 /** reduce: consume `unit.microGrad()` (this micro-batch's local gradient, fresh per micro-batch)
  * into the owned, summed gradient (`unit.gradAccumulator()`); `finish` completes outstanding
- * communication after the last micro-batch. Gradients are *summed* over ranks and micro-batches;
+ * communication after the last micro-batch. `gradReady` may issue its collective and return before
+ * it completes (zero2's buckets under `overlap_comm`); `finish` waits for all of them. Gradients are *summed* over ranks and micro-batches;
  * the optimizer divides by (accumulation steps × world size). */
 export interface ReduceHook {
   gradReady(unit: UnitHandle, ctx: HookContext): void | Promise<void>;

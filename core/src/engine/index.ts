@@ -4,7 +4,7 @@ export type { CheckpointHook, EngineEnv, EngineHooks, EnginePlugin, GatherHook, 
 export { defaultHooks, groupFor } from "./defaults.ts";
 export { makePlan, isSharded, paddingElements, type Placement, type UnitPlan } from "./plan.ts";
 export { UnitState, countsGradient } from "./unit-state.ts";
-export { accumulateLocal, allReduceAccumulated, reduceScatterAccumulated, reduceScatterBucket, takeMicroGrad, type PendingGrad } from "./grad-reduce.ts";
+export { accumulateLocal, allReduceAccumulated, reduceScatterAccumulated, reduceScatterBucket, issueReduceScatterBucket, takeMicroGrad, type PendingGrad } from "./grad-reduce.ts";
 export { accumulateDevice, accumulateHost, halfKind, hostArrayFor, readPadded, toCommArray } from "./host-transfer.ts";
 export { createModel } from "./model-factory.ts";
 export { initUnitRange } from "../nn/init.ts";

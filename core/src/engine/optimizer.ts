@@ -202,17 +202,26 @@ function zeroGradients(be: Backend, states: readonly UnitState[]): void {
   }
 }
 
+/** Units whose updated-parameter all_gathers are in flight at once after the step. */
+const PARAM_GATHER_WINDOW = 4;
+
 /** ZeRO-1/2: parameters are replicated but each rank updated only its shard — all_gather them
- * (frozen units were not updated: nothing to gather). */
+ * (frozen units were not updated: nothing to gather). Each unit's all_gather is issued with its
+ * shard's device read as input and written back when it completes, up to
+ * {@link PARAM_GATHER_WINDOW} units in flight (bounding the host copies held). */
 export async function allGatherUpdatedParams(env: JobView, states: readonly UnitState[]): Promise<void> {
+  const inFlight: Promise<void>[] = [];
   for (const st of states) {
     const p = st.plan;
     if (p.params !== "replicated" || p.optim !== "sharded" || p.group.size === 1 || p.numel === 0 || !st.unit.trainable) continue;
     const u = st.unit;
-    const shard = await readPadded(env.be, u.data!, p.shardStart, p.owned, p.shardSize);
-    const full = await env.comm.allGather(shard, undefined, { group: p.group });
-    env.be.write({ buf: u.data!, off: 0 }, full.subarray(0, p.numel));
+    const shard = readPadded(env.be, u.data!, p.shardStart, p.owned, p.shardSize);
+    const done = env.comm.allGather(shard, undefined, { group: p.group }).wait().then((full) => env.be.write({ buf: u.data!, off: 0 }, full.subarray(0, p.numel)));
+    done.catch(() => undefined); // waited below
+    inFlight.push(done);
+    if (inFlight.length >= PARAM_GATHER_WINDOW) await inFlight.shift();
   }
+  await Promise.all(inFlight);
 }
 
 /** Initialise the fp32 master copy from the parameters this rank owns: the device master (mixed

@@ -52,7 +52,7 @@ export type Phase = "fwd" | "bwd";
  */
 export interface UnitHooks {
   /** Make `unit.data` resident (full parameters) before its forward or backward region. */
-  gather(unit: Unit, phase: Phase): void | Promise<void>;
+  gather(unit: Unit, phase: Phase): void | PromiseLike<void>;
   /** The region is over; the engine may free `unit.data`. */
   release(unit: Unit, phase: Phase): void | Promise<void>;
   /** All gradients of `unit` for this backward are in `unit.grad` (e.g. start its reduce). */

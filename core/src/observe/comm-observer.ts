@@ -3,9 +3,11 @@
  * (comms-logger.ts), the per-step communication time by op (summary history, the plots' comm
  * share), and the phase timer's all_to_all attribution (phase-timer.ts). Every member is the
  * wrapped communicator's own; only the timing and bookkeeping around the collectives are added,
- * so results, ordering and byte counters are unchanged.
+ * so results, ordering, handles and byte counters are unchanged. A collective is timed from issue to
+ * completion.
  */
-import type { CollectiveName, CommArray, Communicator, Group } from "../comm/communicator.ts";
+import type { CollectiveName, CommArray, Communicator, Group, Work } from "../comm/communicator.ts";
+import { CommWork } from "../comm/work.ts";
 import type { CommsLogger } from "./comms-logger.ts";
 import type { Phase, PhaseTimer } from "./phase-timer.ts";
 
@@ -79,7 +81,7 @@ export function observeCommunicator(inner: Communicator, sinks: CommObserverSink
       if (!op) f = fn;
       else {
         const method = prop as string;
-        f = async (...args: unknown[]) => {
+        f = (...args: unknown[]) => {
           const opts = args[OPTS_INDEX[method]!] as { group?: Group } | undefined;
           const n = opts?.group?.size ?? target.worldSize;
           const timer = sinks.timer;
@@ -94,18 +96,20 @@ export function observeCommunicator(inner: Communicator, sinks: CommObserverSink
               tok = timer.enter(label);
             }
           }
-          const before = target.stats()[op].bytesSent;
           const caller = sinks.logger?.config.debug ? callerName() : undefined;
           const t0 = performance.now();
-          try {
-            return await fn(...args);
-          } finally {
+          // the handle goes back to the caller unwaited (issue now, wait later); the bookkeeping
+          // runs when it completes, with the bytes the collective itself counted
+          const work = fn(...args) as Work<unknown>;
+          const record = () => {
             const ms = performance.now() - t0;
             if (tok) timer!.exit(tok);
-            const sent = target.stats()[op].bytesSent - before;
+            const sent = work instanceof CommWork ? work.sentBytes : 0;
             sinks.logger?.record(op, messageBytes(method, args, n), n, sent, ms, caller);
             sinks.onOp?.(op, ms, sent);
-          }
+          };
+          work.wait().then(record, record);
+          return work;
         };
       }
       bound.set(prop, f);

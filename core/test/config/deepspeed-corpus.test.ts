@@ -81,7 +81,7 @@ const CASES: Record<string, Case> = {
       },
       gradient_accumulation_steps: "auto", gradient_clipping: "auto", steps_per_print: 2000, train_batch_size: "auto", train_micro_batch_size_per_gpu: "auto", wall_clock_breakdown: false,
     }),
-    runs: { stage: 3, offload: "offload optimizer→cpu, params→cpu", warns: ["zero_optimization.overlap_comm: true has no effect here"] },
+    runs: { stage: 3, offload: "offload optimizer→cpu, params→cpu", warns: [] },
   },
   "accelerate-zero_stage3_offload": {
     text: json({

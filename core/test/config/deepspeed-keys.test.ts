@@ -134,11 +134,19 @@ describe("DeepSpeed 0.19 keys", () => {
       activation_checkpointing: { partition_activations: true, cpu_checkpointing: true, contiguous_memory_optimization: true, number_checkpoints: 4, synchronize_checkpoint_boundary: true, profile: true },
       aio: { use_gds: true },
     });
-    for (const k of ["zero_optimization.overlap_comm", "zero_optimization.contiguous_gradients", "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing", "activation_checkpointing.contiguous_memory_optimization", "activation_checkpointing.number_checkpoints", "activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile", "aio.use_gds"]) {
+    for (const k of ["zero_optimization.contiguous_gradients", "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing", "activation_checkpointing.contiguous_memory_optimization", "activation_checkpointing.number_checkpoints", "activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile", "aio.use_gds"]) {
       expect({ k, n: warnings.filter((w) => w.startsWith(`${k}: `) && w.includes("has no effect here (")).length }).toEqual({ k, n: 1 });
     }
     // at ZeroMoE's own values: quiet
     const quiet = resolveDs({ zero_optimization: { stage: 2, overlap_comm: false, contiguous_gradients: true }, activation_checkpointing: { cpu_checkpointing: false, number_checkpoints: null } }).warnings;
     expect(quiet.filter((w) => w.includes("has no effect here"))).toEqual([]);
+  });
+
+  test("overlap_comm: honoured at stages 2 and 3 (quiet), warned at stages 0 and 1 naming why", () => {
+    for (const stage of [2, 3]) expect(resolveDs({ zero_optimization: { stage, overlap_comm: true } }).warnings.filter((w) => w.includes("overlap_comm"))).toEqual([]);
+    for (const stage of [0, 1]) {
+      const w = resolveDs({ zero_optimization: { stage, overlap_comm: true } }).warnings.filter((x) => x.includes("overlap_comm"));
+      expect(w).toEqual([`zero_optimization.overlap_comm: true has no effect here (stage ${stage} reduces the gradients once, after the last micro-batch; buckets overlap backward at stages 2 and 3)`]);
+    }
   });
 });

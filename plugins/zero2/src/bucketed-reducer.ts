@@ -10,27 +10,31 @@
  * bucket holding a single unit that is larger than it by itself (DeepSpeed's `reduce_bucket_size`,
  * deepspeed.ai config-json "ZeRO Optimizations": "number of elements reduced/allreduced at a time").
  *
- * `overlap_comm` (DeepSpeed: reduce while backward runs) is accepted; every bucket's reduce_scatter
- * is awaited where it is issued, in program order, whatever its value. A collective left running in
- * the background would be issued when earlier asynchronous work (a device read) completes, i.e. at
- * a time that differs between ranks, so ranks could call collectives on overlapping groups in
- * different orders. The `local` transport runs collectives on the rank's own thread (docs/comm.md),
- * so there is no overlap to lose today; a transport with its own progress thread can bring it back
- * by reserving the collective's place in the order when it is enqueued.
+ * `overlap_comm` (DeepSpeed: reduce while backward runs): when true, a bucket's reduce_scatter is
+ * issued when the bucket fills and the backward pass carries on; its result is added into the
+ * gradient shards when it completes (in issue order, so the sums are the same bits as without
+ * overlap), and `finish` waits for every bucket still in flight at the end of the step. When false,
+ * each bucket is waited where it is issued. Issuing fixes the collective's place in the rank's order
+ * (core/src/comm), so ranks agree on the order whichever completes first.
  */
-import { reduceScatterBucket, takeMicroGrad, type HookContext, type PendingGrad, type ReduceHook } from "@zeromoe/core/plugin";
+import { issueReduceScatterBucket, takeMicroGrad, type HookContext, type PendingGrad, type ReduceHook } from "@zeromoe/core/plugin";
 
 /** A reduce hook implementing bucketed reduce_scatter (see the module comment). */
 export function createBucketedReducer(): ReduceHook {
   let bucket: PendingGrad[] = [];
   let elems = 0;
+  /** Settles when every bucket issued so far has been added into the gradient shards. */
+  let inFlight: Promise<void> = Promise.resolve();
 
   const flush = async (ctx: HookContext): Promise<void> => {
     if (bucket.length === 0) return;
     const b = bucket;
     bucket = [];
     elems = 0;
-    await reduceScatterBucket(ctx, b);
+    inFlight = issueReduceScatterBucket(ctx, b, inFlight);
+    // a failure is reported where the bucket is waited (here, or at finish), not as unhandled
+    inFlight.catch(() => undefined);
+    if (!ctx.config.zero_optimization.overlap_comm) await inFlight;
   };
 
   return {
@@ -47,6 +51,9 @@ export function createBucketedReducer(): ReduceHook {
     },
     async finish(ctx) {
       await flush(ctx);
+      const all = inFlight;
+      inFlight = Promise.resolve();
+      await all;
     },
   };
 }

@@ -9,26 +9,23 @@
 import { describe, expect, test } from "bun:test";
 import { CpuBackend } from "@zeromoe/kernels";
 import type { HookContext, UnitHandle } from "@zeromoe/core/plugin";
+import { RecordingCommunicator } from "@zeromoe/core/testing";
 import { createBucketedReducer } from "../src/bucketed-reducer.ts";
 
-const GROUP = { ranks: [0, 1, 2], size: 3, rank: 0, name: "world" };
+/** One rank of a world of 3 (mirrored peers); collectives complete on a later macrotask. */
+function newComm(): RecordingCommunicator {
+  return new RecordingCommunicator({ worldSize: 3 });
+}
 // awkward sizes (primes and non-multiples of 3): padded lengths 3·ceil(n/3)
 const NUMELS = [1297, 7, 2999, 3001, 11, 4093, 5, 1024, 3];
 const padded = (n: number): number => 3 * Math.ceil(n / 3);
 
 /** Run one micro-batch of NUMELS through the reducer with `bound`; the reduce_scatter send sizes. */
-async function sends(bound: number): Promise<number[]> {
+async function sends(bound: number, overlap = false): Promise<number[]> {
   const be = new CpuBackend();
-  const sent: number[] = [];
-  const comm = {
-    rank: 0,
-    worldSize: 3,
-    reduceScatter: async (x: Float32Array) => {
-      sent.push(x.length);
-      return x.subarray(0, x.length / 3);
-    },
-  };
-  const ctx = { be, comm, config: { zero_optimization: { reduce_bucket_size: bound } } } as unknown as HookContext;
+  const comm = newComm();
+  const GROUP = comm.world;
+  const ctx = { be, comm, config: { zero_optimization: { reduce_bucket_size: bound, overlap_comm: overlap } } } as unknown as HookContext;
   const units: UnitHandle[] = NUMELS.map((numel, i) => {
     const shardSize = Math.ceil(numel / 3);
     const acc = be.alloc("f32", shardSize, "grad");
@@ -45,7 +42,8 @@ async function sends(bound: number): Promise<number[]> {
   const r = createBucketedReducer();
   for (const u of units) await r.gradReady(u, ctx);
   await r.finish(ctx);
-  return sent;
+  expect(comm.inFlight()).toEqual([]);
+  return comm.events.filter((e) => e.what === "start" && e.op === "reduce_scatter").map((e) => e.length);
 }
 
 describe("reduce_bucket_size is a bound", () => {
@@ -70,6 +68,10 @@ describe("reduce_bucket_size is a bound", () => {
   test("3000: the old reducer's overshoot (a bucket of 3000 sending more) is gone", async () => {
     const s = await sends(3000);
     for (const len of s) if (len > 3000) expect([padded(3001), padded(4093)]).toContain(len);
+  });
+
+  test("overlap_comm sends the same buckets", async () => {
+    for (const bound of [1, 3000, 9000]) expect(await sends(bound, true)).toEqual(await sends(bound, false));
   });
 
   test("a large bound sends everything in one reduce_scatter", async () => {

@@ -24,15 +24,14 @@
  * After every optimizer step all gathered copies are stale and are freed (`endStep`).
  * Gathered buffers are tagged `gathered`.
  *
- * Collective order: every rank must issue its collectives — these all_gathers AND every other
- * collective of the step (reduce_scatter buckets, MoE all_to_all_v, on dp, ep or edp groups) — in
- * the same order, because the `local` transport blocks the rank's thread inside a collective: two
- * ranks inside different collectives wait for each other forever (until the comm timeout). Device
- * reads of the shards may complete in any order (the WebGPU backend maps staging buffers
- * asynchronously), so (1) the all_gathers are chained in the order the fetches were decided, and
- * (2) `gather` awaits the prefetches it decides before returning, so no all_gather is left to be
- * issued at a timing-dependent point after the hook has returned. Eviction, which may only pick
- * resident units, first waits for fetches in flight, so what is resident does not depend on timing.
+ * Collective order and overlap: a fetch *issues* its all_gather at once — the shard's device read
+ * is its promised input, so the collective's place in the rank's order is fixed where the fetch is
+ * decided, identically on every rank, whenever the read completes (core/src/comm) — and the
+ * gathered buffer is written when the collective completes. `gather` waits only for the unit it
+ * was asked for; the prefetches it decides stay in flight while that unit computes, and are waited
+ * when their own unit is gathered (or at eviction, which picks only among resident units and so
+ * first waits for fetches in flight, keeping what is resident independent of timing; or at the end
+ * of the step).
  */
 import type { Buf } from "@zeromoe/kernels";
 import { readPadded, type GatherHook, type HookContext, type Phase, type UnitHandle } from "@zeromoe/core/plugin";
@@ -55,8 +54,6 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
   let pos = -1;
   let fetches = 0;
   let peakLive = 0;
-  /** The last fetch's all_gather: the next one is issued after it (see the module comment). */
-  let issued: Promise<void> = Promise.resolve();
 
   const sharded = (u: Unit) => u.plan.params === "sharded";
   /** Gathered elements resident or being fetched (a fetch's buffer counts from its start). */
@@ -83,17 +80,19 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       peakLive = Math.max(peakLive, liveElements());
       return Promise.resolve();
     }
-    // the device read starts now; the all_gather waits for the previous fetch's (same order on all ranks)
+    // the device read starts now; the all_gather is issued now with the read as its input, so its
+    // place in the order of collectives is this one on every rank
     const shard = readPadded(env.be, stored, 0, p.shardSize, p.shardSize);
-    const pr = issued.then(async () => {
-      const full = await env.comm.allGather(await shard, undefined, { group: p.group });
+    const work = env.comm.allGather(shard, undefined, { group: p.group });
+    const pr = work.wait().then((full) => {
       const buf = env.be.alloc(u.dtype, Math.max(1, u.numel), "gathered");
       if (u.numel > 0) env.be.write({ buf, off: 0 }, full.subarray(0, u.numel));
       resident.set(u, buf);
       peakLive = Math.max(peakLive, liveElements());
       inflight.delete(u);
     });
-    issued = pr.catch(() => undefined);
+    // a failed prefetch is reported where its unit is waited, not as an unhandled rejection
+    pr.catch(() => undefined);
     inflight.set(u, pr);
     peakLive = Math.max(peakLive, liveElements());
     return pr;
@@ -170,11 +169,8 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
           if (v.numel > budget) break;
           if (liveElements() + v.numel > z.stage3_max_live_parameters + z.stage3_prefetch_bucket_size) break;
           budget -= v.numel;
-          // awaited here, in program order: a collective started in the background would be issued
-          // whenever its device read completes (real time on a GPU), so ranks could call collectives
-          // in different orders. The local transport runs collectives on the rank's own thread, so
-          // awaiting costs no overlap there.
-          await fetch(env, v);
+          // issued, not waited: it runs while this unit computes (see the module comment)
+          void fetch(env, v);
         }
       }
     },

@@ -8,12 +8,13 @@
  * on lavapipe). Here one simulated rank reads in order (the reference) and another has reads that
  * complete in reverse order of issue; both must call all_gather for the same units in the same
  * order, with prefetch and the max-live eviction both active, and every gathered buffer must hold
- * its own unit's parameters.
+ * its own unit's parameters. A second test shows the overlap the handles give: the all_gathers of
+ * prefetched units are in flight while the current unit computes.
  */
 import { describe, expect, test } from "bun:test";
 import { CpuBackend, type Backend, type Buf, type HostArray, type View } from "@zeromoe/kernels";
-import type { CollectiveOptions, CommArray, Group } from "@zeromoe/core/comm";
 import { makePlan, UnitState, type EngineEnv, type Unit } from "@zeromoe/core";
+import { RecordingCommunicator, type CommEvent } from "@zeromoe/core/testing";
 import { createGatherer } from "../src/gatherer.ts";
 
 const SIZES = [1, 37, 211, 13, 97, 5, 149]; // awkward unit sizes (elements)
@@ -33,6 +34,10 @@ interface RankRun {
   fetches: number;
   /** Most device reads pending at once (> 1: fetches overlapped). */
   maxPending: number;
+  /** The communicator's events with a `compute u<i>` mark where each unit computes. */
+  events: CommEvent[];
+  /** Per compute (in order): the all_gathers in flight when it began. */
+  inFlightAtCompute: number[][];
 }
 
 /**
@@ -62,19 +67,11 @@ async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
       return typeof v === "function" ? v.bind(target) : v;
     },
   }) as Backend;
-  const group: Group = { ranks: [0, 1], size: 2, rank: 0, name: "world" };
-  const calls: string[] = [];
+  // world of 2 with a mirrored peer: the gathered array is the shard twice (the other rank's half
+  // lies beyond numel, not checked); collectives complete on a later macrotask
+  const comm = new RecordingCommunicator({ worldSize: 2 });
+  const group = comm.world;
   const unitOfShard = new Map<number, number>(); // shard length → unit index (lengths are distinct)
-  const comm = {
-    async allGather<T extends CommArray>(input: T, _out?: T, opts?: CollectiveOptions): Promise<T> {
-      calls.push(`${unitOfShard.get(input.length)}:${input.length}@${opts?.group?.name}`);
-      const ctor = input.constructor as new (n: number) => T;
-      const full = new ctor(2 * input.length);
-      full.set(input, 0);
-      full.set(input, input.length); // the other rank's shard: not checked (beyond numel or equal)
-      return full;
-    },
-  };
   const units: Unit[] = [];
   const states = new Map<Unit, UnitState>();
   SIZES.forEach((numel, idx) => {
@@ -103,10 +100,13 @@ async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
   } as unknown as EngineEnv;
   const g = createGatherer();
   let allCorrect = true;
+  const inFlightAtCompute: number[][] = [];
   const use = async (u: Unit, phase: "fwd" | "bwd") => {
     const h = states.get(u)!; // the unit's handle, as the engine passes it to the hooks
     await g.gather(h, phase, env);
     const idx = units.indexOf(u);
+    comm.mark(`compute u${idx}`);
+    inFlightAtCompute.push(comm.inFlight());
     const got = await cpu.read({ buf: h.params()!, off: 0 }, u.numel);
     for (let i = 0; i < u.numel; i++) if (Math.fround(value(idx, i)) !== got[i]) allCorrect = false;
     await g.release(h, phase, env);
@@ -116,7 +116,9 @@ async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
     for (const u of [...units].reverse()) await use(u, "bwd");
     await g.endStep!(env);
   }
-  return { calls, allCorrect, fetches: g.stats().fetches, maxPending };
+  // the order of all_gathers is the order they started (= issued: the frame starts in issue order)
+  const calls = comm.events.filter((e) => e.what === "start" && e.op === "all_gather").map((e) => `${unitOfShard.get(e.length)}:${e.length}@${e.label}`);
+  return { calls, allCorrect, fetches: g.stats().fetches, maxPending, events: comm.events, inFlightAtCompute };
 }
 
 describe("zero3 gatherer: collective order", () => {
@@ -125,12 +127,32 @@ describe("zero3 gatherer: collective order", () => {
     const reversed = await runRank((k) => 3 * (7 - (k % 8))); // later reads of a burst land first
     expect(inOrder.allCorrect).toBe(true);
     expect(reversed.allCorrect).toBe(true);
-    // prefetches are awaited inside gather (no collective left to a timing-dependent point), so at
-    // most one shard read is pending at a time; eviction really happened: units were fetched again
-    // within a step (more than one fetch per unit per step)
-    expect(reversed.maxPending).toBe(1);
+    // prefetches are issued and left in flight, so several shard reads were pending at once, yet
+    // the all_gathers kept one order (fixed at issue); eviction really happened: units were fetched
+    // again within a step (more than one fetch per unit per step)
+    expect(reversed.maxPending).toBeGreaterThan(1);
     expect(inOrder.fetches).toBeGreaterThan(SIZES.length * STEPS);
     expect(inOrder.calls.length).toBe(inOrder.fetches);
     expect(reversed.calls).toEqual(inOrder.calls);
+  }, 300_000);
+
+  test("overlap: a prefetched unit's all_gather is issued before the current unit computes and is still in flight while it does", async () => {
+    const run = await runRank(() => 0);
+    // after the first step (the order of use is being recorded then: no prefetch), computes begin
+    // with all_gathers in flight that were issued by an earlier gather call and not waited
+    const computes = run.events.filter((e) => e.what === "mark");
+    const withInFlight = run.inFlightAtCompute.filter((f) => f.length > 0).length;
+    expect(computes.length).toBe(2 * SIZES.length * STEPS);
+    expect(withInFlight).toBeGreaterThan(0);
+    // for one such compute: the in-flight all_gather was issued before the mark, completes after it
+    const i = run.inFlightAtCompute.findIndex((f) => f.length > 0);
+    const seq = run.inFlightAtCompute[i]![0]!;
+    const markAt = run.events.indexOf(computes[i]!);
+    const issuedAt = run.events.findIndex((e) => e.what === "issue" && e.seq === seq);
+    const doneAt = run.events.findIndex((e) => e.what === "complete" && e.seq === seq);
+    expect(issuedAt).toBeLessThan(markAt);
+    expect(doneAt).toBeGreaterThan(markAt);
+    // and the first step, with nothing to prefetch, never computed with a gather in flight
+    expect(run.inFlightAtCompute.slice(0, 2 * SIZES.length).every((f) => f.length === 0)).toBe(true);
   }, 300_000);
 });
