@@ -44,7 +44,7 @@ interface RankRun {
  * Run STEPS steps of forward (units in order) and backward (reverse order) through the gatherer as
  * one rank of a world of 2. `readDelayMs(k)` is the delay of the k-th device read.
  */
-async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
+async function runRank(readDelayMs: (k: number) => number, fail?: Error): Promise<RankRun> {
   const cpu = new CpuBackend();
   let reads = 0;
   let pending = 0;
@@ -70,6 +70,8 @@ async function runRank(readDelayMs: (k: number) => number): Promise<RankRun> {
   // world of 2 with a mirrored peer: the gathered array is the shard twice (the other rank's half
   // lies beyond numel, not checked); collectives complete on a later macrotask
   const comm = new RecordingCommunicator({ worldSize: 2 });
+  // a failure of the 12th all_gather: a prefetch in the second step
+  if (fail) comm.failWhen((op, seq) => op === "all_gather" && seq === 11, fail);
   const group = comm.world;
   const unitOfShard = new Map<number, number>(); // shard length → unit index (lengths are distinct)
   const units: Unit[] = [];
@@ -154,5 +156,10 @@ describe("zero3 gatherer: collective order", () => {
     expect(doneAt).toBeGreaterThan(markAt);
     // and the first step, with nothing to prefetch, never computed with a gather in flight
     expect(run.inFlightAtCompute.slice(0, 2 * SIZES.length).every((f) => f.length === 0)).toBe(true);
+  }, 300_000);
+
+  test("a failed all_gather (a prefetch) rejects the gather of its unit with the transport's error", async () => {
+    const boom = new Error("all_gather on group world (rank 0): simulated transport failure");
+    await expect(runRank(() => 0, boom)).rejects.toBe(boom);
   }, 300_000);
 });
