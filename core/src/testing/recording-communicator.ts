@@ -43,6 +43,11 @@ export interface RecordingOptions {
   rank?: number;
   /** When collectives complete (see the file comment); default "deferred". */
   completion?: "sync" | "deferred";
+  /** "deferred" only: each collective completes this many milliseconds after it starts (a
+   * simulated wire time, for benchmarks of overlap; default 0: the next macrotask). A timer's
+   * deadline passes while the caller computes, so a collective started before synchronous compute
+   * of at least this long is complete when the compute ends. */
+  delayMs?: number;
 }
 
 /** See the file comment. */
@@ -54,6 +59,7 @@ export class RecordingCommunicator extends CheckedCommunicator<MemberGroup> {
   /** Everything recorded, in order. */
   readonly events: CommEvent[] = [];
   private readonly completion: "sync" | "deferred";
+  private readonly delayMs: number;
   private nextSeq = 0;
   /** seq of the collective whose movement is being started (set by `issue`'s prepare). */
   private starting = -1;
@@ -65,6 +71,7 @@ export class RecordingCommunicator extends CheckedCommunicator<MemberGroup> {
     this.worldSize = o.worldSize;
     this.rank = o.rank ?? 0;
     this.completion = o.completion ?? "deferred";
+    this.delayMs = o.delayMs ?? 0;
     this.world = this.newGroup(
       Array.from({ length: this.worldSize }, (_, i) => i),
       "world",
@@ -123,7 +130,7 @@ export class RecordingCommunicator extends CheckedCommunicator<MemberGroup> {
         if (f) return reject(f.error);
         data();
         resolve();
-      }, 0),
+      }, this.delayMs),
     );
   }
 
