@@ -17,7 +17,8 @@
  * runs the tensor-core kernels (wgsl/attention-coop.ts; tensorCores true, so our wgpu build:
  * ZEROMOE_WGPU=coop), optionally with blocks `coop:fwd=4x4+dq=4x2+dkv=4x2` (subgroups × 16-wide
  * inner fragments, CoopAttnBlock), compiled trusted as by default; "coop-checked" the same with
- * naga's runtime checks on the attention kernels. The coop kernels also run the pre-passes (max |x|,
+ * naga's runtime checks on the attention kernels; "coop-emulated" the plain-WGSL emulation (any
+ * device with shader-f16: a check of this script off the GPU, not a speed). The coop kernels also run the pre-passes (max |x|,
  * exponents, f16 packing of q, k, v and dout) that the times include. FLOPs count the causal half of the score matrix, 2 FLOPs per multiply-add:
  * forward 2 matmuls (Q·Kᵀ, P·V) = 4·B·H·S²·D/2; backward the 5 of FlashAttention-2's algorithm
  * (recompute S, dP = dO·Vᵀ, dV, dK, dQ) = 10·B·H·S²·D/2 (the kernels here run 7: the dQ kernel
@@ -49,15 +50,15 @@ function coopOptions(m: string, spec: string | undefined): Record<string, unknow
     }
     blocks[mm[1]!] = { sg: Number(mm[2]), kf: Number(mm[3]) };
   }
-  return { attention: "auto", tensorCores: true, ...(spec ? { attentionCoopBlocks: blocks } : {}), ...(m === "coop-checked" ? { trustedShaders: ["attention_flash_", "mmc_"] } : {}) };
+  return { attention: "auto", tensorCores: m === "coop-emulated" ? "emulated" : true, ...(spec ? { attentionCoopBlocks: blocks } : {}), ...(m === "coop-checked" ? { trustedShaders: ["attention_flash_", "mmc_"] } : {}) };
 }
 
 /** `auto:fwd=64x32r4+dq=…` (or `trusted:…`, `coop…`) → backend options. */
 function modeOptions(mode: string): Record<string, unknown> {
   const [m, spec] = mode.split(":");
-  if (m === "coop" || m === "coop-checked") return coopOptions(m, spec);
+  if (m === "coop" || m === "coop-checked" || m === "coop-emulated") return coopOptions(m, spec);
   if (!["auto", "tiled", "rows", "trusted"].includes(m!)) {
-    console.error(`attention-bench: --modes: unknown mode "${mode}" (expected auto, tiled, rows, trusted, coop or coop-checked, optionally followed by :blocks)`);
+    console.error(`attention-bench: --modes: unknown mode "${mode}" (expected auto, tiled, rows, trusted, coop, coop-checked or coop-emulated, optionally followed by :blocks)`);
     process.exit(2);
   }
   const trusted = m === "trusted" ? { trustedShaders: ["attention_flash_"] } : {};
