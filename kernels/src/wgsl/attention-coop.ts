@@ -166,15 +166,18 @@ function declAcc(ops: AttnCoopOps, name: string, n: number): string {
 
 /** Fragments of `arr` held across the inner loop (real: `let name0…` loaded once; emulation: none,
  * each use loads, see {@link heldUse}). `idx(i)` is the element offset of fragment i. */
-function declHeld(ops: AttnCoopOps, name: string, n: number, arr: string, idx: (i: string) => string): string {
+function declHeld(ops: AttnCoopOps, name: string, n: number, arr: string, idx: (i: string) => string, ld = "DP"): string {
   if (ops.emulate) return "";
-  return Array.from({ length: n }, (_, k) => `  let ${name}${k} = ${ops.load("A", arr, idx(`${k}u`), "DP", true)};`).join("\n");
+  return Array.from({ length: n }, (_, k) => `  let ${name}${k} = ${ops.load("A", arr, idx(`${k}u`), ld, true)};`).join("\n");
 }
 
-/** A use of held fragment i (see {@link declHeld}). */
-function heldUse(ops: AttnCoopOps, name: string, arr: string, idx: (i: string) => string, i: string, nm: (x: string) => string): string {
-  return ops.emulate ? ops.load("A", arr, idx(i), "DP", true) : nm(name);
+/** A use of held fragment i (see {@link declHeld}); `nm` names fragments at index i. */
+function heldUse(ops: AttnCoopOps, name: string, arr: string, idx: (i: string) => string, i: string, nm: (x: string) => string, ld = "DP"): string {
+  return ops.emulate ? ops.load("A", arr, idx(i), ld, true) : nm(name);
 }
+
+/** Element offset of fragment j of the subgroup's f16 slab (P or dS). */
+const slabIdx = (j: string) => `pl + 16u * ${j}`;
 
 /** Emit, for column block j (a WGSL u32 expression), acc = Σ_t A_t·B_t over t < nf into a fresh
  * accumulator and its store to slab column block j of `slab`; `a(t, nm)` / `bf(t)` give the
@@ -226,7 +229,8 @@ function forwardKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: bo
     const valid = `key < P.S${causal ? " && key <= qr" : ""}`;
     const qIdx = (i: string) => `qa + 16u * ${i}`;
     const sTiles = ind(rep(ops, KF, "j_", (j) => productToSlab(ops, NF, (t, nm) => [heldUse(ops, "qf", "b_q", qIdx, t, nm), "b_q"], (t) => [ops.load("B", "b_k", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", false), "b_k"], "Sf", j)), 4);
-    const pv = ind(rep(ops, NF, "t_", (t, nm) => rep(ops, KF, "j_", (j) => [`  ${nm("o")} = ${ops.mma(ops.load("A", "Ph", `pl + 16u * ${j}`, "PLD", true), "Ph", ops.load("B", "b_v", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_v", nm("o"))};`])), 4);
+    const pv = declHeld(ops, "pa", KF, "Ph", slabIdx, "PLD").replace(/^/gm, "  ") + "\n" +
+      ind(rep(ops, NF, "t_", (t, nm) => rep(ops, KF, "j_", (j, nj) => [`  ${nm("o")} = ${ops.mma(heldUse(ops, "pa", "Ph", slabIdx, j, nj, "PLD"), "Ph", ops.load("B", "b_v", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_v", nm("o"))};`])), 4);
     const body = `${entry(threads(b))} {
   let id = wg_lin(wg, nwg);
   if (id >= P.B * P.H * P.nqb) { return; }
@@ -324,10 +328,10 @@ function dqKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: boolean
       ...productToSlab(ops, NF, (t, nm) => [heldUse(ops, "qf", "b_q", qIdx, t, nm), "b_q"], (t) => [ops.load("B", "b_k", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", false), "b_k"], "Sf", j),
       ...productToSlab(ops, NF, (t, nm) => [heldUse(ops, "of", "b_do", qIdx, t, nm), "b_do"], (t) => [ops.load("B", "b_v", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", false), "b_v"], "Df", j),
     ]), 4);
-    const acc = ind(rep(ops, NF, "t_", (t, nm) => [
+    const acc = declHeld(ops, "da", KF, "DSh", slabIdx, "PLD").replace(/^/gm, "  ") + "\n" + ind(rep(ops, NF, "t_", (t, nm) => [
       `{`,
       `  var tmp = ${ops.zeroC()};`,
-      ...rep(ops, KF, "j_", (j) => [`  tmp = ${ops.mma(ops.load("A", "DSh", `pl + 16u * ${j}`, "PLD", true), "DSh", ops.load("B", "b_k", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_k", "tmp")};`]),
+      ...rep(ops, KF, "j_", (j, nj) => [`  tmp = ${ops.mma(heldUse(ops, "da", "DSh", slabIdx, j, nj, "PLD"), "DSh", ops.load("B", "b_k", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_k", "tmp")};`]),
       `  ${nm("dq")} = ${ops.add(nm("dq"), ops.scale("tmp", "inv"))};`,
       `}`,
     ]), 4);
@@ -397,11 +401,12 @@ function dkvKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: boolea
       ...productToSlab(ops, NF, (t) => [ops.load("A", "b_k", `ka + 16u * ${t}`, "DP", true), "b_k"], (t) => [ops.load("B", "b_q", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", false), "b_q"], "Sf", j),
       ...productToSlab(ops, NF, (t) => [ops.load("A", "b_v", `ka + 16u * ${t}`, "DP", true), "b_v"], (t) => [ops.load("B", "b_do", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", false), "b_do"], "Df", j),
     ]), 6);
-    const acc = ind(rep(ops, NF, "t_", (t, nm) => [
+    const held = [declHeld(ops, "pa", KF, "Ph", slabIdx, "PLD"), declHeld(ops, "da", KF, "DSh", slabIdx, "PLD")].filter((x) => x).join("\n").replace(/^/gm, "    ");
+    const acc = (held ? held + "\n" : "") + ind(rep(ops, NF, "t_", (t, nm) => [
       `{`,
-      ...rep(ops, KF, "j_", (j) => [`  ${nm("dv")} = ${ops.mma(ops.load("A", "Ph", `pl + 16u * ${j}`, "PLD", true), "Ph", ops.load("B", "b_do", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_do", nm("dv"))};`]),
+      ...rep(ops, KF, "j_", (j, nj) => [`  ${nm("dv")} = ${ops.mma(heldUse(ops, "pa", "Ph", slabIdx, j, nj, "PLD"), "Ph", ops.load("B", "b_do", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_do", nm("dv"))};`]),
       `  var tmp = ${ops.zeroC()};`,
-      ...rep(ops, KF, "j_", (j) => [`  tmp = ${ops.mma(ops.load("A", "DSh", `pl + 16u * ${j}`, "PLD", true), "DSh", ops.load("B", "b_q", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_q", "tmp")};`]),
+      ...rep(ops, KF, "j_", (j, nj) => [`  tmp = ${ops.mma(heldUse(ops, "da", "DSh", slabIdx, j, nj, "PLD"), "DSh", ops.load("B", "b_q", `qh + (q0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_q", "tmp")};`]),
       `  ${nm("dk")} = ${ops.add(nm("dk"), ops.scale("tmp", "inv"))};`,
       `}`,
     ]), 4);
