@@ -252,7 +252,7 @@ export function formatLossTracking(rows: readonly TrainBenchRow[]): string {
   return ["| model | backend | runs | steps | max abs Δloss | max rel Δloss | fp32 last | this last |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |", ...lines].join("\n");
 }
 
-const USAGE = `usage: bun run bench train [--models default,llama-small,mixtral-small,mixtral-med] [--backends webgpu,cpu]
+export const USAGE = `usage: bun run bench train [--models default,llama-small,mixtral-small,mixtral-med] [--backends webgpu,cpu]
        [--steps 3] [--warmup 1] [--precision fp32,bf16,fp16] [--tensor-cores auto|on|off] [--micro M] [--seq S] [--json out.json]`;
 
 function list<T extends string>(flag: string, raw: string, allowed: readonly T[]): T[] {

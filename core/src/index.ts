@@ -2,7 +2,7 @@
  * @zeromoe/core — the package's main entry, for plugins and applications: the engine and its
  * hook contracts, plugin composition and loading, and running a job. Narrower entries:
  * `@zeromoe/core/plugin` (plugin authors), `/tensor`, `/nn`, `/models`, `/comm`, `/config`,
- * `/launch`, `/testing` (package.json `exports`; docs/architecture.md "Packages and layers").
+ * `/data`, `/checkpoint`, `/launch`, `/testing` (package.json `exports`; docs/architecture.md "Packages and layers").
  */
 export * from "./engine/index.ts";
 export { checkPluginSet, definePlugin, composePlugins, PluginConflictError, HOOK_NAMES, type HookName, type Plugin, type PluginContext, type PluginDeclaration } from "./hooks/plugin.ts";

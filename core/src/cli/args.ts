@@ -6,8 +6,10 @@
 import { parseArgs } from "node:util";
 import { parseByteSize } from "../config/byte-size.ts";
 import { suggest } from "../config/errors.ts";
+import { suggestBackend } from "../config/backend-name.ts";
 import { quoteUntrusted } from "../config/quote-untrusted.ts";
 import type { JobOverrides } from "../config/resolve.ts";
+import { parseSetOverride, type SetOverride } from "../config/set-override.ts";
 import { loadJobConfig } from "../config/load.ts";
 import type { ResolvedJob } from "../config/types.ts";
 
@@ -33,6 +35,8 @@ export const TRAIN_USAGE = `usage: bun run train [options]
   --save-init <dir>            before step 1, write the initial weights in fp32 (the master copy
                                under bf16/fp16) as a Hugging Face directory (config.json +
                                model.safetensors) that --init-from and Transformers read
+  --set <key=value>            override any job key, repeatable (--set moe.ep_size=1,
+                               --set optimizer.params.lr=1e-4; value JSON or text)
   --max-device-memory <size>   device memory budget per rank, e.g. 8MiB or 4GiB (overrides
                                "max_device_memory"): the memory check and the backend honour it
   --launcher <local|mpi>       local: ranks are threads of this process (default); mpi: run
@@ -73,6 +77,8 @@ export interface TrainArgs {
   hostfile?: string;
   /** `--max-device-memory`, bytes. */
   maxDeviceMemory?: number;
+  /** `--set KEY=VALUE`, in order (config/set-override.ts). */
+  sets?: SetOverride[];
 }
 
 const OPTIONS = {
@@ -91,6 +97,7 @@ const OPTIONS = {
   launcher: { type: "string" },
   hostfile: { type: "string" },
   "max-device-memory": { type: "string" },
+  set: { type: "string", multiple: true },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -153,7 +160,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   for (const a of argv) {
     if (a.length > MAX_ARG_CHARS) throw new UsageError(`argument ${quoteUntrusted(a)} is longer than the ${MAX_ARG_CHARS}-character limit`);
   }
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({ args: joinNegativeNumbers(argv), options: OPTIONS, strict: true, allowPositionals: false }));
   } catch (e) {
@@ -169,8 +176,8 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
   }
   const backend = values.backend as string | undefined;
   if (backend !== undefined && backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
-    const near = suggest(backend, ["auto", "webgpu", "cpu"]);
-    throw new UsageError(`--backend: expected auto, webgpu or cpu, got ${quoteUntrusted(backend)}${near ? `; did you mean ${near}?` : ""}`);
+    const near = suggestBackend(backend);
+    throw new UsageError(`--backend: expected auto, webgpu or cpu, got ${quoteUntrusted(backend)}${near ? `; did you mean ${near}?${near === "webgpu" ? " (the GPU backend)" : ""}` : ""}`);
   }
   const str = (k: keyof typeof OPTIONS) => values[k] as string | undefined;
   return {
@@ -190,6 +197,11 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     launcher: launcherOption(str("launcher")),
     hostfile: pathOption("hostfile", str("hostfile")),
     maxDeviceMemory: sizeOption("max-device-memory", str("max-device-memory")),
+    sets: ((values.set as string[] | undefined) ?? []).map((a) => {
+      const s = parseSetOverride(a);
+      if (typeof s === "string") throw new UsageError(`--set: ${s}`);
+      return s;
+    }),
   };
 }
 
@@ -211,5 +223,5 @@ export function trainArgsToOverrides(a: TrainArgs): JobOverrides {
  * overrides. @throws ConfigError (all config problems at once).
  */
 export function loadTrainJob(a: TrainArgs): Promise<ResolvedJob> {
-  return loadJobConfig({ configPath: a.config, deepspeedPath: a.deepspeed, overrides: trainArgsToOverrides(a), initFrom: a.initFrom });
+  return loadJobConfig({ configPath: a.config, deepspeedPath: a.deepspeed, overrides: trainArgsToOverrides(a), initFrom: a.initFrom, sets: a.sets });
 }

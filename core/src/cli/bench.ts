@@ -51,6 +51,21 @@ export async function runBench(name: string, args: string[], root: string = ROOT
   await mod.main(args);
 }
 
+/**
+ * The help of benchmark `name`: its exported `USAGE` text, else the doc comment at the head of its
+ * file (every benchmark has one), else a line naming the file.
+ * @throws Error for an unknown benchmark (as {@link runBench}).
+ */
+export async function benchHelp(name: string, root: string = ROOT): Promise<string> {
+  const file = listBenches(root).get(name);
+  if (!file) throw new Error(`bench: unknown benchmark "${name}". Available: ${[...listBenches(root).keys()].join(", ") || "(none)"}`);
+  const mod = (await import(file)) as { USAGE?: unknown };
+  if (typeof mod.USAGE === "string") return mod.USAGE;
+  const head = /^\s*\/\*\*([\s\S]*?)\*\//.exec(await Bun.file(file).text());
+  const doc = head ? head[1]!.split("\n").map((l) => l.replace(/^\s*\* ?/, "")).join("\n").trim() : "";
+  return doc ? `bun run bench ${name} (${file.slice(root.length + 1)}):\n${doc}` : `usage: bun run bench ${name} [args…] (${file.slice(root.length + 1)})`;
+}
+
 if (import.meta.main) {
   const [name, ...rest] = process.argv.slice(2);
   if (!name || name === "--list" || name === "-h" || name === "--help") {
@@ -60,6 +75,10 @@ if (import.meta.main) {
     process.exit(name ? 0 : 2);
   }
   try {
+    if (rest.includes("--help") || rest.includes("-h")) {
+      console.log(await benchHelp(name));
+      process.exit(0);
+    }
     await runBench(name, rest);
   } catch (e) {
     console.error(e instanceof Error ? e.message : e);

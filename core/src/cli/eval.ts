@@ -4,7 +4,8 @@
  *
  * Mean next-token cross-entropy (nats per token) and perplexity exp(loss) of the model on:
  * - without `--data`: the training job's validation split, exactly as training evaluates it
- *   (same windows, micro-batch and `eval_batches`; the router's aux loss is not added), so on a
+ *   (same windows, micro-batch and `eval_batches` per rank of the job's world_size, `--max-batches`
+ *   in its place; the router's aux loss is not added), so on a
  *   checkpoint it prints the run's last `val_loss` — needs the job (a checkpoint, or `--config`);
  * - with `--data` ("moby-dick", "sotu", or a .txt/.jsonl/.bin path): every window of the whole
  *   corpus (consecutive, non-overlapping, `--seq-len` tokens, default the job's `data.seq_len`
@@ -20,6 +21,7 @@ import { fillWindow, windowCount } from "../data/windows.ts";
 import type { CausalDecoder } from "../models/llama.ts";
 import { noGrad } from "../tensor/index.ts";
 import { destroyBackend } from "../train/backend.ts";
+import { evalBatchCount } from "../train/loop.ts";
 import { parseOptions } from "./inference-args.ts";
 import { UsageError, loadInferenceModel, reportCliError } from "./model-source.ts";
 
@@ -91,10 +93,13 @@ export async function main(argv: readonly string[]): Promise<number> {
         if (o["seq-len"] !== undefined) throw new UsageError("--seq-len applies with --data (the job's validation split uses its data.seq_len)");
         const micro = batchSize ?? job.train_micro_batch_size_per_gpu;
         const loader = await DataLoader.fromConfig(job.data, { micro, accum: 1, worldSize: 1, rank: 0, seed: job.seed, modelVocabSize: c.vocab_size });
-        const max = (o["max-batches"] as number | undefined) ?? job.eval_batches;
-        batches = loader.validationBatches(max).map((b) => ({ ids: b.inputs, batch: b.micro, seq: b.seqLen }));
+        // training scores eval_batches micro-batches per rank (rank r takes slots r, r + W, …): the
+        // first eval_batches × world_size slots, which a world-1 loader yields in order
+        const W = job.world_size;
+        const perRank = evalBatchCount(loader.info.validationWindows, micro, W, (o["max-batches"] as number | undefined) ?? job.eval_batches);
+        batches = loader.validationBatches(perRank * W).map((b) => ({ ids: b.inputs, batch: b.micro, seq: b.seqLen }));
         if (batches.length === 0) throw new UsageError(`the job's validation split (${job.data.dataset}, validation_fraction ${job.data.validation_fraction}) holds fewer than ${micro} windows of ${job.data.seq_len + 1} tokens`);
-        what = `${job.data.dataset} validation split (${batches.length} batches of ${micro} × ${job.data.seq_len}, as training evaluates)`;
+        what = `${job.data.dataset} validation split (${batches.length} batches of ${micro} × ${job.data.seq_len}: ${perRank} per rank × world_size ${W}, as training evaluates)`;
       } else {
         const S = (o["seq-len"] as number | undefined) ?? job?.data.seq_len ?? Math.min(256, c.max_position_embeddings);
         if (S > c.max_position_embeddings) throw new UsageError(`--seq-len ${S} exceeds the model's max_position_embeddings ${c.max_position_embeddings}`);

@@ -5,6 +5,8 @@
  */
 import { UsageError } from "./model-source.ts";
 import { quoteUntrusted } from "../config/quote-untrusted.ts";
+import { suggestBackend } from "../config/backend-name.ts";
+import { suggest } from "../config/errors.ts";
 
 /** How one option is read. */
 export type OptionSpec =
@@ -40,7 +42,10 @@ export function parseOptions(argv: readonly string[], specs: Readonly<Record<str
       if (raw === "" && name !== "--prompt") throw new UsageError(`${name}: expected a non-empty value\n${usage}`);
       out[key] = raw;
     } else if (spec.kind === "enum") {
-      if (!spec.values.includes(raw)) throw new UsageError(`${name}: expected ${spec.values.join(", ")}, got ${quoteUntrusted(raw)}\n${usage}`);
+      if (!spec.values.includes(raw)) {
+        const near = name === "--backend" ? suggestBackend(raw) : suggest(raw, spec.values);
+        throw new UsageError(`${name}: expected ${spec.values.join(", ")}, got ${quoteUntrusted(raw)}${near ? `; did you mean ${near}?${name === "--backend" && near === "webgpu" ? " (the GPU backend)" : ""}` : ""}\n${usage}`);
+      }
       out[key] = raw;
     } else {
       const v = Number(raw);

@@ -273,7 +273,14 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     tokenizerName = weightsDir;
     tokenizerSource = "tokenizer.json beside the weights";
   } else if (job) {
-    tokenizerName = job.data.tokenizer;
+    // a checkpoint's job comes from its manifest: its tokenizer is checked before it is used
+    const t = (job.data as { tokenizer?: unknown } | undefined)?.tokenizer;
+    if (typeof t !== "string" || t === "") {
+      const what = `field config.data.tokenizer: expected "byte", "gpt2" or a tokenizer.json path (a string), got ${quoteUntrusted(String(JSON.stringify(t) ?? t))}`;
+      if (ckpt) throw new CheckpointError(join(ckpt.tagDir, "manifest.json"), what);
+      throw new UsageError(`--config: ${what}`);
+    }
+    tokenizerName = t;
     tokenizerSource = "the job's data.tokenizer";
   } else {
     tokenizerName = "byte";
@@ -281,7 +288,11 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
   }
   const tokenizer = createTokenizer(tokenizerName);
   if (tokenizer.vocabSize > config.vocab_size) {
-    throw new UsageError(`tokenizer ${pathForMessage(tokenizer.name)} (${tokenizerSource}) has ${tokenizer.vocabSize} ids but the model's vocab_size is ${config.vocab_size}; pass --tokenizer`);
+    // given on the command line, "pass --tokenizer" read as a request for what was just passed
+    const fix = tokenizerSource === "--tokenizer"
+      ? `this model cannot take it: use the tokenizer the model was trained with${job ? ` (its job's data.tokenizer is ${quoteUntrusted(String(job.data.tokenizer))})` : ""}, whose ids fit its vocabulary`
+      : "pass --tokenizer with the model's own tokenizer (byte, gpt2 or a tokenizer.json) whose ids fit its vocabulary";
+    throw new UsageError(`tokenizer ${pathForMessage(tokenizer.name)} (${tokenizerSource}) has ${tokenizer.vocabSize} ids but the model's vocab_size is ${config.vocab_size}; ${fix}`);
   }
 
   const { backend, reason } = await selectTrainBackend(opts.backend, 0, probeShapeOf(config, opts.probeTokens));

@@ -198,6 +198,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         return 128 + sig;
       }
       out(`stopped    by ${signalName(sig)} after step ${ended} of ${config.steps}; checkpoint saved in ${config.checkpoint.dir}: continue with --resume ${config.checkpoint.dir} (exit ${EXIT_STOPPED_AFTER_SAVE})`);
+      // `bun run train` follows a non-zero status with its own "error: script … exited with code
+      // 3", which reads like a crash: say beforehand that it is the clean stop's status
+      const script = runScriptName();
+      if (script !== null) out(`           a clean stop, nothing lost: the "error: script \"${script}\" exited with code ${EXIT_STOPPED_AFTER_SAVE}" bun run prints next is this status, not a failure`);
       return EXIT_STOPPED_AFTER_SAVE;
     }
     return 0;
@@ -214,6 +218,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   } finally {
     unwatch();
   }
+}
+
+/** The package script this process runs under (`bun run train` sets npm_lifecycle_event), or null
+ * when started directly (`bun core/src/cli/train.ts`). */
+export function runScriptName(env: Record<string, string | undefined> = process.env): string | null {
+  const name = env.npm_lifecycle_event;
+  return typeof name === "string" && /^[A-Za-z0-9:_-]{1,40}$/.test(name) ? name : null;
 }
 
 if (import.meta.main) process.exit(await main(process.argv.slice(2)));

@@ -1,9 +1,12 @@
 /**
  * Loads the job for a run: the `--config` file (or {@link DEFAULT_JOB} when none is given),
- * merged with a `--deepspeed` file and command-line overrides, resolved by `resolveJobConfig`.
+ * merged with a `--deepspeed` file and command-line overrides, resolved by `resolveJobConfig`;
+ * the job file's relative paths read from its folder (job-paths.ts).
  */
 import { dirname, resolve } from "node:path";
 import { DEFAULT_JOB } from "./default-job.ts";
+import { resolveJobPaths } from "./job-paths.ts";
+import type { SetOverride } from "./set-override.ts";
 import { applyHubModel } from "./resolve-model.ts";
 import { readJsonFile, resolveJobConfig, type JobOverrides } from "./resolve.ts";
 import type { ResolvedJob } from "./types.ts";
@@ -18,6 +21,8 @@ export interface LoadJobOptions {
   /** `--init-from`: a Hugging Face directory with config.json supplies (or must agree with) the
    * job's model section (resolve-model.ts `applyHubModel`). */
   initFrom?: string;
+  /** `--set KEY=VALUE` overrides (set-override.ts), applied after the job file and --deepspeed. */
+  sets?: readonly SetOverride[];
 }
 
 /**
@@ -38,7 +43,11 @@ export async function loadJobConfig(opts: LoadJobOptions = {}): Promise<Resolved
   // clips at 1.0, which would silently change a DeepSpeed config run without --config
   const builtInClip = !opts.configPath && deepspeed !== undefined && isObject(deepspeed.raw) && !Object.hasOwn(deepspeed.raw, "gradient_clipping") && isObject(raw) && raw.gradient_clipping !== undefined;
   const job = builtInClip ? Object.fromEntries(Object.entries(raw as Record<string, unknown>).filter(([k]) => k !== "gradient_clipping")) : raw;
-  const out = resolveJobConfig(job, { source, deepspeed, overrides: opts.overrides });
+  // relative paths of a job file are read from its folder (job-paths.ts); --set values, like every
+  // command-line path, from the working directory
+  const paths = opts.configPath && isObject(job) ? resolveJobPaths(job, dirname(resolve(opts.configPath))) : null;
+  const out = resolveJobConfig(paths ? paths.job : job, { source, deepspeed, overrides: opts.overrides, sets: opts.sets });
+  if (paths) out.warnings.push(...paths.warnings);
   if (builtInClip && out.config.gradient_clipping === 0) {
     out.warnings.push(`gradient_clipping: off (0, DeepSpeed's default), as ${deepspeed!.source} does not set it; the built-in job alone clips at ${String((raw as Record<string, unknown>).gradient_clipping)} — set gradient_clipping in ${deepspeed!.source} to clip`);
   }

@@ -48,7 +48,7 @@ export function resolveExpertParallel(job: JobConfig, model: SparseModelConfig, 
   const shape = moeShape(model)!;
   const E = shape.numExperts;
   if (E % ep.autoep_size !== 0) addIssue(ctx, at("autoep_size"), `num_local_experts ${E} is not divisible by autoep_size ${ep.autoep_size}`);
-  if (job.world_size % ep.autoep_size !== 0) addIssue(ctx, at("autoep_size"), `world_size ${job.world_size} is not divisible by autoep_size ${ep.autoep_size}`);
+  if (job.world_size % ep.autoep_size !== 0) addIssue(ctx, at("autoep_size"), `world_size ${job.world_size} is not divisible by autoep_size ${ep.autoep_size}${job.world_size < ep.autoep_size && E % job.world_size === 0 ? ` (to run at world_size ${job.world_size}, e.g. to resume an autoep_size-${ep.autoep_size} checkpoint, which reshards: --set expert_parallel.autoep_size=${job.world_size})` : ""}`);
   if (job.moe && isPlainObject(raw.moe) && raw.moe.ep_size !== undefined && job.moe.ep_size !== ep.autoep_size) {
     addIssue(ctx, "moe.ep_size", `moe.ep_size ${job.moe.ep_size} differs from expert_parallel.autoep_size ${ep.autoep_size}; give one`);
   }

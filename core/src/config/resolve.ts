@@ -5,8 +5,9 @@
  * the optimizer and `steps`, tokenizer vocabulary ≤ model vocabulary). Every problem from every
  * phase is collected and thrown as one {@link ConfigError}.
  */
+import { applySetOverrides, type SetOverride } from "./set-override.ts";
 import { ConfigError, type ConfigIssue, suggest } from "./errors.ts";
-import { addIssue, check, isPlainObject, type CheckContext } from "./schema.ts";
+import { addIssue, check, isPlainObject, show, type CheckContext } from "./schema.ts";
 import { CHECKPOINT_SPEC, JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
@@ -37,6 +38,9 @@ function tokenizerVocabSize(name: string): number {
   }
 }
 
+/** The datasets built in (data/sources.ts loadCorpus). */
+const BUILTIN_DATASETS: readonly string[] = ["moby-dick", "sotu"];
+
 /** Values given on the command line; they replace the job file's. */
 export interface JobOverrides {
   steps?: number;
@@ -54,6 +58,8 @@ export interface ResolveOptions {
   /** A DeepSpeed config to merge over the job's DeepSpeed keys (its own keys must all be DeepSpeed keys). */
   deepspeed?: { raw: unknown; source: string };
   overrides?: JobOverrides;
+  /** `--set KEY=VALUE` overrides (set-override.ts), applied after the DeepSpeed merge. */
+  sets?: readonly SetOverride[];
 }
 
 /**
@@ -121,6 +127,10 @@ export function resolveJobConfig(raw: unknown, opts: ResolveOptions = {}): Resol
       merged = deepMerge(merged, dsOnly);
     }
   }
+  if (opts.sets && opts.sets.length > 0) {
+    merged = applySetOverrides(merged, opts.sets);
+    for (const s of opts.sets) origin.set(s.path[0]!, "--set");
+  }
   const ov = opts.overrides ?? {};
   for (const [k, v] of Object.entries(ov)) {
     if (v === undefined) continue;
@@ -171,6 +181,13 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   const model: ModelConfig = job.model;
   const modelOk = model !== undefined && valid(ctx, "model") && modelSizesBounded(model, ctx);
   if (modelOk) checkModelConsistency(model, "model", ctx);
+
+  // a bare name (no extension, no folder) can only be a built-in dataset: a typo is named here,
+  // with the other config errors and before any backend starts, instead of when the data loads
+  if (valid(ctx, "data") && !BUILTIN_DATASETS.includes(job.data.dataset) && !/[./\\]/.test(job.data.dataset)) {
+    const near = suggest(job.data.dataset, BUILTIN_DATASETS) ?? (/moby|dick/i.test(job.data.dataset) ? "moby-dick" : /sotu|union/i.test(job.data.dataset) ? "sotu" : null);
+    addIssue(ctx, "data.dataset", `${show(job.data.dataset)} is not a built-in dataset (${BUILTIN_DATASETS.map((d) => `"${d}"`).join(", ")}) nor a file path (.txt, .jsonl, .bin)${near ? `; did you mean "${near}"?` : ""}`);
+  }
 
   // data ↔ model
   if (modelOk && valid(ctx, "data")) {
@@ -329,7 +346,7 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
     addIssue(ctx, "moe.ep_size", `num_local_experts ${model.num_local_experts} is not divisible by ep_size ${ep}`);
   }
   if (job.world_size % ep !== 0) {
-    addIssue(ctx, "moe.ep_size", `world_size ${job.world_size} is not divisible by ep_size ${ep}`);
+    addIssue(ctx, "moe.ep_size", `world_size ${job.world_size} is not divisible by ep_size ${ep}${job.world_size < ep && model.num_local_experts % job.world_size === 0 ? ` (to run at world_size ${job.world_size}, e.g. to resume an ep_size-${ep} checkpoint, which reshards: --set moe.ep_size=${job.world_size}${job.expert_parallel?.enabled ? ` --set expert_parallel.autoep_size=${job.world_size}` : ""})` : ""}`);
   }
   return m as MoeConfig;
 }

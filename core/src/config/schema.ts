@@ -48,6 +48,8 @@ export interface EnumSpec extends SpecBase {
   kind: "enum";
   values: readonly string[];
   caseInsensitive?: boolean;
+  /** The did-you-mean for a wrong value (default: the nearest by edit distance). */
+  suggestValue?: (value: string) => string | null;
 }
 /** A JSON array whose every item matches `items`, with optional length bounds. */
 export interface ArraySpec extends SpecBase {
@@ -258,7 +260,7 @@ function checkEnum(value: unknown, spec: EnumSpec, path: string, ctx: CheckConte
       ? spec.values.find((v) => v.toLowerCase() === value.toLowerCase())
       : spec.values.find((v) => v === value);
     if (hit !== undefined) return hit;
-    const near = suggest(value, spec.values);
+    const near = spec.suggestValue ? spec.suggestValue(value) : suggest(value, spec.values);
     addIssue(ctx, path, `expected ${describeSpec(spec)}, got ${show(value)}${near ? `; did you mean "${near}"?` : ""}`);
     return undefined;
   }

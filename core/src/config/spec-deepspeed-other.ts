@@ -74,8 +74,6 @@ export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
   memory_breakdown: "memory is always reported per tag",
   vocabulary_size: "DeepSpeed only warns about alignment with it; the model's vocab_size is what counts",
   graph_harvesting: "no CUDA graphs: kernels are WebGPU dispatches",
-  wandb: "Weights & Biases is not available offline; use tensorboard or csv_monitor",
-  comet: "Comet is not available offline; use tensorboard or csv_monitor",
   data_types: "gradients accumulate in fp32",
   autotuning: "no autotuner (DeepSpeed also tunes only under its `--autotuning` launcher)",
   pipeline: "no pipeline parallelism (DeepSpeed reads this section only for a PipelineModule)",
@@ -87,6 +85,10 @@ export const DEEPSPEED_IGNORED: Readonly<Record<string, string>> = {
 
 /** Top-level DeepSpeed keys whose feature ZeroMoE lacks. */
 export const DEEPSPEED_UNSUPPORTED: Readonly<Record<string, Unsupported>> = {
+  // refused when enabled (a run that asked for W&B and got nothing read as lost metrics): both log
+  // through their own servers over the network, which a training run here does not assume
+  wandb: sectionOff("Weights & Biases logging is not implemented (it sends the metrics to a W&B server over the network); write tensorboard (or csv_monitor) files instead: the same metrics, and a TensorBoard log directory can be uploaded to W&B afterwards with `wandb sync`"),
+  comet: sectionOff("Comet logging is not implemented (it sends the metrics to a Comet server over the network); write tensorboard or csv_monitor files instead"),
   amp: sectionOff("NVIDIA apex AMP is not available: use fp16 or bf16"),
   torch_autocast: sectionOff("torch.autocast mixed precision is not available: use bf16 or fp16 (ZeroMoE casts explicitly)"),
   compression_training: sectionOff("DeepSpeed Compression (quantization-aware training, pruning, layer reduction) is not implemented"),

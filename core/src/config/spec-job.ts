@@ -7,6 +7,7 @@
 import { DEEPSPEED_ALIASES, DEEPSPEED_FIELDS, DEEPSPEED_IGNORED, DEEPSPEED_UNSUPPORTED } from "./spec-deepspeed.ts";
 import { CHECKPOINT_DEEPSPEED_IGNORED } from "./spec-deepspeed-other.ts";
 import { MODEL_SPEC } from "./spec-model.ts";
+import { suggestBackend } from "./backend-name.ts";
 import { addIssue, type CheckContext, type ObjectSpec, type Spec } from "./schema.ts";
 import { parseByteSize } from "./byte-size.ts";
 import { suggest } from "./errors.ts";
@@ -80,7 +81,7 @@ export const JOB_FIELDS: Readonly<Record<string, Spec>> = {
   model: MODEL_SPEC,
   data: DATA_SPEC,
   seed: { kind: "number", int: true, min: 0, max: 2 ** 32 - 1, default: 1234, doc: "seed for init, data order and router noise" },
-  backend: { kind: "enum", values: ["auto", "webgpu", "cpu"], default: "auto", doc: "compute backend" },
+  backend: { kind: "enum", values: ["auto", "webgpu", "cpu"], default: "auto", doc: "compute backend", suggestValue: suggestBackend },
   world_size: { kind: "number", int: true, min: 1, default: 1, doc: "number of ranks (data-parallel world size)" },
   steps: { kind: "number", int: true, min: 0, default: 100, doc: "optimizer steps to run" },
   eval_interval: { kind: "number", int: true, min: 0, default: 0, doc: "evaluate every N steps (0 = never)" },

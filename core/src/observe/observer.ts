@@ -53,6 +53,9 @@ export interface HistoryEntry {
 /** What one rank reports at the end (RankReport.observe). */
 export interface ObserveReport {
   history: HistoryEntry[];
+  /** The learning rate of every step of this run (rank 0), in step order: the history holds it at
+   * logged steps only, where a warm-up is invisible. */
+  lrs: number[];
   evals: { step: number; val_loss: number }[];
   /** This rank's run totals by phase, ms (null without wall_clock_breakdown). */
   wallClock: { step_ms: number; phases_ms: Record<Phase, number> } | null;
@@ -102,6 +105,9 @@ export class RunObserver {
   private total = { ms: 0, phases: emptyPhases() };
   private lastStepPhases = emptyPhases();
   private prevCounts: number[][] | null = null;
+  /** The moe section's run totals at the previous step (per-step monitor figures). */
+  private prevStepCounts: number[][] | null = null;
+  private readonly lrs: number[] = [];
   private valLoss: number | null = null;
   private readonly history: HistoryEntry[] = [];
   private readonly evals: { step: number; val_loss: number }[] = [];
@@ -240,6 +246,8 @@ export class RunObserver {
       ["Train/Samples/grad_norm", r.gradNorm, samples],
     ];
     if (this.cfg.fp16.enabled) events.push(["Train/Samples/loss_scale", r.lossScale, samples]);
+    this.lrs.push(r.lr);
+    events.push(...this.moeEvents(samples));
     if (!logged) {
       this.write(events);
       return;
@@ -281,6 +289,36 @@ export class RunObserver {
       expert_counts: this.expertCountsDelta(),
     });
     this.win = { steps: 0, ms: 0, comm: zeroOps(), phases: emptyPhases() };
+  }
+
+  /**
+   * The step's MoE figures for the monitors (none for a dense model): the load-balancing loss
+   * (`Train/Samples/moe_aux_loss`, before its coefficient), and per MoE layer l the coefficient of
+   * variation of the step's expert counts (`moe_layer_<l>_load_cv`), the busiest expert's share of
+   * the layer's routing choices (`moe_layer_<l>_max_share`, 1/E when balanced) and the experts
+   * that got no token (`moe_layer_<l>_dead_experts`). Counts are the moe section's run totals minus
+   * those at the previous step (summed over the data-parallel group).
+   */
+  private moeEvents(samples: number): MonitorEvent[] {
+    const moe = this.engine?.summarySections().moe as { expert_counts?: number[][]; aux_loss?: number | null } | undefined;
+    const now = moe?.expert_counts;
+    if (!Array.isArray(now)) return [];
+    const prev = this.prevStepCounts;
+    this.prevStepCounts = now.map((row) => [...row]);
+    const out: MonitorEvent[] = [];
+    if (typeof moe!.aux_loss === "number") out.push(["Train/Samples/moe_aux_loss", moe!.aux_loss, samples]);
+    now.forEach((row, l) => {
+      if (row.length === 0) return; // a dense layer of a sparse family
+      const c = row.map((v, e) => v - (prev?.[l]?.[e] ?? 0));
+      const total = c.reduce((a, b) => a + b, 0);
+      if (total <= 0) return;
+      const mean = total / c.length;
+      const sd = Math.sqrt(c.reduce((a, v) => a + (v - mean) ** 2, 0) / c.length);
+      out.push([`Train/Samples/moe_layer_${l}_load_cv`, sd / mean, samples]);
+      out.push([`Train/Samples/moe_layer_${l}_max_share`, Math.max(...c) / total, samples]);
+      out.push([`Train/Samples/moe_layer_${l}_dead_experts`, c.filter((v) => v === 0).length, samples]);
+    });
+    return out;
   }
 
   /** The window's expert counts: the moe section's run totals minus those at the last logged step. */
@@ -334,6 +372,7 @@ export class RunObserver {
     if (this.csv) files.push(...this.csv.files());
     return {
       history: this.history,
+      lrs: this.lrs,
       evals: this.evals,
       wallClock: this.timer ? { step_ms: this.total.ms, phases_ms: { ...this.total.phases } } : null,
       comms: this.logger ? this.logger.records() : null,

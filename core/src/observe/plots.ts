@@ -60,7 +60,10 @@ export function plotSpecs(s: TrainSummary): Record<string, VegaLiteSpec> {
       mark: { type: "line", point: true },
       encoding: { x: { field: "step", type: "quantitative", title: "step" }, y: { field: "value", type: "quantitative", title: yTitle } },
     });
-    out.lr = line("Learning rate", "lr", "learning rate");
+    // every step's lr where the summary has it (a warm-up is invisible at the logged steps alone)
+    out.lr = (s.lrs ?? []).length > 0
+      ? { ...line("Learning rate", "lr", "learning rate"), data: { values: s.lrs.map((lr, i) => ({ step: start + i + 1, value: lr })) }, mark: { type: "line" } }
+      : line("Learning rate", "lr", "learning rate");
     out["tokens-per-second"] = line("Training throughput", "tokens_per_second", "tokens / s");
     const cells: { step: number; row: string; share: number; count: number; dead: boolean }[] = [];
     for (const h of hist) {

@@ -22,31 +22,10 @@
  * step (t = −1) the lr is cycle_min_lr and β1 is cycle_min_mom.
  */
 import type { LRRangeTestParams, OneCycleParams } from "../config/types.ts";
-import type { SchedulerState } from "./schedulers.ts";
-
-abstract class IterScheduler {
-  protected iter = -1;
-  abstract readonly type: "OneCycle" | "LRRangeTest";
-  get lastBatchIteration(): number {
-    return this.iter;
-  }
-  step(lastBatchIteration?: number): void {
-    const next = lastBatchIteration ?? this.iter + 1;
-    if (!Number.isInteger(next) || next < -1) throw new RangeError(`${this.type}.step: last_batch_iteration must be an integer >= -1, got ${next}`);
-    this.iter = next;
-  }
-  stateDict(): SchedulerState {
-    return { last_batch_iteration: this.iter };
-  }
-  loadStateDict(state: SchedulerState): void {
-    const v = state?.last_batch_iteration;
-    if (typeof v !== "number" || !Number.isInteger(v) || v < -1) throw new Error(`${this.type}.loadStateDict: expected {last_batch_iteration: integer >= -1}, got ${JSON.stringify(state)}`);
-    this.iter = v;
-  }
-}
+import { IterationScheduler } from "./iteration-scheduler.ts";
 
 /** DeepSpeed LRRangeTest (see the module comment). */
-export class LRRangeTest extends IterScheduler {
+export class LRRangeTest extends IterationScheduler {
   readonly type = "LRRangeTest" as const;
   constructor(private readonly p: LRRangeTestParams) {
     super();
@@ -63,7 +42,7 @@ export class LRRangeTest extends IterScheduler {
 }
 
 /** DeepSpeed OneCycle (see the module comment). */
-export class OneCycle extends IterScheduler {
+export class OneCycle extends IterationScheduler {
   readonly type = "OneCycle" as const;
   private readonly s1: number;
   private readonly s2: number;

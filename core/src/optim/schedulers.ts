@@ -22,6 +22,7 @@
  */
 import type { SchedulerConfig, WarmupCosineLRParams, WarmupDecayLRParams, WarmupLRParams, WarmupType } from "../config/types.ts";
 import { LRRangeTest, OneCycle } from "./cyclic-schedulers.ts";
+import { IterationScheduler } from "./iteration-scheduler.ts";
 
 /** Checkpointable state (DeepSpeed's `state_dict`). */
 export interface SchedulerState {
@@ -50,32 +51,8 @@ export function warmupGamma(t: number, warmupSteps: number, type: WarmupType): n
   return type === "log" ? Math.log(t + 1) / Math.log(warmupSteps) : t / warmupSteps;
 }
 
-abstract class BaseScheduler implements LRScheduler {
-  abstract readonly type: LRScheduler["type"];
-  protected iter = -1;
-  get lastBatchIteration(): number {
-    return this.iter;
-  }
-  abstract getLr(): number;
-  step(lastBatchIteration?: number): void {
-    const next = lastBatchIteration ?? this.iter + 1;
-    if (!Number.isInteger(next) || next < -1) throw new RangeError(`${this.type}.step: last_batch_iteration must be an integer >= -1, got ${next}`);
-    this.iter = next;
-  }
-  stateDict(): SchedulerState {
-    return { last_batch_iteration: this.iter };
-  }
-  loadStateDict(state: SchedulerState): void {
-    const v = state?.last_batch_iteration;
-    if (typeof v !== "number" || !Number.isInteger(v) || v < -1) {
-      throw new Error(`${this.type}.loadStateDict: expected {last_batch_iteration: integer >= -1}, got ${JSON.stringify(state)}`);
-    }
-    this.iter = v;
-  }
-}
-
 /** lr = base lr for every step (no `scheduler` section). */
-export class ConstantLR extends BaseScheduler {
+export class ConstantLR extends IterationScheduler {
   readonly type = "Constant" as const;
   /** @param lr the optimizer lr (≥ 0). */
   constructor(private readonly lr: number) {
@@ -87,7 +64,7 @@ export class ConstantLR extends BaseScheduler {
 }
 
 /** DeepSpeed WarmupLR: warm up from warmup_min_lr to warmup_max_lr over warmup_num_steps, then hold. */
-export class WarmupLR extends BaseScheduler {
+export class WarmupLR extends IterationScheduler {
   readonly type: "WarmupLR" | "WarmupDecayLR" = "WarmupLR";
   protected readonly warmup: number;
   constructor(protected readonly p: WarmupLRParams) {
@@ -116,7 +93,7 @@ export class WarmupDecayLR extends WarmupLR {
 }
 
 /** DeepSpeed WarmupCosineLR: ratio warmup from warmup_min_ratio to 1, then cosine to cos_min_ratio. */
-export class WarmupCosineLR extends BaseScheduler {
+export class WarmupCosineLR extends IterationScheduler {
   readonly type = "WarmupCosineLR" as const;
   private readonly warmup: number;
   /** @param baseLr the optimizer lr the ratio multiplies. */

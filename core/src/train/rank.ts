@@ -30,7 +30,7 @@ import { withDeviceBudget } from "./device-budget.ts";
 import { backendMemoryLimits, checkModelStateFits, checkPeakFits, readHostAvailableMemory, type HostMemory } from "./memory-check.ts";
 import { trainLoop, type LoopOutput } from "./loop.ts";
 import { loadJobPlugins } from "./job-plugins.ts";
-import { dataStreamChanges } from "./resume-config.ts";
+import { dataStreamChanges, scheduleChanges } from "./resume-config.ts";
 import type { RankComm, RankMemory, RankReport } from "./summary.ts";
 import { RunObserver } from "../observe/observer.ts";
 import { saveFp32Weights } from "../checkpoint/fp32-weights.ts";
@@ -189,6 +189,9 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       const changed = dataStreamChanges(m.config, config);
       if (changed.length > 0) out.line(`warning: resuming with another data stream than the checkpoint's: ${changed.join(", ")}; the saved data position counts windows of the checkpoint's stream, so training continues at that position in a different one`);
       if (startStep >= config.steps) out.line(`warning: the checkpoint is at step ${startStep}, steps is ${config.steps}: nothing to train`);
+      const schedule = scheduleChanges(m.config, config);
+      if (schedule.length > 0) out.line(`warning: resuming with another learning-rate schedule than the checkpoint's: ${schedule.join(", ")}; the scheduler continues from step ${startStep} of the new plan, so the lr does not follow the saved run's (keep steps and the scheduler section to resume it exactly)`);
+      if (config.checkpoint.dir === null) out.line(`warning: checkpoint.dir is null: this resumed run saves no checkpoint (it resumed from ${r.tagDir}); set checkpoint.dir to keep saving`);
     }
     if (args.saveInit !== undefined) {
       const t0 = performance.now();

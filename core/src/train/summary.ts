@@ -105,6 +105,8 @@ export interface TrainSummary {
   checkpoints: string[];
   /** Rank 0's figures at every logged step (docs/summary.md, field `history`). */
   history: HistoryEntry[];
+  /** The learning rate of every step of this run, in step order (docs/summary.md, field `lrs`). */
+  lrs: number[];
   /** Every evaluation of the run: step and validation loss. */
   eval_history: { step: number; val_loss: number }[];
   /** wall_clock_breakdown: each rank's run totals by phase, ms; null when off. */
@@ -143,6 +145,7 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
     moe: null,
     checkpoints: r0.checkpoints,
     history: r0.observe?.history ?? [],
+    lrs: r0.observe?.lrs ?? [],
     eval_history: r0.observe?.evals ?? [],
     wall_clock: r0.observe?.wallClock ? { per_rank: reports.map((r) => ({ rank: r.rank, ...r.observe!.wallClock! })) } : null,
     comms: r0.observe?.comms ? { per_rank: reports.map((r) => ({ rank: r.rank, ops: r.observe!.comms! })) } : null,
@@ -154,7 +157,7 @@ export function buildSummary(reports: readonly RankReport[]): TrainSummary {
 }
 
 /** Top-level keys of the summary that core fills (a plugin section cannot replace them). */
-const CORE_SUMMARY_KEYS = new Set(["world_size", "steps", "start_step", "num_parameters", "losses", "final_loss", "val_loss", "tokens_per_second", "backend", "memory", "comm", "checkpoints", "history", "eval_history", "wall_clock", "comms", "flops_profile", "monitor_files"]);
+const CORE_SUMMARY_KEYS = new Set(["world_size", "steps", "start_step", "num_parameters", "losses", "final_loss", "val_loss", "tokens_per_second", "backend", "memory", "comm", "checkpoints", "history", "lrs", "eval_history", "wall_clock", "comms", "flops_profile", "monitor_files"]);
 
 const MEMORY_KEYS = ["params", "grads", "optim", "gathered", "activation", "comm", "padding", "peak_total"] as const;
 const COMM_KEYS = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"] as const;
@@ -182,6 +185,10 @@ export function checkSummary(x: unknown): string[] {
   if (typeof x.start_step !== "number" || !Number.isInteger(x.start_step) || x.start_step < 0) bad.push(`start_step: expected an integer ≥ 0, got ${JSON.stringify(x.start_step)}`);
   if (!Array.isArray(x.checkpoints) || !x.checkpoints.every((c) => typeof c === "string")) bad.push("checkpoints: expected an array of strings (tag directories)");
   if (typeof x.num_parameters !== "number" || !Number.isInteger(x.num_parameters) || x.num_parameters < 1) bad.push(`num_parameters: expected an integer ≥ 1, got ${JSON.stringify(x.num_parameters)}`);
+  if (x.lrs !== undefined) {
+    if (!Array.isArray(x.lrs) || !x.lrs.every((v: unknown) => typeof v === "number" && Number.isFinite(v))) bad.push("lrs: expected an array of numbers");
+    else if (typeof steps === "number" && x.lrs.length > steps) bad.push(`lrs: ${x.lrs.length} entries, more than steps ${steps}`);
+  }
   if (!Array.isArray(x.losses)) bad.push("losses: expected an array");
   else {
     x.losses.forEach((v, i) => num(v, `losses[${i}]`));

@@ -139,4 +139,13 @@ describe("a re-signed manifest's shard plan is checked against the model", () =>
       else process.env.ZEROMOE_HOST_MEMORY_LIMIT = prev;
     }
   }, 300_000);
+
+  test("config.data.tokenizer edited to a number or removed: eval names the field (a TypeError from path.resolve before)", async () => {
+    await saved;
+    for (const edit of [(m: Record<string, any>) => (m.config.data.tokenizer = 7), (m: Record<string, any>) => delete m.config.data.tokenizer]) {
+      const e = await errorOf(() => loadInferenceModel({ from: resigned(edit), backend: "cpu", probeTokens: 1 }));
+      expect(e).toBeInstanceOf(CheckpointError);
+      expect(e.message).toContain("field config.data.tokenizer: expected");
+    }
+  }, 300_000);
 });

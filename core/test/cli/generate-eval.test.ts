@@ -41,6 +41,19 @@ function defaultJob(name: string, steps: number, model: Record<string, unknown> 
 
 const lossOf = (out: string) => Number(/eval +loss ([\d.]+) \| perplexity ([\d.]+)/.exec(out)?.[1]);
 
+describe("eval --from CKPT of a world-2 run", () => {
+  test("scores eval_batches micro-batches per rank, as training did: the run's val_loss", () => {
+    const { job, ckpt } = defaultJob("world2", 3, { output_router_logits: false });
+    const tr = sh("train", ["--config", job, "--backend", "cpu", "--world-size", "2"]);
+    expect(tr.code).toBe(0);
+    const val = Number(/done .* val_loss ([\d.]+)/.exec(tr.out)?.[1]);
+    const e = sh("eval", ["--from", ckpt, "--backend", "cpu"]);
+    expect(e.code).toBe(0);
+    expect(e.out).toContain("8 batches of 8 × 64: 4 per rank × world_size 2, as training evaluates");
+    expect(lossOf(e.out)).toBe(val);
+  }, 300_000);
+});
+
 describe("generate and eval on the default run's checkpoint and its fp32 export", () => {
   test("eval reproduces the training val_loss; export = checkpoint; greedy text equal with and without the KV cache", () => {
     // the default model without the router aux term in the loss: val_loss is pure cross-entropy
@@ -54,7 +67,7 @@ describe("generate and eval on the default run's checkpoint and its fp32 export"
 
     const e1 = sh("eval", ["--from", ckpt, "--backend", "cpu"]);
     expect(e1.code).toBe(0);
-    expect(e1.out).toContain("moby-dick validation split (4 batches of 8 × 64, as training evaluates)");
+    expect(e1.out).toContain("moby-dick validation split (4 batches of 8 × 64: 4 per rank × world_size 1, as training evaluates)");
     expect(lossOf(e1.out)).toBe(val);
     const ppl = Number(/perplexity ([\d.]+)/.exec(e1.out)?.[1]);
     expect(Math.abs(ppl - Math.exp(val))).toBeLessThan(Math.exp(val) * 1e-3);
@@ -144,11 +157,11 @@ describe("bad input exits 2 naming the option or file, no stack", () => {
       ["generate", ["--from", notModel, "--prompt", "x", "--top-p", "1.5"], /--top-p: expected a number > 0 and ≤ 1, got "1.5"/],
       ["generate", ["--from", notModel, "--prompt", "x", "--temperature=-1"], /--temperature: expected a number ≥ 0/],
       ["generate", ["--from", notModel, "--promt", "x"], /unknown option "--promt"/],
-      ["generate", ["--from", notModel, "--prompt", "x", "--backend", "gpu"], /--backend: expected auto, webgpu, cpu, got "gpu"/],
+      ["generate", ["--from", notModel, "--prompt", "x", "--backend", "gpu"], /--backend: expected auto, webgpu, cpu, got "gpu"; did you mean webgpu\? \(the GPU backend\)/],
       ["eval", ["--from", notModel, "--batch-size", "0"], /--batch-size: expected an integer ≥ 1, got "0"/],
       ["eval", ["--from", join(lone, "w.safetensors"), "--config", join(tmp, "missing.json")], /--config: .*missing.json does not exist/],
       ["generate", ["--from", join(tmp, "hub"), "--prompt", "x", "--tokenizer", join(tmp, "no-tok")], /data.tokenizer: .*no-tok does not exist/],
-      ["generate", ["--from", join(tmp, "hub"), "--prompt", "x", "--tokenizer", "gpt2"], /tokenizer gpt2 \(--tokenizer\) has 50257 ids but the model's vocab_size is 266; pass --tokenizer/],
+      ["generate", ["--from", join(tmp, "hub"), "--prompt", "x", "--tokenizer", "gpt2"], /tokenizer gpt2 \(--tokenizer\) has 50257 ids but the model's vocab_size is 266; this model cannot take it: use the tokenizer the model was trained with/],
     ];
     for (const [cli, args, want] of cases) {
       const r = sh(cli, args);

@@ -211,6 +211,8 @@ export const DEEPSPEED_019_KEYS: Readonly<Record<string, unknown>> = {
 
 /** A value that turns on each top-level feature ZeroMoE lacks (refused here; DeepSpeed accepts it). */
 export const FEATURE_ON: Readonly<Record<string, unknown>> = {
+  wandb: { enabled: true, project: "deepspeed" },
+  comet: { enabled: true },
   amp: { enabled: true },
   torch_autocast: { enabled: true, dtype: "bfloat16" },
   compression_training: { weight_quantization: { shared_parameters: { enabled: true } } },

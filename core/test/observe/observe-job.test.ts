@@ -114,6 +114,23 @@ describe("an observed ZeRO-3 + MoE ep 2 job at world size 2", async () => {
       expect(Number(v)).toBeCloseTo(s.losses[i], 10);
     });
     expect(readdirSync(d)).toContain("Train_Samples_elapsed_time_ms_forward.csv");
+    // MoE figures every step: the aux loss and each layer's load (cv from the step's counts)
+    const rows = (f: string) => readFileSync(join(d, f), "utf8").trim().split(/\r?\n/);
+    const aux = rows("Train_Samples_moe_aux_loss.csv");
+    expect(aux[0]).toBe("step,moe_aux_loss");
+    expect(aux.length).toBe(STEPS + 1);
+    for (let l = 0; l < 2; l++) {
+      const cv = rows(`Train_Samples_moe_layer_${l}_load_cv.csv`);
+      expect(cv[0]).toBe(`step,moe_layer_${l}_load_cv`);
+      expect(cv.length).toBe(STEPS + 1);
+      const share = rows(`Train_Samples_moe_layer_${l}_max_share.csv`).slice(1).map((r) => Number(r.split(",")[1]));
+      expect(share.every((v) => v >= 1 / 4 && v <= 1)).toBe(true);
+    }
+  });
+
+  test("lrs: the learning rate of every step, in the summary and its plot", () => {
+    expect(s.lrs.length).toBe(STEPS);
+    s.history.forEach((h: { step: number; lr: number }) => expect(s.lrs[h.step - 1]).toBe(h.lr));
   });
 
   test("tensorboard event file", () => {
@@ -142,6 +159,8 @@ print(json.dumps(out))`, path]);
       expect(v).toBeCloseTo(s.losses[i], 5);
     });
     expect(got["Eval/Samples/val_loss"].length).toBe(3);
+    expect(got["Train/Samples/moe_aux_loss"].length).toBe(STEPS);
+    expect(got["Train/Samples/moe_layer_1_load_cv"].length).toBe(STEPS);
   });
 
   test("plots exist", () => {
