@@ -5,7 +5,8 @@
  * before any was matched), an index naming a missing shard gave ENOENT with a stack, an index entry
  * its shard does not hold was accepted, config.json with num_hidden_layers 1e9 hung building the
  * model (training refuses it: MODEL_COUNT_LIMITS), hidden_size 1e12 died in "cpu alloc … Out of
- * memory" (exit 1), and max_position_embeddings 1e12 made generate allocate a 48 TB KV cache.
+ * memory" (exit 1), and max_position_embeddings 1e12 made generate allocate a 48 TB KV cache
+ * (both are now past the model bounds; the same guards are checked inside them at 2^20 and 2^24).
  * Each must now be exit 0 with the right result, or exit 2 with one line naming the file and what
  * is wrong. No wall-clock time is asserted; the child processes have a 5-minute limit (they take
  * seconds) so a hang fails instead of blocking the suite.
@@ -224,15 +225,32 @@ describe("config.json: sizes are bounded before the model is built", () => {
     expect(err).toContain("num_hidden_layers: 1000000000 is above the supported maximum 4096");
   }, 300_000);
 
-  test("hidden_size 1e12: exit 2 naming the size and the memory, no allocation attempted", () => {
-    const line = oneLine(evalOf(withConfig("hidden-1e12", { hidden_size: 1e12 })));
-    expect(line).toContain("hidden-1e12");
+  // hidden_size and max_position_embeddings past what the engine can index are refused by the
+  // model bounds (config/model-bounds, 77cf61e) naming the key and its range, before the memory
+  // estimate or the KV cache is reached; values inside the bounds still reach those two guards.
+  test("hidden_size 1e12: exit 2 naming the key and its range, nothing allocated", () => {
+    const err = badInput(evalOf(withConfig("hidden-1e12", { hidden_size: 1e12 })));
+    expect(err).toContain(join(ROOT, "hidden-1e12", "config.json"));
+    expect(err).toContain("hidden_size: out of range: expected integer in [1, 2147483647], got 1000000000000");
+    expect(err).not.toContain("cpu alloc");
+  }, 300_000);
+
+  test("hidden_size 2^20 (inside the bounds): exit 2 naming the size and the memory, no allocation attempted", () => {
+    const line = oneLine(evalOf(withConfig("hidden-2p20", { hidden_size: 2 ** 20 })));
+    expect(line).toContain("hidden-2p20");
     expect(line).toMatch(/parameters need [\d.]+ [GT]B/);
     expect(line).not.toContain("cpu alloc");
   }, 300_000);
 
-  test("max_position_embeddings 1e12: generate sizes its KV cache to the prompt and new tokens, same text", () => {
-    const huge = withConfig("maxpos-1e12", { max_position_embeddings: 1e12 });
+  test("max_position_embeddings 1e12: exit 2 naming the key and its range", () => {
+    const r = cli("generate", ["--from", withConfig("maxpos-1e12", { max_position_embeddings: 1e12 }), "--prompt", "true places", "--max-new-tokens", "12"]);
+    const err = badInput(r);
+    expect(err).toContain(join(ROOT, "maxpos-1e12", "config.json"));
+    expect(err).toContain("max_position_embeddings: out of range: expected integer in [1, 16777216], got 1000000000000");
+  }, 300_000);
+
+  test("max_position_embeddings 2^24 (the bound): generate sizes its KV cache to the prompt and new tokens, same text", () => {
+    const huge = withConfig("maxpos-2p24", { max_position_embeddings: 2 ** 24 });
     const args = ["--prompt", "true places", "--max-new-tokens", "12"];
     const a = cli("generate", ["--from", BASE, ...args]);
     const b = cli("generate", ["--from", huge, ...args]);
