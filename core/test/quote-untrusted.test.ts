@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decode as cborDecode, encode as cborEncode } from "cbor-x";
 import { HubCheckpoint } from "../src/checkpoint/hub-dir.ts";
+import { checkModelMatches } from "../src/checkpoint/load.ts";
 import { locateCheckpoint } from "../src/checkpoint/manifest.ts";
 import { crc32, RecordFileReader, RecordFileWriter } from "../src/checkpoint/record-file.ts";
 import { parseSafetensorsBytes } from "../src/checkpoint/safetensors.ts";
@@ -144,6 +145,17 @@ describe("every reader's error path quotes what it read", () => {
     const src = new ShardSource(ROOT, { world_size: 0, units: [] } as unknown as CheckpointManifest);
     checkQuoted(await messageOf(() => src.unit(EVIL)), "evil");
     checkQuoted(await messageOf(() => src.unit(BIG)), "big");
+  });
+
+  test("resume: a re-signed manifest's parameter name the model does not have (checkModelMatches)", async () => {
+    // before: `train --resume` echoed the manifest's name whole (70 KB, ESC sequences, a fake error line)
+    const model = { modelUnits: [{ name: "layers.0", numel: 4, dtype: "f32", params: [{ name: "w", shape: [2, 2], offset: 0 }] }] };
+    for (const [name, kind] of [[EVIL, "evil"], [BIG, "big"]] as const) {
+      const m = { units: [{ name: "layers.0", numel: 4, dtype: "f32", params: [{ name, shape: [2, 2], offset: 0 }] }] };
+      const msg = await messageOf(() => checkModelMatches(model as never, m as unknown as CheckpointManifest, "/c/manifest.json"));
+      checkQuoted(msg, kind);
+      expect(msg).toContain("field units[0].params[0]");
+    }
   });
 
   test("data.dataset and data.tokenizer paths; a .jsonl line holding an ESC", async () => {

@@ -48,10 +48,15 @@ export interface LoadCheckpointOptions {
   optimizerStates?: boolean;
 }
 
+/** A manifest shape for a message: at most 8 dimensions shown (readManifest bounds them too). */
+function shapeText(shape: readonly number[]): string {
+  return shape.slice(0, 8).join(", ") + (shape.length > 8 ? `, … (${shape.length} dimensions)` : "");
+}
+
 /** Check that the engine's model matches the manifest, unit by unit. @throws CheckpointError naming the unit. */
 export function checkModelMatches(engine: Pick<CheckpointTarget, "modelUnits">, m: CheckpointManifest, file: string): void {
   const units = engine.modelUnits;
-  const byName = new Map(m.units.map((u) => [u.name, u]));
+  const byName = new Map(m.units.map((u, k) => [u.name, { ...u, index: k }]));
   if (m.units.length !== units.length) throw new CheckpointError(file, `has ${m.units.length} units, the model has ${units.length} (another model?)`);
   for (const u of units) {
     const mu = byName.get(u.name);
@@ -62,7 +67,8 @@ export function checkModelMatches(engine: Pick<CheckpointTarget, "modelUnits">, 
     u.params.forEach((p, i) => {
       const q = mu.params[i]!;
       if (q.name !== p.name || q.offset !== p.offset || q.shape.join(",") !== p.shape.join(",")) {
-        throw new CheckpointError(file, `unit ${quoteUntrusted(u.name)} parameter ${i} is ${q.name} [${q.shape}] at ${q.offset}, the model has ${p.name} [${p.shape}] at ${p.offset}`);
+        // the manifest's name is untrusted (a re-signed one reached the terminal raw, 70 KB): quoted
+        throw new CheckpointError(file, `field units[${mu.index}].params[${i}]: unit ${quoteUntrusted(u.name)} parameter ${i} is ${quoteUntrusted(q.name)} [${shapeText(q.shape)}] at ${q.offset}, the model has ${quoteUntrusted(p.name)} [${p.shape.join(", ")}] at ${p.offset}`);
       }
     });
   }
