@@ -14,6 +14,9 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { locateCheckpoint, readManifest, type CheckpointLocation, type CheckpointManifest } from "./manifest.ts";
 import { manifestModelConfig } from "./manifest-model.ts";
+import { checkManifestParams } from "./manifest-params.ts";
+import { CpuBackend } from "@zeromoe/kernels";
+import { createModel } from "../engine/model-factory.ts";
 import { pathForMessage, quoteUntrusted } from "../config/quote-untrusted.ts";
 import { CheckpointError } from "./errors.ts";
 import { writeHfConfig } from "./hf-config.ts";
@@ -74,7 +77,9 @@ export function openLocatedCheckpoint(loc: CheckpointLocation): { manifest: Chec
  * Write `out` from the checkpoint at `path` (a checkpoint root — its `latest`, or `tag` — or a tag
  * directory; or a location locateCheckpoint already returned).
  * @throws CheckpointError for a missing/damaged checkpoint (naming the file and record), also for
- *   a tag pruned while being read; ConfigError for a manifest whose model config is not valid;
+ *   a tag pruned while being read, and for a manifest parameter that is not its config's model's
+ *   (name, shape, listed twice, or missing: checkManifestParams); ConfigError for a manifest whose
+ *   model config is not valid;
  *   SafetensorsError / fs errors while writing (the partial output is removed).
  */
 export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?: string, opts: ConsolidateOptions = {}): ConsolidateResult {
@@ -85,6 +90,14 @@ export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?:
   let model: ReturnType<typeof manifestModelConfig>;
   try {
     model = manifestModelConfig(m, join(loc.tagDir, "manifest.json"));
+    // the tensors written are the manifest's: each must be a parameter of that config's model with
+    // its shape (a re-signed manifest's edited shape or name was written out as it was)
+    const shapes = createModel(new CpuBackend(), model, { dtype: "f32", seed: 0, allocate: false });
+    try {
+      checkManifestParams(m, join(loc.tagDir, "manifest.json"), shapes.parameters().map((p) => ({ name: p.name, shape: p.shape })), model.model_type);
+    } finally {
+      shapes.destroy();
+    }
   } catch (e) {
     src.close();
     throw e;

@@ -27,6 +27,7 @@ import { checkHubShapes, HubCheckpoint, planHubLoad } from "../checkpoint/hub-di
 import { applyManifestBuffers } from "../checkpoint/manifest-buffers.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { manifestModelConfig } from "../checkpoint/manifest-model.ts";
+import { checkManifestParams } from "../checkpoint/manifest-params.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
 import { ShardSource } from "../checkpoint/shard-source.ts";
 import { CONFIG_JSON_LIMITS } from "../config/json-bounds.ts";
@@ -135,38 +136,24 @@ function sourceManifest(file: string): CheckpointManifest | null {
   return null;
 }
 
-/** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit.
- * @throws CheckpointError for a damaged checkpoint or a parameter the model does not have. */
+/** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit; the
+ * manifest's parameters were matched with the model's first (checkManifestParams).
+ * @throws CheckpointError for a damaged checkpoint. */
 function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): string[] {
   const state = m.param_dtype === "f32" ? "params" : "master";
   const src = new ShardSource(tagDir, m);
-  const seen = new Set<string>();
   try {
-    const file = join(tagDir, "manifest.json");
-    for (const [i, u] of m.units.entries()) {
-      // names and shapes first, against the model built from the manifest's config: a re-signed
-      // manifest whose shapes disagree with it was a bare Error from writeParam (or, with the same
-      // element count, loaded into the wrong layout)
-      const params = u.params.map((p, j) => {
-        let param;
-        try {
-          param = model.param(p.name);
-        } catch {
-          throw new CheckpointError(file, `field units[${i}].params[${j}].name: holds parameter ${quoteUntrusted(p.name)}, which the ${m.config.model.model_type} model does not have`);
-        }
-        if (p.shape.length !== param.shape.length || p.shape.some((d, k) => d !== param.shape[k])) throw new CheckpointError(file, `field units[${i}].params[${j}].shape: ${quoteUntrusted(p.name)} is [${p.shape.slice(0, 8).join(", ")}${p.shape.length > 8 ? ", …" : ""}], the model's is [${param.shape.join(", ")}] (the manifest's config and its shard plan disagree)`);
-        if (seen.has(p.name)) throw new CheckpointError(file, `field units[${i}].params[${j}].name: ${quoteUntrusted(p.name)} is listed twice`);
-        seen.add(p.name);
-        return { p, param };
-      });
+    // names and shapes were checked against the model before it was built (checkManifestParams)
+    for (const u of m.units) {
       const full = src.readF32(u.name, state, 0, u.numel);
-      for (const { p, param } of params) writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + param.numel) }, 0, tagDir);
+      for (const p of u.params) {
+        const param = model.param(p.name);
+        writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + param.numel) }, 0, tagDir);
+      }
     }
   } finally {
     src.close();
   }
-  const missing = model.parameters().filter((p) => !seen.has(p.name)).map((p) => p.name);
-  if (missing.length > 0) throw new CheckpointError(join(tagDir, "manifest.json"), `lacks parameters ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`);
   // the model's buffers (DeepSeek-V3's e_score_correction_bias) from plugins.model_buffers
   const unrecorded = applyManifestBuffers(model.buffers(), m.plugins, join(tagDir, "manifest.json"));
   return unrecorded.length > 0 ? [`${join(tagDir, "manifest.json")}: records no plugins.model_buffers for ${unrecorded.slice(0, 3).join(", ")}${unrecorded.length > 3 ? ` (+${unrecorded.length - 3} more)` : ""}; they keep their initial values (zeros)`] : [];
@@ -304,13 +291,14 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
     checkInferenceFits(config, backendMemoryLimits(backend, readHostAvailableMemory()), from);
     // Hugging Face weights: their headers must match the config's parameter shapes before the
     // model is built (a config.json claiming a larger model allocated it first)
-    if (!ckpt) {
-      const shapes = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0, allocate: false });
-      try {
-        checkHubShapes(from, shapes.parameters().map((p) => ({ name: p.name, shape: p.shape })), config.tie_word_embeddings, [...shapes.buffers().keys()]);
-      } finally {
-        shapes.destroy();
-      }
+    // (a checkpoint's manifest: its parameter list against the model of its own config)
+    const shapes = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0, allocate: false });
+    try {
+      const params = shapes.parameters().map((p) => ({ name: p.name, shape: p.shape }));
+      if (ckpt) checkManifestParams(ckpt.manifest, join(ckpt.tagDir, "manifest.json"), params, config.model_type);
+      else checkHubShapes(from, params, config.tie_word_embeddings, [...shapes.buffers().keys()]);
+    } finally {
+      shapes.destroy();
     }
     model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
     if (ckpt) warnings.push(...loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest));

@@ -6,7 +6,9 @@
  * nn/state-dict.ts through cli/model-source.ts, or, with the same element count, a silent load into
  * the wrong layout). Now: the rank files record the layout they were written under (zero_stage,
  * ep_size, the expert placement's digest) and each load refuses a disagreement naming the manifest
- * field; eval/generate compare every parameter's name and shape with the model before reading;
+ * field; eval/generate and zero-to-fp32 compare every parameter's name and shape with the model of
+ * the manifest's config before reading or allocating (zero-to-fp32 wrote an edited shape or name
+ * out as it was);
  * a model the host memory budget cannot hold is refused before it is built.
  * The checkpoint: a real world-2 ZeRO-2 run of a 4-expert Mixtral with ep_size 2 (fixture.ts).
  */
@@ -94,7 +96,7 @@ describe("a re-signed manifest's layout is checked against the rank files", () =
 });
 
 describe("a re-signed manifest's shard plan is checked against the model", () => {
-  test("a parameter shape with its dimensions swapped: eval names the field and both shapes", async () => {
+  test("a parameter shape with its dimensions swapped: eval, zero-to-fp32 and resume name the field and both shapes", async () => {
     await saved;
     let at = "";
     const d = resigned((m) => {
@@ -102,13 +104,21 @@ describe("a re-signed manifest's shard plan is checked against the model", () =>
         for (const [j, p] of u.params.entries())
           if (at === "" && p.shape.length === 2 && p.shape[0] !== p.shape[1]) {
             p.shape = [p.shape[1], p.shape[0]];
-            at = `units[${i}].params[${j}].shape`;
+            at = `units[${i}].params[${j}]`;
           }
     });
+    // zero-to-fp32 wrote the swapped tensor out as it was (exit 0) before
+    await refusedEverywhere(d, `field ${at}`);
     const e = await errorOf(() => loadInferenceModel({ from: d, backend: "cpu", probeTokens: 1 }));
-    expect(e).toBeInstanceOf(CheckpointError);
-    expect(e.message).toContain(`field ${at}`);
+    expect(e.message).toContain(`field ${at}.shape`);
     expect(e.message).toContain("the model's is");
+  }, 300_000);
+
+  test("a parameter renamed to a name the model does not have: every load names the field, quoted", async () => {
+    await saved;
+    const d = resigned((m) => (m.units[1].params[0].name = "model.layers.0.\u001b[31mforged.weight"));
+    // zero-to-fp32 wrote a tensor of that name (exit 0) before
+    await refusedEverywhere(d, "field units[1].params[0]", '"model.layers.0.\\u001b[31mforged.weight"');
   }, 300_000);
 
   test("a parameter name used twice in the plan: readManifest names it", async () => {
