@@ -97,6 +97,9 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
         expert: e,
         dtype: dtypeOf(`layers.${layer}.experts.${e}`, "expert"),
         allocate,
+        // read only by the grouped expert products, which convert 16-bit weights themselves
+        // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
+        workingCopy: false,
         params: [
           { name: `${pre}.w1.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
           { name: `${pre}.w2.weight`, shape: [c.hidden_size, c.intermediate_size], init: normal },

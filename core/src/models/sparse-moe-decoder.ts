@@ -137,6 +137,9 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
         expert: e,
         dtype: dtypeOf(`layers.${layer}.experts.${e}`, "expert"),
         allocate,
+        // read only by the grouped expert products, which convert 16-bit weights themselves
+        // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
+        workingCopy: false,
         params: [
           { name: `${pre}.gate_proj.weight`, shape: [I, H], init: normal },
           { name: `${pre}.up_proj.weight`, shape: [I, H], init: normal },

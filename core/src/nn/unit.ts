@@ -23,6 +23,13 @@
  *   `unit.workGrad` (tag `grad`); at `gradReady` time the 16-bit `unit.grad` is produced by casting
  *   `workGrad` (round to nearest even). `zeroGrad()` clears both. `work` is dropped after each
  *   region.
+ * - A 16-bit unit made with `workingCopy: false` (the experts of core/src/models: their parameters
+ *   are read only by nn/moe/grouped-linear.ts, which converts the 16-bit storage itself while it
+ *   stacks the weights) has neither: no `work` (its parameters' `tensor.view` throws; ops read
+ *   {@link Parameter.readView}), no `workGrad` — gradient contributions are added straight into
+ *   the 16-bit `grad` ({@link Parameter.gradSinkView}), each contribution rounded once (one per
+ *   micro-batch in a training step, so the bits equal the working-copy path's). This keeps a MoE
+ *   layer's experts at 2 bytes per element in their region instead of 2 + 4 + 4.
  *
  * ## Hooks ({@link UnitHooks}; defaults are no-ops = everything resident, plain data parallel)
  * - `gather(unit, "fwd")` before a unit's forward region, `release(unit, "fwd")` after it;
@@ -110,9 +117,32 @@ export class Parameter implements ParamSource {
     return { buf: this.unit.computeBuffer(this.name), off: this.offset };
   }
 
-  /** f32 gradient accumulator view (allocated zeroed on first use). */
+  /** f32 gradient accumulator view (allocated zeroed on first use). @throws for a unit without a
+   * working copy (use {@link gradSinkView}). */
   gradView(): View {
     return { buf: this.unit.computeGradBuffer(), off: this.offset };
+  }
+
+  /** The parameter's values for an op that converts 16-bit storage itself: the f32 compute view
+   * when the unit has one (an f32 unit, or a 16-bit unit's working copy), else the unit's 16-bit
+   * `data` (dtype bf16/f16, `numel` elements from the view's offset).
+   * @throws naming the parameter and unit when the unit is not resident. */
+  readView(): View {
+    const u = this.unit;
+    if (u.dtype === "f32" || u.work) return this.dataView();
+    if (!u.data) throw new Error(`parameter ${this.name} of unit ${u.name} used while the unit is not gathered (unit.data is null)`);
+    return { buf: u.data, off: this.offset };
+  }
+
+  /** Where an op that converts 16-bit values itself adds this parameter's gradient: the f32
+   * accumulator when the unit has one (`grad` of an f32 unit, `workGrad` of a 16-bit unit with a
+   * working copy), else the unit's 16-bit `grad` (allocated zeroed on first use; the op reads it,
+   * adds its contribution in f32 and writes it back rounded to nearest even). */
+  gradSinkView(): View {
+    const u = this.unit;
+    if (u.workingCopy || u.dtype === "f32") return this.gradView();
+    if (!u.grad) u.grad = u.be.alloc(u.dtype, Math.max(u.numel, 1), "grad");
+    return { buf: u.grad, off: this.offset };
   }
 }
 
@@ -129,6 +159,10 @@ export interface UnitOptions {
   expert?: number;
   /** Allocate `data` now (default true). With false, `data` stays null until an engine provides it. */
   allocate?: boolean;
+  /** 16-bit units: make the f32 working copy `work` and gradient accumulator `workGrad` (default
+   * true). false for a unit whose parameters only ops reading {@link Parameter.readView} and
+   * writing {@link Parameter.gradSinkView} use (see the module comment). Ignored for f32 units. */
+  workingCopy?: boolean;
 }
 
 /** A unit (see the module comment). */
@@ -144,6 +178,8 @@ export class Unit implements TapeUnit {
   readonly numel: number;
   /** Whether gradients are produced for this unit. */
   trainable = true;
+  /** Whether a 16-bit unit computes through an f32 working copy (UnitOptions.workingCopy). */
+  readonly workingCopy: boolean;
   /** Flat parameter buffer (dtype `dtype`, ≥ numel elements) or null while released. */
   data: Buf | null = null;
   /** Flat gradient buffer (dtype `dtype`) or null until the first backward. */
@@ -165,6 +201,7 @@ export class Unit implements TapeUnit {
     this.dtype = dtype;
     this.layer = opts.layer;
     this.expert = opts.expert;
+    this.workingCopy = opts.workingCopy ?? true;
     let off = 0;
     const ps: Parameter[] = [];
     for (const spec of opts.params) {
@@ -189,23 +226,27 @@ export class Unit implements TapeUnit {
       if (!this.data) throw new Error(`parameter ${paramName} of unit ${this.name} used while the unit is not gathered (unit.data is null)`);
       return this.data;
     }
+    if (!this.workingCopy) throw new Error(`parameter ${paramName} of unit ${this.name} is kept in ${this.dtype} without an f32 working copy (workingCopy false): read it with Parameter.readView in an op that converts 16-bit values`);
     if (!this.work) throw new Error(`parameter ${paramName} of unit ${this.name} (${this.dtype}) used outside its gathered region (no f32 working copy; call enterUnit first)`);
     return this.work;
   }
 
-  /** The f32 gradient accumulator: `grad` (f32 units) or `workGrad` (16-bit), allocated zeroed. */
+  /** The f32 gradient accumulator: `grad` (f32 units) or `workGrad` (16-bit), allocated zeroed.
+   * @throws for a 16-bit unit without a working copy (its gradient is the 16-bit `grad`). */
   computeGradBuffer(): Buf {
     if (this.dtype === "f32") {
       if (!this.grad) this.grad = this.be.alloc("f32", Math.max(this.numel, 1), "grad");
       return this.grad;
     }
+    if (!this.workingCopy) throw new Error(`unit ${this.name} keeps its gradient in ${this.dtype} without an f32 accumulator (workingCopy false): add contributions through Parameter.gradSinkView`);
     if (!this.workGrad) this.workGrad = this.be.alloc("f32", Math.max(this.numel, 1), "grad");
     return this.workGrad;
   }
 
-  /** Make the f32 working copy of a 16-bit unit from `data` (no-op for f32 units or if present). */
+  /** Make the f32 working copy of a 16-bit unit from `data` (no-op for f32 units, units without a
+   * working copy, or if present). */
   materialize(): void {
-    if (this.dtype === "f32" || this.work) return;
+    if (this.dtype === "f32" || !this.workingCopy || this.work) return;
     if (!this.data) throw new Error(`unit ${this.name}: cannot make the f32 working copy, unit.data is null (gather hook did not provide it)`);
     this.work = this.be.alloc("f32", Math.max(this.numel, 1), "activation");
     if (this.numel > 0) this.be.cast({ buf: this.data, off: 0 }, { buf: this.work, off: 0 }, this.numel);
@@ -219,10 +260,16 @@ export class Unit implements TapeUnit {
     }
   }
 
-  /** For 16-bit units: write `grad` = cast(workGrad). No-op for f32 units. */
+  /** For 16-bit units: write `grad` = cast(workGrad). For f32 units and units without a working
+   * copy (whose contributions are in `grad` already) only make sure `grad` exists (zeros when
+   * nothing contributed). */
   finalizeGrad(): void {
     if (this.dtype === "f32") {
       this.computeGradBuffer();
+      return;
+    }
+    if (!this.workingCopy) {
+      if (!this.grad) this.grad = this.be.alloc(this.dtype, Math.max(this.numel, 1), "grad");
       return;
     }
     const wg = this.computeGradBuffer();

@@ -27,6 +27,13 @@ export interface ParamSource {
   /** f32 view of the parameter's gradient accumulator (allocated zeroed on first use). Gradient
    * contributions are always *added* here (micro-batch accumulation). */
   gradView(): View;
+  /** For ops that convert 16-bit values themselves (nn/moe/grouped-linear.ts): the values as
+   * stored — the f32 compute view, or a bf16/f16 view when the source keeps no f32 copy. Absent:
+   * use `dataView`. */
+  readView?(): View;
+  /** For the same ops: where the gradient contribution is added — an f32 accumulator, or a
+   * bf16/f16 buffer the op reads, adds to in f32 and writes back rounded. Absent: `gradView`. */
+  gradSinkView?(): View;
   /** Whether gradients are wanted for this parameter. */
   readonly trainable: boolean;
 }

@@ -135,9 +135,12 @@ export function headBytes(m: ModelConfig, T: number, maxBindingBytes = Infinity)
 /** Bytes of `count` equal units' region beyond the model states: the f32 working copy of a 16-bit
  * unit (`mixed`), the gathered parameters under ZeRO-3 (`gatheredPerElement` bytes, 0 otherwise),
  * and with `grad` its f32 gradient accumulator (unit.ts `grad` / `workGrad`; the 16-bit gradient
- * is cast only at the region's end, when the layer's activations are freed). */
+ * is cast only at the region's end, when the layer's activations are freed). Expert units of a
+ * 16-bit job have no working copy (unit.ts `workingCopy: false`): nothing but their 16-bit
+ * gradient (2 bytes per element) with `grad`. */
 function unitRegion(u: UnitSize, count: number, mixed: boolean, gatheredPerElement: number, grad: boolean): number {
   const n = u.numel * count;
+  if (mixed && u.kind === "expert") return gatheredPerElement * n + (grad ? 2 * n : 0);
   return (mixed ? F32 * n : 0) + gatheredPerElement * n + (grad ? F32 * n : 0);
 }
 

@@ -11,10 +11,18 @@
  * with one Backend.groupedWeightGrad into a stack of the experts' current gradients, which is
  * copied back — so each dW is `grad + dyᵀ·x` rounded once, exactly what a per-expert `linear`'s
  * accumulating matmul computes (bit-identical on the cpu backend).
+ *
+ * 16-bit experts without an f32 working copy (nn/unit.ts `workingCopy: false`, the models'
+ * expert units in bf16/fp16 jobs): the stack is filled by casting each weight's bf16/f16 storage
+ * (`Parameter.readView`) — the values an f32 working copy would hold, without the copy of every
+ * expert of the layer — and each expert's gradient slot is cast in from its 16-bit gradient
+ * (`Parameter.gradSinkView`) and cast back after the grouped dW (rounded to nearest even once: the
+ * bits of the f32-accumulator path when a weight gets one contribution per micro-batch, as in a
+ * training step).
  */
 import { accumulateGrad, gradTarget, record, type GradTarget } from "../../tensor/index.ts";
 import { empty, type Tensor } from "../../tensor/tensor.ts";
-import type { Backend, Buf } from "@zeromoe/kernels";
+import type { Backend, Buf, View } from "@zeromoe/kernels";
 
 /**
  * x f32 [R, in] grouped by rows; weights: G tensors [out, in] (nn.Linear layout); offsets: i32
@@ -53,30 +61,50 @@ export function groupedLinear(x: Tensor, weights: readonly Tensor[], offsets: Te
     be.free(stack);
     if (!needW.some((b) => b)) return;
     // dW: stack the current gradients, accumulate dyᵀ·x per group in one op, copy back
-    const targets: (GradTarget | null)[] = weights.map((w, i) => (needW[i] ? gradTarget(w, "add") : null));
+    const targets: (GradTarget | null)[] = weights.map((w, i) => (needW[i] ? gradSink(w) : null));
     // every slot whose gradient is copied back is copied in first: the rest may hold anything
     const gstack = be.alloc("f32", G * wn, "activation", "any");
     targets.forEach((t, i) => {
-      if (t) be.copy(t.view, { buf: gstack, off: i * wn }, wn);
+      if (t) convert(be, t.view, { buf: gstack, off: i * wn }, wn);
     });
     be.groupedWeightGrad(g.view, x.view, { buf: gstack, off: 0 }, offsets.view, { G, R, M: outF, N: inF, accumulate: true });
     targets.forEach((t, i) => {
       if (!t) return;
-      be.copy({ buf: gstack, off: i * wn }, t.view, wn);
+      convert(be, { buf: gstack, off: i * wn }, t.view, wn);
       t.commit();
     });
     be.free(gstack);
   });
 }
 
-/** A fresh f32 buffer [G, n] holding the G weights in order (one copy each). A group the host
+/** `dst` = `src` for n elements: a copy between equal dtypes, else a cast (f32 ↔ bf16/f16, round
+ * to nearest even). */
+function convert(be: Backend, src: View, dst: View, n: number): void {
+  if (src.buf.dtype === dst.buf.dtype) be.copy(src, dst, n);
+  else be.cast(src, dst, n);
+}
+
+/** The values of weight `w` as stored: a parameter's `readView` (f32, or bf16/f16 for a unit
+ * without a working copy), else the tensor's f32 view. */
+function weightSource(w: Tensor): View {
+  return w.param?.readView ? w.param.readView() : w.view;
+}
+
+/** Where `w`'s gradient goes (it requires one): a parameter's `gradSinkView` (f32 accumulator, or
+ * the 16-bit gradient of a unit without a working copy), else the tape's target for an add. */
+function gradSink(w: Tensor): GradTarget {
+  if (w.param?.gradSinkView) return { view: w.param.gradSinkView(), commit: () => {} };
+  return gradTarget(w, "add")!;
+}
+
+/** A fresh f32 buffer [G, n] holding the G weights in order (one copy or cast each). A group the host
  * knows to have no rows is not read (its slot holds anything: the grouped products read no weight
  * of a group without rows): its unit may not be resident (the offload plugin skips fetching experts
  * no rank routed tokens to). The buffer is not zeroed first (`alloc` contents "any"). */
 function stackWeights(be: Backend, weights: readonly Tensor[], rowsPerGroup: ArrayLike<number> | null, n: number): Buf {
   const stack = be.alloc("f32", Math.max(1, weights.length * n), "activation", "any");
   weights.forEach((w, i) => {
-    if (!rowsPerGroup || rowsPerGroup[i]! > 0) be.copy(w.view, { buf: stack, off: i * n }, n);
+    if (!rowsPerGroup || rowsPerGroup[i]! > 0) convert(be, weightSource(w), { buf: stack, off: i * n }, n);
   });
   return stack;
 }
