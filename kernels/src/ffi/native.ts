@@ -127,6 +127,7 @@ type ShimLib = Narrow<ReturnType<typeof cc<typeof SHIM>>["symbols"]>;
 /** Extensions only our own library (native/wgpu-coop) exports; absent from wgpu-native. */
 const COOP_EXT = {
   zmAdapterCooperativeMatrixProperties: { args: [P, P, U64], returns: U64R },
+  zm_naga_validate_wgsl: { args: [P, U64, P, U64], returns: U64R },
 } as const;
 type CoopExtLib = Narrow<ReturnType<typeof dlopen<typeof COOP_EXT>>["symbols"]>;
 

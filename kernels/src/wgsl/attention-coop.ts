@@ -232,7 +232,7 @@ function forwardKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: bo
     const pv = declHeld(ops, "pa", KF, "Ph", slabIdx, "PLD").replace(/^/gm, "  ") + "\n" +
       ind(rep(ops, NF, "t_", (t, nm) => rep(ops, KF, "j_", (j, nj) => [`  ${nm("o")} = ${ops.mma(heldUse(ops, "pa", "Ph", slabIdx, j, nj, "PLD"), "Ph", ops.load("B", "b_v", `kb0 + (k0 + 16u * ${j}) * DP + 16u * ${t}`, "DP", true), "b_v", nm("o"))};`])), 4);
     const body = `${entry(threads(b))} {
-  let id = wg_lin(wg, nwg);
+  let id = wg.x + wg.y * nwg.x; // inline: naga takes a helper's arguments as non-uniform, and the early return must stay workgroup-uniform for the cooperative-matrix ops after it
   if (id >= P.B * P.H * P.nqb) { return; }
   let qb = P.nqb - 1u - id / (P.B * P.H); // the blocks with the most keys first
   let h = id % P.H;
@@ -336,7 +336,7 @@ function dqKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: boolean
       `}`,
     ]), 4);
     const body = `${entry(threads(b))} {
-  let id = wg_lin(wg, nwg);
+  let id = wg.x + wg.y * nwg.x; // inline: naga takes a helper's arguments as non-uniform, and the early return must stay workgroup-uniform for the cooperative-matrix ops after it
   if (id >= P.B * P.H * P.nqb) { return; }
   let qb = P.nqb - 1u - id / (P.B * P.H);
   let h = id % P.H;
@@ -411,7 +411,7 @@ function dkvKernel(D: number, b: CoopAttnBlock, causal: boolean, emulate: boolea
       `}`,
     ]), 4);
     const body = `${entry(threads(b))} {
-  let id = wg_lin(wg, nwg);
+  let id = wg.x + wg.y * nwg.x; // inline: naga takes a helper's arguments as non-uniform, and the early return must stay workgroup-uniform for the cooperative-matrix ops after it
   if (id >= P.B * P.Hkv * P.nkb) { return; }
   let kb = id / (P.B * P.Hkv); // the blocks with the most queries first
   let kh = id % P.Hkv;

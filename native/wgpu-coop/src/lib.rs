@@ -10,3 +10,4 @@ mod device;
 mod instance;
 mod resources;
 mod util;
+mod validate;
