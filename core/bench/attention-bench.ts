@@ -30,6 +30,7 @@
  */
 import { createBackend, type Backend, type CoopAttnBlock, type FlashBlock, type View, type WebGpuBackend } from "@zeromoe/kernels";
 import { randomF32 as rand } from "@zeromoe/kernels/testing";
+import { spawnSync } from "node:child_process";
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -88,8 +89,8 @@ if (torchDtype) {
   }
   const script = new URL("./torch_attention.py", import.meta.url).pathname;
   const shapeArg = shapes.map((x) => x.join("x")).join(",");
-  const r = Bun.spawnSync([process.env.PYTHON ?? "python3", script, "--dtype", torchDtype, "--shapes", shapeArg], { stdout: "inherit", stderr: "inherit" });
-  if (r.exitCode !== 0) console.error(`attention-bench: torch_attention.py exited with ${r.exitCode} (continuing with the WebGPU modes)`);
+  const r = spawnSync(process.env.PYTHON ?? "python3", [script, "--dtype", torchDtype, "--shapes", shapeArg], { stdio: ["ignore", "inherit", "inherit"] });
+  if (r.status !== 0) console.error(`attention-bench: torch_attention.py exited with ${r.status ?? r.signal ?? r.error?.message} (continuing with the WebGPU modes)`);
 }
 
 const firstResult = new Map<string, Float32Array[]>();

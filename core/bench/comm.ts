@@ -27,6 +27,7 @@ import { slotBytesFromEnv } from "../src/comm/local/memory.ts";
 import { launch } from "../src/launch/launch.ts";
 import { launchMpi } from "../src/launch/mpi-launch.ts";
 import type { CommBenchArgs, CommBenchTimes } from "./comm-rank.ts";
+import { runtimeLabel } from "@zeromoe/kernels/runtime";
 
 /** One measured row. Bandwidths in GB/s (10⁹ bytes per second). */
 export interface CommBenchRow {
@@ -181,7 +182,7 @@ export async function main(argv: string[]): Promise<void> {
     const cores = navigator.hardwareConcurrency;
     const body = [
       `Measured ${new Date().toISOString().slice(0, 10)} with \`bun core/bench/comm.ts --world-size ${worldSize} --sizes-mb ${sizesMB.join(",")} --iters ${iters} --write\``,
-      `(Bun ${Bun.version}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as Bun Workers, ${(slotBytesFromEnv(worldSize) / 1048576).toFixed(0)} MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
+      `(${runtimeLabel()}, ${cores} CPU cores, transport \`local\`: ${worldSize} ranks as worker threads, ${(slotBytesFromEnv(worldSize) / 1048576).toFixed(0)} MiB arena slot per rank; run took ${((Date.now() - t0) / 1000).toFixed(0)} s;`,
       `1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after the run: above ${worldSize}, other jobs were sharing the cores).`,
       "algbw = array bytes / time; busbw = algbw·2(n−1)/n for all_reduce, algbw·(n−1)/n for the others (nccl-tests' definition);",
       "memcpy = one-thread `Float32Array.set` of the same bytes in the same run (best of ≥3). Data are Float32Array; all_to_all_v uses even counts;",
@@ -195,7 +196,7 @@ export async function main(argv: string[]): Promise<void> {
       "as JavaScript loops on the ranks' own threads (about 1 ns per element and source here), with more ranks than cores;",
       "all_reduce and reduce_scatter are therefore far below memcpy. Timings on a shared 2-core machine vary by 2x between runs.",
     ].join("\n");
-    const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+    const file = resolve(import.meta.dirname, "..", "..", "docs", "performance.md");
     writeSection(file, body);
     console.log(`wrote the Communication section of ${file}`);
   }
@@ -221,7 +222,7 @@ async function mainByTransport(worldSizes: number[], transports: ("local" | "mpi
   if (!write) return;
   const body = [
     `Measured ${new Date().toISOString().slice(0, 10)} with \`bun run bench comm --transport ${transports.join(",")} --world-size ${worldSizes.join(",")} --sizes-mb ${sizesMB.join(",")} --iters ${iters} --write\``,
-    `(Bun ${Bun.version}, ${navigator.hardwareConcurrency} CPU cores; run took ${((Date.now() - t0) / 1000).toFixed(0)} s; 1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after:`,
+    `(${runtimeLabel()}, ${navigator.hardwareConcurrency} CPU cores; run took ${((Date.now() - t0) / 1000).toFixed(0)} s; 1-minute load average ${loadBefore.toFixed(1)} before and ${loadavg()[0].toFixed(1)} after:`,
     "other jobs were sharing the cores). `local`: ranks are Bun Workers of one process; `mpi`: one process per rank under Open MPI's mpirun",
     "(shared-memory BTL on one host), collectives through bun:ffi, reductions in JavaScript in fixed rank order (docs/comm.md). Columns as above.",
     "",
@@ -229,7 +230,7 @@ async function mainByTransport(worldSizes: number[], transports: ("local" | "mpi
     "",
     latency,
   ].join("\n");
-  const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+  const file = resolve(import.meta.dirname, "..", "..", "docs", "performance.md");
   writeSection(file, body, "## Communication: mpi transport beside local");
   console.log(`wrote the "Communication: mpi transport beside local" section of ${file}`);
 }

@@ -23,6 +23,7 @@ import { parseArgs } from "node:util";
 import { createBackend, type Backend } from "@zeromoe/kernels";
 import { xorshift32 } from "@zeromoe/kernels/testing";
 import { Variable, backward, fromArray, linearCrossEntropy, planTiles } from "../src/tensor/index.ts";
+import { spawnSync } from "node:child_process";
 
 const { values: a } = parseArgs({
   options: {
@@ -153,9 +154,9 @@ const lossTol = coop ? 2e-3 : 1e-5;
 const gradTol = coop ? 2e-2 : 1e-4;
 writeFileSync(`${dir}/meta.json`, JSON.stringify({ T, H, V, z, numValid, loss: last.loss, lossTol, gradTol }));
 console.log(`check: ${a.python} core/bench/torch_fused_head.py --dir ${dir} (loss within ${lossTol} relative, dh/dW within ${gradTol} of their largest entry)`);
-const p = Bun.spawnSync([a.python!, "core/bench/torch_fused_head.py", "--dir", dir], { stdout: "inherit", stderr: "inherit" });
+const p = spawnSync(a.python!, ["core/bench/torch_fused_head.py", "--dir", dir], { stdio: ["ignore", "inherit", "inherit"] });
 destroy(be);
-process.exit(p.exitCode ?? 1);
+process.exit(p.status ?? 1);
 
 function destroy(b: Backend): void {
   (b as { destroy?: () => void }).destroy?.();

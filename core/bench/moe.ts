@@ -180,7 +180,7 @@ export async function main(argv: string[]): Promise<void> {
     `expert states need no collective (edp groups of 1).`,
   ].join("\n");
   if (write) {
-    const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+    const file = resolve(import.meta.dirname, "..", "..", "docs", "performance.md");
     writeMarkdownSection(file, "## MoE", body);
     console.log(`wrote the MoE section of ${file}`);
   }

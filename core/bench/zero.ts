@@ -18,6 +18,7 @@ import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { DEFAULT_JOB, resolveJobConfig } from "../src/config/index.ts";
 import { runTraining } from "../src/train/run.ts";
+import { runtimeLabel } from "@zeromoe/kernels/runtime";
 
 /** One stage's measurement. Bytes and seconds. */
 export interface ZeroBenchRow {
@@ -128,7 +129,7 @@ export async function main(argv: string[]): Promise<void> {
   const load1 = loadavg()[0]!;
   const cmd = `bun run bench zero --world-size ${o.worldSize} --steps ${o.steps}${o.bf16 ? " --bf16" : ""} --backend ${o.backend}${write ? " --write" : ""}`;
   const lines = [
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`${cmd}\` (Bun ${Bun.version}, backend ${backend}, transport \`local\`;`,
+    `Measured ${new Date().toISOString().slice(0, 10)} with \`${cmd}\` (${runtimeLabel()}, backend ${backend}, transport \`local\`;`,
     `run took ${secs.toFixed(0)} s; 1-minute load average ${load0.toFixed(1)} before and ${load1.toFixed(1)} after — other jobs shared the machine when it is above 0).`,
     `Model: the default job's Mixtral (${numParameters.toLocaleString("en-US")} parameters Ψ), ${o.bf16 ? "bf16" : "fp32"}, ${tokensPerStep} tokens per step, ZeRO-3 with \`stage3_param_persistence_threshold: 0\`.`,
     `tokens/s over steps 2–${o.steps} (rank 0 step time); memory: rank 0 after the last step (KiB; padding included and shown); comm: bytes rank 0 sent per step (nominal ring bytes).`,
@@ -142,7 +143,7 @@ export async function main(argv: string[]): Promise<void> {
   const body = lines.join("\n");
   console.log(body);
   if (write) {
-    const file = resolve(import.meta.dir, "..", "..", "docs", "performance.md");
+    const file = resolve(import.meta.dirname, "..", "..", "docs", "performance.md");
     writeMarkdownSection(file, "## ZeRO", body);
     console.log(`wrote the ZeRO section of ${file}`);
   }

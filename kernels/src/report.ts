@@ -13,6 +13,7 @@ import { createGPU, libraryVersion, type AdapterInfoEx } from "./ffi/index.ts";
 import { resolveLibrary } from "./ffi/library.ts";
 import { libraryKind, loadNative } from "./ffi/native.ts";
 import { cooperativeMatrixProperties, formatCoopConfig } from "./ffi/cooperative-matrix.ts";
+import { runtimeLabel } from "./runtime/detect.ts";
 
 /** The limits the report shows (WebGPU names). */
 export const REPORT_LIMITS = [
@@ -156,7 +157,7 @@ async function checkAdapter(adapter: GPUAdapter): Promise<{ ok: boolean; ms: num
 export async function collectReport(options: { probe?: boolean; libraryPath?: string } = {}): Promise<Report> {
   const c = cpus();
   const report: Report = {
-    bunVersion: Bun.version,
+    bunVersion: process.versions.bun ?? `(not Bun: ${runtimeLabel()})`,
     platform: `${platform()} ${release()} ${arch()}`,
     cpu: c[0]?.model ?? "unknown",
     cpuCount: c.length,

@@ -16,7 +16,7 @@ import { join, resolve } from "node:path";
 import { ConfigError, DEFAULT_JOB, resolveJobConfig } from "../../src/config/index.ts";
 import { DEEPSPEED_019_KEYS, FEATURE_ON, ZERO_FEATURE_ON } from "../../test/config/deepspeed-0.19-keys.ts";
 
-const OUT = resolve(process.argv[2] ?? join(import.meta.dir, "../../../out/deepspeed-config-check"));
+const OUT = resolve(process.argv[2] ?? join(import.meta.dirname, "../../../out/deepspeed-config-check"));
 
 function nest(path: string, v: unknown): Record<string, unknown> {
   const ks = path.split(".");

@@ -35,6 +35,7 @@ import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader, RecordLayout } from "./record-file.ts";
 import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
+import { createHash } from "node:crypto";
 
 /** `format` field of every manifest. */
 export const MANIFEST_FORMAT = "zeromoe-checkpoint";
@@ -177,7 +178,7 @@ const ZERO_DIGEST = "0".repeat(64);
 const CHECKSUM_AT_END = /"manifest_sha256": ?"([0-9a-f]{64})"\s*\}\s*$/;
 
 function sha256Hex(text: string): string {
-  return new Bun.CryptoHasher("sha256").update(text).digest("hex");
+  return createHash("sha256").update(text).digest("hex");
 }
 
 /** The text of `manifest.json` for `m`: indented JSON ending with `manifest_sha256` (the module

@@ -53,6 +53,8 @@ import { describeValue } from "../config/json-bounds.ts";
 import { cborBoundsProblem } from "./cbor-bounds.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
+import { crc32 as zlibCrc32 } from "node:zlib";
+import { createHash } from "node:crypto";
 
 /** Format version written in the header and the index (2: the index records tag and world size). */
 export const RECORD_FILE_VERSION = 2;
@@ -102,7 +104,7 @@ export interface RecordEntry {
 
 /** CRC-32 (IEEE) of `bytes`. */
 export function crc32(bytes: Uint8Array): number {
-  return Bun.hash.crc32(bytes) >>> 0;
+  return zlibCrc32(bytes) >>> 0;
 }
 
 /** Write exactly `data` to `fd` (at the current position). */
@@ -307,7 +309,7 @@ export class RecordFileReader {
         throw new CheckpointError(path, `index is not valid CBOR: ${quoteUntrusted((e as Error).message, QUOTE_MESSAGE_CHARS)}`);
       }
       const { records, tag, worldSize, layout } = validateIndex(parsed, path, rank, indexOffset);
-      const indexDigest = new Bun.CryptoHasher("sha256").update(index).digest("hex");
+      const indexDigest = createHash("sha256").update(index).digest("hex");
       return new RecordFileReader(path, fd, rank, records, { tag, worldSize, layout, fileBytes: size, indexDigest });
     } catch (e) {
       closeSync(fd);

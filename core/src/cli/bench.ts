@@ -8,13 +8,14 @@
  * listed. Exits with status 2 on an unknown name, 1 when the benchmark throws.
  */
 import { existsSync, readdirSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 
 /** Signature every benchmark module exports. */
 export type BenchMain = (args: string[]) => Promise<void> | void;
 
 /** Repository root (two folders above core/src/cli). */
-const ROOT = resolve(import.meta.dir, "..", "..", "..");
+const ROOT = resolve(import.meta.dirname, "..", "..", "..");
 
 /** Folders searched for `<name>.ts`, in order. */
 export function benchDirs(root: string = ROOT): string[] {
@@ -61,7 +62,7 @@ export async function benchHelp(name: string, root: string = ROOT): Promise<stri
   if (!file) throw new Error(`bench: unknown benchmark "${name}". Available: ${[...listBenches(root).keys()].join(", ") || "(none)"}`);
   const mod = (await import(file)) as { USAGE?: unknown };
   if (typeof mod.USAGE === "string") return mod.USAGE;
-  const head = /^\s*\/\*\*([\s\S]*?)\*\//.exec(await Bun.file(file).text());
+  const head = /^\s*\/\*\*([\s\S]*?)\*\//.exec(await readFile(file, "utf8"));
   const doc = head ? head[1]!.split("\n").map((l) => l.replace(/^\s*\* ?/, "")).join("\n").trim() : "";
   return doc ? `bun run bench ${name} (${file.slice(root.length + 1)}):\n${doc}` : `usage: bun run bench ${name} [args…] (${file.slice(root.length + 1)})`;
 }

@@ -15,6 +15,7 @@ import { LaunchError } from "../launch/launch.ts";
 import { findMpirun, mpirunCommand } from "../launch/mpi-launch.ts";
 import { LAUNCHER_HOST_ENV, LAUNCHER_PID_ENV } from "../launch/parent-watch.ts";
 import { loadTrainJob, UsageError, type TrainArgs } from "./args.ts";
+import { spawn } from "@zeromoe/kernels/runtime";
 
 /** `argv` without `--launcher X` / `--launcher=X` and `--hostfile X` / `--hostfile=X`. */
 export function stripLauncherOptions(argv: readonly string[]): string[] {
@@ -47,7 +48,7 @@ export async function trainUnderMpirun(a: TrainArgs, argv: readonly string[]): P
   // the ranks on this host watch this process: if it is killed (SIGKILL), they exit and mpirun
   // ends the others (launch/parent-watch.ts)
   const env = { ...process.env, [LAUNCHER_PID_ENV]: String(process.pid), [LAUNCHER_HOST_ENV]: hostname() };
-  const proc = Bun.spawn(cmd, { stdio: ["inherit", "inherit", "inherit"], env });
+  const proc = spawn(cmd, { stdio: ["inherit", "inherit", "inherit"], env });
   // SIGINT/SIGTERM go on to mpirun, which ends its ranks; this process waits for it (ended by
   // them itself, it left mpirun and every rank training, orphaned)
   let received: NodeJS.Signals | null = null;

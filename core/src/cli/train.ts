@@ -45,6 +45,7 @@ import { resumeStepsProblem } from "./resume-steps.ts";
 import { batchDumpProblem, newOutputDirProblem } from "../train/batch-dump.ts";
 import { commEnvProblem } from "./comm-env.ts";
 import { torchrunEnvProblem } from "./torchrun-env.ts";
+import { sleep } from "@zeromoe/kernels/runtime";
 
 /** Error names that are the user's to fix: shown as their message only, exit status 2. */
 const USER_ERRORS = ["UsageError", "ConfigError", "DataError", "CheckpointError", "SafetensorsError", "PluginConflictError", "DeviceBudgetError"];
@@ -210,7 +211,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (mpi !== null && mpi.rank !== 0) {
       // every rank parsed the same job and fails the same way before training: rank 0 says it
       // (after a moment, so mpirun does not end rank 0 before it has)
-      await Bun.sleep(1000);
+      await sleep(1000);
       return status;
     }
     console.error(message);

@@ -9,6 +9,7 @@
  * Exit status: the command's; 2 for an unknown or missing command.
  */
 import { join } from "node:path";
+import { scriptArgv, spawn } from "@zeromoe/kernels/runtime";
 
 /** The commands, each a core/src/cli/<name>.ts. */
 export const COMMANDS = ["train", "eval", "generate", "zero-to-fp32", "report", "plot", "bench"] as const;
@@ -18,7 +19,7 @@ export const ZEROMOE_USAGE = `usage: zeromoe <command> [args…]   (commands: ${
 
 /** The script a command runs, or null for an unknown one. */
 export function commandScript(name: string): string | null {
-  return (COMMANDS as readonly string[]).includes(name) ? join(import.meta.dir, `${name}.ts`) : null;
+  return (COMMANDS as readonly string[]).includes(name) ? join(import.meta.dirname, `${name}.ts`) : null;
 }
 
 if (import.meta.main) {
@@ -32,7 +33,7 @@ if (import.meta.main) {
     console.error(`zeromoe: unknown command ${JSON.stringify(name.slice(0, 80))}\n${ZEROMOE_USAGE}`);
     process.exit(2);
   }
-  const child = Bun.spawn([process.execPath, script, ...rest], { stdin: "inherit", stdout: "inherit", stderr: "inherit" });
+  const child = spawn([...scriptArgv(script), ...rest], { stdin: "inherit", stdout: "inherit", stderr: "inherit" });
   // Ctrl-C reaches the command too (same process group): wait for its clean stop; forward SIGTERM
   process.on("SIGINT", () => {});
   process.on("SIGTERM", () => child.kill("SIGTERM"));

@@ -7,6 +7,7 @@
 import { describeSpec, type ObjectSpec, type Spec } from "./schema.ts";
 import { JOB_SPEC } from "./spec-job.ts";
 import { renderDeepSpeedKeyTable } from "./deepspeed-key-table.ts";
+import { readFile, writeFile } from "node:fs/promises";
 
 /** Markers around the generated part of docs/config.md. */
 export const DOC_BEGIN = "<!-- BEGIN GENERATED: bun core/src/config/docs.ts -->";
@@ -98,7 +99,7 @@ export function replaceGenerated(doc: string, generated: string): string {
 
 if (import.meta.main) {
   const path = new URL("../../../docs/config.md", import.meta.url).pathname;
-  const doc = await Bun.file(path).text();
-  await Bun.write(path, replaceGenerated(doc, renderConfigReference()));
+  const doc = await readFile(path, "utf8");
+  await writeFile(path, replaceGenerated(doc, renderConfigReference()));
   console.log(`updated ${path}`);
 }

@@ -14,6 +14,7 @@
 import { ConfigError } from "./errors.ts";
 import { QUOTE_MESSAGE_CHARS, quoteUntrusted } from "./quote-untrusted.ts";
 import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds.ts";
+import { requireModule } from "@zeromoe/kernels/runtime";
 
 /** The part of the `hjson` package used here (its `parse`, with `keepWsc` recording key order). */
 interface HjsonParser {
@@ -23,7 +24,7 @@ interface HjsonParser {
 /** The parser, loaded on first use: only a file JSON.parse refused needs it. */
 let hjson: HjsonParser | null = null;
 function hjsonParser(): HjsonParser {
-  hjson ??= require("hjson") as HjsonParser;
+  hjson ??= requireModule("hjson", import.meta.url) as HjsonParser;
   return hjson;
 }
 

@@ -20,6 +20,7 @@ import { CONFIG_JSON_LIMITS, describeValue, scanJsonBounds } from "./json-bounds
 import { findDuplicateJsonKey } from "./json-duplicate-keys.ts";
 import { parseHjson } from "./hjson-read.ts";
 import { statSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
 import { hfTokenizerVocabSize } from "../data/hf-tokenizer.ts";
 import type { JobConfig, MoeConfig, ModelConfig, ResolvedJob } from "./types.ts";
@@ -384,19 +385,18 @@ export function parseJsonConfig(text: string, source: string, opts: { hjson?: bo
 /** Reads and parses a JSON file (Hjson too with `opts.hjson`, see {@link parseJsonConfig}); a
  * missing or unreadable file, or one that is not a regular file, is a ConfigError naming it. */
 export async function readJsonFile(path: string, opts: { hjson?: boolean } = {}): Promise<unknown> {
-  const file = Bun.file(path);
   // a directory or FIFO is named as such (a FIFO's size is Infinity, and reading it blocks)
   const st = statSync(path, { throwIfNoEntry: false });
   if (st !== undefined && !st.isFile()) {
     throw new ConfigError([{ path: "", message: `not a regular file (${st.isDirectory() ? "a directory" : st.isFIFO() ? "a FIFO" : "a device or socket"})`, source: path }], `cannot read ${path}`);
   }
-  if (!(await file.exists())) {
+  if (st === undefined) {
     // a relative path names where it was looked for: `bun run` runs scripts in the repository root
     const where = isAbsolute(path) ? "" : ` (looked for ${resolve(path)}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
     throw new ConfigError([{ path: "", message: `file not found: ${path}${where}`, source: path }], `cannot read ${path}`);
   }
-  if (file.size > CONFIG_JSON_LIMITS.maxText) {
-    throw new ConfigError([{ path: "", message: `file is ${file.size} bytes, over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: path }], `cannot read ${path}`);
+  if (st.size > CONFIG_JSON_LIMITS.maxText) {
+    throw new ConfigError([{ path: "", message: `file is ${st.size} bytes, over the ${CONFIG_JSON_LIMITS.maxText}-byte limit of a config file`, source: path }], `cannot read ${path}`);
   }
-  return parseJsonConfig(await file.text(), path, opts);
+  return parseJsonConfig(await readFile(path, "utf8"), path, opts);
 }

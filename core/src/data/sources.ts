@@ -9,9 +9,11 @@
  * tokenizer a `.txt` file's tokens are its raw bytes (any encoding); other text is decoded as UTF-8.
  */
 import { readdirSync, statSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { TokenArray, Tokenizer } from "./tokenizer.ts";
 import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
+import { resolvePackage } from "@zeromoe/kernels/runtime";
 
 /** Error about a dataset: names the file and what was expected. */
 export class DataError extends Error {
@@ -33,7 +35,7 @@ export interface Corpus {
 /** Directory of an installed npm package (resolved from this file, offline). */
 function packageDir(pkg: string): string {
   try {
-    return dirname(Bun.resolveSync(`${pkg}/package.json`, import.meta.dir));
+    return dirname(resolvePackage(`${pkg}/package.json`, import.meta.dirname));
   } catch (e) {
     throw new DataError(`dataset package ${pkg} is not installed (run \`bun install\`): ${(e as Error).message}`);
   }
@@ -87,14 +89,14 @@ function checkDataFile(path: string, maxBytes: number, kind: string): void {
 
 async function readText(path: string): Promise<string> {
   checkDataFile(path, MAX_TEXT_DATASET_BYTES, "text");
-  return Bun.file(path).text();
+  return readFile(path, "utf8");
 }
 
 /** The bytes of a file as byte-tokenizer ids (0..255), exactly: no UTF-8 decoding, so invalid
  * UTF-8 and a byte-order mark stay as they are in the file. */
 async function readByteTokens(path: string): Promise<Uint16Array> {
   checkDataFile(path, MAX_TEXT_DATASET_BYTES, "text");
-  return Uint16Array.from(new Uint8Array(await Bun.file(path).arrayBuffer()));
+  return Uint16Array.from(await readFile(path));
 }
 
 /** Parses .jsonl text into its `text` fields; errors name the file and line. */
@@ -121,7 +123,7 @@ export function parseJsonl(text: string, path: string): string[] {
 /** Reads a uint16 little-endian token file; every id must be < vocabSize. */
 export async function readTokenBin(path: string, vocabSize: number): Promise<Uint16Array> {
   checkDataFile(path, MAX_BIN_DATASET_BYTES, ".bin");
-  const buf = new Uint8Array(await Bun.file(path).arrayBuffer());
+  const buf: Uint8Array = await readFile(path);
   if (buf.length % 2 !== 0) throw new DataError(`${pathForMessage(path)}: ${buf.length} bytes is not a whole number of uint16 tokens`);
   const n = buf.length / 2;
   const out = new Uint16Array(n);

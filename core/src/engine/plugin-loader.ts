@@ -25,9 +25,10 @@ import type { JobConfig } from "../config/types.ts";
 import { checkPluginSet, PluginConflictError } from "../hooks/plugin.ts";
 import type { EnginePlugin } from "./hooks.ts";
 import { BUILTIN_ALIASES, builtinPluginPackages } from "./registry.ts";
+import { resolvePackage } from "@zeromoe/kernels/runtime";
 
 /** Directory of this module: the last place a package name is resolved from. */
-const CORE_DIR = import.meta.dir;
+const CORE_DIR = import.meta.dirname;
 
 function loadError(specifier: string, message: string): ConfigError {
   return new ConfigError([{ path: "plugins", message: `cannot load "${specifier}": ${message}` }], "invalid plugins");
@@ -56,7 +57,7 @@ export function resolvePlugin(specifier: string, baseDir?: string): string {
   const pkg = BUILTIN_ALIASES[specifier] ?? specifier;
   for (const d of [...dirs, CORE_DIR]) {
     try {
-      return Bun.resolveSync(pkg, d);
+      return resolvePackage(pkg, d);
     } catch {
       // not installed there: try the next place
     }

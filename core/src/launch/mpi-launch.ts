@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { deserialize, serialize } from "bun:jsc";
+import { deserialize, serialize, spawn, which } from "@zeromoe/kernels/runtime";
 import { MPI_INSTALL_HINT } from "../comm/mpi/ffi.ts";
 import { LaunchError, type RankFailure } from "./launch.ts";
 import type { MpiRankError } from "./mpi-rank.ts";
@@ -35,7 +35,7 @@ export interface MpirunOptions {
 
 /** The mpirun executable on PATH, or null. */
 export function findMpirun(): string | null {
-  return Bun.which("mpirun");
+  return which("mpirun");
 }
 
 /**
@@ -142,7 +142,7 @@ export async function launchMpiWithOutput<R = unknown, A = unknown>(o: MpiLaunch
       }
     }
     const t0 = performance.now();
-    const proc = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    const proc = spawn(cmd, { env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
     let guard: ReturnType<typeof setTimeout> | undefined;
     let killGuard: ReturnType<typeof setTimeout> | undefined;
     if (o.wallTimeoutS !== undefined) {
@@ -151,7 +151,7 @@ export async function launchMpiWithOutput<R = unknown, A = unknown>(o: MpiLaunch
         killGuard = setTimeout(() => proc.kill("SIGKILL"), 5000);
       }, o.wallTimeoutS * 1000);
     }
-    const [stdout, stderr] = await Promise.all([drain(proc.stdout, o.echo ? process.stdout : null), drain(proc.stderr, o.echo ? process.stderr : null)]);
+    const [stdout, stderr] = await Promise.all([drain(proc.stdout!, o.echo ? process.stdout : null), drain(proc.stderr!, o.echo ? process.stderr : null)]);
     const exitCode = await proc.exited;
     if (guard) clearTimeout(guard);
     if (killGuard) clearTimeout(killGuard);

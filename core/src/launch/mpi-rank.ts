@@ -16,7 +16,7 @@
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { deserialize, serialize } from "bun:jsc";
+import { deserialize, serialize } from "@zeromoe/kernels/runtime";
 import { CommAbortedError } from "../comm/errors.ts";
 import { ThreadedCommunicator } from "../comm/progress/threaded-communicator.ts";
 

@@ -18,7 +18,7 @@ import { gatherFullParams } from "./gather-full-params.ts";
 import { microBatch } from "./micro-batch.ts";
 
 /** Absolute path of this module, the rank entry for `launch`. */
-export const FIXTURE_ENTRY: string = import.meta.path;
+export const FIXTURE_ENTRY: string = import.meta.filename;
 
 /** Arguments of {@link trainRank}. */
 export interface TrainArgs {

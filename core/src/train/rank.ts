@@ -36,6 +36,7 @@ import { RunObserver } from "../observe/observer.ts";
 import { saveFp32Weights } from "../checkpoint/fp32-weights.ts";
 import { BatchDumper } from "./batch-dump.ts";
 import { StartupPhases } from "./startup-phases.ts";
+import { sleepSync } from "@zeromoe/kernels/runtime";
 
 /** Arguments every rank receives (structured-cloned by launch). */
 export interface TrainRankArgs {
@@ -82,7 +83,7 @@ function writeStdout(s: string): void {
       buf = buf.subarray(writeSync(1, buf));
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EAGAIN" || ++tries > 1000) throw e;
-      Bun.sleepSync(1);
+      sleepSync(1);
     }
   }
 }

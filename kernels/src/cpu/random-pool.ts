@@ -19,6 +19,7 @@
 import { isMainThread } from "node:worker_threads";
 import type { RandomFillSpec } from "../backend.ts";
 import { philoxFill } from "../numerics/random-fill.ts";
+import { startWorker, type WorkerThread } from "../runtime/threads.ts";
 
 /** Largest share (elements) one thread computes at a time. */
 export const SHARE_ELEMENTS = 1 << 16;
@@ -74,7 +75,7 @@ function configuredThreads(): number {
   return Math.max(1, Math.min(16, Math.floor(cores / local)));
 }
 
-let workers: Worker[] = [];
+let workers: WorkerThread<PoolJob>[] = [];
 let retired = false;
 let idleTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -83,12 +84,12 @@ function endWorkers(): void {
   workers = [];
 }
 
-function pool(size: number): Worker[] {
+function pool(size: number): WorkerThread<PoolJob>[] {
   if (retired) return [];
   while (workers.length < size) {
-    let w: Worker;
+    let w: WorkerThread<PoolJob>;
     try {
-      w = new Worker(new URL("./random-worker.ts", import.meta.url).href);
+      w = startWorker<PoolJob>(new URL("./random-worker.ts", import.meta.url));
     } catch {
       retired = true;
       endWorkers();

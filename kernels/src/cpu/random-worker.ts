@@ -4,10 +4,9 @@
  * none is left.
  */
 import { drainShares, type PoolJob } from "./random-pool.ts";
+import { serveParent } from "../runtime/threads.ts";
 
-declare const self: Worker;
-
-self.onmessage = (e: MessageEvent<PoolJob>) => {
-  const { ctl, out, offset, length, spec } = e.data;
+serveParent<PoolJob>((job) => {
+  const { ctl, out, offset, length, spec } = job;
   drainShares(new Int32Array(ctl), new Float32Array(out, 4 * offset, length), spec);
-};
+});

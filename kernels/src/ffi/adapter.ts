@@ -1,12 +1,13 @@
 /**
  * GPUAdapter over a WGPUAdapter: info, features, limits, and requestDevice (WebGPU spec §4.4).
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "../runtime/ffi.ts";
 import { ADAPTER_TYPES, BACKEND_TYPES, FEATURE_IDS, featureName } from "./constants.ts";
 import type { FFIContext } from "./context.ts";
 import { GPUDeviceImpl } from "./device.ts";
 import { domError } from "./errors.ts";
 import { slotMessage, utf8, type Native } from "./native.ts";
+import { collectGarbage } from "../runtime/gc.ts";
 
 /** GPUAdapterInfo plus wgpu-native's backend and adapter type (non-standard, for reports). */
 export interface AdapterInfoEx extends GPUAdapterInfo {
@@ -182,7 +183,7 @@ const COLLECT_ROUNDS = 8;
  * their native handles released (FinalizationRegistry callbacks run in later ticks). */
 async function collectDroppedHandles(): Promise<void> {
   for (let i = 0; i < COLLECT_ROUNDS; i++) {
-    Bun.gc(true);
+    collectGarbage();
     await new Promise((r) => setTimeout(r, 5));
   }
 }

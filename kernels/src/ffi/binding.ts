@@ -2,7 +2,7 @@
  * GPUBindGroupLayout, GPUPipelineLayout and GPUBindGroup over their wgpu-native handles
  * (WebGPU spec §8). Released when garbage-collected (the spec has no destroy for them).
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import type { GPUBufferImpl } from "./buffer.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 

@@ -5,7 +5,7 @@
  * and destroy detach every such ArrayBuffer (ArrayBuffer.prototype.transfer(0)) before the memory
  * goes away, so a stale view reads as length 0 instead of freed memory.
  */
-import { toArrayBuffer, type Pointer } from "bun:ffi";
+import { toArrayBuffer, type Pointer } from "../runtime/ffi.ts";
 import { GPUMapModeFlags } from "./constants.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 import { domError } from "./errors.ts";

@@ -3,7 +3,7 @@
  * pump; and the process-wide finalization registry that releases wgpu-native handles of objects
  * dropped without `destroy()`.
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import type { EventPump } from "./events.ts";
 import type { Native } from "./native.ts";
 

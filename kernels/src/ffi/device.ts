@@ -9,7 +9,7 @@
  * go to the scope as in the spec. Device loss resolves `device.lost`, rejects pending promises and
  * makes further device calls throw {@link GPUDeviceLostError}.
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "../runtime/ffi.ts";
 import { readFeatures, readLimits, type AdapterInfoEx, type GPUAdapterImpl } from "./adapter.ts";
 import { GPUBindGroupImpl, GPUBindGroupLayoutImpl, GPUPipelineLayoutImpl } from "./binding.ts";
 import { GPUBufferImpl } from "./buffer.ts";

@@ -6,7 +6,7 @@
  * of touching a released handle). Debug groups and markers are passed to wgpu-native. Recording errors (say a dispatch without a pipeline) are reported
  * by wgpu-native at `end()`/`finish()` and delivered as uncaptured errors there.
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "../runtime/ffi.ts";
 import { GPUBindGroupImpl } from "./binding.ts";
 import { GPUBufferImpl } from "./buffer.ts";
 import { WGPU_QUERY_SET_INDEX_UNDEFINED, WGPU_WHOLE_SIZE } from "./constants.ts";

@@ -6,7 +6,7 @@
  * for `spinMs`, then with `setTimeout(0)` (about 1 ms apart) so the CPU is left to the driver.
  * In `block` mode, after the spin phase the pump waits inside wgpuDevicePoll(wait = true) instead.
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import type { Native } from "./native.ts";
 
 /** How an {@link EventPump} waits once the short spin phase is over. */

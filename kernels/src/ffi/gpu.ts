@@ -3,7 +3,7 @@
  * `enumerateAdapters()` (wgpuInstanceEnumerateAdapters from wgpu.h) and `libraryVersion()`
  * (wgpuGetVersion).
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "../runtime/ffi.ts";
 import { GPUAdapterImpl } from "./adapter.ts";
 import { BACKEND_TYPES, installWebGPUGlobals, POWER_PREFERENCE } from "./constants.ts";
 import { FFIContext } from "./context.ts";

@@ -53,7 +53,7 @@ export function coopLibraryCachePath(): string {
 
 /** The cargo build output of native/wgpu-coop in this checkout. */
 export function coopLibraryBuildPath(): string {
-  return join(import.meta.dir, "..", "..", "..", "native", "wgpu-coop", "target", "release", "libzm_wgpu.so");
+  return join(import.meta.dirname, "..", "..", "..", "native", "wgpu-coop", "target", "release", "libzm_wgpu.so");
 }
 
 /** Thrown when libwgpu_native.so (or its headers) cannot be found; lists every path tried. */

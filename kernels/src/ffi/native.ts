@@ -6,7 +6,7 @@
  * takes or receives a struct by value (WGPUStringView, *CallbackInfo, descriptors) goes through the
  * shim, whose C code builds the structs with the layout of webgpu.h itself. See docs/domain.md §6.
  */
-import { CString, FFIType, cc, dlopen, type Pointer } from "bun:ffi";
+import { CString, FFIType, cc, dlopen, type Pointer } from "../runtime/ffi.ts";
 import { ensureRuntimeDir } from "./runtime-dir.ts";
 import { mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -165,7 +165,7 @@ export function compileShim(libraryPath: string, headerDir: string): ShimLib {
   }
   try {
     const { symbols } = cc({
-      source: join(import.meta.dir, "shim.c"),
+      source: join(import.meta.dirname, "shim.c"),
       include: [headerDir],
       library: [name],
       flags: [`-L${dir}`],

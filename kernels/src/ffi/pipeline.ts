@@ -2,7 +2,7 @@
  * GPUComputePipeline over a WGPUComputePipeline (WebGPU spec §10.3), with getBindGroupLayout for
  * `layout: "auto"` pipelines.
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import { GPUBindGroupLayoutImpl } from "./binding.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 

@@ -3,7 +3,7 @@
  * passes (`timestampWrites`) and resolved with commandEncoder.resolveQuerySet into a buffer of
  * u64 ticks (multiply by queue.getTimestampPeriod() for nanoseconds).
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 
 /** WebGPU GPUQuerySet implemented over a WGPUQuerySet handle. */

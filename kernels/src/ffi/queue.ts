@@ -1,7 +1,7 @@
 /**
  * GPUQueue over a WGPUQueue (WebGPU spec §19): submit, writeBuffer, onSubmittedWorkDone.
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "../runtime/ffi.ts";
 import { GPUBufferImpl } from "./buffer.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 import { GPUCommandBufferImpl } from "./encoder.ts";

@@ -6,7 +6,7 @@
  * environment (libc `setenv`), since assigning `process.env` in Bun does not reach C `getenv`.
  * An existing value is never replaced.
  */
-import { dlopen, FFIType, ptr } from "bun:ffi";
+import { dlopen, FFIType, ptr } from "../runtime/ffi.ts";
 import { mkdirSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";

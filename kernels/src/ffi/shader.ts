@@ -8,7 +8,7 @@
  * `wgpuDeviceCreateShaderModuleTrusted`, which lets the caller switch off the runtime checks naga
  * adds to the generated code (index clamping of arrays and buffers, loop bounding).
  */
-import type { Pointer } from "bun:ffi";
+import type { Pointer } from "../runtime/ffi.ts";
 import type { GPUDeviceImpl } from "./device.ts";
 import { GPUShaderCompilationError, parseWGSLDiagnostics } from "./errors.ts";
 import { utf8 } from "./native.ts";

@@ -28,6 +28,7 @@ import { Aio } from "../src/aio.ts";
 import { HostLedger } from "../src/host-ledger.ts";
 import { createOffloadPlugin } from "../src/index.ts";
 import { NvmeOptimizerState } from "../src/nvme-state.ts";
+import { runtimeLabel } from "@zeromoe/kernels/runtime";
 
 const GB = 1e9;
 
@@ -124,7 +125,7 @@ async function adamwRows(n: number, reps: number): Promise<string[][]> {
   const dst = new Uint8Array(state);
   const s = best(reps, () => dst.set(src));
   rows.push([`memcpy of the same ${(state / 1e6).toFixed(0)} MB (TypedArray.set)`, s.toFixed(4), (state / s / GB).toFixed(2)]);
-  const py = resolve(import.meta.dir, "torch_adamw.py");
+  const py = resolve(import.meta.dirname, "torch_adamw.py");
   try {
     const out = execFileSync("python3", [py, String(n), String(reps), String(maxT)], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     const r = JSON.parse(out.trim().split("\n").pop()!) as { seconds: number; torch: string; threads: number };
@@ -220,7 +221,7 @@ export async function main(args: string[]): Promise<void> {
   const io = await nvmeRows(n, reps, dir);
   const st = await stepRows(steps, dir);
   const text = [
-    `Measured with \`bun run bench offload --elements ${n} --reps ${reps} --steps ${steps}\` on ${host} (Bun ${Bun.version}); best of ${reps}.`,
+    `Measured with \`bun run bench offload --elements ${n} --reps ${reps} --steps ${steps}\` on ${host} (${runtimeLabel()}); best of ${reps}.`,
     "",
     `Host AdamW over ${n} fp32 elements (GB/s = 12 bytes of optimizer state per element per second):`,
     "",
@@ -236,7 +237,7 @@ export async function main(args: string[]): Promise<void> {
   ].join("\n");
   console.log(text);
   if (parsed.write) {
-    const doc = resolve(import.meta.dir, "../../../docs/performance.md");
+    const doc = resolve(import.meta.dirname, "../../../docs/performance.md");
     const cur = existsSync(doc) ? readFileSync(doc, "utf8") : "# Performance\n";
     const begin = "<!-- offload-bench:begin -->";
     const end = "<!-- offload-bench:end -->";

@@ -7,6 +7,14 @@
  */
 import type { AdamWParams } from "@zeromoe/kernels";
 import { adamwHost, type GradDtype } from "./host-adamw.ts";
+import { startWorker, type WorkerThread } from "@zeromoe/kernels/runtime";
+
+/** A worker's answer to one {@link AdamWJob}: done, or the error it threw. */
+export interface AdamWReply {
+  id: number;
+  ok: boolean;
+  error?: string;
+}
 
 /** A typed-array view of shared memory, as posted to a worker: byte offset, element length. */
 export interface SharedRange {
@@ -48,7 +56,7 @@ function shared(a: Float32Array | Uint16Array): SharedRange {
 export class HostAdamWPool {
   readonly threads: number;
   readonly minPerThread: number;
-  private workers: Worker[] = [];
+  private workers: WorkerThread<AdamWJob, AdamWReply>[] = [];
   private nextId = 1;
   private pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
 
@@ -58,11 +66,11 @@ export class HostAdamWPool {
     this.minPerThread = Math.max(1, opts.minPerThread ?? 16384);
   }
 
-  private worker(i: number): Worker {
+  private worker(i: number): WorkerThread<AdamWJob, AdamWReply> {
     let w = this.workers[i];
     if (!w) {
-      w = new Worker(new URL("./adamw-worker.ts", import.meta.url).href);
-      w.onmessage = (e: MessageEvent<{ id: number; ok: boolean; error?: string }>) => {
+      w = startWorker<AdamWJob, AdamWReply>(new URL("./adamw-worker.ts", import.meta.url));
+      w.onmessage = (e) => {
         const p = this.pending.get(e.data.id);
         if (!p) return;
         this.pending.delete(e.data.id);

@@ -15,7 +15,7 @@
  * MPI_SUCCESS 0, MPI_THREAD_FUNNELED 1, MPI_STATUS(ES)_IGNORE the null pointer.
  */
 
-import { CString, dlopen, FFIType, ptr, type Pointer } from "bun:ffi";
+import { CString, dlopen, FFIType, ptr, type Pointer } from "@zeromoe/kernels/runtime/ffi";
 
 /** Library names tried in order (env ZEROMOE_MPI_LIB first when set). */
 const LIB_NAMES = ["libmpi.so.40", "libmpi.so", "libmpi.dylib", "libmpi.40.dylib"];

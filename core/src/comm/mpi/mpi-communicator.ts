@@ -34,7 +34,7 @@
  * (MPI_THREAD_FUNNELED).
  */
 
-import { ptr, type Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "@zeromoe/kernels/runtime/ffi";
 import type { CollectiveName, CommArray, Group, ReduceOptions } from "../communicator.ts";
 import { checkCountRows, packCountRow } from "../all-to-all-v-counts.ts";
 import { CallTrace, OP_CODES, callMismatchError, describeMemberCall, headerMismatchTable, type CallHeader } from "../call-header.ts";
@@ -46,6 +46,7 @@ import { reduceInto } from "../reduce.ts";
 import { resolveTransportOptions, type TransportOptions } from "../transport-options.ts";
 import { handleOut, handleValue, loadMpi, MPI_SUCCESS, MPI_THREAD_FUNNELED, mpiErrorString, type MpiLib } from "./ffi.ts";
 import { WaitClock } from "../wait-clock.ts";
+import { sleepSync } from "@zeromoe/kernels/runtime";
 
 /** Options of an MPI communicator (timeout: the longest wait for the members' call headers). */
 export type MpiCommOptions = TransportOptions;
@@ -252,7 +253,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
         const m = missing();
         throw new CommTimeoutError(op, g.name, m.length > 0 ? m : g.ranks.filter((r) => r !== this.rank), this.timeoutMs / 1000, this.rank);
       }
-      if (waited > SLEEP_AFTER_MS) Bun.sleepSync(1);
+      if (waited > SLEEP_AFTER_MS) sleepSync(1);
       else lib.yieldCpu();
     }
   }

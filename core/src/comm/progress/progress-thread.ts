@@ -3,8 +3,10 @@
  * start a worker from a module, exchange structured-clone messages with it (SharedArrayBuffers and
  * their views are shared, not copied), let it keep the process alive only while work is in flight,
  * and end it. Everything runtime-specific about the transports' threads is in this file, so a port
- * to another runtime replaces only it. Here: the Web `Worker` of Bun.
+ * to another runtime replaces only it. Here: the runtime layer's worker threads
+ * (kernels/src/runtime/threads.ts: Bun's Web `Worker`, node:worker_threads on Deno).
  */
+import { serveParent, startWorker } from "@zeromoe/kernels/runtime";
 
 /** A message sent to or from a progress thread (structured-clone data). */
 export type ThreadMessage = Record<string, unknown>;
@@ -25,9 +27,9 @@ export interface ProgressThread {
  * process alive.
  */
 export function startProgressThread(url: URL, onMessage: (msg: ThreadMessage) => void, onError: (e: Error) => void): ProgressThread {
-  const w = new Worker(url.href);
-  w.onmessage = (e: MessageEvent) => onMessage(e.data as ThreadMessage);
-  w.onerror = (e: ErrorEvent) => onError(e.error instanceof Error ? e.error : new Error(e.message || "progress thread failed"));
+  const w = startWorker<ThreadMessage, ThreadMessage>(url);
+  w.onmessage = (e) => onMessage(e.data);
+  w.onerror = (e) => onError(e.error instanceof Error ? e.error : new Error(e.message || "progress thread failed"));
   w.unref();
   return {
     post: (msg) => w.postMessage(msg),
@@ -38,7 +40,5 @@ export function startProgressThread(url: URL, onMessage: (msg: ThreadMessage) =>
 
 /** Inside a progress thread: receive the parent's messages (in order) and post back. */
 export function serveProgressThread(onMessage: (msg: ThreadMessage) => void): (msg: ThreadMessage) => void {
-  const scope = globalThis as unknown as { onmessage: ((e: MessageEvent) => void) | null; postMessage(m: unknown): void };
-  scope.onmessage = (e: MessageEvent) => onMessage(e.data as ThreadMessage);
-  return (msg) => scope.postMessage(msg);
+  return serveParent<ThreadMessage, ThreadMessage>(onMessage);
 }

@@ -20,6 +20,7 @@ import { startProgressThread, type ProgressThread, type ThreadMessage } from "./
 import { StagingPool, type StageEntry } from "./staging.ts";
 import { fromWireError } from "./wire-errors.ts";
 import type { CallMessage, FromThread, MoverSpec, ToThread } from "./wire.ts";
+import { sleepSync } from "@zeromoe/kernels/runtime";
 
 const WORKER_URL = new URL("./progress-worker.ts", import.meta.url);
 
@@ -138,7 +139,7 @@ export class ThreadedCommunicator extends CheckedCommunicator<MemberGroup> {
    * exits with `code`). Ends this process with `code` if that has not happened within 3 s. */
   abort(code: number): never {
     this.thread.post({ type: "abort", code } satisfies ToThread);
-    Bun.sleepSync(3000);
+    sleepSync(3000);
     process.exit(code);
   }
 
