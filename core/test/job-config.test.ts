@@ -150,7 +150,7 @@ describe("resolution", () => {
     expect(c.optimizer).toEqual({ type: "AdamW", params: { lr: 1e-3, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, adam_w_mode: true } });
     expect([c.gradient_clipping, c.steps_per_print, c.scheduler, c.moe, c.activation_checkpointing.enabled]).toEqual([0, 10, null, null, false]);
     expect(c.model).toMatchObject({ num_key_value_heads: 6, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: false, initializer_range: 0.02 });
-    expect(c.data).toEqual({ dataset: "moby-dick", tokenizer: "byte", seq_len: 64, validation_fraction: 0.05 });
+    expect(c.data).toEqual({ dataset: "moby-dick", tokenizer: "byte", seq_len: 64, validation_fraction: 0.05, format: "auto", chat_template: null, train_on_prompt: false, packing: false });
     expect([c.train_batch_size, c.gradient_accumulation_steps]).toEqual([3, 1]);
   });
   test("mixtral: HF defaults and MoE defaults derived from the model", () => {

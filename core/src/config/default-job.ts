@@ -36,7 +36,7 @@ export const DEFAULT_JOB = deepFreeze({
     router_aux_loss_coef: 0.01,
     output_router_logits: true,
   },
-  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 64, validation_fraction: 0.05 },
+  data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 64, validation_fraction: 0.05, format: "auto", chat_template: null, train_on_prompt: false, packing: false },
   seed: 1234,
   backend: "auto",
   world_size: 1,

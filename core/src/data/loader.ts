@@ -1,12 +1,16 @@
 /**
  * The data pipeline of one rank: corpus → tokens → train/validation split → windows →
- * distributed, seeded, resumable micro-batches of input and target ids.
+ * distributed, seeded, resumable micro-batches of input and target ids. Chat data (chat-corpus.ts)
+ * comes as rows instead of a stream: each row is one window, with its labels (−100 off the
+ * assistant turns) and, packed, its segment ids; the validation part is the tail of the rows.
  */
 import type { DataConfig } from "../config/types.ts";
 import { DistributedSampler, type SamplerState } from "./sampler.ts";
 import { DataError, loadCorpus, type Corpus } from "./sources.ts";
 import { createTokenizer, type TokenArray, type Tokenizer } from "./tokenizer.ts";
 import { fillWindow, splitTokens, windowCount } from "./windows.ts";
+import { loadChatCorpus } from "./chat-corpus.ts";
+import type { ChatRows } from "./chat-rows.ts";
 
 /** One micro-batch: `inputs` and `targets` are Int32Array [micro, seqLen], row-major. */
 export interface MicroBatch {
@@ -19,6 +23,17 @@ export interface MicroBatch {
   windows: Int32Array;
   /** Where in the stream this batch came from (training batches only). */
   position?: SamplerState;
+  /** Chat data: labels [micro, seqLen] aligned with `inputs` (the model shifts them; −100 = not
+   * scored). Absent: the labels are the inputs (plain text, every position scored). */
+  labels?: Int32Array;
+  /** Chat data, packed: per-token segment ids [micro, seqLen] (tensor/ops/sequence-segments.ts). */
+  segmentIds?: Int32Array;
+}
+
+/** A corpus of ready rows (chat data). */
+export interface RowCorpus {
+  name: string;
+  rows: ChatRows;
 }
 
 /** Batch geometry and identity of this rank. */
@@ -58,28 +73,46 @@ export class DataLoader {
   private readonly train: TokenArray;
   private readonly validation: TokenArray;
   private readonly sampler: DistributedSampler;
+  /** Chat rows and the first validation row; null for a token stream. */
+  private readonly rows: ChatRows | null = null;
+  private readonly firstValidationRow: number = 0;
 
   /**
    * @throws DataError when the training part holds fewer windows than one global batch, or the
    * validation part (when validationFraction > 0) fewer than one micro-batch per rank; the message
    * names the dataset and the number of tokens needed.
    */
-  constructor(corpus: Corpus, readonly tokenizer: Tokenizer, private readonly o: LoaderOptions) {
+  constructor(corpus: Corpus | RowCorpus, readonly tokenizer: Tokenizer, private readonly o: LoaderOptions) {
     const S = o.seqLen;
-    const split = splitTokens(corpus.tokens, o.validationFraction);
-    this.train = split.train;
-    this.validation = split.validation;
-    const trainWindows = windowCount(this.train.length, S);
-    const validationWindows = windowCount(this.validation.length, S);
     const G = o.micro * o.accum * o.worldSize;
-    if (trainWindows < G) {
+    let trainWindows: number;
+    let validationWindows: number;
+    if ("rows" in corpus) {
+      const R = corpus.rows;
+      if (R.seqLen !== S) throw new DataError(`${corpus.name}: rows of ${R.seqLen} tokens, expected seq_len ${S}`);
+      this.rows = R;
+      validationWindows = Math.floor(R.rows * o.validationFraction);
+      trainWindows = R.rows - validationWindows;
+      this.firstValidationRow = trainWindows;
+      this.train = this.validation = new Uint16Array(0);
+      const what = `${corpus.name}: ${R.examples} conversations make ${R.rows} rows of seq_len ${S}`;
+      if (trainWindows < G) throw new DataError(`${what} (${trainWindows} for training); one global batch needs ${G} (micro ${o.micro} × accum ${o.accum} × dp ${o.worldSize})`);
+      if (o.validationFraction > 0 && validationWindows < o.micro * o.worldSize) throw new DataError(`${what}; the validation part (validation_fraction ${o.validationFraction}) holds ${validationWindows}, one micro-batch per rank needs ${o.micro * o.worldSize}`);
+    } else {
+      const split = splitTokens(corpus.tokens, o.validationFraction);
+      this.train = split.train;
+      this.validation = split.validation;
+      trainWindows = windowCount(this.train.length, S);
+      validationWindows = windowCount(this.validation.length, S);
+    }
+    if (!("rows" in corpus) && trainWindows < G) {
       const need = Math.ceil((G * S + 1) / (1 - o.validationFraction));
       throw new DataError(
         `${corpus.name}: ${corpus.tokens.length} tokens (${this.train.length} for training) hold ${trainWindows} windows of seq_len ${S}; ` +
           `one global batch needs ${G} (micro ${o.micro} × accum ${o.accum} × dp ${o.worldSize}), i.e. at least ${need} tokens with validation_fraction ${o.validationFraction}`,
       );
     }
-    if (o.validationFraction > 0 && validationWindows < o.micro * o.worldSize) {
+    if (!("rows" in corpus) && o.validationFraction > 0 && validationWindows < o.micro * o.worldSize) {
       const need = o.micro * o.worldSize * S + 1;
       throw new DataError(
         `${corpus.name}: the validation part (${this.validation.length} tokens, validation_fraction ${o.validationFraction}) holds ${validationWindows} windows of seq_len ${S}; ` +
@@ -91,9 +124,9 @@ export class DataLoader {
       dataset: corpus.name,
       tokenizer: tokenizer.name,
       vocabSize: tokenizer.vocabSize,
-      totalTokens: corpus.tokens.length,
-      trainTokens: this.train.length,
-      validationTokens: this.validation.length,
+      totalTokens: "rows" in corpus ? corpus.rows.rows * S : corpus.tokens.length,
+      trainTokens: "rows" in corpus ? trainWindows * S : this.train.length,
+      validationTokens: "rows" in corpus ? validationWindows * S : this.validation.length,
       trainWindows,
       validationWindows,
       batchesPerEpoch: this.sampler.batchesPerEpoch,
@@ -101,19 +134,46 @@ export class DataLoader {
   }
 
   /**
-   * Builds the loader of a resolved `data` section: loads the corpus (offline) and tokenizes it.
+   * Builds the loader of a resolved `data` section: loads the corpus (offline) and tokenizes it;
+   * chat data (a .jsonl of chat records, chat-corpus.ts) is rendered, masked and laid into rows.
    * `modelVocabSize` bounds the ids of a pre-tokenized `.bin` corpus (default: the tokenizer's).
-   * @throws DataError (missing file, bad format, too little data).
+   * `log` receives the chat summary line.
+   * @throws DataError (missing file, bad format, too little data, template errors).
    */
-  static async fromConfig(data: DataConfig, opts: Omit<LoaderOptions, "seqLen" | "validationFraction"> & { modelVocabSize?: number }): Promise<DataLoader> {
+  static async fromConfig(data: DataConfig, opts: Omit<LoaderOptions, "seqLen" | "validationFraction"> & { modelVocabSize?: number; log?: (line: string) => void }): Promise<DataLoader> {
     const tok = createTokenizer(data.tokenizer);
-    const { modelVocabSize, ...loaderOpts } = opts;
+    const { modelVocabSize, log, ...loaderOpts } = opts;
+    const chat = await loadChatCorpus(data, tok);
+    if (chat !== null) {
+      const r = chat.rows;
+      log?.(`chat       ${r.examples} conversations → ${r.rows} rows (${data.packing ? "packed" : "padded"}), ${r.scored} scored labels${data.train_on_prompt ? " (prompts too)" : " (assistant turns)"}${r.truncated > 0 ? `; ${r.truncated} cut to seq_len ${data.seq_len}` : ""}; template ${chat.template}`);
+      return new DataLoader(chat, tok, { ...loaderOpts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
+    }
+    // the chat keys act on chat data only: set on plain text they would be silently ignored
+    const chatKeys = [data.chat_template != null && "data.chat_template", data.train_on_prompt && "data.train_on_prompt", data.packing && "data.packing"].filter((k): k is string => typeof k === "string");
+    if (chatKeys.length > 0) throw new DataError(`${chatKeys.join(", ")} ${chatKeys.length > 1 ? "apply" : "applies"} to chat data, but ${data.dataset} is read as plain text (data.format ${JSON.stringify(data.format ?? "auto")}; chat data is a .jsonl of messages, alpaca or sharegpt records)`);
     const corpus = await loadCorpus(data.dataset, tok, modelVocabSize ?? tok.vocabSize);
     return new DataLoader(corpus, tok, { ...loaderOpts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
   }
 
-  private batchFrom(tokens: TokenArray, windows: Int32Array): MicroBatch {
+  private batchFrom(tokens: TokenArray, windows: Int32Array, rowBase = 0): MicroBatch {
     const S = this.o.seqLen;
+    if (this.rows !== null) {
+      const R = this.rows;
+      const n = windows.length;
+      const inputs = new Int32Array(n * S);
+      const labels = new Int32Array(n * S);
+      const targets = new Int32Array(n * S).fill(-100);
+      const seg = R.segmentIds ? new Int32Array(n * S) : null;
+      for (let r = 0; r < n; r++) {
+        const o = (rowBase + windows[r]!) * S;
+        inputs.set(R.ids.subarray(o, o + S), r * S);
+        labels.set(R.labels.subarray(o, o + S), r * S);
+        targets.set(R.labels.subarray(o + 1, o + S), r * S);
+        if (seg) seg.set(R.segmentIds!.subarray(o, o + S), r * S);
+      }
+      return { inputs, targets, labels, ...(seg ? { segmentIds: seg } : {}), micro: n, seqLen: S, windows };
+    }
     const inputs = new Int32Array(windows.length * S);
     const targets = new Int32Array(windows.length * S);
     for (let r = 0; r < windows.length; r++) fillWindow(tokens, windows[r], S, inputs, targets, r);
@@ -143,7 +203,7 @@ export class DataLoader {
       const slot = b * worldSize + rank;
       if (slot >= slots) break;
       const w = Int32Array.from({ length: micro }, (_, i) => slot * micro + i);
-      out.push(this.batchFrom(this.validation, w));
+      out.push(this.batchFrom(this.validation, w, this.firstValidationRow));
     }
     return out;
   }

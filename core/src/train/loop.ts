@@ -50,7 +50,7 @@ export interface LoopResult {
 
 /** Engine micro-batches from loader batches: labels = inputs (the model shifts them, as in HF). */
 export function toEngineBatches(mbs: readonly MicroBatch[]): TrainMicroBatch[] {
-  return mbs.map((m) => ({ inputIds: m.inputs, labels: m.inputs, batch: m.micro, seq: m.seqLen }));
+  return mbs.map((m) => ({ inputIds: m.inputs, labels: m.labels ?? m.inputs, batch: m.micro, seq: m.seqLen, ...(m.segmentIds ? { segmentIds: m.segmentIds } : {}) }));
 }
 
 /** Validation micro-batches per rank per evaluation: at most `eval_batches`, and the same number on

@@ -147,6 +147,7 @@ export async function trainRank(comm: Communicator, args: TrainRankArgs): Promis
       rank: comm.rank,
       seed: config.seed,
       modelVocabSize: config.model.vocab_size,
+      log: talk ? (m) => out.line(m) : () => {},
     });
     const d = loader.info;
     startup.mark("data");
