@@ -15,13 +15,14 @@ const MAX_MESSAGE = 1 << 16;
 /**
  * naga's verdict on `source` (UTF-8 WGSL): "" when it parses and validates, else the diagnostic
  * (at most 64 KiB). `libraryPath` selects the library as {@link loadNative} does.
- * @throws Error when the loaded library is not our native/wgpu-coop build (no validator in it).
+ * @throws Error when the loaded library has no validator (the prebuilt wgpu-native, or an older
+ *   build of native/wgpu-coop).
  */
 export function nagaValidateWgsl(source: string, libraryPath?: string): string {
   const native = loadNative(libraryPath);
-  if (!native.coop) throw new Error(`naga validation needs our wgpu library (native/wgpu-coop, ZEROMOE_WGPU=coop); ${native.location.libraryPath} is the prebuilt wgpu-native`);
+  if (!native.validate) throw new Error(`naga validation needs our wgpu library (native/wgpu-coop, ZEROMOE_WGPU=coop) built with zm_naga_validate_wgsl; ${native.location.libraryPath} lacks it`);
   const code = new TextEncoder().encode(source);
   const out = new Uint8Array(MAX_MESSAGE);
-  const n = Number(native.coop.zm_naga_validate_wgsl(code.length > 0 ? code : new Uint8Array(1), code.length, out, out.length));
+  const n = Number(native.validate.zm_naga_validate_wgsl(code.length > 0 ? code : new Uint8Array(1), code.length, out, out.length));
   return new TextDecoder().decode(out.subarray(0, Math.min(n, out.length)));
 }

@@ -127,17 +127,25 @@ type ShimLib = Narrow<ReturnType<typeof cc<typeof SHIM>>["symbols"]>;
 /** Extensions only our own library (native/wgpu-coop) exports; absent from wgpu-native. */
 const COOP_EXT = {
   zmAdapterCooperativeMatrixProperties: { args: [P, P, U64], returns: U64R },
-  zm_naga_validate_wgsl: { args: [P, U64, P, U64], returns: U64R },
 } as const;
 type CoopExtLib = Narrow<ReturnType<typeof dlopen<typeof COOP_EXT>>["symbols"]>;
 
+/** Our library's WGSL validator (native/wgpu-coop/src/validate.rs), looked up on its own: builds
+ * from before it was added still load as our library without it. */
+const VALIDATE_EXT = {
+  zm_naga_validate_wgsl: { args: [P, U64, P, U64], returns: U64R },
+} as const;
+type ValidateExtLib = Narrow<ReturnType<typeof dlopen<typeof VALIDATE_EXT>>["symbols"]>;
+
 /** The loaded native layer: `lib` = direct wgpu-native functions, `shim` = shim.c functions,
- * `coop` = our library's extensions (null when the library is the prebuilt wgpu-native). */
+ * `coop` = our library's extensions (null when the library is the prebuilt wgpu-native),
+ * `validate` = its WGSL validator (null for the prebuilt library and for older builds of ours). */
 export interface Native {
   readonly location: LibraryLocation;
   readonly lib: DirectLib;
   readonly shim: ShimLib;
   readonly coop: CoopExtLib | null;
+  readonly validate: ValidateExtLib | null;
 }
 
 /** Which library a {@link Native} is: our native/wgpu-coop build ("zm-wgpu") or the prebuilt
@@ -205,7 +213,13 @@ export function loadNative(libraryPath?: string): Native {
   } catch {
     coop = null; // the prebuilt wgpu-native: no extensions
   }
-  const native: Native = { location, lib, shim, coop };
+  let validate: ValidateExtLib | null = null;
+  try {
+    validate = dlopen(location.libraryPath, VALIDATE_EXT).symbols as unknown as ValidateExtLib;
+  } catch {
+    validate = null;
+  }
+  const native: Native = { location, lib, shim, coop, validate };
   cache.set(location.libraryPath, native);
   return native;
 }

@@ -28,7 +28,7 @@ import { TENSOR_CORE_CANDIDATE_TILES, DEFAULT_TENSOR_CORE_TILE } from "../../src
 
 let skip = "";
 try {
-  if (!loadNative().coop) skip = "the loaded library is the prebuilt wgpu-native (the validator is in native/wgpu-coop: ZEROMOE_WGPU=coop)";
+  if (!loadNative().validate) skip = "the loaded library has no validator (it is in native/wgpu-coop: ZEROMOE_WGPU=coop)";
 } catch (e) {
   skip = `no wgpu library: ${(e as Error).message.split("\n")[0]}`;
 }
