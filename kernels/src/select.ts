@@ -20,6 +20,7 @@
 import type { Backend } from "./backend.ts";
 import { CpuBackend, type CpuBackendOptions } from "./cpu/index.ts";
 import { WebGpuBackend, type WebGpuBackendOptions } from "./webgpu/index.ts";
+import { ensureRuntimeDir } from "./ffi/runtime-dir.ts";
 import { DEFAULT_PROBE_SHAPE, clampProbeShape, prepareProbe, type PreparedProbe, type ProbeShape } from "./speed-probe.ts";
 
 /** Which backend to create. */
@@ -76,8 +77,12 @@ export interface SelectedBackend {
 /** The WebGPU entry point: explicit, host-provided, or our ffi binding (dynamic import). */
 async function findGPU(explicit?: GPU): Promise<{ gpu: GPU; source: string }> {
   if (explicit) return { gpu: explicit, source: "the GPU object passed in options" };
+  // before navigator.gpu is first read (Deno creates its instance then): no driver warning
+  if (typeof (globalThis as { navigator?: object }).navigator === "object") ensureRuntimeDir();
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
-  if (nav?.gpu) return { gpu: nav.gpu, source: "navigator.gpu" };
+  if (nav?.gpu) {
+    return { gpu: nav.gpu, source: "navigator.gpu" };
+  }
   const ffi = (await import("./ffi/index.ts")) as { createGPU: () => GPU };
   return { gpu: ffi.createGPU(), source: "wgpu-native via bun:ffi" };
 }

@@ -4,12 +4,13 @@
  * variable is missing (CI, containers, cron). A compute-only engine has no windows, so before
  * wgpu-native is loaded we point XDG_RUNTIME_DIR at a private 0700 directory — in the *native*
  * environment (libc `setenv`), since assigning `process.env` in Bun does not reach C `getenv`.
- * An existing value is never replaced.
+ * An existing value is never replaced. kernels/src/runtime/env.ts sets it for both runtimes;
+ * kernels/src/select.ts calls this before Deno's navigator.gpu is first read.
  */
-import { dlopen, FFIType, ptr } from "../runtime/ffi.ts";
 import { mkdirSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
+import { setNativeEnv } from "../runtime/env.ts";
 
 let done = false;
 
@@ -22,14 +23,7 @@ export function ensureRuntimeDir(): void {
   try {
     const dir = join(tmpdir(), `zeromoe-runtime-${userInfo().uid}`);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const libc = dlopen(process.platform === "darwin" ? "libc.dylib" : "libc.so.6", {
-      setenv: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-    });
-    const name = Buffer.from("XDG_RUNTIME_DIR\0", "utf8");
-    const value = Buffer.from(`${dir}\0`, "utf8");
-    libc.symbols.setenv(ptr(name), ptr(value), 0);
-    libc.close();
-    process.env.XDG_RUNTIME_DIR = dir;
+    setNativeEnv("XDG_RUNTIME_DIR", dir);
   } catch {
     // best effort
   }
