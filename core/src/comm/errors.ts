@@ -9,10 +9,12 @@ export class CommTimeoutError extends Error {
     readonly missing: readonly number[],
     readonly timeoutS: number,
     rank: number,
+    /** What the rank waited for them to do (default: to arrive, i.e. enter the call). */
+    waitingFor = "to arrive",
   ) {
     super(
       `${op} on group ${group} (rank ${rank}): timed out after ${timeoutS} s waiting for rank(s) ` +
-        `[${missing.join(", ")}] to arrive (set ZEROMOE_COMM_TIMEOUT_S or the launch option timeoutS to change the limit)`,
+        `[${missing.join(", ")}] ${waitingFor} (set ZEROMOE_COMM_TIMEOUT_S or the launch option timeoutS to change the limit)`,
     );
   }
 }

@@ -63,6 +63,13 @@ const SYMBOLS = {
   MPI_Gatherv: { args: [P, I, P, P, P, P, P, I, P], returns: I },
   MPI_Scatterv: { args: [P, P, P, P, P, I, P, I, P], returns: I },
   MPI_Barrier: { args: [P], returns: I },
+  // the non-blocking collectives (MPI-3): the same arguments and an MPI_Request* last
+  MPI_Ialltoallv: { args: [P, P, P, P, P, P, P, P, P, P], returns: I },
+  MPI_Iallgatherv: { args: [P, I, P, P, P, P, P, P, P], returns: I },
+  MPI_Iallgather: { args: [P, I, P, P, I, P, P, P], returns: I },
+  MPI_Ibcast: { args: [P, I, P, I, P, P], returns: I },
+  MPI_Igatherv: { args: [P, I, P, P, P, P, P, I, P, P], returns: I },
+  MPI_Iscatterv: { args: [P, P, P, P, P, I, P, I, P, P], returns: I },
 } as const;
 
 const LIBC_SYMBOLS = {

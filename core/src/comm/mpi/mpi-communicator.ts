@@ -12,12 +12,16 @@
  *    (CommTimeoutError: op, group, missing ranks); disagreeing headers raise the same
  *    CommMismatchError table on every member as the `local` transport. When every header is in,
  *    every member has entered the call (the exchange is also the barrier).
- * 2. Data movement with Open MPI's blocking collectives on raw bytes (MPI_BYTE). Reductions are
+ * 2. Data movement with Open MPI's non-blocking collectives on raw bytes (MPI_BYTE: MPI_Ialltoallv,
+ *    MPI_Iallgather(v), MPI_Ibcast, MPI_Igatherv, MPI_Iscatterv), polled with MPI_Testall under the
+ *    same pause-proof timeout as the arrival: a member stopped or dead after it arrived (SIGSTOP of
+ *    one rank mid-transfer) made the blocking calls wait forever; now the others time out naming
+ *    the members still in the transfer (all of them: MPI does not say which one is late). Reductions are
  *    NOT MPI_Allreduce: Open MPI's algorithms (recursive doubling, rings with segments) combine
  *    members in an order that depends on the algorithm and the size, which would break the
- *    determinism rule. Instead all_reduce = MPI_Alltoallv (member k receives part k of everyone's
- *    array) + the same `reduceInto` in ascending group order as `local` + MPI_Allgatherv;
- *    reduce_scatter = MPI_Alltoallv + reduceInto. Each rank sends 2(n−1)/n·B (resp. (n−1)/n·B),
+ *    determinism rule. Instead all_reduce = MPI_Ialltoallv (member k receives part k of everyone's
+ *    array) + the same `reduceInto` in ascending group order as `local` + MPI_Iallgatherv;
+ *    reduce_scatter = MPI_Ialltoallv + reduceInto. Each rank sends 2(n−1)/n·B (resp. (n−1)/n·B),
  *    the ring volumes, and results are bit-identical to `local` for every dtype.
  *
  * Groups: `newGroup` is not a collective (as on `local`), so the MPI communicator of a sub-group
@@ -237,7 +241,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
 
   /** Poll MPI_Testall on `reqs` until all complete or the timeout passes (then throw naming
    * `missing()`). Spins, then yields the CPU, then sleeps 1 ms between polls. */
-  private waitAll(reqs: BigUint64Array, op: CollectiveName, g: MpiGroup, missing: () => number[]): void {
+  private waitAll(reqs: BigUint64Array, op: CollectiveName, g: MpiGroup, missing: () => number[], waitingFor?: string): void {
     const lib = this.lib;
     const flag = new Int32Array(1);
     // waiting time with suspensions left out (wait-clock.ts): a whole job stopped with SIGSTOP for
@@ -251,11 +255,26 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       const waited = clock.tick();
       if (waited > this.timeoutMs) {
         const m = missing();
-        throw new CommTimeoutError(op, g.name, m.length > 0 ? m : g.ranks.filter((r) => r !== this.rank), this.timeoutMs / 1000, this.rank);
+        throw new CommTimeoutError(op, g.name, m.length > 0 ? m : g.ranks.filter((r) => r !== this.rank), this.timeoutMs / 1000, this.rank, waitingFor);
       }
       if (waited > SLEEP_AFTER_MS) sleepSync(1);
       else lib.yieldCpu();
     }
+  }
+
+  /**
+   * Phase 2 of a collective (file comment): start one non-blocking MPI collective with `start`
+   * (given the address of its MPI_Request) and poll it to completion under the timeout.
+   * `keep` holds the arrays MPI reads or writes until completion (buffers, counts, displacements),
+   * referenced until then. @throws CommTimeoutError naming the group's other members, Error for an
+   * MPI error code (MPI_Error_string's text, naming `what`).
+   */
+  private transfer(g: MpiGroup, op: CollectiveName, what: string, start: (req: Pointer) => number, ...keep: unknown[]): void {
+    const req = new BigUint64Array(1);
+    this.check(start(ptr(req)), `${op}: ${what}`);
+    const others = g.ranks.filter((r) => r !== this.rank);
+    this.waitAll(req, op, g, () => others, `to finish ${what} (every member had arrived: one stopped or died during the transfer)`);
+    keep.length = 0;
   }
 
   private fitsInt(bytes: number, op: CollectiveName, g: MpiGroup): void {
@@ -264,9 +283,9 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
 
   /**
    * Exchange part j of `send` (elements [sOff[j], sOff[j]+sCnt[j])) with member j; receive member
-   * j's part for me at `recv[rOff[j]…]`. Counts in elements; MPI_Alltoallv on bytes.
+   * j's part for me at `recv[rOff[j]…]`. Counts in elements; MPI_Ialltoallv on bytes, under the timeout.
    */
-  private alltoallv(comm: Pointer, send: CommArray, sCnt: ArrayLike<number>, sOff: ArrayLike<number>, recv: CommArray, rCnt: ArrayLike<number>, rOff: ArrayLike<number>, op: CollectiveName): void {
+  private alltoallv(comm: Pointer, g: MpiGroup, send: CommArray, sCnt: ArrayLike<number>, sOff: ArrayLike<number>, recv: CommArray, rCnt: ArrayLike<number>, rOff: ArrayLike<number>, op: CollectiveName): void {
     const n = sCnt.length;
     const bpe = send.BYTES_PER_ELEMENT;
     const sc = new Int32Array(n), sd = new Int32Array(n), rc = new Int32Array(n), rd = new Int32Array(n);
@@ -277,7 +296,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       rd[j] = rOff[j]! * bpe;
     }
     const lib = this.lib;
-    this.check(lib.fn.MPI_Alltoallv(addr(send), sc, sd, lib.BYTE, addr(recv), rc, rd, lib.BYTE, comm), `${op}: MPI_Alltoallv`);
+    this.transfer(g, op, "MPI_Ialltoallv", (req) => lib.fn.MPI_Ialltoallv(addr(send), sc, sd, lib.BYTE, addr(recv), rc, rd, lib.BYTE, comm, req), send, recv, sc, sd, rc, rd);
   }
 
   /** `len` elements of `ctor` on the reusable scratch buffer (its contents are garbage). Allocating
@@ -306,7 +325,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     }
     const chunk = data.subarray(o, o + c) as CommArray;
     const parts = this.scratchOf(ctor, n * mySize);
-    this.alltoallv(comm, chunk, sCnt, sOff, parts, rCnt, rOff, "all_reduce");
+    this.alltoallv(comm, g, chunk, sCnt, sOff, parts, rCnt, rOff, "all_reduce");
     const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * mySize, (j + 1) * mySize) as CommArray);
     const { op, average, half } = reduceSettings(opts);
     reduceInto(parts, 0, srcs, mySize, op, average, n, half);
@@ -317,10 +336,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       rd[j] = sOff[j]! * bpe;
     }
     const lib = this.lib;
-    this.check(
-      lib.fn.MPI_Allgatherv(addr(parts), mySize * bpe, lib.BYTE, addr(chunk), rc, rd, lib.BYTE, comm),
-      "all_reduce: MPI_Allgatherv",
-    );
+    this.transfer(g, "all_reduce", "MPI_Iallgatherv", (req) => lib.fn.MPI_Iallgatherv(addr(parts), mySize * bpe, lib.BYTE, addr(chunk), rc, rd, lib.BYTE, comm, req), parts, chunk, rc, rd);
   }
 
   // ---- data movement of each collective (checks, header, stats: ../checked-communicator.ts) ----
@@ -348,7 +364,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     else {
       const cnt = new Array<number>(n).fill(s);
       const off = Array.from({ length: n }, (_, j) => j * s);
-      this.alltoallv(comm, input, cnt, off, parts, cnt, off, "reduce_scatter");
+      this.alltoallv(comm, g, input, cnt, off, parts, cnt, off, "reduce_scatter");
     }
     const srcs = Array.from({ length: n }, (_, j) => parts.subarray(j * s, (j + 1) * s) as CommArray);
     const { op, average, half } = reduceSettings(opts);
@@ -364,7 +380,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     else {
       const lib = this.lib;
       const bytes = src.byteLength;
-      this.check(lib.fn.MPI_Allgather(addr(src), bytes, lib.BYTE, addr(out), bytes, lib.BYTE, comm), "all_gather: MPI_Allgather");
+      this.transfer(g, "all_gather", "MPI_Iallgather", (req) => lib.fn.MPI_Iallgather(addr(src), bytes, lib.BYTE, addr(out), bytes, lib.BYTE, comm, req), src, out);
     }
   }
 
@@ -382,12 +398,12 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       const mine = new Float64Array(2 * n);
       packCountRow(mine, sendCounts, recvCounts);
       const mats = new Float64Array(2 * n * n);
-      this.check(lib.fn.MPI_Allgather(ptr(mine), 16 * n, lib.BYTE, ptr(mats), 16 * n, lib.BYTE, comm), "all_to_all_v: MPI_Allgather of the counts");
+      this.transfer(g, "all_to_all_v", "MPI_Iallgather of the counts", (req) => lib.fn.MPI_Iallgather(ptr(mine), 16 * n, lib.BYTE, ptr(mats), 16 * n, lib.BYTE, comm, req), mine, mats);
       const rows = Array.from({ length: n }, (_, i) => mats.subarray(2 * n * i, 2 * n * (i + 1)));
       const { error } = checkCountRows(rows, g.ranks, where);
       if (error) throw error;
       const src = sharesBytes(send, out) ? send.slice() : send;
-      this.alltoallv(comm, src, sendCounts, sdispl, out, recvCounts, rdispl, "all_to_all_v");
+      this.alltoallv(comm, g, src, sendCounts, sdispl, out, recvCounts, rdispl, "all_to_all_v");
     } else {
       out.set(send.subarray(sdispl[me]!, sdispl[me]! + sendCounts[me]!) as T, rdispl[me]!);
     }
@@ -399,7 +415,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       for (let o = 0; o < bytes.length; o += CHUNK_BYTES) {
         const c = bytes.subarray(o, Math.min(bytes.length, o + CHUNK_BYTES));
-        this.check(this.lib.fn.MPI_Bcast(addr(c), c.length, this.lib.BYTE, rootIdx, comm), "broadcast: MPI_Bcast");
+        this.transfer(g, "broadcast", "MPI_Ibcast", (req) => this.lib.fn.MPI_Ibcast(addr(c), c.length, this.lib.BYTE, rootIdx, comm, req), c);
       }
     }
   }
@@ -415,7 +431,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       const b = src.byteLength;
       const counts = new Int32Array(n).fill(b);
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
-      this.check(lib.fn.MPI_Gatherv(addr(src), b, lib.BYTE, out ? addr(out) : null, counts, displs, lib.BYTE, rootIdx, comm), "gather: MPI_Gatherv");
+      this.transfer(g, "gather", "MPI_Igatherv", (req) => lib.fn.MPI_Igatherv(addr(src), b, lib.BYTE, out ? addr(out) : null, counts, displs, lib.BYTE, rootIdx, comm, req), src, out, counts, displs);
     }
   }
 
@@ -432,7 +448,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
       const b = output.byteLength;
       const counts = new Int32Array(n).fill(b);
       const displs = Int32Array.from({ length: n }, (_, j) => j * b);
-      this.check(lib.fn.MPI_Scatterv(isRoot ? addr(src!) : null, counts, displs, lib.BYTE, addr(output), b, lib.BYTE, rootIdx, comm), "scatter: MPI_Scatterv");
+      this.transfer(g, "scatter", "MPI_Iscatterv", (req) => lib.fn.MPI_Iscatterv(isRoot ? addr(src!) : null, counts, displs, lib.BYTE, addr(output), b, lib.BYTE, rootIdx, comm, req), src, output, counts, displs);
     }
   }
 
@@ -454,7 +470,10 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     const isRoot = this.rank === root;
     const counts = new Int32Array(W);
     const one = new Int32Array([bytes.length]);
-    this.check(lib.fn.MPI_Gatherv(ptr(one), 4, lib.BYTE, ptr(counts), new Int32Array(W).fill(4), Int32Array.from({ length: W }, (_, j) => 4 * j), lib.BYTE, root, comm), "gatherBytes: MPI_Gatherv of the lengths");
+    const world = this.world as MpiGroup;
+    const fours = new Int32Array(W).fill(4);
+    const at = Int32Array.from({ length: W }, (_, j) => 4 * j);
+    this.transfer(world, "gather", "MPI_Igatherv of the result lengths", (req) => lib.fn.MPI_Igatherv(ptr(one), 4, lib.BYTE, ptr(counts), fours, at, lib.BYTE, root, comm, req), one, counts, fours, at);
     const displs = new Int32Array(W);
     let total = 0;
     for (let j = 0; j < W; j++) {
@@ -463,7 +482,7 @@ export class MpiCommunicator extends CheckedCommunicator<MpiGroup> {
     }
     if (total > INT_MAX) throw new Error(`gatherBytes: ${total} bytes exceed 2^31−1`);
     const out = isRoot ? new Uint8Array(Math.max(1, total)) : null;
-    this.check(lib.fn.MPI_Gatherv(addr(bytes), bytes.length, lib.BYTE, out ? ptr(out) : null, counts, displs, lib.BYTE, root, comm), "gatherBytes: MPI_Gatherv");
+    this.transfer(world, "gather", "MPI_Igatherv of the results", (req) => lib.fn.MPI_Igatherv(addr(bytes), bytes.length, lib.BYTE, out ? ptr(out) : null, counts, displs, lib.BYTE, root, comm, req), bytes, out, counts, displs);
     if (!out) return null;
     return Array.from({ length: W }, (_, j) => out.slice(displs[j]!, displs[j]! + counts[j]!));
   }
