@@ -44,18 +44,22 @@ interface EvalBatch {
   ids: Int32Array;
   batch: number;
   seq: number;
+  /** Chat data: labels (−100 off the assistant turns); absent: the ids. */
+  labels?: Int32Array;
+  /** Chat data, packed: per-token segment ids. */
+  segmentIds?: Int32Array;
 }
 
 /**
- * Token-weighted mean cross-entropy of `model` over `batches` (labels = inputs, shifted inside the
- * model): Σ loss_b·n_b / Σ n_b with n_b the scored tokens of batch b. Returns the loss and count.
+ * Token-weighted mean cross-entropy of `model` over `batches` (labels = inputs unless a batch
+ * carries its own, shifted inside the model): Σ loss_b·n_b / Σ n_b with n_b the scored tokens of batch b. Returns the loss and count.
  */
 export async function meanLoss(model: CausalDecoder, batches: readonly EvalBatch[]): Promise<{ loss: number; tokens: number }> {
   let sum = 0;
   let tokens = 0;
   for (const b of batches) {
     const r = await noGrad(async () => {
-      const out = await model.forward({ inputIds: b.ids, labels: b.ids, batch: b.batch, seq: b.seq });
+      const out = await model.forward({ inputIds: b.ids, labels: b.labels ?? b.ids, batch: b.batch, seq: b.seq, ...(b.segmentIds ? { segmentIds: b.segmentIds } : {}) });
       const v = await out.loss!.item();
       out.logits?.dispose();
       out.loss!.dispose();
@@ -97,7 +101,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         // first eval_batches × world_size slots, which a world-1 loader yields in order
         const W = job.world_size;
         const perRank = evalBatchCount(loader.info.validationWindows, micro, W, (o["max-batches"] as number | undefined) ?? job.eval_batches);
-        batches = loader.validationBatches(perRank * W).map((b) => ({ ids: b.inputs, batch: b.micro, seq: b.seqLen }));
+        batches = loader.validationBatches(perRank * W).map((b) => ({ ids: b.inputs, batch: b.micro, seq: b.seqLen, ...(b.labels ? { labels: b.labels } : {}), ...(b.segmentIds ? { segmentIds: b.segmentIds } : {}) }));
         if (batches.length === 0) throw new UsageError(`the job's validation split (${job.data.dataset}, validation_fraction ${job.data.validation_fraction}) holds fewer than ${micro} windows of ${job.data.seq_len + 1} tokens`);
         what = `${job.data.dataset} validation split (${batches.length} batches of ${micro} × ${job.data.seq_len}: ${perRank} per rank × world_size ${W}, as training evaluates)`;
       } else {

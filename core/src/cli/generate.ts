@@ -1,7 +1,12 @@
 /**
  * `bun run generate --from <checkpoint|hf-dir|file.safetensors> --prompt TEXT [--max-new-tokens N]
  * [--temperature T] [--top-k K] [--top-p P] [--seed S] [--backend auto|webgpu|cpu]
- * [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache]`
+ * [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE]]`
+ *
+ * `--chat` (docs/fine-tuning.md "Generating with the chat template"): the prompt is one user turn
+ * (after a `--system` turn when given) rendered with the chat template and its generation prompt,
+ * as Transformers' `apply_chat_template(…, add_generation_prompt=True)` does: the template of the
+ * tokenizer's tokenizer_config.json, the job's `data.chat_template`, or `--chat-template FILE`.
  *
  * Loads the model (cli/model-source.ts), encodes the prompt with its tokenizer and extends it with
  * models/generate.ts (KV cache unless --no-cache; greedy unless --temperature > 0). The text
@@ -15,9 +20,12 @@ import { generate } from "../models/generate.ts";
 import { destroyBackend } from "../train/backend.ts";
 import { parseOptions } from "./inference-args.ts";
 import { UsageError, loadInferenceModel, reportCliError } from "./model-source.ts";
+import { loadChatTemplate } from "../data/chat-template.ts";
+import { renderPrompts } from "../data/chat-render.ts";
+import type { ChatMessage } from "../data/chat-formats.ts";
 
 /** Usage text. */
-export const GENERATE_USAGE = `usage: bun run generate --from <checkpoint-dir|hf-dir|model.safetensors> --prompt TEXT [--max-new-tokens N (64)] [--temperature T (0 = greedy)] [--top-k K (0 = all)] [--top-p P (1 = all)] [--seed S (0)] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache]`;
+export const GENERATE_USAGE = `usage: bun run generate --from <checkpoint-dir|hf-dir|model.safetensors> --prompt TEXT [--max-new-tokens N (64)] [--temperature T (0 = greedy)] [--top-k K (0 = all)] [--top-p P (1 = all)] [--seed S (0)] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE]]`;
 
 const SPECS = {
   "--from": { kind: "string" },
@@ -31,6 +39,9 @@ const SPECS = {
   "--tokenizer": { kind: "string" },
   "--config": { kind: "string" },
   "--no-cache": { kind: "flag" },
+  "--chat": { kind: "flag" },
+  "--system": { kind: "string" },
+  "--chat-template": { kind: "string" },
 } as const;
 
 /** Run with `argv` (without runtime and script); returns the exit status. */
@@ -43,6 +54,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const o = parseOptions(argv, SPECS, GENERATE_USAGE);
     if (o.from === undefined) throw new UsageError(`--from is required\n${GENERATE_USAGE}`);
     if (o.prompt === undefined) throw new UsageError(`--prompt is required\n${GENERATE_USAGE}`);
+    if (o.chat !== true && (o.system !== undefined || o["chat-template"] !== undefined)) throw new UsageError(`${o.system !== undefined ? "--system" : "--chat-template"} applies with --chat only\n${GENERATE_USAGE}`);
     const src = await loadInferenceModel({ from: o.from as string, backend: (o.backend as "auto" | "webgpu" | "cpu") ?? "auto", tokenizer: o.tokenizer as string | undefined, config: o.config as string | undefined, probeTokens: 1 });
     const { model, tokenizer } = src;
     try {
@@ -51,7 +63,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.error(`backend    ${src.backendLine}`);
       console.error(`tokenizer  ${src.tokenizerSource}`);
       for (const w of src.warnings) console.error(`warning: ${w}`);
-      const prompt = Array.from(tokenizer.encode(o.prompt as string));
+      let text = o.prompt as string;
+      if (o.chat === true) {
+        const file = (o["chat-template"] as string | undefined) ?? src.job?.data?.chat_template ?? null;
+        const spec = loadChatTemplate(tokenizer.name, file);
+        const messages: ChatMessage[] = [...(o.system !== undefined ? [{ role: "system" as const, content: o.system as string }] : []), { role: "user", content: text }];
+        [text] = await renderPrompts(spec, [{ messages, line: 1 }], "--prompt");
+        console.error(`chat       template ${spec.origin}`);
+      }
+      const prompt = Array.from(tokenizer.encode(text!));
       if (prompt.length === 0) throw new UsageError("--prompt: encodes to no tokens (give at least one character)");
       const bad = prompt.find((t) => t >= c.vocab_size);
       if (bad !== undefined) throw new UsageError(`--prompt: token ${bad} is outside the model's vocabulary (vocab_size ${c.vocab_size})`);
