@@ -12,7 +12,7 @@
 import { manifestModelBuffers } from "./manifest-buffers.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { locateCheckpoint, readManifest, type CheckpointLocation, type CheckpointManifest } from "./manifest.ts";
+import { locateCheckpoint, prunedTagError, prunedWhileRead, readManifest, type CheckpointLocation, type CheckpointManifest } from "./manifest.ts";
 import { manifestModelConfig } from "./manifest-model.ts";
 import { checkManifestParams } from "./manifest-params.ts";
 import { CpuBackend } from "@zeromoe/kernels";
@@ -52,7 +52,8 @@ export interface ConsolidateResult {
  * Read the manifest of the located tag `loc` and open its rank files (ShardSource holds them open:
  * a later removal of the directory no longer affects the read). A job saving into the same root
  * with `checkpoint.keep_last` removes old tags: when the tag's manifest.json is gone by the time
- * it is read, the error says the tag was pruned and which tag is newest now, instead of the
+ * it is read (manifest.json, or a rank file that pruning removed first), the error says the tag was
+ * pruned and which tag is newest now (manifest.ts prunedWhileRead), instead of the
  * "manifest.json: not found" / "cannot open: ENOENT" of a damaged checkpoint.
  * @throws CheckpointError (pruned; or the readers' own for a damaged checkpoint).
  */
@@ -61,15 +62,11 @@ export function openLocatedCheckpoint(loc: CheckpointLocation): { manifest: Chec
     const manifest = readManifest(loc.tagDir);
     return { manifest, src: new ShardSource(loc.tagDir, manifest) };
   } catch (e) {
-    if (existsSync(join(loc.tagDir, "manifest.json"))) throw e;
-    let newest: string | null = null;
-    try {
-      newest = locateCheckpoint(loc.dir).tag;
-    } catch {
-      // no readable `latest` (or it names the removed tag): say nothing about the newest
-    }
-    const now = newest !== null && newest !== loc.tag ? `; the newest tag is now ${quoteUntrusted(newest)}: run again to read it` : "";
-    throw new CheckpointError(loc.tagDir, `tag ${quoteUntrusted(loc.tag)} was removed while it was being read (pruned by checkpoint.keep_last of a job saving into ${pathForMessage(loc.dir)}?)${now}`);
+    // a file went missing: manifest.json, or a rank file removed before it (prunedWhileRead)
+    if (!(e instanceof CheckpointError)) throw e;
+    const newest = prunedWhileRead(loc);
+    if (newest === null) throw e;
+    throw prunedTagError(loc, newest);
   }
 }
 

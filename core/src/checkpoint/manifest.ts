@@ -34,7 +34,7 @@ import { describeValue, scanJsonBounds, type JsonLimits } from "../config/json-b
 import { findDuplicateJsonKey } from "../config/json-duplicate-keys.ts";
 import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader, RecordLayout } from "./record-file.ts";
-import { quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
+import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 import { createHash } from "node:crypto";
 
 /** `format` field of every manifest. */
@@ -278,8 +278,70 @@ export function locateCheckpoint(path: string, tag?: string): CheckpointLocation
   }
   checkTag(t, join(path, "latest"));
   const tagDir = join(path, t);
-  if (!existsSync(join(tagDir, "manifest.json"))) throw new CheckpointError(tagDir, "has no manifest.json (missing tag or an interrupted save)");
+  if (!existsSync(join(tagDir, "manifest.json"))) {
+    // `latest` is written only after a save is complete, so a tag it names without a manifest was
+    // removed after `latest` was read: pruned by keep_last once a newer save moved `latest` on
+    // (a zero-to-fp32 beside a running job reported "has no manifest.json", which reads like damage)
+    const now = tag === undefined ? latestMovedOn(path, t, PRUNE_RACE_WAIT_MS) : null;
+    if (now !== null) throw new CheckpointError(tagDir, `tag ${quoteUntrusted(t)} that "latest" named was removed while it was being located (pruned by checkpoint.keep_last of a job saving into ${pathForMessage(path)}?); the newest tag is now ${quoteUntrusted(now)}: run again to read it`);
+    throw new CheckpointError(tagDir, "has no manifest.json (missing tag or an interrupted save)");
+  }
   return { dir: path, tag: t, tagDir };
+}
+
+/** Longest wait for a race with a saving job to show (`latest` moved on, the old tag removed), ms. */
+export const PRUNE_RACE_WAIT_MS = 1000;
+
+/** The tag `dir/latest` names now when it is no longer `tag` (read again for up to `waitMs`),
+ * else null. An unreadable or invalid `latest` counts as not moved on. */
+function latestMovedOn(dir: string, tag: string, waitMs: number): string | null {
+  const latest = join(dir, "latest");
+  for (let waited = 0; ; waited += 50) {
+    try {
+      const st = statSync(latest);
+      if (st.isFile() && st.size <= 4096) {
+        const t = readFileSync(latest, "utf8").trim();
+        if (t !== tag && /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/.test(t)) return t;
+      }
+    } catch {
+      // gone or unreadable: not a sign of a newer save
+    }
+    if (waited >= waitMs) return null;
+    Bun.sleepSync(50);
+  }
+}
+
+/**
+ * Whether the located tag `loc` was removed by a saving job's `checkpoint.keep_last` pruning while
+ * it was being read (a file of it went missing: manifest.json or a rank file). Pruned means its
+ * manifest.json is gone — now, or within {@link PRUNE_RACE_WAIT_MS} when `latest` already names
+ * another tag (pruning removes a tag's files one by one, rank files possibly first). A tag that is
+ * still `latest`, or keeps its manifest, is damaged instead.
+ * @returns null when not pruned, else the newest tag `latest` names now ("" when unreadable).
+ */
+export function prunedWhileRead(loc: CheckpointLocation): string | null {
+  const manifest = join(loc.tagDir, "manifest.json");
+  const newest = (): string => {
+    try {
+      return locateCheckpoint(loc.dir).tag;
+    } catch {
+      return "";
+    }
+  };
+  if (!existsSync(manifest)) return newest();
+  // a save renames `latest` before it prunes: a tag still named by it is damaged, not pruned
+  if (latestMovedOn(loc.dir, loc.tag, 0) === null) return null;
+  for (let waited = 0; waited < PRUNE_RACE_WAIT_MS; waited += 50) {
+    Bun.sleepSync(50);
+    if (!existsSync(manifest)) return newest();
+  }
+  return null;
+}
+
+/** The CheckpointError of a tag {@link prunedWhileRead} found pruned, naming the newest tag. */
+export function prunedTagError(loc: CheckpointLocation, newest: string): CheckpointError {
+  const now = newest !== "" && newest !== loc.tag ? `; the newest tag is now ${quoteUntrusted(newest)}: run again to read it` : "";
+  return new CheckpointError(loc.tagDir, `tag ${quoteUntrusted(loc.tag)} was removed while it was being read (pruned by checkpoint.keep_last of a job saving into ${pathForMessage(loc.dir)}?)${now}`);
 }
 
 function fail(file: string, field: string, expected: string, got: unknown): never {

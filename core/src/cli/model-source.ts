@@ -27,6 +27,7 @@ import { checkHubShapes, HubCheckpoint, planHubLoad } from "../checkpoint/hub-di
 import { applyManifestBuffers } from "../checkpoint/manifest-buffers.ts";
 import { locateCheckpoint, readManifest, type CheckpointManifest } from "../checkpoint/manifest.ts";
 import { manifestModelConfig } from "../checkpoint/manifest-model.ts";
+import { openLocatedCheckpoint } from "../checkpoint/consolidate.ts";
 import { checkManifestParams } from "../checkpoint/manifest-params.ts";
 import { SafetensorsError, SafetensorsReader } from "../checkpoint/safetensors.ts";
 import { ShardSource } from "../checkpoint/shard-source.ts";
@@ -137,22 +138,18 @@ function sourceManifest(file: string): CheckpointManifest | null {
 }
 
 /** Copy a checkpoint's fp32 values (master copy, else parameters) into `model`, unit by unit; the
- * manifest's parameters were matched with the model's first (checkManifestParams).
+ * manifest's parameters were matched with the model's first (checkManifestParams); `src` holds
+ * the tag's rank files open (the caller closes it).
  * @throws CheckpointError for a damaged checkpoint. */
-function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest): string[] {
+function loadFromCheckpoint(model: CausalDecoder, tagDir: string, m: CheckpointManifest, src: ShardSource): string[] {
   const state = m.param_dtype === "f32" ? "params" : "master";
-  const src = new ShardSource(tagDir, m);
-  try {
-    // names and shapes were checked against the model before it was built (checkManifestParams)
-    for (const u of m.units) {
-      const full = src.readF32(u.name, state, 0, u.numel);
-      for (const p of u.params) {
-        const param = model.param(p.name);
-        writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + param.numel) }, 0, tagDir);
-      }
+  // names and shapes were checked against the model before it was built (checkManifestParams)
+  for (const u of m.units) {
+    const full = src.readF32(u.name, state, 0, u.numel);
+    for (const p of u.params) {
+      const param = model.param(p.name);
+      writeParam(param, { dtype: "f32", shape: [...p.shape], data: full.subarray(p.offset, p.offset + param.numel) }, 0, tagDir);
     }
-  } finally {
-    src.close();
   }
   // the model's buffers (DeepSeek-V3's e_score_correction_bias) from plugins.model_buffers
   const unrecorded = applyManifestBuffers(model.buffers(), m.plugins, join(tagDir, "manifest.json"));
@@ -215,18 +212,32 @@ function loadHubWeights(model: CausalDecoder, from: string, config: ModelConfig)
  * @throws UsageError / ConfigError / CheckpointError / SafetensorsError / DataError for bad input.
  */
 export async function loadInferenceModel(opts: InferenceModelOptions): Promise<InferenceModel> {
+  // a checkpoint's rank files are opened with its manifest and stay open until its values are
+  // copied (a job pruning the tag meanwhile does not affect the read), closed on every path
+  const opened: ShardSource[] = [];
+  try {
+    return await loadInferenceModelFrom(opts, opened);
+  } finally {
+    for (const src of opened) src.close();
+  }
+}
+
+/** {@link loadInferenceModel}; a checkpoint's ShardSource is pushed to `opened` for the caller to close. */
+async function loadInferenceModelFrom(opts: InferenceModelOptions, opened: ShardSource[]): Promise<InferenceModel> {
   const from = opts.from;
   if (!existsSync(from)) throw new UsageError(`--from: ${pathForMessage(from)} does not exist (expected a ZeroMoE checkpoint directory, a Hugging Face model directory or a .safetensors file)`);
   let kind: InferenceModel["kind"];
   let config: ModelConfig;
   let job: JobConfig | null = null;
-  let ckpt: { tagDir: string; manifest: CheckpointManifest } | null = null;
+  let ckpt: { tagDir: string; manifest: CheckpointManifest; src: ShardSource } | null = null;
   const isDir = statSync(from).isDirectory();
   if (isDir && (existsSync(join(from, "manifest.json")) || existsSync(join(from, "latest")))) {
     kind = "checkpoint";
+    // a tag pruned by a saving job's keep_last between locating and opening is said as such
     const loc = locateCheckpoint(from);
-    const manifest = readManifest(loc.tagDir);
-    ckpt = { tagDir: loc.tagDir, manifest };
+    const { manifest, src } = openLocatedCheckpoint(loc);
+    opened.push(src);
+    ckpt = { tagDir: loc.tagDir, manifest, src };
     job = manifest.config;
     config = manifestModelConfig(manifest, join(loc.tagDir, "manifest.json"));
   } else if (isDir) {
@@ -301,7 +312,7 @@ export async function loadInferenceModel(opts: InferenceModelOptions): Promise<I
       shapes.destroy();
     }
     model = createModel(backend, inferenceConfig, { dtype: "f32", seed: 0 });
-    if (ckpt) warnings.push(...loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest));
+    if (ckpt) warnings.push(...loadFromCheckpoint(model, ckpt.tagDir, ckpt.manifest, ckpt.src));
     else warnings.push(...loadHubWeights(model, from, config));
   } catch (e) {
     model?.destroy();
