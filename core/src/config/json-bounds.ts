@@ -90,7 +90,8 @@ export function scanJsonBounds(text: string, limits: Readonly<JsonLimits>): Json
       const top = stack[stack.length - 1];
       const isKey = top !== undefined && !top.array && expectKey;
       if (isKey) {
-        if (n > limits.maxKey) return { path: pathOf(stack), offset: start, message: `key ${quoteUntrusted(text.slice(start, start + n))} is longer than the ${limits.maxKey}-character limit` };
+        // the path of the object that holds the key (its frame's key is still the previous member's)
+        if (n > limits.maxKey) return { path: pathOf(stack.slice(0, -1)), offset: start, message: `key ${quoteUntrusted(text.slice(start, start + n))} is longer than the ${limits.maxKey}-character limit` };
         top.key = text.slice(start, start + n);
         top.n++;
         if (top.n > limits.maxMembers) return { path: pathOf(stack), offset: start, message: `object has more than ${limits.maxMembers} members` };

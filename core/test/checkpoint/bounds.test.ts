@@ -69,6 +69,14 @@ describe("job and DeepSpeed JSON", () => {
     expect(v?.message).toBe("nesting deeper than 32 levels");
   });
 
+  test("a key over the limit is reported at the path of the object that holds it, not its previous member's", () => {
+    // before: "model.vocab.ab: key … is longer than …" for a long key after "ab" in model.vocab
+    const v = scanJsonBounds(`{"model": {"vocab": {"ab": 1, "${"k".repeat(5000)}": 2}}}`, CONFIG_JSON_LIMITS);
+    expect(v?.path).toBe("model.vocab");
+    expect(v?.message).toStartWith(`key "${"k".repeat(40)}…" (5000 characters) is longer than the`);
+    expect(scanJsonBounds(`{"${"k".repeat(5000)}": 2}`, CONFIG_JSON_LIMITS)?.path).toBe("");
+  });
+
   test("describeValue renders BigInt, cycles and deep values in a bounded string", () => {
     const cyc: Record<string, unknown> = { a: 1 };
     cyc.self = cyc;
