@@ -26,6 +26,8 @@ export function defaultHooks(): EngineHooks {
         if (ctx.isLastMicro) await allReduceAccumulated(ctx, unit);
       },
       finish: () => {},
+      // gradReady only adds the micro-batch gradient into the replicated accumulator
+      accumulatesLocally: (unit) => unit.plan.grads === "replicated",
     },
     route: { dispatcher: () => null },
     offload: { optimizerDevice: () => "device" },

@@ -2,7 +2,9 @@
  * Gradient reduction mechanisms shared by core's data-parallel default and the ZeRO plugins.
  *
  * Determinism (docs/domain.md §5): every gradient is first produced fresh per micro-batch in `unit.grad`
- * and then *added* to the accumulator, and collectives sum ranks in fixed group order
+ * and then *added* to the accumulator (16-bit experts under a reduce hook that `accumulatesLocally`
+ * add their contributions into the accumulator directly, one rounding per micro-batch instead of
+ * two: hooks.ts), and collectives sum ranks in fixed group order
  * (core/src/comm). With f32 gradients and one micro-batch per rank, data parallelism
  * (all_reduce), ZeRO-1 (accumulate, then reduce_scatter) and ZeRO-2/3 (reduce_scatter per
  * micro-batch) therefore produce bit-identical summed gradients, equal to a single rank that

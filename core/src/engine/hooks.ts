@@ -52,6 +52,14 @@ export interface GatherHook {
 export interface ReduceHook {
   gradReady(unit: UnitHandle, ctx: HookContext): void | Promise<void>;
   finish(ctx: HookContext): void | Promise<void>;
+  /** Whether `gradReady` consumes `unit`'s micro-batch gradient only by adding it into the whole
+   * accumulator `unit.gradAccumulator()` (`accumulateLocal`, grads replicated), so the engine may
+   * have a 16-bit unit without an f32 working copy (nn/unit.ts `workingCopy: false`: the experts)
+   * add its contributions into that accumulator directly: its `microGrad()` is then null and no
+   * micro-batch gradient buffer exists. Asked once per held unit at set-up; absent or false: a
+   * fresh micro-batch gradient as for every other unit. A plugin wrapping `reduce` whose
+   * `gradReady` reads `microGrad()` must not pass the inner hook's answer on. */
+  accumulatesLocally?(unit: UnitHandle, ctx: HookContext): boolean;
 }
 
 /** route: the token dispatcher of the model's MoE layers (nn/moe/dispatcher.ts; null keeps the

@@ -47,8 +47,13 @@ export function accumulateHost(be: Backend, dst: Buf, off: number, src: Float32A
   be.free(tmp);
 }
 
+/** Elements per chunk of a 16-bit {@link accumulateDevice}, read at each call (2²⁴: two 64 MiB f32
+ * temporaries, not two f32 copies of a whole unit — 1.4e9 bytes for one Mixtral-8x7B expert;
+ * memory traces at a scaled-down size lower it by the scale). */
+export const accumulateChunk = { elements: 2 ** 24 };
+
 /** dst[dOff..dOff+n) += src[sOff..sOff+n) for buffers of the same dtype (f32, bf16, f16); 16-bit
- * sums go through f32 and round once. */
+ * sums go through f32 (chunk by chunk, {@link accumulateChunk}) and round once. */
 export function accumulateDevice(be: Backend, dst: Buf, dOff: number, src: Buf, sOff: number, n: number): void {
   if (n === 0) return;
   if (dst.dtype !== src.dtype) throw new Error(`accumulateDevice: dtype mismatch ${dst.dtype} += ${src.dtype}`);
@@ -56,12 +61,16 @@ export function accumulateDevice(be: Backend, dst: Buf, dOff: number, src: Buf, 
     be.axpy(1, { buf: src, off: sOff }, { buf: dst, off: dOff }, n);
     return;
   }
-  const a = be.alloc("f32", n, "comm");
-  const b = be.alloc("f32", n, "comm");
-  be.cast({ buf: dst, off: dOff }, { buf: a, off: 0 }, n);
-  be.cast({ buf: src, off: sOff }, { buf: b, off: 0 }, n);
-  be.axpy(1, { buf: b, off: 0 }, { buf: a, off: 0 }, n);
-  be.cast({ buf: a, off: 0 }, { buf: dst, off: dOff }, n);
+  const len = Math.min(n, Math.max(1, accumulateChunk.elements));
+  const a = be.alloc("f32", len, "comm", "any"); // each chunk is cast in before it is read
+  const b = be.alloc("f32", len, "comm", "any");
+  for (let c0 = 0; c0 < n; c0 += len) {
+    const c = Math.min(len, n - c0);
+    be.cast({ buf: dst, off: dOff + c0 }, { buf: a, off: 0 }, c);
+    be.cast({ buf: src, off: sOff + c0 }, { buf: b, off: 0 }, c);
+    be.axpy(1, { buf: b, off: 0 }, { buf: a, off: 0 }, c);
+    be.cast({ buf: a, off: 0 }, { buf: dst, off: dOff + c0 }, c);
+  }
   be.free(a);
   be.free(b);
 }

@@ -24,12 +24,15 @@
  *   `workGrad` (round to nearest even). `zeroGrad()` clears both. `work` is dropped after each
  *   region.
  * - A 16-bit unit made with `workingCopy: false` (the experts of core/src/models: their parameters
- *   are read only by nn/moe/grouped-linear.ts, which converts the 16-bit storage itself while it
+ *   are read only by nn/moe/grouped-weights.ts, which converts the 16-bit storage itself while it
  *   stacks the weights) has neither: no `work` (its parameters' `tensor.view` throws; ops read
  *   {@link Parameter.readView}), no `workGrad` — gradient contributions are added straight into
  *   the 16-bit `grad` ({@link Parameter.gradSinkView}), each contribution rounded once (one per
- *   micro-batch in a training step, so the bits equal the working-copy path's). This keeps a MoE
- *   layer's experts at 2 bytes per element in their region instead of 2 + 4 + 4.
+ *   micro-batch in a training step, so the bits equal the working-copy path's) — or, when the
+ *   engine sets `gradInto` (its reduce hook only adds micro-batch gradients into the unit's
+ *   accumulator: core's data parallelism, ZeRO-1), straight into that accumulator, with no
+ *   micro-batch gradient at all. This keeps a MoE layer's experts at 2 bytes per element in
+ *   their region (none with `gradInto`) instead of 2 + 4 + 4.
  *
  * ## Hooks ({@link UnitHooks}; defaults are no-ops = everything resident, plain data parallel)
  * - `gather(unit, "fwd")` before a unit's forward region, `release(unit, "fwd")` after it;
@@ -136,11 +139,13 @@ export class Parameter implements ParamSource {
 
   /** Where an op that converts 16-bit values itself adds this parameter's gradient: the f32
    * accumulator when the unit has one (`grad` of an f32 unit, `workGrad` of a 16-bit unit with a
-   * working copy), else the unit's 16-bit `grad` (allocated zeroed on first use; the op reads it,
-   * adds its contribution in f32 and writes it back rounded to nearest even). */
+   * working copy), else the engine's accumulator `gradInto` when set, else the unit's 16-bit
+   * `grad` (allocated zeroed on first use); the op reads it, adds its contribution in f32 and
+   * writes it back rounded to nearest even. */
   gradSinkView(): View {
     const u = this.unit;
     if (u.workingCopy || u.dtype === "f32") return this.gradView();
+    if (u.gradInto) return { buf: u.gradInto, off: this.offset };
     if (!u.grad) u.grad = u.be.alloc(u.dtype, Math.max(u.numel, 1), "grad");
     return { buf: u.grad, off: this.offset };
   }
@@ -188,6 +193,12 @@ export class Unit implements TapeUnit {
   work: Buf | null = null;
   /** f32 gradient accumulator for 16-bit units. */
   workGrad: Buf | null = null;
+  /** For a 16-bit unit without a working copy: an accumulator the engine owns (the unit's dtype,
+   * ≥ numel elements) that gradient contributions are added into directly instead of a fresh
+   * micro-batch `grad` — set by the engine when its reduce hook only adds each micro-batch's
+   * gradient into that accumulator (hooks.ts `ReduceHook.accumulatesLocally`); `grad` then stays
+   * null (no micro-batch gradient to consume). Never freed by the unit. */
+  gradInto: Buf | null = null;
   /** The set this unit belongs to (gives access to the installed hooks). */
   readonly owner: UnitSet;
 
@@ -269,7 +280,8 @@ export class Unit implements TapeUnit {
       return;
     }
     if (!this.workingCopy) {
-      if (!this.grad) this.grad = this.be.alloc(this.dtype, Math.max(this.numel, 1), "grad");
+      // contributions went into the engine's accumulator (gradInto) or into `grad` already
+      if (!this.gradInto && !this.grad) this.grad = this.be.alloc(this.dtype, Math.max(this.numel, 1), "grad");
       return;
     }
     const wg = this.computeGradBuffer();

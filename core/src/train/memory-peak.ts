@@ -21,7 +21,8 @@
  * The step's peak is the largest of these (a micro-batch's peak; gradient accumulation adds none:
  * gradients accumulate into the model-state buffers).
  *
- * Activations are f32 (the backend computes in f32 for every precision). Per token, with hidden H,
+ * Activations are f32 (the backend computes in f32 for every precision), except the experts' gate
+ * and up projections, kept in the experts' dtype (bf16/fp16 jobs: 2 bytes). Per token, with hidden H,
  * q = heads·head_dim, kv = kv_heads·head_dim, intermediate I (expert Ie), top-k and E experts, the
  * saved activations of a layer are (4 bytes each; layerActivationBytes):
  * - attention: input norm H, q/k/v projections q + 2kv, RoPE'd q/k q + kv, attention output q,
@@ -29,13 +30,15 @@
  * - residual + post-attention norm 2H and the block output + residual H (and H per norm);
  * - dense MLP: gate, up, silu·up 3I and down H;
  * - MoE: router logits and probabilities 2E, top-k values/indices/weights and permutation ~7k,
- *   dispatched rows k·H, expert gate/up/silu·up 3k·Ie and down k·H, combined output H (with
+ *   dispatched rows k·H, expert gate/up 2k·Ie (nn/moe/grouped-swiglu.ts: silu·up is recomputed in
+ *   the backward) and down k·H, combined output H (with
  *   capacity drops at most min(k, capacity) rows per token: k is the bound used).
  * These were read off the ops' allocations and are checked against measured peaks on cpu and
  * lavapipe (core/test/train/memory-peak.test.ts, within 10 %).
  */
 import type { JobConfig, ModelConfig } from "../config/types.ts";
 import { moeShape } from "../config/moe-shape.ts";
+import { groupedMemory } from "../nn/moe/grouped-weights.ts";
 import { modelUnits, type ModelStateEstimate, type UnitSize } from "./memory-estimate.ts";
 
 /** One moment of the walk: its name and the bytes alive then (model states included). */
@@ -76,9 +79,9 @@ export const ALLOCATOR_OVERHEAD: Readonly<Record<"cpu" | "webgpu", number>> = { 
 
 const F32 = 4;
 
-/** Saved activation bytes of decoder layer `layer` of `m` for `T` tokens of `seq`-token sequences
- * (module comment). */
-export function layerActivationBytes(m: ModelConfig, layer: number, T: number): number {
+/** Saved activation bytes of decoder layer `layer` of `m` for `T` tokens (module comment);
+ * `mixed`: a bf16/fp16 job, whose experts keep their gate and up projections in 16 bits. */
+export function layerActivationBytes(m: ModelConfig, layer: number, T: number, mixed = false): number {
   const H = m.hidden_size;
   const nH = m.num_attention_heads;
   const D = m.head_dim;
@@ -88,29 +91,57 @@ export function layerActivationBytes(m: ModelConfig, layer: number, T: number): 
   // attention (norm, q/k/v, rope q/k, output, o) + lse + 2 norm statistics; residual sum, its
   // norm and the block output + residual 3H
   let perToken = 2 * H + 3 * q + 3 * kv + nH + 2 + qkNorm + 3 * H;
+  let extra = 0;
   const shape = moeShape(m);
   if (shape !== null && shape.layers.includes(layer)) {
     const k = shape.topK;
     const E = shape.numExperts;
-    perToken += 2 * E + 7 * k + 1 + k * H + 3 * k * shape.expertIntermediate + k * H + H;
+    // router 2E, top-k and permutation ~7k + 1, dispatched rows kH, expert outputs kH, combined H;
+    // the experts' gate and up projections 2k·Ie in their dtype (grouped-swiglu.ts: silu·up is
+    // recomputed in the backward, not kept)
+    perToken += 2 * E + 7 * k + 1 + k * H + k * H + H;
+    extra = (mixed ? 2 : F32) * T * 2 * k * shape.expertIntermediate;
     if (m.model_type === "qwen2_moe" && m.shared_expert_intermediate_size > 0) perToken += 3 * m.shared_expert_intermediate_size + H + 2;
   } else {
     perToken += 3 * m.intermediate_size + H;
   }
-  return F32 * T * perToken;
+  return F32 * T * perToken + extra;
+}
+
+/** Bytes of the grouped experts' f32 weight stack of one product: the experts a rank holds, in
+ * runs within the stack budget (nn/moe/grouped-weights.ts), of the largest projection. */
+function expertStackBytes(m: ModelConfig, held: number): number {
+  const shape = moeShape(m);
+  if (shape === null || held === 0) return 0;
+  const w = F32 * m.hidden_size * shape.expertIntermediate;
+  return w * Math.min(held, Math.max(1, Math.floor(groupedMemory.stackBytes / w)));
+}
+
+/** Transient bytes of layer `layer`'s forward beyond its saved activations (an MoE layer's experts,
+ * grouped-swiglu.ts: h and u in f32 before they are cast for keeping, silu·up, one weight stack;
+ * a dense layer: none beyond its saved tensors). */
+function layerForwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean, held: number): number {
+  const shape = moeShape(m);
+  if (shape === null || !shape.layers.includes(layer)) return 0;
+  const rows = T * shape.topK * shape.expertIntermediate;
+  return F32 * 3 * rows - (mixed ? 2 : F32) * 2 * rows + expertStackBytes(m, held);
 }
 
 /** Transient bytes at the largest moment of layer `layer`'s backward beyond its saved
- * activations — the SwiGLU backward: the gradients of gate, up and silu·up (3I per token; an MoE
- * layer's expert rows 3k·Ie, and the combine weights' gradient k), and the residual stream's
- * gradient H; less what is freed by then: the block output and the residual sum 2H (an MoE layer
- * also its expert down rows k·H). */
-function layerBackwardTransient(m: ModelConfig, layer: number, T: number): number {
+ * activations. A dense layer: the SwiGLU backward — the gradients of gate, up and silu·up (3I per
+ * token) and the residual stream's gradient H, less the block output and the residual sum 2H
+ * freed by then. An MoE layer: the experts' elementwise backward (grouped-swiglu.ts) — the
+ * gradients of the gate/up projections 2k·Ie, chunk temporaries, the incoming gradient of the
+ * expert rows kH, the combine weights' gradient k and the residual stream's gradient H, less the
+ * block output and residual sum 2H. */
+function layerBackwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean): number {
   const H = m.hidden_size;
   const shape = moeShape(m);
   if (shape !== null && shape.layers.includes(layer)) {
     const k = shape.topK;
-    return F32 * T * (3 * k * shape.expertIntermediate + k + H - 2 * H - k * H);
+    const rows = T * k * shape.expertIntermediate;
+    const chunks = (mixed ? 3 : 1) * F32 * Math.min(rows, groupedMemory.chunkElements);
+    return F32 * (2 * rows + T * (k * H + k + H - 2 * H)) + chunks;
   }
   return F32 * T * (3 * m.intermediate_size + H - 2 * H);
 }
@@ -136,11 +167,13 @@ export function headBytes(m: ModelConfig, T: number, maxBindingBytes = Infinity)
  * unit (`mixed`), the gathered parameters under ZeRO-3 (`gatheredPerElement` bytes, 0 otherwise),
  * and with `grad` its f32 gradient accumulator (unit.ts `grad` / `workGrad`; the 16-bit gradient
  * is cast only at the region's end, when the layer's activations are freed). Expert units of a
- * 16-bit job have no working copy (unit.ts `workingCopy: false`): nothing but their 16-bit
- * gradient (2 bytes per element) with `grad`. */
-function unitRegion(u: UnitSize, count: number, mixed: boolean, gatheredPerElement: number, grad: boolean): number {
+ * 16-bit job have no working copy (unit.ts `workingCopy: false`): with `grad` only their 16-bit
+ * micro-batch gradient, `expertGrad` bytes per element — 0 under ZeRO 0/1, whose reduce hooks
+ * accumulate locally (the gradients go straight into the accumulator: unit.ts `gradInto`), 2
+ * under ZeRO 2/3. */
+function unitRegion(u: UnitSize, count: number, mixed: boolean, gatheredPerElement: number, grad: boolean, expertGrad = 2): number {
   const n = u.numel * count;
-  if (mixed && u.kind === "expert") return gatheredPerElement * n + (grad ? 2 * n : 0);
+  if (mixed && u.kind === "expert") return gatheredPerElement * n + (grad ? expertGrad * n : 0);
   return (mixed ? F32 * n : 0) + gatheredPerElement * n + (grad ? F32 * n : 0);
 }
 
@@ -185,17 +218,20 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
   const layerLast = (l: number) => Math.max(indexOf(`layers.${l}`), indexOf(`layers.${l}.experts.0`));
   const unitOf = (name: string) => units.find((u) => u.name === name);
   const ckpt = config.activation_checkpointing.enabled;
-  const layerActivations = Array.from({ length: L }, (_, l) => layerActivationBytes(m, l, T));
+  const layerActivations = Array.from({ length: L }, (_, l) => layerActivationBytes(m, l, T, mixed));
   const layerKept = layerActivations.map((a) => (ckpt ? F32 * T * H : a));
   const embedOut = F32 * T * H + 2 * F32 * T; // embedding output, ids and targets
+  const heldExperts = (l: number) => {
+    const ex = unitOf(`layers.${l}.experts.0`);
+    return ex ? Math.ceil(ex.count / ms.epSize) : 0;
+  };
   const region = (l: number, backward: boolean) => {
     const lu = unitOf(`layers.${l}`)!;
     const ex = unitOf(`layers.${l}.experts.0`);
     // under expert parallelism a rank holds (and gathers) E/ep_size experts of a layer; at the
     // expert products' backward the experts' gradients exist, the layer unit's (router,
     // attention) not yet — a dense layer's MLP weights are in the layer unit
-    const held = ex ? Math.ceil(ex.count / ms.epSize) : 0;
-    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, held, mixed, gatheredPer(ex), backward) : 0);
+    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, heldExperts(l), mixed, gatheredPer(ex), backward, ms.stage <= 1 ? 0 : 2) : 0);
   };
   const head = unitOf("head")!;
   const embed = unitOf("embed")!;
@@ -205,7 +241,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
   const moments: PeakMoment[] = [];
   let kept = embedOut;
   for (let l = 0; l < L; l++) {
-    moments.push({ name: `forward layer ${l}`, bytes: base + kept + layerActivations[l]! + region(l, false) + gathered(layerLast(l)) });
+    moments.push({ name: `forward layer ${l}`, bytes: base + kept + layerActivations[l]! + layerForwardTransient(m, l, T, mixed, heldExperts(l)) + region(l, false) + gathered(layerLast(l)) });
     kept += layerKept[l]!;
   }
   const all = gathered(units.length);
@@ -225,7 +261,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
       const k = moeShape(m)!.topK;
       moments.push({ name: `backward layer ${l} combine`, bytes: base + kept + recompute + F32 * T * (3 * k * H + 2 * k + H) + unitRegion(lu, 1, mixed, gatheredPer(lu), false) + all });
     }
-    moments.push({ name: `backward layer ${l}`, bytes: base + kept + recompute + layerBackwardTransient(m, l, T) + region(l, true) + all });
+    moments.push({ name: `backward layer ${l}`, bytes: base + kept + recompute + layerBackwardTransient(m, l, T, mixed) + region(l, true) + all });
   }
   moments.push({ name: "backward embed", bytes: base + embedOut + F32 * T * H + unitRegion(embed, 1, mixed, gatheredPer(embed), true) + all });
   const peak = moments.reduce((a, b) => (b.bytes > a.bytes ? b : a));

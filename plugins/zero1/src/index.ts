@@ -28,6 +28,8 @@ export const zero1 = definePlugin<Hooks, SetupContext>({
         if (hc.isLastMicro) await reduceScatterAccumulated(hc, unit);
       },
       finish: () => {},
+      // gradReady only adds the micro-batch gradient into the whole accumulator
+      accumulatesLocally: () => true,
     });
   },
 });

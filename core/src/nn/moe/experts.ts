@@ -10,12 +10,12 @@
  * within its edp group), and enters every listed expert in ascending order, also one with no rows,
  * so the hooks fire in the same order on every rank of that expert's edp group whatever the routing.
  * The per-expert arithmetic is the dense MLP's (models/llama.ts `swiglu`), computed for all listed
- * experts at once: each projection is one grouped matmul over the experts' row groups
- * (grouped-linear.ts; offsets on the device), the activation one fused silu·mul.
+ * experts at once as one op (grouped-swiglu.ts): each projection is one grouped matmul over the
+ * experts' row groups (offsets on the device), the activation one fused silu·mul, recomputed in
+ * the backward; the gate and up projections are kept for it in the experts' dtype.
  */
-import { siluMul } from "../../tensor/index.ts";
 import { empty, fromArray, type Tensor } from "../../tensor/tensor.ts";
-import { groupedLinear } from "./grouped-linear.ts";
+import { groupedSwiGLU } from "./grouped-swiglu.ts";
 import { enterUnit, leaveUnit, type Parameter, type Unit } from "../unit.ts";
 
 /** One SwiGLU expert's unit and parameters. */
@@ -54,7 +54,7 @@ export class GroupedExperts {
   /**
    * rows [R, hidden] f32, grouped: experts[i] owns rows [offsets[i], offsets[i+1]).
    * Returns [R, hidden], row r = its expert's output for input row r (rows past the last group:
-   * zeros). Each projection of all listed experts is ONE grouped matmul ({@link groupedLinear}):
+   * zeros). Each projection of all listed experts is ONE grouped matmul (grouped-swiglu.ts):
    * h = w1·x, u = w3·x, y = w2·(silu(h) ⊙ u) over the groups — no per-expert loop on the device.
    * Every expert of `experts` (global indices, strictly ascending) is entered before the products
    * and left after them, in ascending order (all listed experts are resident together, as in
@@ -108,7 +108,7 @@ export class GroupedExperts {
     for (const name of names) currentRouting.set(name, routing);
     try {
       for (const ex of listed) await enterUnit(ex.unit);
-      const y = R > 0 ? groupedSwiGLU(rows, listed, off, tokensPerExpert) : empty(rows.be, [0, H]);
+      const y = R > 0 ? groupedExpertsSwiGLU(rows, listed, off, tokensPerExpert) : empty(rows.be, [0, H]);
       for (const ex of listed) await leaveUnit(ex.unit);
       return y;
     } finally {
@@ -145,12 +145,11 @@ export function expertRouting(unitName: string): ExpertRouting | undefined {
   return currentRouting.get(unitName);
 }
 
-/** All listed experts on their row groups, x [R, hidden] → [R, hidden]: w2(silu(w1 x) ⊙ w3 x), each
- * projection one grouped matmul (the per-expert arithmetic of the dense MLP, in the same order:
- * w1 first, then w3, so dX accumulates w3's part then w1's, as a per-expert loop does). */
-function groupedSwiGLU(x: Tensor, listed: readonly ExpertParams[], offsets: Tensor, rowsPerGroup: ArrayLike<number> | null): Tensor {
-  const h = groupedLinear(x, listed.map((e) => e.w1.tensor), offsets, rowsPerGroup);
-  const u = groupedLinear(x, listed.map((e) => e.w3.tensor), offsets, rowsPerGroup);
-  // silu(h) ⊙ u in one kernel each way (cpu: bit-identical to mul(silu(h), u))
-  return groupedLinear(siluMul(h, u), listed.map((e) => e.w2.tensor), offsets, rowsPerGroup);
+/** All listed experts on their row groups, x [R, hidden] → [R, hidden]: w2(silu(w1 x) ⊙ w3 x) as
+ * one op (grouped-swiglu.ts: each projection one grouped matmul, the activation recomputed in the
+ * backward), keeping the gate and up projections in the experts' dtype — bf16/f16 in a 16-bit job,
+ * f32 otherwise. */
+function groupedExpertsSwiGLU(x: Tensor, listed: readonly ExpertParams[], offsets: Tensor, rowsPerGroup: ArrayLike<number> | null): Tensor {
+  const w = { w1: listed.map((e) => e.w1.tensor), w2: listed.map((e) => e.w2.tensor), w3: listed.map((e) => e.w3.tensor) };
+  return groupedSwiGLU(x, w, offsets, rowsPerGroup, listed[0]!.unit.dtype);
 }
