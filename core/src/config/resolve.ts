@@ -187,7 +187,7 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
   // with the other config errors and before any backend starts, instead of when the data loads
   if (valid(ctx, "data") && !BUILTIN_DATASETS.includes(job.data.dataset) && !/[./\\]/.test(job.data.dataset)) {
     const near = suggest(job.data.dataset, BUILTIN_DATASETS) ?? (/moby|dick/i.test(job.data.dataset) ? "moby-dick" : /sotu|union/i.test(job.data.dataset) ? "sotu" : null);
-    addIssue(ctx, "data.dataset", `${show(job.data.dataset)} is not a built-in dataset (${BUILTIN_DATASETS.map((d) => `"${d}"`).join(", ")}) nor a file path (.txt, .jsonl, .bin)${near ? `; did you mean "${near}"?` : ""}`);
+    addIssue(ctx, "data.dataset", `${show(job.data.dataset)} is not a built-in dataset (${BUILTIN_DATASETS.map((d) => `"${d}"`).join(", ")}) nor a file path (.txt, .jsonl, .parquet, .bin)${near ? `; did you mean "${near}"?` : ""}`);
   }
 
   // data ↔ model

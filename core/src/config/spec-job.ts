@@ -22,7 +22,7 @@ export const DATA_SPEC: ObjectSpec = {
   default: {},
   doc: "training data",
   fields: {
-    dataset: { kind: "string", default: "moby-dick", doc: '"moby-dick", "sotu", or a path to .txt, .jsonl (a `text` field per line, or chat records: data.format) or uint16 .bin tokens' },
+    dataset: { kind: "string", default: "moby-dick", doc: '"moby-dick", "sotu", or a path to .txt, .jsonl (a `text` field per line, or chat records: data.format), .parquet (a `text` column, or chat records) or uint16 .bin tokens' },
     tokenizer: {
       kind: "custom",
       typeName: '"byte", "gpt2" or a path',
@@ -39,7 +39,7 @@ export const DATA_SPEC: ObjectSpec = {
     },
     seq_len: { kind: "number", int: true, min: 1, default: 64, doc: "tokens per training sequence" },
     validation_fraction: { kind: "number", min: 0, max: 0.5, default: 0.05, doc: "tail fraction of the tokens (chat data: of the rows) held out for validation" },
-    format: { kind: "enum", values: ["auto", "text", "messages", "alpaca", "sharegpt"], default: "auto", doc: 'records of a .jsonl dataset: "text" (a `text` field), chat "messages", "alpaca" (instruction/input/output) or "sharegpt" (conversations of from/value); "auto" takes the first record\'s shape (docs/fine-tuning.md)' },
+    format: { kind: "enum", values: ["auto", "text", "messages", "alpaca", "sharegpt"], default: "auto", doc: 'records of a .jsonl or .parquet dataset: "text" (a `text` field), chat "messages", "alpaca" (instruction/input/output) or "sharegpt" (conversations of from/value); "auto" takes the first record\'s shape (docs/fine-tuning.md)' },
     chat_template: { kind: "string", nullable: true, default: null, doc: "Jinja chat template file for chat data (null: the tokenizer directory's tokenizer_config.json chat_template)" },
     train_on_prompt: { kind: "boolean", default: false, doc: "chat data: train on every token, not only the assistant turns" },
     packing: { kind: "boolean", default: false, doc: "chat data: several examples per row (segments: positions restart, attention per example) instead of one example per row padded" },

@@ -162,7 +162,7 @@ export type ModelConfig = LlamaConfig | SparseModelConfig;
 
 /** Dataset and tokenization. */
 export interface DataConfig {
-  /** "moby-dick" | "sotu" | a path to .txt, .jsonl (`text` field per line, or chat records: `format`) or uint16 .bin tokens. */
+  /** "moby-dick" | "sotu" | a path to .txt, .jsonl (`text` field per line, or chat records: `format`), .parquet (a `text` column, or chat records) or uint16 .bin tokens. */
   dataset: string;
   /** "byte" | "gpt2" | a path to a Hugging Face tokenizer.json or a directory holding one. */
   tokenizer: string;
@@ -170,7 +170,7 @@ export interface DataConfig {
   seq_len: number;
   /** Fraction of the token stream (the tail) held out for validation, in [0, 0.5]. */
   validation_fraction: number;
-  /** Records of a .jsonl dataset (chat-formats.ts; the four chat keys are always set in a resolved job, absent = their defaults): "auto" | "text" | "messages" | "alpaca" | "sharegpt". */
+  /** Records of a .jsonl / .parquet dataset (chat-formats.ts; the four chat keys are always set in a resolved job, absent = their defaults): "auto" | "text" | "messages" | "alpaca" | "sharegpt". */
   format?: "auto" | "text" | "messages" | "alpaca" | "sharegpt";
   /** Jinja chat template file; null: tokenizer_config.json's chat_template. */
   chat_template?: string | null;

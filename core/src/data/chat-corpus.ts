@@ -5,7 +5,8 @@
  * packed or padded (chat-rows.ts).
  */
 import type { DataConfig } from "../config/types.ts";
-import { parseChatJsonl, type ChatFormat } from "./chat-formats.ts";
+import { parseChatJsonl, parseChatRows, type ChatFormat, type Conversation } from "./chat-formats.ts";
+import { readParquetRows } from "./chat-parquet.ts";
 import { renderConversationPieces, DEFAULT_RENDER_STALL_MS } from "./chat-render.ts";
 import { chatRows, tokenizePieces, type ChatRows } from "./chat-rows.ts";
 import { loadChatTemplate } from "./chat-template.ts";
@@ -22,6 +23,21 @@ export interface ChatCorpus {
   template: string;
 }
 
+/** A parquet dataset of plain text: its `text` column, one document per row. */
+export interface ParquetText {
+  name: string;
+  texts: string[];
+}
+
+/** The `text` column of parquet rows. @throws DataError naming the row. */
+function textColumn(rows: readonly Record<string, unknown>[], path: string): string[] {
+  return rows.map((r, i) => {
+    const t = r.text;
+    if (typeof t !== "string") throw new DataError(`${pathForMessage(path)} row ${i + 1}: column "text": expected a string, got ${t === null ? "null" : typeof t}`);
+    return t;
+  });
+}
+
 /** The pad id: tokenizer_config.json's pad_token when it encodes to one id, else the eos token, else the document separator, else 0. */
 function padId(tok: Tokenizer, pad: string, eos: string): number {
   for (const s of [pad, eos]) {
@@ -34,29 +50,40 @@ function padId(tok: Tokenizer, pad: string, eos: string): number {
 
 /**
  * The chat corpus of `data`, or null when the dataset is not chat data (`format` "text", or
- * "auto" with a dataset that is not .jsonl or whose first record has a `text` field).
- * @throws DataError naming the file, line and field (chat-formats.ts), the template (missing,
- *   failing, looping past `stallMs`), or a chat `format` on a dataset that is not .jsonl.
+ * "auto" with a dataset that is not .jsonl / .parquet or whose first record has a `text` field);
+ * a parquet dataset of text comes back as its `text` column ({@link ParquetText}).
+ * @throws DataError naming the file, line (row) and field (chat-formats.ts), the template
+ *   (missing, failing, looping past `stallMs`), or a chat `format` on a dataset that is neither
+ *   .jsonl nor .parquet.
  */
-export async function loadChatCorpus(data: DataConfig, tok: Tokenizer, stallMs = DEFAULT_RENDER_STALL_MS): Promise<ChatCorpus | null> {
+export async function loadChatCorpus(data: DataConfig, tok: Tokenizer, stallMs = DEFAULT_RENDER_STALL_MS): Promise<ChatCorpus | ParquetText | null> {
   const format = data.format ?? "auto";
-  if (format === "text") return null;
-  if (!data.dataset.endsWith(".jsonl")) {
+  const parquet = data.dataset.endsWith(".parquet");
+  if (format === "text" && !parquet) return null;
+  if (!data.dataset.endsWith(".jsonl") && !parquet) {
     if (format === "auto") return null;
-    throw new DataError(`data.format "${format}" needs a .jsonl dataset, got data.dataset ${pathForMessage(data.dataset)}`);
+    throw new DataError(`data.format "${format}" needs a .jsonl or .parquet dataset, got data.dataset ${pathForMessage(data.dataset)}`);
   }
-  let size: number;
-  try {
-    const st = statSync(data.dataset);
-    if (!st.isFile()) throw new DataError(`data.dataset: ${pathForMessage(data.dataset)} is not a regular file`);
-    size = st.size;
-  } catch (e) {
-    if (e instanceof DataError) throw e;
-    throw new DataError(`data.dataset: file not found: ${pathForMessage(data.dataset)}`);
+  let parsed: Conversation[] | { text: true };
+  if (parquet) {
+    const rows = await readParquetRows(data.dataset);
+    if (format === "text") return { name: data.dataset, texts: textColumn(rows, data.dataset) };
+    parsed = parseChatRows(rows, data.dataset, format as "auto" | ChatFormat);
+    if (!Array.isArray(parsed)) return { name: data.dataset, texts: textColumn(rows, data.dataset) };
+  } else {
+    let size: number;
+    try {
+      const st = statSync(data.dataset);
+      if (!st.isFile()) throw new DataError(`data.dataset: ${pathForMessage(data.dataset)} is not a regular file`);
+      size = st.size;
+    } catch (e) {
+      if (e instanceof DataError) throw e;
+      throw new DataError(`data.dataset: file not found: ${pathForMessage(data.dataset)}`);
+    }
+    if (size > MAX_TEXT_DATASET_BYTES) throw new DataError(`${pathForMessage(data.dataset)}: ${size} bytes is over the ${MAX_TEXT_DATASET_BYTES}-byte limit of a .jsonl dataset`);
+    parsed = parseChatJsonl(readFileSync(data.dataset, "utf8"), data.dataset, format as "auto" | ChatFormat);
+    if (!Array.isArray(parsed)) return null;
   }
-  if (size > MAX_TEXT_DATASET_BYTES) throw new DataError(`${pathForMessage(data.dataset)}: ${size} bytes is over the ${MAX_TEXT_DATASET_BYTES}-byte limit of a .jsonl dataset`);
-  const parsed = parseChatJsonl(readFileSync(data.dataset, "utf8"), data.dataset, format as "auto" | ChatFormat);
-  if (!Array.isArray(parsed)) return null;
   const spec = loadChatTemplate(data.tokenizer, data.chat_template ?? null);
   const pieces = await renderConversationPieces(spec, parsed, pathForMessage(data.dataset), data.train_on_prompt ?? false, stallMs);
   const examples = pieces.map((p) => tokenizePieces(p, tok));

@@ -75,7 +75,8 @@ function kindOf(v: unknown): string {
 
 function str(rec: Record<string, unknown>, key: string, where: string, optional: boolean): string | undefined {
   const v = rec[key];
-  if (v === undefined && optional) return undefined;
+  // an optional field may be null (tables and exported datasets write a missing value so)
+  if ((v === undefined || v === null) && optional) return undefined;
   if (typeof v !== "string") throw new DataError(`${where}: field "${key}": expected a string, got ${v === undefined ? "nothing (the field is missing)" : kindOf(v)}`);
   return v;
 }
@@ -131,6 +132,29 @@ export function recordToMessages(rec: Record<string, unknown>, format: ChatForma
   return out;
 }
 
+/** Conversations being collected from records (JSONL lines, parquet rows), one format. */
+class ChatCollector {
+  readonly out: Conversation[] = [];
+  private fmt: ChatFormat | null;
+  constructor(private readonly format: "auto" | ChatFormat) {
+    this.fmt = format === "auto" ? null : format;
+  }
+
+  /** Adds record `rec` found at `where` (number `line`); returns true when, first and "auto", it is a text record (a plain-text dataset). */
+  add(rec: Record<string, unknown>, where: string, line: number): boolean {
+    const seen = detectFormat(rec);
+    if (this.fmt === null) {
+      if (seen === "text") return true;
+      if (seen === null) throw new DataError(`${where}: cannot tell the record's format: expected a "messages", "conversations", "instruction" or "text" field, got fields ${quoteUntrusted(Object.keys(rec).slice(0, 8).join(", "))}`);
+      this.fmt = seen;
+    } else if (seen !== this.fmt && !(this.fmt === "alpaca" && seen === null)) {
+      throw new DataError(`${where}: expected a ${this.fmt} record (as ${this.format === "auto" ? "the first record" : "data.format"} says), got ${seen === null ? "one with none of the known fields" : `a ${seen} record`}`);
+    }
+    this.out.push({ messages: recordToMessages(rec, this.fmt, where), line });
+    return false;
+  }
+}
+
 /**
  * Parses a chat JSONL text into conversations. `format` "auto" takes the shape of the first
  * record (its `messages`, `conversations` or `instruction` key); every record must have it.
@@ -141,8 +165,7 @@ export function recordToMessages(rec: Record<string, unknown>, format: ChatForma
  *   record of another shape, no assistant turn, no records.
  */
 export function parseChatJsonl(text: string, path: string, format: "auto" | ChatFormat): Conversation[] | { text: true } {
-  const out: Conversation[] = [];
-  let fmt: ChatFormat | null = format === "auto" ? null : format;
+  const c = new ChatCollector(format);
   let start = 0;
   for (let i = 0; start <= text.length; i++) {
     let end = text.indexOf("\n", start);
@@ -153,17 +176,20 @@ export function parseChatJsonl(text: string, path: string, format: "auto" | Chat
     const line = text.slice(start, end).trim();
     start = end + 1;
     if (line === "") continue;
-    const rec = parseRecord(line, where);
-    const seen = detectFormat(rec);
-    if (fmt === null) {
-      if (seen === "text") return { text: true };
-      if (seen === null) throw new DataError(`${where}: cannot tell the record's format: expected a "messages", "conversations", "instruction" or "text" field, got fields ${quoteUntrusted(Object.keys(rec).slice(0, 8).join(", "))}`);
-      fmt = seen;
-    } else if (seen !== fmt && !(fmt === "alpaca" && seen === null)) {
-      throw new DataError(`${where}: expected a ${fmt} record (as ${format === "auto" ? "the first record" : "data.format"} says), got ${seen === null ? "one with none of the known fields" : `a ${seen} record`}`);
-    }
-    out.push({ messages: recordToMessages(rec, fmt, where), line: i + 1 });
+    if (c.add(parseRecord(line, where), where, i + 1)) return { text: true };
   }
-  if (out.length === 0) throw new DataError(`${pathForMessage(path)}: no conversations (expected one JSON object per line)`);
-  return out;
+  if (c.out.length === 0) throw new DataError(`${pathForMessage(path)}: no conversations (expected one JSON object per line)`);
+  return c.out;
+}
+
+/**
+ * Conversations of table rows (a parquet file's rows as objects, chat-parquet.ts); errors name
+ * `path`, the 1-based row and the field. Same rules as {@link parseChatJsonl}.
+ * @returns the conversations, or `{ text: true }` when "auto" and the first row has a `text` column
+ */
+export function parseChatRows(rows: readonly Record<string, unknown>[], path: string, format: "auto" | ChatFormat): Conversation[] | { text: true } {
+  const c = new ChatCollector(format);
+  for (let i = 0; i < rows.length; i++) if (c.add(rows[i]!, `${pathForMessage(path)} row ${i + 1}`, i + 1)) return { text: true };
+  if (c.out.length === 0) throw new DataError(`${pathForMessage(path)}: no rows`);
+  return c.out;
 }

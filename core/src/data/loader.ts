@@ -6,7 +6,7 @@
  */
 import type { DataConfig } from "../config/types.ts";
 import { DistributedSampler, type SamplerState } from "./sampler.ts";
-import { DataError, loadCorpus, type Corpus } from "./sources.ts";
+import { DataError, joinDocuments, loadCorpus, type Corpus } from "./sources.ts";
 import { createTokenizer, type TokenArray, type Tokenizer } from "./tokenizer.ts";
 import { fillWindow, splitTokens, windowCount } from "./windows.ts";
 import { loadChatCorpus } from "./chat-corpus.ts";
@@ -143,7 +143,8 @@ export class DataLoader {
   static async fromConfig(data: DataConfig, opts: Omit<LoaderOptions, "seqLen" | "validationFraction"> & { modelVocabSize?: number; log?: (line: string) => void }): Promise<DataLoader> {
     const tok = createTokenizer(data.tokenizer);
     const { modelVocabSize, log, ...loaderOpts } = opts;
-    const chat = await loadChatCorpus(data, tok);
+    const got = await loadChatCorpus(data, tok);
+    const chat = got !== null && "rows" in got ? got : null;
     if (chat !== null) {
       const r = chat.rows;
       log?.(`chat       ${r.examples} conversations → ${r.rows} rows (${data.packing ? "packed" : "padded"}), ${r.scored} scored labels${data.train_on_prompt ? " (prompts too)" : " (assistant turns)"}${r.truncated > 0 ? `; ${r.truncated} cut to seq_len ${data.seq_len}` : ""}; template ${chat.template}`);
@@ -151,8 +152,10 @@ export class DataLoader {
     }
     // the chat keys act on chat data only: set on plain text they would be silently ignored
     const chatKeys = [data.chat_template != null && "data.chat_template", data.train_on_prompt && "data.train_on_prompt", data.packing && "data.packing"].filter((k): k is string => typeof k === "string");
-    if (chatKeys.length > 0) throw new DataError(`${chatKeys.join(", ")} ${chatKeys.length > 1 ? "apply" : "applies"} to chat data, but ${data.dataset} is read as plain text (data.format ${JSON.stringify(data.format ?? "auto")}; chat data is a .jsonl of messages, alpaca or sharegpt records)`);
-    const corpus = await loadCorpus(data.dataset, tok, modelVocabSize ?? tok.vocabSize);
+    if (chatKeys.length > 0) throw new DataError(`${chatKeys.join(", ")} ${chatKeys.length > 1 ? "apply" : "applies"} to chat data, but ${data.dataset} is read as plain text (data.format ${JSON.stringify(data.format ?? "auto")}; chat data is a .jsonl or .parquet of messages, alpaca or sharegpt records)`);
+    const corpus: Corpus = got !== null && "texts" in got
+      ? { name: got.name, tokens: joinDocuments(got.texts.map((d) => tok.encode(d)), tok.documentSeparator, tok.vocabSize), documents: got.texts.length }
+      : await loadCorpus(data.dataset, tok, modelVocabSize ?? tok.vocabSize);
     return new DataLoader(corpus, tok, { ...loaderOpts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
   }
 

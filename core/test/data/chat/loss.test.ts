@@ -14,7 +14,7 @@ import { CpuBackend } from "@zeromoe/kernels";
 import { LlamaForCausalLM } from "../../../src/models/llama.ts";
 import { readGrad } from "../../../src/nn/state-dict.ts";
 import { backward, noGrad } from "../../../src/tensor/index.ts";
-import { loadChatCorpus } from "../../../src/data/chat-corpus.ts";
+import { loadChatCorpus, type ChatCorpus } from "../../../src/data/chat-corpus.ts";
 import { DataLoader } from "../../../src/data/loader.ts";
 import { ByteTokenizer } from "../../../src/data/tokenizer.ts";
 import type { DataConfig } from "../../../src/config/types.ts";
@@ -46,6 +46,8 @@ function files(): string[] {
 }
 
 const tok = new ByteTokenizer();
+/** The chat corpus of `d` (a chat .jsonl: never null nor text). */
+const chat = async (d: DataConfig): Promise<ChatCorpus> => (await loadChatCorpus(d, tok)) as ChatCorpus;
 const be = new CpuBackend();
 const cfg = tinyLlama({ vocab_size: 256, max_position_embeddings: 512, initializer_range: 0.2 });
 const model = new LlamaForCausalLM(be, cfg, { seed: 3 });
@@ -101,7 +103,7 @@ describe("chat data: masking and packing", () => {
   test("labels are the assistant turns (with their <|im_end|>\\n), one example per padded row", async () => {
     const got: string[][] = [];
     for (const f of files()) {
-      const c = (await loadChatCorpus(data({}, f), tok))!;
+      const c = (await chat(data({}, f)));
       expect(c.rows.rows).toBe(1);
       expect(c.rows.segmentIds).toBeNull();
       const { ids, labels } = c.rows;
@@ -126,7 +128,7 @@ describe("chat data: masking and packing", () => {
 
   test("the loss is the token mean over assistant positions only; masked tokens never contribute", async () => {
     const f = files()[2]!;
-    const c = (await loadChatCorpus(data({}, f), tok))!;
+    const c = (await chat(data({}, f)));
     const { ids, labels } = c.rows;
     const S = c.rows.seqLen;
     const base = await lossAndGrads(ids, labels, S);
@@ -140,14 +142,14 @@ describe("chat data: masking and packing", () => {
     expect(maxGradDiff(base.grads, fl.grads)).toBe(0);
     // masked prompt positions as targets: with train_on_prompt they are scored (the loss differs),
     // so the equality above is not vacuous
-    const all = (await loadChatCorpus(data({ train_on_prompt: true }, f), tok))!;
+    const all = (await chat(data({ train_on_prompt: true }, f)));
     const everything = await lossAndGrads(all.rows.ids, all.rows.labels, S);
     expect(Math.abs(everything.loss - base.loss)).toBeGreaterThan(1e-3);
     expect(Math.abs(everything.loss - (await referenceLoss(all.rows.ids, all.rows.labels, S)))).toBeLessThanOrEqual(1e-6);
   }, 300_000);
 
   test("packed rows give each example its padded-alone loss and gradients (1e-6)", async () => {
-    const padded = await Promise.all(files().map(async (f) => (await loadChatCorpus(data({}, f), tok))!.rows));
+    const padded = await Promise.all(files().map(async (f) => (await chat(data({}, f))).rows));
     // the three conversations in one file of messages records (a file holds one shape)
     const msgs = CONVS.map((c) => {
       if ("messages" in c) return c;
@@ -157,7 +159,7 @@ describe("chat data: masking and packing", () => {
     const all = join(dir, "all.jsonl");
     writeFileSync(all, msgs.map((m) => JSON.stringify(m)).join("\n") + "\n");
     const S = 512;
-    const packed = (await loadChatCorpus(data({ packing: true, seq_len: S }, all), tok))!.rows;
+    const packed = (await chat(data({ packing: true, seq_len: S }, all))).rows;
     expect([packed.rows, packed.examples]).toEqual([1, 3]);
     const seg = packed.segmentIds!;
     let start = 0;
@@ -198,7 +200,7 @@ describe("chat data: masking and packing", () => {
     const txt = join(dir, "plain.txt");
     writeFileSync(txt, "x".repeat(1000));
     await expect(DataLoader.fromConfig(data({ packing: true }, txt), { micro: 1, accum: 1, worldSize: 1, rank: 0, seed: 1 })).rejects.toThrow(/data\.chat_template, data\.packing apply to chat data, but .*plain\.txt is read as plain text/);
-    await expect(DataLoader.fromConfig(data({ format: "alpaca" }, txt), { micro: 1, accum: 1, worldSize: 1, rank: 0, seed: 1 })).rejects.toThrow(/data\.format "alpaca" needs a \.jsonl dataset/);
+    await expect(DataLoader.fromConfig(data({ format: "alpaca" }, txt), { micro: 1, accum: 1, worldSize: 1, rank: 0, seed: 1 })).rejects.toThrow(/data\.format "alpaca" needs a \.jsonl or \.parquet dataset/);
   });
 });
 
