@@ -1,12 +1,12 @@
 /**
  * `bun run generate --from <checkpoint|hf-dir|file.safetensors> --prompt TEXT [--max-new-tokens N]
  * [--temperature T] [--top-k K] [--top-p P] [--seed S] [--backend auto|webgpu|cpu]
- * [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE]]`
+ * [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE|NAME]]`
  *
  * `--chat` (docs/fine-tuning.md "Generating with the chat template"): the prompt is one user turn
  * (after a `--system` turn when given) rendered with the chat template and its generation prompt,
  * as Transformers' `apply_chat_template(…, add_generation_prompt=True)` does: the template of the
- * tokenizer's tokenizer_config.json, the job's `data.chat_template`, or `--chat-template FILE`.
+ * tokenizer's tokenizer_config.json, the job's `data.chat_template`, or `--chat-template FILE` (or the name of one of tokenizer_config.json's named templates).
  *
  * Loads the model (cli/model-source.ts), encodes the prompt with its tokenizer and extends it with
  * models/generate.ts (KV cache unless --no-cache; greedy unless --temperature > 0). The text
@@ -25,7 +25,7 @@ import { renderPrompts } from "../data/chat-render.ts";
 import type { ChatMessage } from "../data/chat-formats.ts";
 
 /** Usage text. */
-export const GENERATE_USAGE = `usage: bun run generate --from <checkpoint-dir|hf-dir|model.safetensors> --prompt TEXT [--max-new-tokens N (64)] [--temperature T (0 = greedy)] [--top-k K (0 = all)] [--top-p P (1 = all)] [--seed S (0)] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE]]`;
+export const GENERATE_USAGE = `usage: bun run generate --from <checkpoint-dir|hf-dir|model.safetensors> --prompt TEXT [--max-new-tokens N (64)] [--temperature T (0 = greedy)] [--top-k K (0 = all)] [--top-p P (1 = all)] [--seed S (0)] [--backend auto|webgpu|cpu] [--tokenizer byte|gpt2|PATH] [--config FILE] [--no-cache] [--chat [--system TEXT] [--chat-template FILE|NAME]]`;
 
 const SPECS = {
   "--from": { kind: "string" },

@@ -40,7 +40,7 @@ export const DATA_SPEC: ObjectSpec = {
     seq_len: { kind: "number", int: true, min: 1, default: 64, doc: "tokens per training sequence" },
     validation_fraction: { kind: "number", min: 0, max: 0.5, default: 0.05, doc: "tail fraction of the tokens (chat data: of the rows) held out for validation" },
     format: { kind: "enum", values: ["auto", "text", "messages", "alpaca", "sharegpt"], default: "auto", doc: 'records of a .jsonl or .parquet dataset: "text" (a `text` field), chat "messages", "alpaca" (instruction/input/output) or "sharegpt" (conversations of from/value); "auto" takes the first record\'s shape (docs/fine-tuning.md)' },
-    chat_template: { kind: "string", nullable: true, default: null, doc: "Jinja chat template file for chat data (null: the tokenizer directory's tokenizer_config.json chat_template)" },
+    chat_template: { kind: "string", nullable: true, default: null, doc: "chat data: a Jinja chat template file, or the name of one of tokenizer_config.json's named templates (null: its chat_template, the \"default\" one of a list)" },
     train_on_prompt: { kind: "boolean", default: false, doc: "chat data: train on every token, not only the assistant turns" },
     packing: { kind: "boolean", default: false, doc: "chat data: several examples per row (segments: positions restart, attention per example) instead of one example per row padded" },
   },

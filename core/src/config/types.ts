@@ -172,7 +172,7 @@ export interface DataConfig {
   validation_fraction: number;
   /** Records of a .jsonl / .parquet dataset (chat-formats.ts; the four chat keys are always set in a resolved job, absent = their defaults): "auto" | "text" | "messages" | "alpaca" | "sharegpt". */
   format?: "auto" | "text" | "messages" | "alpaca" | "sharegpt";
-  /** Jinja chat template file; null: tokenizer_config.json's chat_template. */
+  /** Jinja chat template file, or the name of one of tokenizer_config.json's named templates; null: its chat_template. */
   chat_template?: string | null;
   /** Chat data: labels on every token, not only the assistant turns. */
   train_on_prompt?: boolean;

@@ -65,9 +65,10 @@ export function tokenizerConfigPath(tokenizer: string): string | null {
 }
 
 /**
- * The chat template of a job: the file `templateFile` when given (its special tokens still come
- * from the tokenizer's tokenizer_config.json when there is one), else tokenizer_config.json's
- * `chat_template` beside `tokenizer` ("byte" / "gpt2" have none).
+ * The chat template of a job: `templateFile` when given — a Jinja file, or the name of one of
+ * tokenizer_config.json's named templates when its `chat_template` is a list — (its special tokens
+ * still come from the tokenizer's tokenizer_config.json when there is one), else
+ * tokenizer_config.json's `chat_template` beside `tokenizer` ("byte" / "gpt2" have none).
  * @throws DataError naming the file: no template, unreadable or oversized files, a template list without "default".
  */
 export function loadChatTemplate(tokenizer: string, templateFile: string | null): ChatTemplateSpec {
@@ -89,7 +90,17 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null)
     pad_token: specialString(cfg.pad_token),
     unk_token: specialString(cfg.unk_token),
   };
-  if (templateFile !== null) return { source: readSmallText(templateFile, "data.chat_template"), origin: templateFile, specials };
+  if (templateFile !== null) {
+    // a name of tokenizer_config.json's list of named templates ("default", "tool_use", …)
+    const t = cfg.chat_template;
+    const names = Array.isArray(t) ? t.filter((x) => x !== null && typeof x === "object" && typeof (x as { name?: unknown }).name === "string" && typeof (x as { template?: unknown }).template === "string") as { name: string; template: string }[] : [];
+    if (!existsSync(templateFile)) {
+      const named = names.find((x) => x.name === templateFile);
+      if (named) return { source: named.template, origin: `${configName(cfgFile)} chat_template "${named.name}"`, specials };
+      if (names.length > 0) throw new DataError(`data.chat_template: ${quoteUntrusted(templateFile)} is neither a file nor one of the named templates of ${pathForMessage(cfgFile!)} (${names.map((x) => JSON.stringify(x.name)).join(", ")})`);
+    }
+    return { source: readSmallText(templateFile, "data.chat_template"), origin: templateFile, specials };
+  }
   const where = cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `${pathForMessage(cfgFile)} has no "chat_template"`;
   const t = cfg.chat_template;
   if (typeof t === "string" && t !== "") return { source: t, origin: `${cfgFile} chat_template`, specials };
@@ -101,6 +112,10 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null)
   const jinja = cfgFile === null ? null : join(dirname(cfgFile), "chat_template.jinja");
   if (jinja !== null && existsSync(jinja)) return { source: readSmallText(jinja, "chat_template.jinja"), origin: jinja, specials };
   throw new DataError(`chat data needs a chat template: ${where}; name a Jinja template file in data.chat_template`);
+}
+
+function configName(f: string | null): string {
+  return f ?? "tokenizer_config.json";
 }
 
 /** A parsed template (parse once, render many). */

@@ -54,6 +54,11 @@ describe("chat templates", () => {
     writeFileSync(file, "{% for m in messages %}[{{ m.role }}]{{ m.content }}{{ eos_token }}{% endfor %}");
     const o = loadChatTemplate(dir, file);
     expect(new CompiledChatTemplate(o).render(CHAT.slice(1, 3), false, "t")).toBe("[user]Hi<|eot_id|>[assistant]Hello.<|eot_id|>");
+    // a list of named templates: "default", or another by name
+    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ chat_template: [{ name: "default", template: LLAMA3_TEMPLATE }, { name: "tool_use", template: "{{ messages|length }} turns" }], eos_token: "<|eot_id|>" }));
+    expect(loadChatTemplate(dir, null).source).toBe(LLAMA3_TEMPLATE);
+    expect(new CompiledChatTemplate(loadChatTemplate(dir, "tool_use")).render(CHAT, false, "t")).toBe("5 turns");
+    expect(() => loadChatTemplate(dir, "rag")).toThrow(/"rag" is neither a file nor one of the named templates .*\("default", "tool_use"\)/);
     writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ eos_token: "</s>" }));
     expect(() => loadChatTemplate(dir, null)).toThrow(/has no "chat_template".*data\.chat_template/);
     expect(() => loadChatTemplate("byte", null)).toThrow(DataError);
@@ -85,6 +90,11 @@ describe("chat templates", () => {
     // nested loops within the range bound: 2^48 iterations; the watchdog stops the worker
     const spin = spec("{% for i in range(65536) %}{% for j in range(65536) %}{% for k in range(65536) %}{% endfor %}{% endfor %}{% endfor %}");
     await expect(renderConversationPieces(spin, convs, "d.jsonl", false, 1000)).rejects.toThrow(/d\.jsonl:7: the chat template test ran for over 1 s on one conversation and was stopped/);
+    // a string doubled past the engine's limit, unbounded recursion: errors naming the record, not crashes
+    const doubling = spec("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}");
+    await expect(renderPrompts(doubling, convs, "d.jsonl")).rejects.toThrow(/d\.jsonl:7: chat template "test" failed/);
+    const recursion = spec("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}");
+    await expect(renderPrompts(recursion, convs, "d.jsonl")).rejects.toThrow(/d\.jsonl:7: chat template "test" failed: .*call stack/);
     expect(() => new CompiledChatTemplate(spec("{% for %}"))).toThrow(/does not parse/);
     // and a good template through the worker gives the same as in-process
     const q = spec(QWEN25_TEMPLATE, { eos_token: "<|im_end|>" });
