@@ -8,6 +8,7 @@ describe("parseTrainArgs", () => {
     expect(a).toEqual({ help: false, config: "j.json", deepspeed: "ds.json", steps: 17, worldSize: 3, seed: 4294967295, summary: "s.json", resume: "ckpt/step7", backend: "webgpu", initFrom: "m.safetensors" });
     expect(trainArgsToOverrides(a)).toEqual({ steps: 17, world_size: 3, seed: 4294967295, backend: "webgpu" });
     expect(parseTrainArgs([])).toEqual({ help: false } as never);
+    expect(parseTrainArgs(["--set", "steps=3", "--set=optimizer.params.lr=1e-4"]).sets?.map((s) => s.path.join("."))).toEqual(["steps", "optimizer.params.lr"]);
     expect(parseTrainArgs(["-h"]).help).toBe(true);
   });
   test("loadTrainJob: default job with command-line overrides", async () => {

@@ -197,7 +197,7 @@ export function parseTrainArgs(argv: readonly string[]): TrainArgs {
     launcher: launcherOption(str("launcher")),
     hostfile: pathOption("hostfile", str("hostfile")),
     maxDeviceMemory: sizeOption("max-device-memory", str("max-device-memory")),
-    sets: ((values.set as string[] | undefined) ?? []).map((a) => {
+    sets: (values.set as string[] | undefined)?.map((a) => {
       const s = parseSetOverride(a);
       if (typeof s === "string") throw new UsageError(`--set: ${s}`);
       return s;
