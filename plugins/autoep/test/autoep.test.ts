@@ -7,7 +7,7 @@
  * autoep_size 1, 2 and 4 at ZeRO 0–3 equal world 1 (1e-5 after 3 steps, as docs/moe.md states
  * for ep_size > 1).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { ConfigError, resolveJobConfig } from "@zeromoe/core/config";
 import { Engine, pluginsForJob } from "@zeromoe/core";
 import { CpuBackend } from "@zeromoe/kernels";

@@ -10,13 +10,15 @@
  *   are saved in the checkpoint manifest and restored); balancing changes the routing (losses
  *   differ from γ = null).
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/testing";
 import { applyBiasUpdate } from "../src/load-balance.ts";
 import { BALANCE_ENTRY } from "./fixtures/balance-entry.ts";
+import { spawnSync } from "node:child_process";
+import { scriptArgv } from "@zeromoe/kernels/runtime";
 
 /** Reference update in float64 (module comment of load-balance.ts), rounded to f32 at the end. */
 function reference(bias: ArrayLike<number>, counts: ArrayLike<number>, coeff: number): number[] {
@@ -72,8 +74,9 @@ const QWEN = {
 function train(job: Record<string, unknown>, extra: string[]): { code: number; out: string } {
   const file = join(tmp, `job-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(file, JSON.stringify(job));
-  const p = Bun.spawnSync(["bun", "core/src/cli/train.ts", "--config", file, "--backend", "cpu", "--world-size", "2", ...extra], { stdout: "pipe", stderr: "pipe" });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
+  const [cmd, ...args] = scriptArgv("core/src/cli/train.ts");
+  const p = spawnSync(cmd!, [...args, "--config", file, "--backend", "cpu", "--world-size", "2", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
+  return { code: p.status ?? -1, out: p.stdout.toString() + p.stderr.toString() };
 }
 const summary = (f: string) => JSON.parse(readFileSync(f, "utf8")) as { losses: number[]; moe: { expert_counts: number[][] }; autoep: { expert_bias: Record<string, number[]>; load_balance_coeff: number | null } };
 

@@ -6,7 +6,7 @@
  * pairs of the first step equal the cpu run's; a forced routing that leaves one rank's experts
  * without rows (empty exchange buffers on the device) works too.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";
 

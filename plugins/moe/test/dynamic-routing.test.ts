@@ -7,7 +7,7 @@
  * Also: capacity drops under expert parallelism equal the single-rank run's drops, and noisy gating
  * (RSample, Jitter; noise keyed by the global micro-batch slot) routes exactly as the single rank.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 

@@ -26,7 +26,7 @@
  * at world 3 (5e-5: an expert that gets few rows has small gradients whose rounding differences
  * AdamW normalises; observed 1.0e-5).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
 

@@ -4,12 +4,13 @@
  * Moby Dick through the trainer and the loss falls. Shortened for CI: 14 steps of sequences of 32
  * tokens, no evaluation, cpu backend (the files themselves run 200 steps).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { runTraining } from "@zeromoe/core";
 import { resolveJobConfig } from "@zeromoe/core/config";
+import { readFileSync } from "node:fs";
 
 async function shortRun(file: string) {
-  const raw = JSON.parse(await Bun.file(file).text()) as Record<string, unknown> & { data: Record<string, unknown>; scheduler: { params: Record<string, unknown> } };
+  const raw = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown> & { data: Record<string, unknown>; scheduler: { params: Record<string, unknown> } };
   const job = { ...raw, steps: 14, eval_interval: 0, backend: "cpu", data: { ...raw.data, seq_len: 32 }, scheduler: { ...raw.scheduler, params: { ...raw.scheduler.params, warmup_num_steps: 4 } } };
   const { config } = resolveJobConfig(job);
   return { config, run: await runTraining(config, { verbose: false, tty: false }) };

@@ -10,13 +10,14 @@
  * - noise: Jitter/RSample only in training, deterministic per (step, micro, layer), RSample's rule;
  * - logit clamping: values and gradient mask.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { CpuBackend, type Backend } from "@zeromoe/kernels";
 import { MixtralForCausalLM, mixtralConfig } from "@zeromoe/core/models";
 import { readGrad, readParam, type MoERouter, type RoutingDecision, type StateDict } from "@zeromoe/core/nn";
 import { Variable, add, backward, clamp, fromArray, mul, noGrad, normalFill, streamKey, sum, type Tensor } from "@zeromoe/core/tensor";
 import { maxRelativeError as relErr, readSafetensors } from "@zeromoe/core/testing";
 import { TopKGate, expertCapacity, rsampleChoice, type GateContext, type GateOptions } from "../src/index.ts";
+import { readFileSync } from "node:fs";
 
 const FIX = "core/test/fixtures/mixtral";
 
@@ -47,10 +48,10 @@ async function hostChoices(d: RoutingDecision): Promise<Int32Array> {
 
 describe("defaults reproduce Hugging Face Mixtral", () => {
   test("HF fixture through the gate: logits, loss with aux, aux, all gradients; bit-identical to the built-in router", async () => {
-    const config = mixtralConfig(JSON.parse(await Bun.file(`${FIX}/config.json`).text()));
+    const config = mixtralConfig(JSON.parse(readFileSync(`${FIX}/config.json`, "utf8")));
     const weights = readSafetensors(`${FIX}/model.safetensors`) as unknown as StateDict;
     const expected = readSafetensors(`${FIX}/expected.safetensors`);
-    const inputs = JSON.parse(await Bun.file(`${FIX}/inputs.json`).text()) as { input_ids: number[][]; labels: number[][] };
+    const inputs = JSON.parse(readFileSync(`${FIX}/inputs.json`, "utf8")) as { input_ids: number[][]; labels: number[][] };
     const run = async (withGate: boolean) => {
       const be = new CpuBackend();
       const model = new MixtralForCausalLM(be, config);

@@ -4,7 +4,7 @@
  * (backend accounting of the `param`, `grad` and `optim` tags after a step, minus the reported
  * shard padding, summed over ranks; exact per rank at stage 0) at world 4 for ZeRO stages 0–3 × ep_size 1, 2, 4, in fp32 and bf16.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { moeModelStateBytes } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";

@@ -5,7 +5,7 @@
  * `round_robin` and `balanced` placement (the experts live on other ranks, the results do not
  * change: forward bit-identical, parameters within 1e-6 of the single-rank run after 3 steps).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { balancedPlacement, contiguousPlacement, loadImbalance, placeExperts, placementForResume, placementFromRecord, placementRecord, roundRobinPlacement, type MoEManifestEntry } from "../src/index.ts";
 import { TRAIN_ENTRY, tinyMoeJob, type RunOut } from "./fixtures/train-entry.ts";

@@ -4,7 +4,7 @@
  * the `--summary` section, and the Hugging Face Mixtral aux formula from per-layer records; plus
  * the config errors for ep_size constraints, which name the numbers.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { createSoloCommunicator } from "@zeromoe/core/comm";
 import { resolveJobConfig } from "@zeromoe/core/config";
 import { launch } from "@zeromoe/core/launch";

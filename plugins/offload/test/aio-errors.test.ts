@@ -5,18 +5,19 @@
  * it without a stack). Before, the first partial writev threw "nvme offload: short write of 4096 of
  * 16384 bytes at offset 98304" with no code and no path, and train exited 1 with a stack trace.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { scriptArgv, spawn } from "@zeromoe/kernels/runtime";
 
 const ROOT = mkdtempSync(join(tmpdir(), "offload-aio-err-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
-const ENTRY = resolve(import.meta.dir, "fixtures/aio-fsize-entry.ts");
+const ENTRY = resolve(import.meta.dirname, "fixtures/aio-fsize-entry.ts");
 
 async function underLimit(kib: number, file: string, bytes: number, via: "aio" | "param" = "aio"): Promise<{ ok?: boolean; code?: string | null; message?: string }> {
-  const p = Bun.spawn(["bash", "-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, ENTRY, file, String(bytes), via], { stdout: "pipe", stderr: "pipe" });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  const p = spawn(["bash", "-c", `ulimit -f ${kib} && exec "$0" "$@"`, ...scriptArgv(ENTRY), file, String(bytes), via], { stdout: "pipe", stderr: "pipe" });
+  const [o, e] = await Promise.all([new Response(p.stdout!).text(), new Response(p.stderr!).text()]);
   expect(await p.exited, e).toBe(0);
   return JSON.parse(o.trim().split("\n").pop()!);
 }

@@ -4,7 +4,7 @@
  * aio key is warned about by name instead of being silently ignored ("every key acts, or is refused
  * or warned about"). Before, `aio.block_size 1000` there was accepted without a word.
  */
-import { expect, test } from "bun:test";
+import { expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { DEFAULT_JOB, resolveJobConfig } from "@zeromoe/core/config";
 import { offloadOptions } from "../src/options.ts";
 

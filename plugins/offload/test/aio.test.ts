@@ -4,7 +4,7 @@
  * one vectored request, overlap_events bounds requests in flight — and data round-trips exactly at
  * awkward sizes and unaligned offsets (random bytes).
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { closeSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

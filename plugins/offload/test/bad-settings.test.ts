@@ -10,7 +10,7 @@
  * - `ZEROMOE_OFFLOAD_THREADS` set to something other than a positive integer: exit 2 naming it.
  * - `offload_optimizer.ratio` so small that no unit is offloaded (0): trains, with a warning naming it.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -3,11 +3,12 @@
  * refused naming the option (the bench exits 2) instead of printing Infinity/NaN tables that
  * `--write` would have put in docs/performance.md.
  */
-import { expect, test } from "bun:test";
+import { expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseOffloadBenchArgs } from "../bench/offload.ts";
+import { scriptArgv, spawn } from "@zeromoe/kernels/runtime";
 
 test("defaults and good values", () => {
   expect(parseOffloadBenchArgs([])).toEqual({ elements: 4_000_000, reps: 3, steps: 6, dir: tmpdir(), write: false });
@@ -46,8 +47,8 @@ test("bad values name the option", () => {
 });
 
 test("the bench exits 2 with the message, no stack", async () => {
-  const p = Bun.spawn(["bun", resolve(import.meta.dir, "../../../core/src/cli/bench.ts"), "offload", "--reps", "0"], { stdout: "pipe", stderr: "pipe" });
-  const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  const p = spawn([...scriptArgv(resolve(import.meta.dirname, "../../../core/src/cli/bench.ts")), "offload", "--reps", "0"], { stdout: "pipe", stderr: "pipe" });
+  const [o, e] = await Promise.all([new Response(p.stdout!).text(), new Response(p.stderr!).text()]);
   expect(await p.exited).toBe(2);
   expect(o + e).toContain("--reps expects an integer ≥ 1");
   expect(o + e).not.toMatch(/\n\s+at /);

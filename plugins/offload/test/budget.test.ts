@@ -7,7 +7,7 @@
  * and the losses of the unbudgeted run without offload (bit-identical on the cpu backend). At run
  * time the backend's allocator refuses to pass the budget (DeviceBudgetError), naming it.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

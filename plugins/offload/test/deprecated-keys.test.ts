@@ -4,7 +4,7 @@
  * key and the current key to use; `false` is accepted (it asks for nothing). Before,
  * `cpu_offload_param` was "unknown key; did you mean cpu_offload" — pointing at another deprecated key.
  */
-import { expect, test } from "bun:test";
+import { expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { ConfigError, DEFAULT_JOB, resolveJobConfig } from "@zeromoe/core/config";
 
 function issues(zero: Record<string, unknown>): { path: string; message: string }[] {

@@ -7,7 +7,7 @@
  * losses and gradient norms after 3 steps equal the run without offload exactly; the device holds no
  * `optim` bytes. The NVMe runs also vary every `aio` key and buffer_count (1 or 2 staging slots).
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -11,13 +11,13 @@
  * of micro-batch 0, so only the last micro-batch's entry may announce it (core's PendingGrad
  * `lastMicro`) — the rest are announced inside `reduce.finish`, still before the step.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
 import { tinyJob, tinyModel } from "@zeromoe/core/testing";
 import type { GradCopyOut } from "./fixtures/grad-copy-entry.ts";
 
-const ENTRY = join(import.meta.dir, "fixtures", "grad-copy-entry.ts");
+const ENTRY = join(import.meta.dirname, "fixtures", "grad-copy-entry.ts");
 const STEPS = 2;
 const ACCUM = 3;
 

@@ -4,7 +4,7 @@
  * gradients with 16-bit parameter output, AdamW and classic Adam, several steps — bit-identical,
  * also when split over 1, 2, 3 threads with tiny slices (worker threads on SharedArrayBuffers).
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { bf16FromNumber, CpuBackend, f16FromNumber, type AdamWParams } from "@zeromoe/kernels";
 import { HostAdamWPool } from "../src/adamw-pool.ts";
 

@@ -6,11 +6,12 @@
  * checkpoint holds its own copy of the states (fsync'd, renamed into place), so `--resume` continues
  * exactly: its losses equal the uninterrupted run's from the resumed step on.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT, TRAIN_CLI, runTrainCli } from "./fixtures/train-cli.ts";
+import { scriptArgv, sleep, spawn } from "@zeromoe/kernels/runtime";
 
 const ROOT = mkdtempSync(join(tmpdir(), "offload-kill-"));
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -39,9 +40,9 @@ test("kill -9 during NVMe write-back, then --resume: the same losses as the unin
 
   const ck = join(ROOT, "ck-b");
   const job = jobFile("b.json", ck);
-  const p = Bun.spawn(["bun", TRAIN_CLI, "--config", job], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+  const p = spawn([...scriptArgv(TRAIN_CLI), "--config", job], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
   // wait for the checkpoint after step 4, then kill inside step 5 or 6 (their NVMe write-back)
-  const reader = p.stdout.getReader();
+  const reader = p.stdout!.getReader();
   let text = "";
   for (;;) {
     const { value, done } = await reader.read();
@@ -50,7 +51,7 @@ test("kill -9 during NVMe write-back, then --resume: the same losses as the unin
     const at = text.indexOf("step 4/8");
     if (at >= 0 && text.slice(at).includes("checkpoint")) break;
   }
-  await Bun.sleep(30);
+  await sleep(30);
   p.kill(9);
   const code = await p.exited;
   expect(code === 137 || p.signalCode === "SIGKILL").toBe(true);

@@ -14,13 +14,13 @@
  * tokens, embedded on opposite sides of the hot gate direction): an expert idle on one rank but not
  * on the other is fetched by both, the experts idle on both are skipped.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
 import { tinyJob, tinyModel } from "@zeromoe/core/testing";
 import type { SkewArgs, SkewOut } from "./fixtures/skew-entry.ts";
 
-const ENTRY = join(import.meta.dir, "fixtures", "skew-entry.ts");
+const ENTRY = join(import.meta.dirname, "fixtures", "skew-entry.ts");
 const STEPS = 3;
 
 function job(offload: boolean, ep: number, reuse = 0): Record<string, unknown> {

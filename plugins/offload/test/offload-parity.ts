@@ -4,7 +4,7 @@
  * memory ("cpu"), offloaded to files ("nvme") — over the same model cases, and every offloaded run
  * must give the device run's losses, gradient norms and parameters bit for bit on every rank.
  */
-import { expect, test } from "bun:test";
+import { expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { tinyModel, type TrainOut } from "@zeromoe/core/testing";
 
 /** Where a state lives in one run of a triple. */

@@ -4,7 +4,7 @@
  * nothing is offloaded. That is said once (naming the key and the threshold), never hidden; with the
  * threshold lowered the parameters are offloaded and no such warning appears.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -6,7 +6,7 @@
  * parameter and no optimizer bytes; the host holds the shards. With nvme, `max_in_cpu` and
  * `buffer_count` bound the host cache, and a shard over `buffer_size` is refused naming the key.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

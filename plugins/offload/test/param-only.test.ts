@@ -7,7 +7,7 @@
  * (same AdamW kernel on the same values) at world sizes 1, 2, 4, with MoE at ep_size 2 and with
  * bf16; between steps the device holds no parameter bytes but keeps its optimizer states.
  */
-import { afterAll, describe, expect } from "bun:test";
+import { afterAll, describe, expect } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

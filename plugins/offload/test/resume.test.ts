@@ -6,7 +6,7 @@
  * sizes: saved with NVMe states at world 2 (ZeRO-3), loaded at world 1 on the device, at world 2
  * with cpu states and at world 4 with NVMe states (ZeRO-1) — every moment element the same.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +14,7 @@ import { launch } from "@zeromoe/core/launch";
 import { tinyJob } from "@zeromoe/core/testing";
 import type { Op, ResumeArgs, ResumeOut } from "./fixtures/resume-entry.ts";
 
-const ENTRY = join(import.meta.dir, "fixtures/resume-entry.ts");
+const ENTRY = join(import.meta.dirname, "fixtures/resume-entry.ts");
 const root = mkdtempSync(join(tmpdir(), "offload-resume-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 

@@ -7,12 +7,13 @@
  * elements, so ZeRO-3 keeps them whole on every rank, as DeepSpeed does, and there is no sharded
  * parameter to offload; param-offload.test.ts covers the sharded case.)
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { scriptArgv, spawn } from "@zeromoe/kernels/runtime";
 
-const ROOT = resolve(import.meta.dir, "../../..");
+const ROOT = resolve(import.meta.dirname, "../../..");
 const dir = mkdtempSync(join(tmpdir(), "offload-seeds-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -26,8 +27,8 @@ for (const [name, ds] of Object.entries(SEEDS)) {
     const file = join(dir, `${name}.json`);
     writeFileSync(file, JSON.stringify(ds));
     const summary = join(dir, `${name}.summary.json`);
-    const p = Bun.spawn(["bun", "run", "train", "--deepspeed", file, "--backend", "cpu", "--world-size", "2", "--steps", "2", "--summary", summary], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
-    const [o, e] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+    const p = spawn([...scriptArgv(join(ROOT, "core/src/cli/train.ts")), "--deepspeed", file, "--backend", "cpu", "--world-size", "2", "--steps", "2", "--summary", summary], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, CI: "1" } });
+    const [o, e] = await Promise.all([new Response(p.stdout!).text(), new Response(p.stderr!).text()]);
     expect({ code: await p.exited, out: o + e }).toMatchObject({ code: 0 });
     const s = JSON.parse(readFileSync(summary, "utf8"));
     expect(s.losses.length).toBe(2);

@@ -8,7 +8,7 @@
  * saw allocated (`host_bytes.optim` / (12 × longest length): NVMe states keep no host bytes of
  * their own). Every rank's captured log (ctx.log) must say that same number, exactly once.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,7 +16,7 @@ import { launch } from "@zeromoe/core/launch";
 import { tinyJob, tinyModel } from "@zeromoe/core/testing";
 import type { StagingSlotsOut } from "./fixtures/staging-slots-entry.ts";
 
-const ENTRY = join(import.meta.dir, "fixtures", "staging-slots-entry.ts");
+const ENTRY = join(import.meta.dirname, "fixtures", "staging-slots-entry.ts");
 const nvmeRoot = mkdtempSync(join(tmpdir(), "offload-slots-"));
 afterAll(() => rmSync(nvmeRoot, { recursive: true, force: true }));
 

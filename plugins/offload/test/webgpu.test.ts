@@ -15,7 +15,7 @@
  * 2e-6, none by more than 0.1·lr (a stale, missing or misplaced gradient moves most elements of a
  * unit by O(lr)); losses within 1e-5 relative.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { Engine, pluginsForJob, type TrainMicroBatch } from "@zeromoe/core";
 import { resolveJobConfig } from "@zeromoe/core/config";
 import { createSoloCommunicator, gatherFullParams, microBatch, tinyJob, tinyModel } from "@zeromoe/core/testing";

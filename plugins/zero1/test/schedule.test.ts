@@ -5,7 +5,7 @@
  * equals plain data parallelism bit for bit, at any accumulation (same summation order: local
  * accumulation, then one collective summing ranks in fixed order).
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const UNITS = 10;

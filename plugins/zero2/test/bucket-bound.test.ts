@@ -6,7 +6,7 @@
  * The reducer runs here against a recording communicator (group of 3 ranks) on the CPU backend, with
  * unit sizes chosen so that "add, then flush" overshoots; every bucket size is checked.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { CpuBackend } from "@zeromoe/kernels";
 import type { HookContext, UnitHandle } from "@zeromoe/core/plugin";
 import { RecordingCommunicator } from "@zeromoe/core/testing";

@@ -4,7 +4,7 @@
  * ranks in fixed rank order, so results are bit-identical for any bucket size and with or without
  * `overlap_comm`; the bytes moved are the same (plus padding, identical per unit).
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const UNITS = 10; // embed, 2 layers, 6 experts, head

@@ -6,7 +6,7 @@
  * shards are the same bits with and without overlap over two micro-batches; a failed bucket's
  * error reaches the caller (at `finish` with overlap, where the bucket is issued without).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { CpuBackend } from "@zeromoe/kernels";
 import type { HookContext, UnitHandle } from "@zeromoe/core/plugin";
 import { RecordingCommunicator } from "@zeromoe/core/testing";

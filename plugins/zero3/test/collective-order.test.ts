@@ -11,7 +11,7 @@
  * its own unit's parameters. A second test shows the overlap the handles give: the all_gathers of
  * prefetched units are in flight while the current unit computes.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { CpuBackend, type Backend, type Buf, type HostArray, type View } from "@zeromoe/kernels";
 import { makePlan, UnitState, type EngineEnv, type Unit } from "@zeromoe/core";
 import { RecordingCommunicator, type CommEvent } from "@zeromoe/core/testing";

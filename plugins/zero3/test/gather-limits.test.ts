@@ -10,7 +10,7 @@
  * working copy a unit makes while in use (core/src/nn/unit.ts `materialize`) is a compute temporary
  * tagged `activation`, not a gathered parameter.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { AWKWARD_NUMEL, awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const HEAD_NUMEL = 6450; // the largest unit: max_live equal to it still lets every unit be gathered

@@ -5,7 +5,7 @@
  * bit-identical to the single rank accumulating the same 4 micro-batches (fixed reduction order,
  * docs/comm.md). Persistent units are gathered by nobody (fewer all_gathers).
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { awkwardModel, FIXTURE_ENTRY, launch, tinyJob, type TrainOut } from "@zeromoe/core/testing";
 
 const STEPS = 3;
