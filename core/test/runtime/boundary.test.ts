@@ -1,6 +1,7 @@
 /**
  * The runtime boundary (issue 33; kernels/src/runtime/index.ts): no source file of kernels/, core/,
- * plugins/ or examples/plugins/ (src/ and bench/ folders; tests may stay on bun:test) names a
+ * plugins/ or examples/plugins/ (src/ and bench/ folders, and the plugin suites plugins/<name>/test, which
+ * run under both `bun test` and `deno test`; the other tests may stay on bun:test) names a
  * runtime-specific API — the `Bun` or `Deno` globals, a `bun:` module (bun:ffi, bun:jsc…),
  * Bun's `import.meta.dir` / `.path` / `.file` / `.require`, or CommonJS `require(…)` (not defined in
  * Deno's ES modules) — except the files of the runtime layer, kernels/src/runtime/. Read with
@@ -18,11 +19,11 @@ const ALLOWED_DIR = "kernels/src/runtime/";
 
 /** Folders scanned (relative to the repository), each recursively for .ts files. */
 function scannedRoots(): string[] {
-  const roots = ["kernels/src", "kernels/bench", "core/src", "core/bench"];
+  const roots = ["kernels/src", "kernels/bench", "kernels/test/runtime", "core/src", "core/bench"];
   for (const group of ["plugins", "examples/plugins"]) {
     const g = join(REPO, group);
     if (!existsSync(g)) continue;
-    for (const p of readdirSync(g)) for (const sub of ["src", "bench"]) roots.push(`${group}/${p}/${sub}`);
+    for (const p of readdirSync(g)) for (const sub of group === "plugins" ? ["src", "bench", "test"] : ["src", "bench"]) roots.push(`${group}/${p}/${sub}`);
   }
   return roots.filter((r) => existsSync(join(REPO, r)));
 }

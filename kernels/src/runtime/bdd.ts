@@ -55,8 +55,39 @@ function denoApi(): typeof BunTest {
     afterAll: hook(nt.after),
     beforeEach: hook(nt.beforeEach),
     afterEach: hook(nt.afterEach),
-    expect: jest,
+    expect: withMessage(jest),
   } as unknown as typeof BunTest;
+}
+
+/** bun:test's `expect(actual, message)`: Jest's expect takes one argument, so with a message the
+ * matchers (also under .not, .resolves, .rejects) are wrapped to put it before a failure's text. */
+function withMessage(jest: JestExpect): JestExpect {
+  const wrap = (target: object, message: string): object =>
+    new Proxy(target, {
+      get(t, key, receiver) {
+        const v = Reflect.get(t, key, receiver) as unknown;
+        if (typeof v === "function") {
+          return (...args: unknown[]) => {
+            const fail = (e: unknown): never => {
+              if (e instanceof Error) e.message = `${message}\n${e.message}`;
+              throw e;
+            };
+            try {
+              const r = (v as (...a: unknown[]) => unknown).apply(t, args);
+              return r instanceof Promise ? r.catch(fail) : r;
+            } catch (e) {
+              return fail(e);
+            }
+          };
+        }
+        return typeof v === "object" && v !== null ? wrap(v, message) : v;
+      },
+    });
+  const e = ((actual: unknown, message?: unknown) => {
+    const m = jest(actual) as object;
+    return message === undefined ? m : wrap(m, String(message));
+  }) as JestExpect;
+  return Object.assign(e, jest);
 }
 
 const api: typeof BunTest = RUNTIME === "bun" ? (import.meta.require("bun:test") as typeof BunTest) : denoApi();

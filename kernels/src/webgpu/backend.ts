@@ -82,6 +82,10 @@ import { assembleWgsl, type AssembledKernel, type Kernel, type Launch } from "./
 import { offersTrustedShaders, PipelineCache, type CachedPipeline } from "./pipelines.ts";
 import { GpuProfiler, type KernelTime } from "./profiler.ts";
 import { GpuTimeline, type BatchTiming } from "./timeline.ts";
+import { RUNTIME } from "../runtime/detect.ts";
+
+/** Whether writes from SharedArrayBuffer views are copied to ordinary memory first (Deno's WebGPU). */
+const COPY_SHARED_WRITES = RUNTIME === "deno";
 
 /** Options of {@link WebGpuBackend.create}. */
 export interface WebGpuBackendOptions extends OpenDeviceOptions {
@@ -787,6 +791,9 @@ export class WebGpuBackend implements Backend {
     const gpu = b.gpu!;
     if (eb === 4 || (dst.off % 2 === 0 && n % 2 === 0)) {
       this.batcher.beforeWrite(gpu, dst.off * eb, n * eb);
+      // Deno's navigator.gpu refuses shared memory as writeBuffer data ("data must be an
+      // ArrayBuffer or ArrayBufferView"): there a view of a SharedArrayBuffer is copied first
+      if (COPY_SHARED_WRITES && bytes.buffer instanceof SharedArrayBuffer) bytes = new Uint8Array(bytes.buffer, bytes.byteOffset, n * eb).slice();
       this.device.queue.writeBuffer(gpu, dst.off * eb, bytes.buffer, bytes.byteOffset, n * eb);
       return;
     }
