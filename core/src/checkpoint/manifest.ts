@@ -36,6 +36,7 @@ import { CheckpointError, writingFile } from "./errors.ts";
 import type { RecordDType, RecordFileReader, RecordLayout } from "./record-file.ts";
 import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 import { createHash } from "node:crypto";
+import { sleepSync } from "@zeromoe/kernels/runtime";
 
 /** `format` field of every manifest. */
 export const MANIFEST_FORMAT = "zeromoe-checkpoint";
@@ -307,7 +308,7 @@ function latestMovedOn(dir: string, tag: string, waitMs: number): string | null 
       // gone or unreadable: not a sign of a newer save
     }
     if (waited >= waitMs) return null;
-    Bun.sleepSync(50);
+    sleepSync(50);
   }
 }
 
@@ -332,7 +333,7 @@ export function prunedWhileRead(loc: CheckpointLocation): string | null {
   // a save renames `latest` before it prunes: a tag still named by it is damaged, not pruned
   if (latestMovedOn(loc.dir, loc.tag, 0) === null) return null;
   for (let waited = 0; waited < PRUNE_RACE_WAIT_MS; waited += 50) {
-    Bun.sleepSync(50);
+    sleepSync(50);
     if (!existsSync(manifest)) return newest();
   }
   return null;
