@@ -273,7 +273,9 @@ export class Engine implements CheckpointTarget {
       if (plan.params === "sharded") st.paramDevice = hooks.offload.paramDevice?.(st, ctx) ?? "device";
       // a 16-bit unit without a working copy adds its gradients straight into the accumulator
       // when the reduce hook would only add its micro-batch gradient there (hooks.ts)
-      if (unit.dtype !== "f32" && !unit.workingCopy && st.gradAcc && hooks.reduce.accumulatesLocally?.(st, ctx)) unit.gradInto = st.gradAcc;
+      // (the whole-unit accumulator, or a shard that is the whole unit: a group of one rank)
+      const whole = st.gradAcc ?? (st.gradShard && plan.shardStart === 0 && plan.shardSize >= unit.numel ? st.gradShard : null);
+      if (unit.dtype !== "f32" && !unit.workingCopy && whole && hooks.reduce.accumulatesLocally?.(st, ctx)) unit.gradInto = whole;
       byName.set(unit.name, st);
       held.push(st);
       // parameter offload: the initialised shard moves to the host at once (its master first), so

@@ -53,7 +53,8 @@ export interface ReduceHook {
   gradReady(unit: UnitHandle, ctx: HookContext): void | Promise<void>;
   finish(ctx: HookContext): void | Promise<void>;
   /** Whether `gradReady` consumes `unit`'s micro-batch gradient only by adding it into the whole
-   * accumulator `unit.gradAccumulator()` (`accumulateLocal`, grads replicated), so the engine may
+   * accumulator `unit.gradAccumulator()` (`accumulateLocal` with grads replicated; `takeMicroGrad`
+   * in a group of one rank, whose shard is the whole unit), so the engine may
    * have a 16-bit unit without an f32 working copy (nn/unit.ts `workingCopy: false`: the experts)
    * add its contributions into that accumulator directly: its `microGrad()` is then null and no
    * micro-batch gradient buffer exists. Asked once per held unit at set-up; absent or false: a

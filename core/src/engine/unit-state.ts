@@ -232,7 +232,7 @@ export class UnitState implements UnitHandle {
 
   /** Free every buffer this state owns (not `unit.data`). */
   destroy(be: Backend): void {
-    if (this.unit.gradInto === this.gradAcc) this.unit.gradInto = null;
+    if (this.unit.gradInto !== null && (this.unit.gradInto === this.gradAcc || this.unit.gradInto === this.gradShard)) this.unit.gradInto = null;
     for (const k of ["paramShard", "gradAcc", "gradShard", "master", "m", "v"] as const) {
       const b = this[k];
       if (b) be.free(b);

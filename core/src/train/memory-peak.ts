@@ -169,8 +169,8 @@ export function headBytes(m: ModelConfig, T: number, maxBindingBytes = Infinity)
  * is cast only at the region's end, when the layer's activations are freed). Expert units of a
  * 16-bit job have no working copy (unit.ts `workingCopy: false`): with `grad` only their 16-bit
  * micro-batch gradient, `expertGrad` bytes per element — 0 under ZeRO 0/1, whose reduce hooks
- * accumulate locally (the gradients go straight into the accumulator: unit.ts `gradInto`), 2
- * under ZeRO 2/3. */
+ * accumulate locally (the gradients go straight into the accumulator: unit.ts `gradInto`), and
+ * under ZeRO 2/3 when the experts' group (edp, world_size / ep_size) is one rank; else 2. */
 function unitRegion(u: UnitSize, count: number, mixed: boolean, gatheredPerElement: number, grad: boolean, expertGrad = 2): number {
   const n = u.numel * count;
   if (mixed && u.kind === "expert") return gatheredPerElement * n + (grad ? expertGrad * n : 0);
@@ -231,7 +231,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
     // under expert parallelism a rank holds (and gathers) E/ep_size experts of a layer; at the
     // expert products' backward the experts' gradients exist, the layer unit's (router,
     // attention) not yet — a dense layer's MLP weights are in the layer unit
-    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, heldExperts(l), mixed, gatheredPer(ex), backward, ms.stage <= 1 ? 0 : 2) : 0);
+    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, heldExperts(l), mixed, gatheredPer(ex), backward, ms.stage <= 1 || ms.worldSize / ms.epSize <= 1 ? 0 : 2) : 0);
   };
   const head = unitOf("head")!;
   const embed = unitOf("embed")!;

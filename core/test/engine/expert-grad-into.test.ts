@@ -1,6 +1,7 @@
 /**
  * 16-bit experts adding their gradients straight into the engine's accumulator (nn/unit.ts
- * `gradInto`, set when the reduce hook `accumulatesLocally`: core's data parallelism, ZeRO-1)
+ * `gradInto`, set when the reduce hook `accumulatesLocally`: core's data parallelism, ZeRO-1, and
+ * ZeRO-2/3 where the experts' group is one rank)
  * against the micro-batch gradient path every unit took before (a reduce hook doing the same
  * `accumulateLocal` without declaring it): a bf16 Mixtral at awkward sizes on the cpu backend —
  * one micro-batch per step: losses and every parameter bit for bit after 3 steps; 3 micro-batches
@@ -15,6 +16,7 @@ import { Engine, type TrainMicroBatch } from "../../src/engine/engine.ts";
 import { accumulateLocal, allReduceAccumulated } from "../../src/engine/grad-reduce.ts";
 import type { EngineHooks } from "../../src/engine/hooks.ts";
 import type { SetupContext } from "../../src/engine/plugin-context.ts";
+import { pluginsForJob } from "../../src/engine/plugin-loader.ts";
 import { definePlugin } from "../../src/hooks/plugin.ts";
 import { createSoloCommunicator, gatherFullParams, microBatch, tinyJob } from "../../src/testing.ts";
 
@@ -40,11 +42,12 @@ const MODEL = {
   num_attention_heads: 3, num_key_value_heads: 1, num_local_experts: 5, num_experts_per_tok: 2, max_position_embeddings: 32,
 };
 
-async function run(direct: boolean, accum: number) {
-  const { config } = resolveJobConfig({ ...tinyJob({ model: MODEL, bf16: { enabled: true }, gradient_accumulation_steps: accum, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 11 } }), world_size: 1 });
+async function run(direct: boolean, accum: number, stage = 0) {
+  const { config } = resolveJobConfig({ ...tinyJob({ model: MODEL, bf16: { enabled: true }, gradient_accumulation_steps: accum, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 11 }, zero_optimization: { stage } }), world_size: 1 });
   const be: Backend = new CpuBackend();
   const comm = createSoloCommunicator();
-  const engine = await Engine.create({ config, comm, backend: be, plugins: direct ? [] : [microGrads], log: () => {} });
+  const plugins = stage > 0 ? await pluginsForJob(config) : direct ? [] : [microGrads];
+  const engine = await Engine.create({ config, comm, backend: be, plugins, log: () => {} });
   const experts = engine.model.units.units.filter((u) => u.kind === "expert");
   expect(experts.length).toBe(10);
   expect(experts.every((u) => (u.gradInto !== null) === direct)).toBe(true);
@@ -82,6 +85,16 @@ describe("16-bit experts' gradients straight into the accumulator", () => {
     expect(ref.expertGradAllocs).toBeGreaterThanOrEqual(10 * 3); // every expert, every step
     expect(got.expertGradAllocs).toBe(0);
   }, 300_000);
+
+  for (const stage of [1, 2, 3]) {
+    test(`ZeRO-${stage} on one rank (a group of one: the shard is the whole unit): straight into it too, the same bits`, async () => {
+      const ref = await run(false, 1);
+      const got = await run(true, 1, stage);
+      expect(got.losses).toEqual(ref.losses);
+      expect(got.params).toEqual(ref.params);
+      expect(got.expertGradAllocs).toBe(0);
+    }, 300_000);
+  }
 
   test("3 micro-batches per step: within bf16 rounding of the micro-batch path", async () => {
     const ref = await run(false, 3);

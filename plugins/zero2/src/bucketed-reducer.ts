@@ -38,6 +38,9 @@ export function createBucketedReducer(): ReduceHook {
   };
 
   return {
+    // in a group of one rank takeMicroGrad only adds the micro-batch gradient into the (whole-unit)
+    // shard on the device: a 16-bit expert may add into it directly (hooks.ts)
+    accumulatesLocally: (unit) => unit.group.size === 1,
     async gradReady(unit, ctx) {
       const pending = await takeMicroGrad(ctx, unit);
       const head = bucket[0];
