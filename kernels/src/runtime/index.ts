@@ -3,7 +3,7 @@
  * Bun and Deno spell differently goes through these files, one per concern — detect.ts (which
  * runtime), ffi.ts (bun:ffi, Bun-only bindings), process.ts (child processes, PATH, running a
  * script), modules.ts (package resolution, CommonJS), serialize.ts (structured serialization), threads.ts (worker threads),
- * sleep.ts, gc.ts, env.ts (native environment). What both runtimes share through node: APIs (node:fs, node:path,
+ * sleep.ts, gc.ts, env.ts (native environment), system-error.ts (errno codes). What both runtimes share through node: APIs (node:fs, node:path,
  * node:worker_threads, node:crypto, node:zlib) is used directly. core/test/runtime/boundary.test.ts
  * checks that no other source file names a runtime-specific API.
  */
@@ -15,4 +15,5 @@ export { sleep, sleepSync } from "./sleep.ts";
 export { startWorker, serveParent, type WorkerThread, type ThreadErrorEvent } from "./threads.ts";
 export { collectGarbage } from "./gc.ts";
 export { setNativeEnv } from "./env.ts";
+export { withErrnoCode } from "./system-error.ts";
 export { FFI_AVAILABLE, FfiUnavailableError } from "./ffi.ts";

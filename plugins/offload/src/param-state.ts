@@ -17,6 +17,7 @@ import type { HostParamShard } from "@zeromoe/core/plugin";
 import { DTYPE_BYTES } from "@zeromoe/kernels";
 import type { HostLedger } from "./host-ledger.ts";
 import { withPath } from "./path-error.ts";
+import { withErrnoCode } from "@zeromoe/kernels/runtime";
 
 /** Storage dtype of a shard. */
 export type ParamDtype = "f32" | "bf16" | "f16";
@@ -105,7 +106,7 @@ export class NvmeParamShard implements HostParamShard {
       ftruncateSync(this.fd, Math.max(1, length) * DTYPE_BYTES[dtype]);
     } catch (e) {
       // a file-system refusal (no space, file too large, …) is the nvme_path's problem: exit 2 naming it
-      throw new ConfigError([{ path: "zero_optimization.offload_param.nvme_path", message: `cannot create ${path}: ${(e as Error).message}; choose a directory on a drive with room for the parameter shards` }], "the offload settings cannot run");
+      throw new ConfigError([{ path: "zero_optimization.offload_param.nvme_path", message: `cannot create ${path}: ${(withErrnoCode(e) as Error).message}; choose a directory on a drive with room for the parameter shards` }], "the offload settings cannot run");
     }
     ledger.addNvme("param", length * DTYPE_BYTES[dtype]);
   }
