@@ -177,6 +177,36 @@ function modelSizesBounded(model: ModelConfig, ctx: CheckContext): boolean {
   return ok;
 }
 
+/**
+ * The chat keys (docs/fine-tuning.md) against the dataset, with the other config errors and before
+ * any backend starts: a chat `format`, `chat_template`, `train_on_prompt` or `packing` on a
+ * dataset that cannot be chat data (a built-in corpus, .txt, .bin) would be refused when the data
+ * loads (or do nothing); a `chat_template` that looks like a path (a folder or an extension) must exist.
+ */
+function checkChatKeys(d: JobConfig["data"], ctx: CheckContext): void {
+  const tabular = d.dataset.endsWith(".jsonl") || d.dataset.endsWith(".parquet");
+  if (!tabular) {
+    const set: string[] = [];
+    if (d.format !== undefined && d.format !== "auto" && d.format !== "text") set.push(`data.format "${d.format}"`);
+    if (d.chat_template != null) set.push("data.chat_template");
+    if (d.train_on_prompt) set.push("data.train_on_prompt");
+    if (d.packing) set.push("data.packing");
+    for (const k of set) addIssue(ctx, k.split(" ")[0]!, `${k} applies to chat data (a .jsonl or .parquet dataset of messages, alpaca or sharegpt records), but data.dataset is ${show(d.dataset)}`);
+  } else if (d.format === "text" && (d.chat_template != null || d.train_on_prompt || d.packing)) {
+    addIssue(ctx, "data.format", `data.format "text" reads ${show(d.dataset)} as plain text, so ${[d.chat_template != null && "data.chat_template", d.train_on_prompt && "data.train_on_prompt", d.packing && "data.packing"].filter(Boolean).join(", ")} would do nothing`);
+  }
+  const t = d.chat_template;
+  if (typeof t === "string" && /[./\\]/.test(t)) {
+    let ok = false;
+    try {
+      ok = statSync(t).isFile();
+    } catch {
+      ok = false;
+    }
+    if (!ok) addIssue(ctx, "data.chat_template", `${show(t)} is not a file (expected a Jinja chat template file, or the name of one of tokenizer_config.json's named templates)`);
+  }
+}
+
 /** Fills model-dependent defaults and checks every rule that spans sections. */
 function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: Record<string, unknown>, ctx: CheckContext): void {
   const model: ModelConfig = job.model;
@@ -189,6 +219,8 @@ function resolveCrossFields(job: JobConfig & { moe?: Partial<MoeConfig> | null }
     const near = suggest(job.data.dataset, BUILTIN_DATASETS) ?? (/moby|dick/i.test(job.data.dataset) ? "moby-dick" : /sotu|union/i.test(job.data.dataset) ? "sotu" : null);
     addIssue(ctx, "data.dataset", `${show(job.data.dataset)} is not a built-in dataset (${BUILTIN_DATASETS.map((d) => `"${d}"`).join(", ")}) nor a file path (.txt, .jsonl, .parquet, .bin)${near ? `; did you mean "${near}"?` : ""}`);
   }
+
+  if (valid(ctx, "data")) checkChatKeys(job.data, ctx);
 
   // data ↔ model
   if (modelOk && valid(ctx, "data")) {
