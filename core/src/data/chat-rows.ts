@@ -1,7 +1,7 @@
 /**
- * Tokenized chat examples and their rows (docs/fine-tuning.md "Masking", "Packing"): each piece of
- * a rendered conversation is encoded on its own and the ids concatenated, labels the ids on
- * trained pieces and −100 elsewhere (the model shifts labels by one: labels[t] is the target of
+ * Tokenized chat examples and their rows (docs/fine-tuning.md "Masking", "Packing"): a rendered
+ * conversation is encoded whole and its pieces located in the ids ({@link tokenizePieces}), labels
+ * the ids on trained pieces and −100 elsewhere (the model shifts labels by one: labels[t] is the target of
  * position t − 1, models/llama.ts shiftLabels). Rows are `seq_len` tokens:
  * - padding: one example per row, the rest of the row pad tokens with label −100 (causal
  *   attention: a pad token after the example changes nothing before it);
@@ -40,19 +40,34 @@ export interface ChatRows {
   scored: number;
 }
 
-/** Ids and labels of one conversation's pieces. */
+function commonPrefix(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/**
+ * Ids and labels of one conversation's pieces: the whole render is encoded once (so the ids are
+ * exactly the tokenizer's for the text, as Transformers' `apply_chat_template(tokenize=True)` gives
+ * them — encoding each piece on its own would, with a Metaspace tokenizer such as Llama-2's, start
+ * every piece with a fresh "▁"), and each piece boundary is placed at the number of leading ids the
+ * encoding of the text before it shares with the whole encoding (the prefix-tokenization of
+ * TRL and LLaMA-Factory); a token that straddles a boundary goes to the later piece.
+ */
 export function tokenizePieces(pieces: readonly ChatPiece[], tok: Tokenizer): ChatExample {
-  const parts = pieces.map((p) => ({ ids: tok.encode(p.text), train: p.train }));
-  const n = parts.reduce((a, p) => a + p.ids.length, 0);
-  const ids = new Int32Array(n);
-  const labels = new Int32Array(n);
-  let o = 0;
-  for (const p of parts) {
-    ids.set(p.ids, o);
-    if (p.train) labels.set(p.ids, o);
-    else labels.fill(-100, o, o + p.ids.length);
-    o += p.ids.length;
-  }
+  const full = pieces.map((p) => p.text).join("");
+  const all = tok.encode(full);
+  const ids = Int32Array.from(all);
+  const labels = new Int32Array(ids.length).fill(-100);
+  let chars = 0;
+  let start = 0;
+  pieces.forEach((p, i) => {
+    chars += p.text.length;
+    const end = i === pieces.length - 1 ? ids.length : Math.max(start, commonPrefix(tok.encode(full.slice(0, chars)), all));
+    if (p.train) labels.set(ids.subarray(start, end), start);
+    start = end;
+  });
   return { ids, labels };
 }
 
