@@ -9,7 +9,10 @@
  * template that renders a turn differently when it is last (Qwen3's empty think block, say) ends
  * the agreement at the start; then the end is found as the message's content in the whole render
  * (after the start, before the next turn's start) followed by the eos token when it is there.
- * The span thus covers the assistant's text and its end-of-turn token, not the role header.
+ * The span ends right after the last eos token in it when the tokenizer names one (what a template
+ * writes after the end-of-turn token, Qwen's newline, is not the assistant's), as the
+ * `{% generation %}` markers of Transformers' templates place it. The span thus covers the
+ * assistant's text and its end-of-turn token, not the role header.
  */
 import { DataError } from "./sources.ts";
 import type { ChatMessage } from "./chat-formats.ts";
@@ -65,6 +68,11 @@ export function assistantPieces(messages: readonly ChatMessage[], render: Render
       if (at < 0 || at + content.length > limit) throw new DataError(`${where}: assistant turn ${i} cannot be located in the rendered conversation (its render alone differs from the whole render, and its content is not there); use data.chat_template or data.train_on_prompt`);
       e = at + content.length;
       if (eos !== "" && full.startsWith(eos, e) && e + eos.length <= limit) e += eos.length;
+    }
+    // the turn ends with its eos token: what the template writes after it (a newline) is not the assistant's
+    if (eos !== "") {
+      const k = full.slice(s, e).lastIndexOf(eos);
+      if (k >= 0) e = s + k + eos.length;
     }
     if (s > cursor) pieces.push({ text: full.slice(cursor, s), train: false });
     pieces.push({ text: full.slice(s, e), train: true });

