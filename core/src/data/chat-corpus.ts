@@ -88,5 +88,10 @@ export async function loadChatCorpus(data: DataConfig, tok: Tokenizer, stallMs =
   const pieces = await renderConversationPieces(spec, parsed, pathForMessage(data.dataset), data.train_on_prompt ?? false, stallMs);
   const examples = pieces.map((p) => tokenizePieces(p, tok));
   const rows = chatRows(examples, data.seq_len, data.packing ?? false, padId(tok, spec.specials.pad_token, spec.specials.eos_token));
+  // every example cut before its first scored token: the run would train on nothing (aux loss only)
+  if (rows.scored === 0) {
+    const longest = examples.reduce((a, e) => Math.max(a, e.ids.length), 0);
+    throw new DataError(`data.seq_len: ${data.seq_len} tokens leave no ${data.train_on_prompt ? "" : "assistant "}token to train on in ${pathForMessage(data.dataset)} (${rows.truncated} of ${examples.length} examples cut to seq_len; the longest is ${longest} tokens); raise data.seq_len`);
+  }
   return { name: data.dataset, rows, template: spec.origin };
 }

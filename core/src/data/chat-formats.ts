@@ -70,7 +70,13 @@ function parseRecord(line: string, where: string): Record<string, unknown> {
 }
 
 function kindOf(v: unknown): string {
+  if (v === undefined) return "nothing (the field is missing)";
   return v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" ? "an object" : `a ${typeof v}`;
+}
+
+/** "an" before a vowel ("an alpaca record"), else "a". */
+function article(word: string): string {
+  return /^[aeiou]/i.test(word) ? "an" : "a";
 }
 
 function str(rec: Record<string, unknown>, key: string, where: string, optional: boolean): string | undefined {
@@ -148,7 +154,7 @@ class ChatCollector {
       if (seen === null) throw new DataError(`${where}: cannot tell the record's format: expected a "messages", "conversations", "instruction" or "text" field, got fields ${quoteUntrusted(Object.keys(rec).slice(0, 8).join(", "))}`);
       this.fmt = seen;
     } else if (seen !== this.fmt && !(this.fmt === "alpaca" && seen === null)) {
-      throw new DataError(`${where}: expected a ${this.fmt} record (as ${this.format === "auto" ? "the first record" : "data.format"} says), got ${seen === null ? "one with none of the known fields" : `a ${seen} record`}`);
+      throw new DataError(`${where}: expected ${article(this.fmt)} ${this.fmt} record (as ${this.format === "auto" ? "the first record" : "data.format"} says), got ${seen === null ? "one with none of the known fields" : `${article(seen)} ${seen} record`}`);
     }
     this.out.push({ messages: recordToMessages(rec, this.fmt, where), line });
     return false;

@@ -99,6 +99,10 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null)
       if (named) return { source: named.template, origin: `${configName(cfgFile)} chat_template "${named.name}"`, specials };
       if (names.length > 0) throw new DataError(`data.chat_template: ${quoteUntrusted(templateFile)} is neither a file nor one of the named templates of ${pathForMessage(cfgFile!)} (${names.map((x) => JSON.stringify(x.name)).join(", ")})`);
     }
+    if (!existsSync(templateFile) && !/[./\\]/.test(templateFile)) {
+      // a bare word: meant as a template name, but the tokenizer has no list of named templates
+      throw new DataError(`data.chat_template: ${quoteUntrusted(templateFile)} is neither a file nor a named template (${cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `the chat_template of ${pathForMessage(cfgFile)} is not a list of named templates`})`);
+    }
     return { source: readSmallText(templateFile, "data.chat_template"), origin: templateFile, specials };
   }
   const where = cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `${pathForMessage(cfgFile)} has no "chat_template"`;

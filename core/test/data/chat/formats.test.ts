@@ -52,12 +52,15 @@ describe("chat formats", () => {
     refuse(lines(ok, [1, 2]), "auto", `${F}:2`, "expected a JSON object, got an array");
     refuse(lines(ok, { messages: [{ role: "bot", content: "x" }] }), "auto", `${F}:2`, "messages[0].role", '"bot"');
     refuse(lines({ messages: [{ role: "user" }, { role: "assistant", content: "x" }] }), "auto", `${F}:1`, "messages[0].content", "missing");
+    refuse(lines(ok, { messages: [{ content: "x" }, { role: "assistant", content: "y" }] }), "auto", `${F}:2`, "messages[0].role", "nothing (the field is missing)");
+    refuse(lines({ conversations: [{ value: "x" }, { from: "gpt", value: "y" }] }), "auto", `${F}:1`, "conversations[0].from", "nothing (the field is missing)");
     refuse(lines({ messages: [{ role: "user", content: "x" }, { role: "assistant", content: 3 }] }), "auto", `${F}:1`, "messages[1].content", "a number");
     refuse(lines({ messages: "hi" }), "auto", `${F}:1`, 'field "messages"', "a string");
     refuse(lines({ messages: [] }), "auto", `${F}:1`, "empty");
     refuse(lines({ messages: [{ role: "user", content: "x" }] }), "auto", `${F}:1`, "no assistant turn");
     refuse(lines({ messages: [{ role: "user", content: "x" }, { role: "system", content: "late" }, { role: "assistant", content: "y" }] }), "auto", `${F}:1`, "system message is allowed only as the first turn");
-    refuse(lines(ok, { instruction: "x", output: "y" }), "auto", `${F}:2`, "expected a messages record", "alpaca");
+    refuse(lines(ok, { instruction: "x", output: "y" }), "auto", `${F}:2`, "expected a messages record", "got an alpaca record");
+    refuse(lines(ok), "alpaca", `${F}:1`, "expected an alpaca record (as data.format says), got a messages record");
     refuse(lines({ instruction: "x" }), "alpaca", `${F}:1`, 'field "output"', "missing");
     refuse(lines({ instruction: "x", input: 5, output: "y" }), "alpaca", `${F}:1`, 'field "input"');
     refuse(lines({ output: "y" }), "alpaca", `${F}:1`, 'field "instruction"');

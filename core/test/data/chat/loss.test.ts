@@ -191,11 +191,17 @@ describe("chat data: masking and packing", () => {
 
   test("the loader hands labels and segment ids to the micro-batches; errors", async () => {
     const all = join(dir, "all.jsonl");
-    const loader = await DataLoader.fromConfig(data({ packing: true, seq_len: 64, validation_fraction: 0 }, all), { micro: 1, accum: 1, worldSize: 1, rank: 0, seed: 1 });
+    // seq_len 192 holds every example whole (64 cut all three before their assistant turns)
+    const loader = await DataLoader.fromConfig(data({ packing: true, seq_len: 192, validation_fraction: 0 }, all), { micro: 1, accum: 1, worldSize: 1, rank: 0, seed: 1 });
     const mb = loader.nextMicroBatch();
     expect(mb.labels).toBeDefined();
     expect(mb.segmentIds).toBeDefined();
-    expect(mb.targets.subarray(0, 63)).toEqual(mb.labels!.subarray(1, 64));
+    expect(mb.targets.subarray(0, 191)).toEqual(mb.labels!.subarray(1, 192));
+    expect(mb.labels!.some((l) => l !== -100)).toBe(true);
+    // a seq_len that cuts every example before its assistant turn would train on nothing: refused
+    const [c0] = files();
+    await expect(chat(data({ seq_len: 8 }, c0))).rejects.toThrow(/data\.seq_len: 8 tokens leave no assistant token to train on in .*c0\.jsonl \(1 of 1 examples cut to seq_len; the longest is \d+ tokens\); raise data\.seq_len/);
+    await expect(chat(data({ seq_len: 8, packing: true }, c0))).rejects.toThrow(/data\.seq_len: 8 tokens leave no assistant token/);
     // chat keys on plain text are refused, not ignored
     const txt = join(dir, "plain.txt");
     writeFileSync(txt, "x".repeat(1000));

@@ -59,6 +59,10 @@ describe("chat templates", () => {
     expect(loadChatTemplate(dir, null).source).toBe(LLAMA3_TEMPLATE);
     expect(new CompiledChatTemplate(loadChatTemplate(dir, "tool_use")).render(CHAT, false, "t")).toBe("5 turns");
     expect(() => loadChatTemplate(dir, "rag")).toThrow(/"rag" is neither a file nor one of the named templates .*\("default", "tool_use"\)/);
+    // a bare word with no list of named templates: named as neither, not "file not found"
+    writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ chat_template: LLAMA3_TEMPLATE }));
+    expect(() => loadChatTemplate(dir, "tool_use")).toThrow(/data\.chat_template: "tool_use" is neither a file nor a named template \(the chat_template of .*tokenizer_config\.json is not a list of named templates\)/);
+    expect(() => loadChatTemplate(dir, join(dir, "missing.jinja"))).toThrow(/data\.chat_template: file not found: .*missing\.jinja/);
     writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ eos_token: "</s>" }));
     expect(() => loadChatTemplate(dir, null)).toThrow(/has no "chat_template".*data\.chat_template/);
     expect(() => loadChatTemplate("byte", null)).toThrow(DataError);
