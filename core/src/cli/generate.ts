@@ -65,8 +65,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const w of src.warnings) console.error(`warning: ${w}`);
       let text = o.prompt as string;
       if (o.chat === true) {
-        const file = (o["chat-template"] as string | undefined) ?? src.job?.data?.chat_template ?? null;
-        const spec = loadChatTemplate(tokenizer.name, file);
+        const flag = o["chat-template"] as string | undefined;
+        const file = flag ?? src.job?.data?.chat_template ?? null;
+        // errors name the setting to change: the flag, else the key (the job's, or the one to add)
+        const spec = loadChatTemplate(tokenizer.name, file, flag !== undefined || file === null ? "--chat-template" : "data.chat_template");
         const messages: ChatMessage[] = [...(o.system !== undefined ? [{ role: "system" as const, content: o.system as string }] : []), { role: "user", content: text }];
         [text] = await renderPrompts(spec, [{ messages, line: 1 }], "--prompt");
         console.error(`chat       template ${spec.origin}`);

@@ -69,9 +69,10 @@ export function tokenizerConfigPath(tokenizer: string): string | null {
  * tokenizer_config.json's named templates when its `chat_template` is a list — (its special tokens
  * still come from the tokenizer's tokenizer_config.json when there is one), else
  * tokenizer_config.json's `chat_template` beside `tokenizer` ("byte" / "gpt2" have none).
+ * @param key the setting that names `templateFile`, for messages ("data.chat_template", or generate's "--chat-template")
  * @throws DataError naming the file: no template, unreadable or oversized files, a template list without "default".
  */
-export function loadChatTemplate(tokenizer: string, templateFile: string | null): ChatTemplateSpec {
+export function loadChatTemplate(tokenizer: string, templateFile: string | null, key = "data.chat_template"): ChatTemplateSpec {
   const cfgFile = tokenizer === "byte" || tokenizer === "gpt2" ? null : tokenizerConfigPath(tokenizer);
   let cfg: Record<string, unknown> = {};
   if (cfgFile !== null) {
@@ -97,13 +98,13 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null)
     if (!existsSync(templateFile)) {
       const named = names.find((x) => x.name === templateFile);
       if (named) return { source: named.template, origin: `${configName(cfgFile)} chat_template "${named.name}"`, specials };
-      if (names.length > 0) throw new DataError(`data.chat_template: ${quoteUntrusted(templateFile)} is neither a file nor one of the named templates of ${pathForMessage(cfgFile!)} (${names.map((x) => JSON.stringify(x.name)).join(", ")})`);
+      if (names.length > 0) throw new DataError(`${key}: ${quoteUntrusted(templateFile)} is neither a file nor one of the named templates of ${pathForMessage(cfgFile!)} (${names.map((x) => JSON.stringify(x.name)).join(", ")})`);
     }
     if (!existsSync(templateFile) && !/[./\\]/.test(templateFile)) {
       // a bare word: meant as a template name, but the tokenizer has no list of named templates
-      throw new DataError(`data.chat_template: ${quoteUntrusted(templateFile)} is neither a file nor a named template (${cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `the chat_template of ${pathForMessage(cfgFile)} is not a list of named templates`})`);
+      throw new DataError(`${key}: ${quoteUntrusted(templateFile)} is neither a file nor a named template (${cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `the chat_template of ${pathForMessage(cfgFile)} is not a list of named templates`})`);
     }
-    return { source: readSmallText(templateFile, "data.chat_template"), origin: templateFile, specials };
+    return { source: readSmallText(templateFile, key), origin: templateFile, specials };
   }
   const where = cfgFile === null ? `the tokenizer ${quoteUntrusted(tokenizer)} has no tokenizer_config.json` : `${pathForMessage(cfgFile)} has no "chat_template"`;
   const t = cfg.chat_template;
@@ -111,11 +112,11 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null)
   if (Array.isArray(t)) {
     const d = t.find((x) => x !== null && typeof x === "object" && (x as { name?: unknown }).name === "default") as { template?: unknown } | undefined;
     if (d && typeof d.template === "string") return { source: d.template, origin: `${cfgFile} chat_template "default"`, specials };
-    throw new DataError(`${pathForMessage(cfgFile!)}: chat_template is a list without a "default" template; name a template file in data.chat_template`);
+    throw new DataError(`${pathForMessage(cfgFile!)}: chat_template is a list without a "default" template; name a template file in ${key}`);
   }
   const jinja = cfgFile === null ? null : join(dirname(cfgFile), "chat_template.jinja");
   if (jinja !== null && existsSync(jinja)) return { source: readSmallText(jinja, "chat_template.jinja"), origin: jinja, specials };
-  throw new DataError(`chat data needs a chat template: ${where}; name a Jinja template file in data.chat_template`);
+  throw new DataError(`chat data needs a chat template: ${where}; name a Jinja template file in ${key}`);
 }
 
 function configName(f: string | null): string {
