@@ -116,7 +116,7 @@ export function loadChatTemplate(tokenizer: string, templateFile: string | null,
   }
   const jinja = cfgFile === null ? null : join(dirname(cfgFile), "chat_template.jinja");
   if (jinja !== null && existsSync(jinja)) return { source: readSmallText(jinja, "chat_template.jinja"), origin: jinja, specials };
-  throw new DataError(`chat data needs a chat template: ${where}; name a Jinja template file in ${key}`);
+  throw new DataError(`${key === "--chat-template" ? "--chat" : "chat data"} needs a chat template: ${where}; name a Jinja template file in ${key}`);
 }
 
 function configName(f: string | null): string {

@@ -64,7 +64,7 @@ describe("chat templates", () => {
     expect(() => loadChatTemplate(dir, "tool_use")).toThrow(/data\.chat_template: "tool_use" is neither a file nor a named template \(the chat_template of .*tokenizer_config\.json is not a list of named templates\)/);
     expect(() => loadChatTemplate(dir, join(dir, "missing.jinja"))).toThrow(/data\.chat_template: file not found: .*missing\.jinja/);
     expect(() => loadChatTemplate(dir, join(dir, "missing.jinja"), "--chat-template")).toThrow(/^--chat-template: file not found: .*missing\.jinja/);
-    expect(() => loadChatTemplate("byte", null, "--chat-template")).toThrow(/has no tokenizer_config\.json; name a Jinja template file in --chat-template$/);
+    expect(() => loadChatTemplate("byte", null, "--chat-template")).toThrow(/^--chat needs a chat template: the tokenizer "byte" has no tokenizer_config\.json; name a Jinja template file in --chat-template$/);
     writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ eos_token: "</s>" }));
     expect(() => loadChatTemplate(dir, null)).toThrow(/has no "chat_template".*data\.chat_template/);
     expect(() => loadChatTemplate("byte", null)).toThrow(DataError);
