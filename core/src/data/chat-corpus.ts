@@ -10,7 +10,7 @@ import { readParquetRows } from "./chat-parquet.ts";
 import { renderConversationPieces, DEFAULT_RENDER_STALL_MS } from "./chat-render.ts";
 import { chatRows, tokenizePieces, type ChatRows } from "./chat-rows.ts";
 import { loadChatTemplate } from "./chat-template.ts";
-import { DataError, MAX_TEXT_DATASET_BYTES } from "./sources.ts";
+import { DataError, MAX_TEXT_DATASET_BYTES, notFound } from "./sources.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 import { pathForMessage } from "../config/quote-untrusted.ts";
 import { readFileSync, statSync } from "node:fs";
@@ -78,7 +78,7 @@ export async function loadChatCorpus(data: DataConfig, tok: Tokenizer, stallMs =
       size = st.size;
     } catch (e) {
       if (e instanceof DataError) throw e;
-      throw new DataError(`data.dataset: file not found: ${pathForMessage(data.dataset)}`);
+      throw notFound(data.dataset);
     }
     if (size > MAX_TEXT_DATASET_BYTES) throw new DataError(`${pathForMessage(data.dataset)}: ${size} bytes is over the ${MAX_TEXT_DATASET_BYTES}-byte limit of a .jsonl dataset`);
     parsed = parseChatJsonl(readFileSync(data.dataset, "utf8"), data.dataset, format as "auto" | ChatFormat);

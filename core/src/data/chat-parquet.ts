@@ -11,7 +11,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
-import { DataError } from "./sources.ts";
+import { DataError, notFound } from "./sources.ts";
 import { pathForMessage, quoteUntrusted, QUOTE_MESSAGE_CHARS } from "../config/quote-untrusted.ts";
 
 /** Largest parquet dataset, bytes (read whole; its decoded rows are held in memory). */
@@ -42,7 +42,7 @@ export async function readParquetRows(path: string): Promise<Record<string, unkn
   try {
     st = statSync(path);
   } catch {
-    throw new DataError(`data.dataset: file not found: ${pathForMessage(path)}`);
+    throw notFound(path);
   }
   if (!st.isFile()) throw new DataError(`data.dataset: ${pathForMessage(path)} is not a regular file`);
   if (st.size > MAX_PARQUET_BYTES) throw new DataError(`${pathForMessage(path)}: ${st.size} bytes is over the ${MAX_PARQUET_BYTES}-byte limit of a parquet dataset (split it)`);

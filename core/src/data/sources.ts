@@ -58,7 +58,7 @@ export function joinDocuments(docs: readonly TokenArray[], sep: readonly number[
 
 /** The "file not found" error of a dataset path; a relative path also names where it was looked
  * for (`bun run` runs scripts in the repository root, not where the user typed the command). */
-function notFound(path: string): DataError {
+export function notFound(path: string): DataError {
   const where = isAbsolute(path) ? "" : ` (looked for ${pathForMessage(resolve(path))}; relative paths start at the working directory, which \`bun run\` sets to the repository root)`;
   return new DataError(`data.dataset: file not found: ${pathForMessage(path)}${where}`);
 }

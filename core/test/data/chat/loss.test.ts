@@ -202,6 +202,8 @@ describe("chat data: masking and packing", () => {
     const [c0] = files();
     await expect(chat(data({ seq_len: 8 }, c0))).rejects.toThrow(/data\.seq_len: 8 tokens leave no assistant token to train on in .*c0\.jsonl \(1 of 1 examples cut to seq_len; the longest is \d+ tokens\); raise data\.seq_len/);
     await expect(chat(data({ seq_len: 8, packing: true }, c0))).rejects.toThrow(/data\.seq_len: 8 tokens leave no assistant token/);
+    // a relative chat dataset that is missing names where it was looked for
+    await expect(chat(data({}, "no-such-chat.jsonl"))).rejects.toThrow(/data\.dataset: file not found: no-such-chat\.jsonl \(looked for .*no-such-chat\.jsonl; relative paths start at the working directory/);
     // chat keys on plain text are refused, not ignored
     const txt = join(dir, "plain.txt");
     writeFileSync(txt, "x".repeat(1000));
