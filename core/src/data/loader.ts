@@ -147,7 +147,7 @@ export class DataLoader {
     const chat = got !== null && "rows" in got ? got : null;
     if (chat !== null) {
       const r = chat.rows;
-      log?.(`chat       ${r.examples} conversations → ${r.rows} rows (${data.packing ? "packed" : "padded"}), ${r.scored} scored labels${data.train_on_prompt ? " (prompts too)" : " (assistant turns)"}${r.truncated > 0 ? `; ${r.truncated} cut to seq_len ${data.seq_len}` : ""}; template ${chat.template}`);
+      log?.(`chat       ${r.examples} conversation${r.examples === 1 ? "" : "s"} → ${r.rows} row${r.rows === 1 ? "" : "s"} (${data.packing ? "packed" : "padded"}), ${r.scored} scored labels${data.train_on_prompt ? " (prompts too)" : " (assistant turns)"}${r.truncated > 0 ? `; ${r.truncated} cut to seq_len ${data.seq_len}` : ""}; template ${chat.template}`);
       return new DataLoader(chat, tok, { ...loaderOpts, seqLen: data.seq_len, validationFraction: data.validation_fraction });
     }
     // the chat keys act on chat data only: set on plain text they would be silently ignored
