@@ -1,6 +1,7 @@
 /**
  * The runtime boundary (issue 33; kernels/src/runtime/index.ts): no source file of kernels/, core/,
- * plugins/ or examples/plugins/ (src/ and bench/ folders, and the plugin suites plugins/<name>/test, which
+ * plugins/ or examples/plugins/ (src/ and bench/ folders, the plugin suites plugins/<name>/test and the
+ * kernel conformance cases kernels/test/ops, which
  * run under both `bun test` and `deno test`; the other tests may stay on bun:test) names a
  * runtime-specific API — the `Bun` or `Deno` globals, a `bun:` module (bun:ffi, bun:jsc…),
  * Bun's `import.meta.dir` / `.path` / `.file` / `.require`, or CommonJS `require(…)` (not defined in
@@ -19,7 +20,7 @@ const ALLOWED_DIR = "kernels/src/runtime/";
 
 /** Folders scanned (relative to the repository), each recursively for .ts files. */
 function scannedRoots(): string[] {
-  const roots = ["kernels/src", "kernels/bench", "kernels/test/runtime", "core/src", "core/bench"];
+  const roots = ["kernels/src", "kernels/bench", "kernels/test/runtime", "kernels/test/ops", "core/src", "core/bench"];
   for (const group of ["plugins", "examples/plugins"]) {
     const g = join(REPO, group);
     if (!existsSync(g)) continue;

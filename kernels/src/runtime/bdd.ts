@@ -2,7 +2,7 @@
  * The test API of suites that run under both `bun test` and `deno test` (`@zeromoe/kernels/runtime/bdd`;
  * the plugin suites, plugins/<name>/test): `describe`, `test` / `it`, the hooks `beforeAll`,
  * `afterAll`, `beforeEach`, `afterEach`, and `expect`, with bun:test's signatures (a timeout in ms
- * as the last argument of a test or hook).
+ * as the last argument of a test or hook; `test.skip` registers a skipped test).
  *
  * On Bun they are bun:test's own. On Deno: `describe`, `it` and the hooks are `node:test`'s (which
  * `deno test` runs natively: a describe is a test, its tests are steps), and `expect` is Jest's
@@ -18,7 +18,7 @@ type Fn = () => unknown;
 
 interface NodeTest {
   describe(name: string, fn: Fn): unknown;
-  it(name: string, opts: { timeout?: number }, fn: Fn): unknown;
+  it(name: string, opts: { timeout?: number; skip?: boolean }, fn: Fn): unknown;
   before(fn: Fn, opts?: { timeout?: number }): void;
   after(fn: Fn, opts?: { timeout?: number }): void;
   beforeEach(fn: Fn, opts?: { timeout?: number }): void;
@@ -45,7 +45,9 @@ function denoApi(): typeof BunTest {
     },
   });
   const timeout = (t: unknown): { timeout?: number } => (typeof t === "number" ? { timeout: t } : typeof t === "object" && t !== null && "timeout" in t ? { timeout: (t as { timeout: number }).timeout } : {});
-  const test = (name: string, fn: Fn, t?: unknown): void => void nt.it(name, timeout(t), fn);
+  const test = Object.assign((name: string, fn: Fn, t?: unknown): void => void nt.it(name, timeout(t), fn), {
+    skip: (name: string, fn: Fn, t?: unknown): void => void nt.it(name, { ...timeout(t), skip: true }, fn),
+  });
   const hook = (h: (fn: Fn, opts?: { timeout?: number }) => void) => (fn: Fn, t?: unknown): void => h(fn, timeout(t));
   return {
     describe: (name: string, fn: Fn) => void nt.describe(name, fn),

@@ -1,6 +1,6 @@
 /** Conformance: unary (+backward), affine, axpy, broadcasting binary. */
 
-import { expect } from "bun:test";
+import { expect } from "../../src/runtime/bdd.ts";
 import type { BinaryOp, UnaryOp } from "../../src/backend.ts";
 import { refBinary, refUnary1, refUnaryDeriv1 } from "../reference/elementwise.ts";
 import { Rng } from "./harness.ts";

@@ -4,7 +4,7 @@
  * comparison with a readable failure message.
  */
 
-import { expect } from "bun:test";
+import { expect } from "../../src/runtime/bdd.ts";
 import type { Backend, Buf, DType, HostArray, MemTag, View } from "../../src/backend.ts";
 import { xorshift32 } from "../../src/testing.ts";
 

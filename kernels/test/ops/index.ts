@@ -30,7 +30,7 @@
  * backend accumulating in f32 { rtol: 1e-4, atol: 1e-5 } (K-term f32 sums lose ~√K·2^-24).
  */
 
-import { afterAll, beforeAll, describe, test } from "bun:test";
+import { afterAll, beforeAll, describe, test } from "../../src/runtime/bdd.ts";
 import type { Backend } from "../../src/backend.ts";
 import { determinismTests } from "./determinism.ts";
 import { elementwiseTests } from "./elementwise.ts";

@@ -1,6 +1,6 @@
 /** Conformance: alloc/free/retag/memory accounting and the transfer ops (write, read, fill, copy, cast). */
 
-import { expect } from "bun:test";
+import { expect } from "../../src/runtime/bdd.ts";
 import { DTYPE_BYTES, MEM_TAGS, type DType } from "../../src/backend.ts";
 import { refBf16Bits, refBf16Value, refF16Bits, refF16Value } from "../reference/cast.ts";
 import { Rng } from "./harness.ts";

@@ -1,16 +1,20 @@
 /**
  * The op conformance suite (kernels/test/ops, float64 references) on {@link WebGpuBackend} over our
  * wgpu-native binding (kernels/src/ffi) — lavapipe in CI, so the large sizes are scaled down.
- * Prints the adapter it ran on.
+ * Under `deno test` the same suite runs on Deno's built-in navigator.gpu (the binding is Bun-only;
+ * README "Bun or Deno"). Prints the adapter it ran on.
  */
 import { createGPU } from "../../src/ffi/index.ts";
 import { WebGpuBackend } from "../../src/webgpu/index.ts";
 import { runOpSuite } from "../ops/index.ts";
+import { FFI_AVAILABLE } from "../../src/runtime/ffi.ts";
+import { ensureRuntimeDir } from "../../src/ffi/runtime-dir.ts";
 
 runOpSuite(
   "webgpu",
   async () => {
-    const be = await WebGpuBackend.create(createGPU());
+    if (!FFI_AVAILABLE) ensureRuntimeDir();
+    const be = await WebGpuBackend.create(FFI_AVAILABLE ? createGPU() : (navigator as unknown as { gpu: GPU }).gpu);
     console.log(`webgpu ops suite on: ${be.info.adapter} (${be.info.adapterType}, ${be.info.adapterBackend}); features ${be.info.features.join(",")}`);
     return be;
   },
