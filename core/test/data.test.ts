@@ -144,7 +144,7 @@ describe("DataLoader", () => {
     await expect(loadCorpus(join(dir, "big.bin"), byte)).rejects.toThrow(/big\.bin: token 300 at index 1/);
     writeFileSync(join(dir, "bad.jsonl"), '{"text": "ok"}\n{"txt": 3}\n');
     await expect(loadCorpus(join(dir, "bad.jsonl"), byte)).rejects.toThrow(/bad\.jsonl:2: expected an object with a string "text"/);
-    await expect(loadCorpus(join(dir, "x.csv"), byte)).rejects.toThrow(/\.txt, \.jsonl or \.bin/);
+    await expect(loadCorpus(join(dir, "x.csv"), byte)).rejects.toThrow(/\.txt, \.jsonl, \.parquet or \.bin/);
   });
   test("jsonl documents are joined with the tokenizer's separator", async () => {
     writeFileSync(join(dir, "docs.jsonl"), '{"text": "ab"}\n\n{"text": "é"}\n');

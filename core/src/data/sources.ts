@@ -167,7 +167,7 @@ export async function loadCorpus(dataset: string, tok: Tokenizer, binVocabSize =
     if (tok.name === "byte") return { name: dataset, tokens: await readByteTokens(dataset), documents: 1 };
     docs = [await readText(dataset)];
   } else {
-    throw new DataError(`data.dataset: ${quoteUntrusted(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl or .bin`);
+    throw new DataError(`data.dataset: ${quoteUntrusted(dataset)} is neither "moby-dick", "sotu" nor a path ending in .txt, .jsonl, .parquet or .bin`);
   }
   const tokens = joinDocuments(docs.map((d) => tok.encode(d)), tok.documentSeparator, tok.vocabSize);
   return { name: dataset, tokens, documents: docs.length };
