@@ -79,7 +79,8 @@ export function applyHubModel(raw: Record<string, unknown>, opts: HubModelOption
   const where = typeof fp === "string" ? "model.from_pretrained" : "--init-from";
   const cfgPath = join(dir, "config.json");
   if (!existsSync(cfgPath)) {
-    throw new ConfigError([{ path: where, message: `${dir} has no config.json (a Hugging Face save_pretrained directory holds config.json and the weights)`, source: opts.source }], `invalid job ${opts.source ?? "<job>"}`);
+    const what = existsSync(dir) ? `${dir} has no config.json` : `${dir} does not exist`;
+    throw new ConfigError([{ path: where, message: `${what} (a Hugging Face save_pretrained directory holds config.json and the weights)`, source: opts.source }], `invalid job ${opts.source ?? "<job>"}`);
   }
   const st = statSync(cfgPath);
   // before reading: a directory fails with EISDIR, a FIFO blocks until a writer comes

@@ -137,6 +137,9 @@ describe("the job's model from config.json", () => {
     expect(issues.map((i) => i.path)).toEqual(["model.model_type", "model.hidden_size"]);
     expect(issues[1]!.message).toContain("64 differs from");
     expect(issues[1]!.message).toContain("32");
+    // a directory that is not there (examples/fine-tune before make-tiny-model.ts) says so; one without config.json says that
+    expect(() => applyHubModel({ model: { from_pretrained: `${Q}/no-such-dir` } }, { baseDir: process.cwd() })).toThrow(/no-such-dir does not exist \(a Hugging Face save_pretrained directory/);
+    expect(() => applyHubModel({ model: { from_pretrained: "core/test" } }, { baseDir: process.cwd() })).toThrow(/core\/test has no config\.json/);
   });
   test("--init-from DIR with the default job: the model is config.json's (vocab 64 then fails the byte tokenizer, naming it)", async () => {
     await expect(loadJobConfig({ initFrom: `${Q}/sharded` })).rejects.toThrow(/model\.vocab_size 64 is smaller than the "byte" tokenizer's vocabulary 256/);
