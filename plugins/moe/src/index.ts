@@ -50,6 +50,7 @@ export * from "./capacity.ts";
 export * from "./gate.ts";
 export * from "./stats.ts";
 export * from "./memory.ts";
+export * from "./expert-tp.ts";
 export { ExpertParallelDispatcher, type ExchangeRecord, type EPGroupContext } from "./ep-route.ts";
 
 type Hooks = EngineHooks & Record<string, unknown>;
