@@ -10,13 +10,23 @@
  *   rank with the smallest total load that still has a free slot (ties to the lower rank), so each
  *   rank's token load is as even as the greedy rule makes it. Without measured loads it equals
  *   `contiguous` (the caller says so in its log).
+ * - `co_occurrence` and `topology`: partitions of the expert co-occurrence graph (graph-placement.ts).
  *
  * A placement is per layer (each layer has its own loads). It is recorded in the checkpoint
  * manifest ({@link placementRecord}) so a resumed job puts every expert back on the same rank.
  */
 
+import { coOccurrencePlacement, topologyPlacement } from "./graph-placement.ts";
+
 /** Names of the strategies. */
-export type PlacementStrategy = "contiguous" | "round_robin" | "balanced";
+export type PlacementStrategy = "contiguous" | "round_robin" | "balanced" | "co_occurrence" | "topology";
+
+/** What the graph placements read (graph-placement.ts): per layer the co-occurrence matrix (E×E)
+ * and, for `topology`, the groups of EP ranks. */
+export interface PlacementGraph {
+  pairs?: readonly (ArrayLike<number> | undefined)[] | null;
+  groups?: readonly (readonly number[])[] | null;
+}
 
 /** Placement of one layer's experts on the ranks of an EP group. */
 export interface LayerPlacement {
@@ -82,9 +92,11 @@ export function balancedPlacement(numExperts: number, epSize: number, load: Arra
 }
 
 /** The placement of every layer for a strategy. `loads[l]` (per-expert load of layer l) is used by
- * `balanced`; without it a layer falls back to `contiguous`.
- * @throws on an unknown strategy or invalid sizes/loads. */
-export function placeExperts(strategy: PlacementStrategy, numLayers: number, numExperts: number, epSize: number, loads?: readonly (ArrayLike<number> | undefined)[] | null): LayerPlacement[] {
+ * `balanced`; without it a layer falls back to `contiguous`. `co_occurrence` reads `graph.pairs[l]`
+ * (and the loads), `topology` also `graph.groups` (graph-placement.ts); a layer without pairs
+ * falls back to `balanced` by its loads (so to `contiguous` without either).
+ * @throws on an unknown strategy or invalid sizes/loads, or `topology` without groups. */
+export function placeExperts(strategy: PlacementStrategy, numLayers: number, numExperts: number, epSize: number, loads?: readonly (ArrayLike<number> | undefined)[] | null, graph?: PlacementGraph): LayerPlacement[] {
   const out: LayerPlacement[] = [];
   for (let l = 0; l < numLayers; l++) {
     if (strategy === "contiguous") out.push(contiguousPlacement(numExperts, epSize));
@@ -92,7 +104,14 @@ export function placeExperts(strategy: PlacementStrategy, numLayers: number, num
     else if (strategy === "balanced") {
       const ld = loads?.[l];
       out.push(ld ? balancedPlacement(numExperts, epSize, ld) : contiguousPlacement(numExperts, epSize));
-    } else throw new Error(`moe.placement: unknown strategy "${strategy as string}" (expected contiguous, round_robin or balanced)`);
+    } else if (strategy === "co_occurrence" || strategy === "topology") {
+      const ld = loads?.[l];
+      const pairs = graph?.pairs?.[l];
+      if (strategy === "topology" && !graph?.groups) throw new Error(`moe.placement "topology" needs moe.topology (the groups of ranks)`);
+      if (!pairs) out.push(ld ? balancedPlacement(numExperts, epSize, ld) : contiguousPlacement(numExperts, epSize));
+      else if (strategy === "co_occurrence") out.push(coOccurrencePlacement(numExperts, epSize, pairs, ld));
+      else out.push(topologyPlacement(numExperts, epSize, graph!.groups!, pairs, ld));
+    } else throw new Error(`moe.placement: unknown strategy "${strategy as string}" (expected contiguous, round_robin, balanced, co_occurrence or topology)`);
   }
   return out;
 }
