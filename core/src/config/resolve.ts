@@ -381,6 +381,18 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
   if (job.world_size % ep !== 0) {
     addIssue(ctx, "moe.ep_size", `world_size ${job.world_size} is not divisible by ep_size ${ep}${job.world_size < ep && model.num_local_experts % job.world_size === 0 ? ` (to run at world_size ${job.world_size}, e.g. to resume an ep_size-${ep} checkpoint, which reshards: --set moe.ep_size=${job.world_size}${job.expert_parallel?.enabled ? ` --set expert_parallel.autoep_size=${job.world_size}` : ""})` : ""}`);
   }
+  // live re-placement (plugins/moe/src/live-replace.ts): only a placement computed from what training measures can change
+  const every = m.replace_every ?? 0;
+  if (every > 0) {
+    if (m.placement === undefined || m.placement === "contiguous" || m.placement === "round_robin") {
+      addIssue(ctx, "moe.replace_every", `moe.replace_every ${every} needs a placement that can change (moe.placement "balanced"); "${m.placement ?? "contiguous"}" always gives the same placement`);
+    } else if (ep < 2) {
+      addIssue(ctx, "moe.replace_every", `moe.replace_every ${every} needs moe.ep_size ≥ 2 (with ep_size ${ep} every expert is on every rank: nothing to move)`);
+    }
+    const z = job.zero_optimization;
+    if (z && (z.offload_optimizer?.device ?? "none") !== "none") addIssue(ctx, "moe.replace_every", `moe.replace_every moves optimizer states on the device; zero_optimization.offload_optimizer.device is "${z.offload_optimizer.device}"`);
+    if (z && (z.offload_param?.device ?? "none") !== "none") addIssue(ctx, "moe.replace_every", `moe.replace_every moves parameters on the device; zero_optimization.offload_param.device is "${z.offload_param.device}"`);
+  }
   return m as MoeConfig;
 }
 

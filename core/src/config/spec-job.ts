@@ -77,6 +77,7 @@ export const MOE_SPEC: ObjectSpec = {
     router_logits_clamp: { kind: "number", min: 0, exclusiveMin: true, nullable: true, default: null, doc: "clamp router logits to [-v, v] (null = off)" },
     placement: { kind: "enum", values: ["contiguous", "round_robin", "balanced"], default: "contiguous", doc: "which experts each EP rank holds" },
     dead_expert_steps: { kind: "number", int: true, min: 0, default: 0, doc: "report an expert that got no tokens for N steps (0 = off)" },
+    replace_every: { kind: "number", int: true, min: 0, default: 0, doc: "live re-placement: every N steps recompute the placement and move the experts whose rank changes (0 = off; needs ep_size > 1 and a placement that can change, e.g. balanced; docs/moe.md)" },
   },
 };
 

@@ -207,6 +207,8 @@ export interface MoeConfig {
   placement: "contiguous" | "round_robin" | "balanced";
   /** Report an expert as dead after this many steps without tokens (0 = off). */
   dead_expert_steps: number;
+  /** Live re-placement every N steps (0 = off; plugins/moe/src/live-replace.ts). */
+  replace_every: number;
 }
 
 /** DeepSpeed `optimizer` section, resolved. */

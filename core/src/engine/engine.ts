@@ -34,7 +34,7 @@ import { GradReducedEvents } from "./grad-reduced.ts";
 import { initUnitRange } from "../nn/init.ts";
 import { createModel } from "./model-factory.ts";
 import { initMaster, optimizerStep, outcomeFromSumSquares, type StepOutcome } from "./optimizer.ts";
-import type { HookContext, JobView, ManifestContribution, MetricsRegistry, SetupContext, StepMetrics, UnitHandle, UnitInfo } from "./plugin-context.ts";
+import type { HookContext, JobView, ManifestContribution, MetricsRegistry, SetupContext, StepMetrics, UnitHandle, UnitInfo, UnitRelocation } from "./plugin-context.ts";
 import type { CheckpointTarget, EngineStateDict } from "./stateful.ts";
 import { UnitState } from "./unit-state.ts";
 
@@ -146,6 +146,7 @@ export class Engine implements CheckpointTarget {
     hooks: EngineHooks,
     owners: Record<string, string>,
     states: UnitState[],
+    byUnit: Map<Unit, UnitState>,
     live: { phase: { training: boolean; backward: boolean; step: number }; micro: { index: number; count: number }; reduced: GradReducedEvents },
     reg: PluginRegistrations,
   ) {
@@ -154,7 +155,7 @@ export class Engine implements CheckpointTarget {
     this.hookOwners = owners;
     this.model = model;
     this.states = states;
-    this.byUnit = new Map(states.map((s) => [s.unit, s]));
+    this.byUnit = byUnit; // shared with create's relocation (units moved between steps)
     this.phase = live.phase;
     this.micro = live.micro;
     this.reduced = live.reduced;
@@ -209,6 +210,51 @@ export class Engine implements CheckpointTarget {
     };
     const reg: PluginRegistrations = { afterStep: [], summary: new Map(), manifest: new Map(), transforms: [] };
     const modelUnits: readonly UnitInfo[] = model.units.units;
+    const byUnit = new Map<Unit, UnitState>();
+    const mixed = paramDtype !== "f32";
+    let built = false;
+    // hooks is set once the plugins are composed; relocation is usable only after create
+    let hooksRef: EngineHooks | null = null;
+    const relocation: UnitRelocation = {
+      adopt(info) {
+        if (!built || !hooksRef) throw new Error(`engine: units can be relocated only between steps, once the engine is built`);
+        const unit = model.units.units.find((u) => u.name === info.name);
+        if (!unit) throw new Error(`engine.relocation.adopt: the model has no unit ${info.name}`);
+        if (byName.has(unit.name)) throw new Error(`engine.relocation.adopt: rank ${comm.rank} already holds unit ${unit.name}`);
+        const plan = hooksRef.partition.plan(unit, ctx);
+        if (!plan) throw new Error(`engine.relocation.adopt: the partition hook does not place unit ${unit.name} on rank ${comm.rank}`);
+        const st = new UnitState(unit, plan);
+        st.optimizerDevice = unit.trainable ? hooksRef.offload.optimizerDevice(st, ctx) : "device";
+        if (st.optimizerDevice !== "device" || (plan.params === "sharded" && (hooksRef.offload.paramDevice?.(st, ctx) ?? "device") !== "device")) {
+          throw new Error(`engine.relocation.adopt: unit ${unit.name}'s states would be offloaded; relocation moves device states only`);
+        }
+        if (plan.params === "sharded") st.paramShard = be.alloc(unit.dtype, plan.shardSize, "param");
+        else unit.data = be.alloc(unit.dtype, Math.max(1, unit.numel), "param");
+        st.allocate(be, mixed);
+        const whole = st.gradAcc ?? (st.gradShard && plan.shardStart === 0 && plan.shardSize >= unit.numel ? st.gradShard : null);
+        if (unit.dtype !== "f32" && !unit.workingCopy && whole && hooksRef.reduce.accumulatesLocally?.(st, ctx)) unit.gradInto = whole;
+        const order = new Map(model.units.units.map((u, i) => [u, i]));
+        const at = held.findIndex((h) => order.get(h.unit)! > order.get(unit)!);
+        held.splice(at < 0 ? held.length : at, 0, st);
+        byName.set(unit.name, st);
+        byUnit.set(unit, st);
+        return st;
+      },
+      release(info) {
+        const st = byName.get(info.name);
+        if (!st) throw new Error(`engine.relocation.release: rank ${comm.rank} holds no unit ${info.name}`);
+        st.destroy(be);
+        if (st.unit.data) be.free(st.unit.data);
+        st.unit.data = null;
+        held.splice(held.indexOf(st), 1);
+        byName.delete(info.name);
+        byUnit.delete(st.unit);
+      },
+      async commit() {
+        if (!hooksRef) return;
+        await hooksRef.gather.unitsChanged?.(ctx);
+      },
+    };
     const setupContext = (p: EnginePlugin): SetupContext => {
       const metrics: MetricsRegistry = {
         afterStep: (fn) => void reg.afterStep.push(fn),
@@ -232,6 +278,7 @@ export class Engine implements CheckpointTarget {
         metrics: { value: metrics },
         checkpoint: { value: checkpoint },
         transformModel: { value: (fn: (m: CausalDecoder) => void) => void reg.transforms.push(fn) },
+        relocation: { value: relocation },
       });
     };
     const composed = await composePlugins<EngineHooks & Record<string, unknown>, SetupContext>(
@@ -240,6 +287,7 @@ export class Engine implements CheckpointTarget {
       setupContext,
     );
     const hooks = composed.hooks as EngineHooks;
+    hooksRef = hooks;
     if (hooks.offload.gradReduced) reduced.connect((u) => hooks.offload.gradReduced!(u, ctx));
     if (opts.restore) {
       for (const [key, { c }] of reg.manifest) if (Object.hasOwn(opts.restore, key) && c.restore) c.restore(opts.restore[key]);
@@ -251,7 +299,6 @@ export class Engine implements CheckpointTarget {
       const total = model.units.numel;
       log(`freeze: ${frozen.units.length} unit${frozen.units.length === 1 ? "" : "s"} frozen (${frozen.elements} of ${total} parameters, ${((100 * frozen.elements) / total).toFixed(1)}%): ${frozen.units.join(", ")}`);
     }
-    const mixed = paramDtype !== "f32";
     await opts.startupPhase?.("plugin set-up");
     for (const unit of model.units.units) {
       const plan = hooks.partition.plan(unit, ctx);
@@ -291,7 +338,7 @@ export class Engine implements CheckpointTarget {
     await opts.startupPhase?.("parameters + states");
     for (const st of held) if (st.paramDevice === "device") await initMaster(be, st);
     await opts.startupPhase?.("master weights");
-    const byUnit = new Map<Unit, UnitState>(held.map((s) => [s.unit, s]));
+    for (const st of held) byUnit.set(st.unit, st);
     const of = (u: Unit): UnitState => {
       const s = byUnit.get(u);
       if (!s) throw new Error(`engine: no state for unit ${u.name} (not partitioned on rank ${comm.rank})`);
@@ -309,7 +356,8 @@ export class Engine implements CheckpointTarget {
       if (dispatcher) model.moe.dispatcher = dispatcher;
       if (router) model.moe.router = router;
     }
-    return new Engine(ctx, model, hooks, composed.owners, held, { phase, micro, reduced }, reg);
+    built = true;
+    return new Engine(ctx, model, hooks, composed.owners, held, byUnit, { phase, micro, reduced }, reg);
   }
 
   /**

@@ -42,6 +42,9 @@ export interface GatherHook {
   release(unit: UnitHandle, phase: Phase, ctx: HookContext): void | Promise<void>;
   /** Called after the optimizer step (e.g. to reset prefetch bookkeeping). */
   endStep?(ctx: HookContext): void | Promise<void>;
+  /** Called between steps after units moved between ranks (SetupContext `relocation.commit`):
+   * per-unit bookkeeping (recorded order of use) starts afresh. */
+  unitsChanged?(ctx: HookContext): void | Promise<void>;
 }
 
 /** reduce: consume `unit.microGrad()` (this micro-batch's local gradient, fresh per micro-batch)

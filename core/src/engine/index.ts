@@ -10,5 +10,5 @@ export { createModel } from "./model-factory.ts";
 export { initUnitRange } from "../nn/init.ts";
 export { importPlugin, pluginsForJob, resolvePlugin } from "./plugin-loader.ts";
 export { AUTOEP_PLUGIN_PACKAGE, BUILTIN_ALIASES, builtinPluginPackages, MOE_PLUGIN_PACKAGE, OFFLOAD_PLUGIN_PACKAGE, STAGE_PLUGIN_PACKAGES } from "./registry.ts";
-export type { HookContext, HostOptimizerState, HostParamShard, OffloadStepInputs, OptimizerDevice, OptimizerStateName, JobView, ManifestContribution, MemoryEstimateInput, MemoryPart, MetricsRegistry, MicroPosition, PluginMemory, SetupContext, StepMetrics, StepPhase, UnitHandle, UnitInfo } from "./plugin-context.ts";
+export type { HookContext, HostOptimizerState, HostParamShard, OffloadStepInputs, OptimizerDevice, OptimizerStateName, JobView, ManifestContribution, MemoryEstimateInput, MemoryPart, MetricsRegistry, MicroPosition, PluginMemory, SetupContext, StepMetrics, StepPhase, UnitHandle, UnitInfo, UnitRelocation } from "./plugin-context.ts";
 export type { CheckpointTarget, EngineStateDict, Stateful } from "./stateful.ts";

@@ -252,6 +252,28 @@ export interface SetupContext extends JobView {
   /** Register a transform applied to the model after all plugins are set up and before it is
    * partitioned (e.g. replacing layers; AutoEP). */
   transformModel(fn: (model: CausalDecoder) => void): void;
+  /** Moving units between ranks between steps (live re-placement): usable once the engine is
+   * built, from a `metrics.afterStep` callback (after the optimizer step, nothing in flight). */
+  readonly relocation: UnitRelocation;
+}
+
+/**
+ * Changing which units this rank holds between steps (plugins/moe/src/live-replace.ts). The caller
+ * first changes what its partition hook answers, then adopts and releases units, fills the adopted
+ * buffers (through the handles' verbs) and calls `commit`. Every rank calls `commit`.
+ */
+export interface UnitRelocation {
+  /** Plan `unit` with the partition hook and hold it on this rank: a new handle whose buffers
+   * (parameters, gradient, master, m, v as the plan says) are allocated and zeroed, placed in model
+   * order among the held units. @throws when this rank already holds the unit, the partition hook
+   * plans it null here, or the offload hook would put its states off the device. */
+  adopt(unit: UnitInfo): UnitHandle;
+  /** Free this rank's states of `unit` (its parameters included) and stop holding it.
+   * @throws when this rank does not hold it. */
+  release(unit: UnitInfo): void;
+  /** The held set changed: hooks with per-unit bookkeeping start afresh (the gather hook's
+   * `unitsChanged`: ZeRO-3 records its order of use again in the next step). */
+  commit(): Promise<void>;
 }
 
 /** One part of the model-state memory of a rank (memory-estimate.ts). */

@@ -31,6 +31,10 @@
  * - memory: the plugin's `memory.layout` (memory.ts `moeMemoryLayout`): a rank keeps Ψ_e/ep_size
  *   expert parameters, partitioned over its edp group of world_size/ep_size ranks.
  *
+ * - live re-placement (`moe.replace_every` > 0; live-replace.ts): after every N-th step the placement is
+ *   recomputed from the loads so far and the experts that change rank move in one all_to_all_v per EP
+ *   group (`ctx.relocation`); the summary's `moe.replacements` and the log report each one.
+ *
  * Constraints (config errors naming the numbers): num_local_experts % ep_size == 0 and
  * world_size % ep_size == 0.
  *
@@ -43,6 +47,7 @@ import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
 import { moeMemoryLayout } from "./memory.ts";
+import { installLiveReplacement, placementComputer, type LiveReplacement, type ReplacementRecord } from "./live-replace.ts";
 import { formatLoadLine, MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
 
 export * from "./placement.ts";
@@ -51,6 +56,7 @@ export * from "./gate.ts";
 export * from "./stats.ts";
 export * from "./memory.ts";
 export * from "./expert-tp.ts";
+export * from "./live-replace.ts";
 export { ExpertParallelDispatcher, type ExchangeRecord, type EPGroupContext } from "./ep-route.ts";
 
 type Hooks = EngineHooks & Record<string, unknown>;
@@ -89,6 +95,8 @@ export interface MoESummarySection {
   step_expert_counts: number[][][];
   aux_loss: number | null;
   dropped_tokens: number;
+  /** Live re-placements of this run (`moe.replace_every` > 0 only; live-replace.ts). */
+  replacements?: ReplacementRecord[];
 }
 
 /** Most numbers (steps × layers × experts) the summary's `step_expert_counts` keeps: the first
@@ -261,7 +269,24 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
         }
         return { line: formatLoadLine(s), warnings: s.warnings };
       });
-      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped }));
+      // live re-placement (live-replace.ts): after the statistics of the step are reduced, so the
+      // loads it places by include that step (as a checkpoint saved after it records them)
+      let live: LiveReplacement | null = null;
+      if (cfg.replace_every > 0) {
+        const compute = placementComputer(cfg.placement);
+        if (!compute) throw new Error(`moe.replace_every: placement "${cfg.placement}" cannot change during training (use "balanced")`);
+        if (P < 2) throw new Error(`moe.replace_every: needs moe.ep_size ≥ 2, got ${P}`);
+        live = installLiveReplacement(ctx, {
+          every: cfg.replace_every,
+          compute,
+          placement: () => state.placement,
+          numLayers: L,
+          numExperts: E,
+          loads: () => stats.cumulativeCounts(),
+          onChange: (p) => (state.record = placementRecord(cfg.placement, P, p, stats.cumulativeCounts())),
+        });
+      }
+      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped, ...(live ? { replacements: live.records.map((r) => ({ ...r })) } : {}) }));
       ctx.claim("route", {
         dispatcher: (hc) => {
           if (P === 1) return null;

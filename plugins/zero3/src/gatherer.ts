@@ -194,6 +194,16 @@ export function createGatherer(): GatherHook & { stats(): { fetches: number; pea
       if (recording && trace.length > 0) recording = false;
       pos = -1;
     },
+    // units moved between ranks (live expert re-placement): the handles of the recorded order are
+    // stale, so the next step records it again (as the first step of a resumed job does)
+    async unitsChanged(env) {
+      await Promise.all(inflight.values());
+      for (const u of [...resident.keys()]) drop(env, u);
+      inUse.clear();
+      trace = [];
+      recording = true;
+      pos = -1;
+    },
     stats: () => ({ fetches, peakLiveElements: peakLive }),
   };
 }
