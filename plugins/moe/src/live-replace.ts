@@ -17,11 +17,12 @@
  * for bit (plugins/moe/test/live-replace.test.ts): held units stay in model order, so every sum the
  * step takes runs in the same order as in the resumed engine.
  *
- * Placements plug in through {@link ComputePlacement}; `balanced` is registered here, other
- * strategies register theirs with {@link registerPlacementComputer}.
+ * Placements plug in through {@link ComputePlacement}: `balanced`, `co_occurrence` and `topology`
+ * are registered here (placement.ts `placeExperts`, the graph ones fed by `installLiveReplacement`'s
+ * `graph` option); other strategies register theirs with {@link registerPlacementComputer}.
  */
 import type { HookContext, SetupContext, UnitHandle, UnitInfo } from "@zeromoe/core";
-import { placeExperts, type LayerPlacement } from "./placement.ts";
+import { placeExperts, type LayerPlacement, type PlacementGraph } from "./placement.ts";
 
 /** What a placement computation sees (every rank the same values). */
 export interface PlacementInput {
@@ -35,15 +36,22 @@ export interface PlacementInput {
   loads: readonly (readonly number[])[];
   /** The current placement. */
   current: readonly LayerPlacement[];
+  /** Pair statistics and topology groups for the graph placements (`co_occurrence`, `topology`;
+   * placement.ts `PlacementGraph`), or null where the plugin gathers none (they then place by
+   * load, as placement.ts `placeExperts` does without pairs). */
+  graph: PlacementGraph | null;
 }
 
 /** A placement computation: statistics → expert→rank map per layer (`owner[e]`, E/P experts per
  * rank). Must be deterministic in its input. */
 export type ComputePlacement = (input: PlacementInput) => LayerPlacement[];
 
-const COMPUTERS = new Map<string, ComputePlacement>([
-  ["balanced", (x) => placeExperts("balanced", x.numLayers, x.numExperts, x.epSize, x.loads.map((l) => (l.length === x.numExperts ? l : undefined)))],
-]);
+/** A layer's loads where it has experts (a dense layer's row is empty). */
+const moeLoads = (x: PlacementInput) => x.loads.map((l) => (l.length === x.numExperts ? l : undefined));
+
+const COMPUTERS = new Map<string, ComputePlacement>(
+  (["balanced", "co_occurrence", "topology"] as const).map((name) => [name, (x: PlacementInput) => placeExperts(name, x.numLayers, x.numExperts, x.epSize, moeLoads(x), x.graph ?? undefined)] as const),
+);
 
 /** Register the live computation of placement strategy `name` (e.g. a co-occurrence partition).
  * @throws when `name` already has one. */
@@ -178,11 +186,12 @@ export interface LiveReplacement {
  * optimizer steps, `phase.step + 1`) compute the placement with `compute`, switch the array
  * `placement()` returns (the one the partition hook and the dispatcher read; replaced element by
  * element) and migrate.
- * `onChange` gets the new placement (to update the manifest record). Returns the records.
+ * `graph` supplies the run's pair statistics and topology for the graph placements. `onChange` gets
+ * the new placement (to update the manifest record). Returns the records.
  */
 export function installLiveReplacement(
   ctx: SetupContext,
-  opts: { every: number; compute: ComputePlacement; placement: () => LayerPlacement[]; numLayers: number; numExperts: number; loads: () => number[][] | null; onChange: (p: LayerPlacement[]) => void },
+  opts: { every: number; compute: ComputePlacement; placement: () => LayerPlacement[]; numLayers: number; numExperts: number; loads: () => number[][] | null; graph?: () => PlacementGraph | null; onChange: (p: LayerPlacement[]) => void },
 ): LiveReplacement {
   const state: LiveReplacement = { records: [] };
   ctx.metrics.afterStep(async () => {
@@ -192,7 +201,7 @@ export function installLiveReplacement(
     if (done % opts.every !== 0) return;
     const loads = opts.loads() ?? Array.from({ length: opts.numLayers }, () => new Array<number>(opts.numExperts).fill(0));
     const current = opts.placement();
-    const next = opts.compute({ step: done, numLayers: opts.numLayers, numExperts: opts.numExperts, epSize: ctx.groups.ep.size, loads, current });
+    const next = opts.compute({ step: done, numLayers: opts.numLayers, numExperts: opts.numExperts, epSize: ctx.groups.ep.size, loads, current, graph: opts.graph?.() ?? null });
     const moves = expertMoves(current, next);
     let bytes = 0;
     if (moves.length > 0) {
@@ -205,8 +214,8 @@ export function installLiveReplacement(
     const rec: ReplacementRecord = { step: done, experts_moved: moves.length, bytes, moves: moves.map((m) => `${m.layer}:${m.expert} ${m.from}→${m.to}`) };
     state.records.push(rec);
     const line = `moe: live re-placement after step ${done}: ${moves.length} expert${moves.length === 1 ? "" : "s"} moved, ${bytes} bytes${moves.length > 0 ? ` (${rec.moves.join(", ")})` : ""}`;
+    // logged once when it happens (a per-step metric line would show only at print time)
     ctx.log(line);
-    return { line };
   });
   return state;
 }

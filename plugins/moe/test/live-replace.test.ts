@@ -9,7 +9,7 @@
 import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { resolveJobConfig } from "@zeromoe/core/config";
-import { balancedPlacement, contiguousPlacement, expertMoves } from "../src/index.ts";
+import { balancedPlacement, contiguousPlacement, expertMoves, placementComputer } from "../src/index.ts";
 import { tinyMoeJob } from "./fixtures/train-entry.ts";
 import { LIVE_ENTRY, type LiveOut, type LiveRun } from "./fixtures/live-entry.ts";
 
@@ -19,6 +19,24 @@ describe("expertMoves", () => {
     const b = [balancedPlacement(4, 2, [9, 8, 1, 2]), contiguousPlacement(4, 2)]; // owner [0, 1, 0, 1]
     expect(expertMoves(a, b)).toEqual([{ layer: 0, expert: 1, from: 0, to: 1 }, { layer: 0, expert: 2, from: 1, to: 0 }]);
     expect(expertMoves(a, a)).toEqual([]);
+  });
+});
+
+describe("placement computations (ComputePlacement)", () => {
+  test("balanced re-packs by the loads; co_occurrence puts the planted pairs on one rank; static strategies have none", () => {
+    const E = 4;
+    // pairs (0, 3) and (1, 2) chosen together far more often than any other pair
+    const pairs = new Float64Array(E * E);
+    const put = (a: number, b: number, w: number) => { pairs[a * E + b] = w; pairs[b * E + a] = w; };
+    put(0, 3, 50); put(1, 2, 40); put(0, 1, 1); put(2, 3, 2);
+    const base = { step: 3, numLayers: 1, numExperts: E, epSize: 2, loads: [[10, 10, 10, 10]], current: [contiguousPlacement(E, 2)] };
+    const co = placementComputer("co_occurrence")!({ ...base, graph: { pairs: [pairs] } })[0]!;
+    expect(co.owner[0]).toBe(co.owner[3]!);
+    expect(co.owner[1]).toBe(co.owner[2]!);
+    expect(expertMoves(base.current, [co]).length).toBe(2);
+    expect(Array.from(placementComputer("balanced")!({ ...base, loads: [[9, 8, 1, 2]], graph: null })[0]!.owner)).toEqual([0, 1, 0, 1]);
+    expect(placementComputer("contiguous")).toBeNull();
+    expect(placementComputer("round_robin")).toBeNull();
   });
 });
 
@@ -115,7 +133,10 @@ for (const c of cases) {
     });
 
     test("the log says each re-placement (step, experts moved, bytes)", () => {
-      const line = live[0]!.logs.find((l) => l.startsWith("moe: live re-placement after step 3"))!;
+      const lines = live[0]!.logs.filter((l) => l.startsWith("moe: live re-placement after step "));
+      expect(lines.length).toBe(2); // steps 3 and 6, once each
+      const line = lines[0]!;
+      expect(line).toStartWith("moe: live re-placement after step 3:");
       expect(line).toContain(`${rep[0]!.experts_moved} expert`);
       expect(line).toContain(`${rep[0]!.bytes} bytes`);
     });
