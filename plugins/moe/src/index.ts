@@ -170,11 +170,23 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       // come back (restore), before the engine partitions the units
       let resumeEntry: MoEManifestEntry | null = opts.manifest ?? null;
       let placed = false;
+      // a resumed re-placing job's loads before the checkpoint (manifest expert_loads), else null
+      let liveBase: number[][] | null = null;
+      /** Loads of the whole run for live re-placement: the resumed job's saved loads plus this run's counts. */
+      const runLoads = (): number[][] | null => {
+        const now = stats.cumulativeCounts();
+        if (!liveBase) return now;
+        return liveBase.map((row, l) => row.map((c, e) => c + (now?.[l]?.[e] ?? 0)));
+      };
       const place = (): void => {
         if (placed) return;
         placed = true;
         let loads = opts.loads ?? null;
-        const resumed = resumeEntry ? placementForResume(resumeEntry, cfg.placement, L, E, P) : null;
+        // a re-placing job (moe.replace_every) resumes with the placement it had and carries on
+        // from the loads it measured, as if it had not stopped (live-replace.ts)
+        const keep = resumeEntry && cfg.replace_every > 0 && resumeEntry.placement.strategy === cfg.placement && resumeEntry.placement.ep_size === P;
+        if (keep && resumeEntry!.expert_loads && resumeEntry!.expert_loads.length === L) liveBase = resumeEntry!.expert_loads;
+        const resumed = keep ? { placement: placementFromRecord(resumeEntry!.placement, L, E, P), loads: resumeEntry!.placement.loads } : resumeEntry ? placementForResume(resumeEntry, cfg.placement, L, E, P) : null;
         if (resumed) {
           state.placement = resumed.placement;
           loads = resumed.loads;
@@ -206,7 +218,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           },
         }));
         ctx.checkpoint.contribute("moe", {
-          save: () => ({ placement: state.record, expert_loads: stats.cumulativeCounts() }) satisfies MoEManifestEntry,
+          save: () => ({ placement: state.record, expert_loads: cfg.replace_every > 0 ? runLoads() : stats.cumulativeCounts() }) satisfies MoEManifestEntry,
           restore: (saved) => {
             if (!isManifestEntry(saved)) throw new Error(`moe plugin: the checkpoint's plugins.moe entry is not a placement record (expected { placement: { owner: [...] }, expert_loads })`);
             if (!opts.manifest) resumeEntry = saved;
@@ -282,8 +294,8 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           placement: () => state.placement,
           numLayers: L,
           numExperts: E,
-          loads: () => stats.cumulativeCounts(),
-          onChange: (p) => (state.record = placementRecord(cfg.placement, P, p, stats.cumulativeCounts())),
+          loads: runLoads,
+          onChange: (p) => (state.record = placementRecord(cfg.placement, P, p, runLoads())),
         });
       }
       ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped, ...(live ? { replacements: live.records.map((r) => ({ ...r })) } : {}) }));

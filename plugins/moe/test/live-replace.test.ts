@@ -142,3 +142,24 @@ for (const c of cases) {
     });
   });
 }
+
+describe("a re-placing job stopped and resumed equals the uninterrupted one (world 4, ep 2, ZeRO-2, bf16)", async () => {
+  // replace_every 2: the uninterrupted job re-places after steps 2, 4 and 6; the stopped one after
+  // step 2, saves after 3, and resumed keeps its placement and loads and re-places after 4 and 6
+  const job = tinyMoeJob({ moe: { ep_size: 2, placement: "balanced", replace_every: 2 }, zero_optimization: { stage: 2 }, bf16: { enabled: true } });
+  const runs: LiveRun[] = [{ job, steps: 6 }, { job, steps: 3, save: true }, { job, steps: 3, resume: true }];
+  const res = (await launch<LiveOut[]>({ worldSize: 4, entry: LIVE_ENTRY, args: { runs } })) as unknown as LiveOut[][];
+  const [whole, stop, resumed] = [0, 1, 2].map((i) => res.map((r) => r[i]!));
+  test("same re-placements, losses, final placement and parameters bit for bit", () => {
+    const rw = whole[0]!.summary.replacements!;
+    expect(rw.map((r) => r.step)).toEqual([2, 4, 6]);
+    expect(rw.some((r) => r.experts_moved > 0)).toBe(true);
+    const rs = [...stop[0]!.summary.replacements!, ...resumed[0]!.summary.replacements!];
+    expect(rs).toEqual(rw);
+    expect([...stop[0]!.losses, ...resumed[0]!.losses]).toEqual(whole[0]!.losses);
+    expect(resumed[0]!.owner).toEqual(whole[0]!.owner);
+    const a = Object.assign({}, ...whole.map((o) => o.params)) as Record<string, number[]>;
+    const b = Object.assign({}, ...resumed.map((o) => o.params)) as Record<string, number[]>;
+    for (const k of Object.keys(a)) expect(b[k]).toEqual(a[k]!);
+  });
+});
