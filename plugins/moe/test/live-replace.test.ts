@@ -1,10 +1,11 @@
 /**
  * Live expert re-placement (live-replace.ts, `moe.replace_every`): at world 4, ep 4 and ep 2, ZeRO-1,
- * 2 and 3 (bf16 with fp32 masters in one case), a job that re-places after step 3 of 6 equals, bit
- * for bit in losses and final parameters, the same job stopped after step 3 (checkpoint) and
- * resumed with the placement the live run chose; the all_to_all_v sends exactly the states of the
+ * 2 and 3 (bf16 with fp32 masters in three cases, 2 micro-batches per step in one), a job that
+ * re-places after step 3 of 6 equals, bit for bit in losses and final parameters, the same job
+ * stopped after step 3 (checkpoint) and resumed with the placement the live run chose; the all_to_all_v sends exactly the states of the
  * experts that change rank (byte count worked out here from the ZeRO layouts); the summary and the
- * log say each re-placement. Plus the move list on a hand-made example and the config errors.
+ * log say each re-placement. A re-placing job stopped and resumed equals the uninterrupted one.
+ * Plus the move list on a hand-made example, the placement computations and the config errors.
  */
 import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
@@ -76,12 +77,14 @@ const cases = [
   { ep: 2, stage: 2, bf16: true },
   { ep: 4, stage: 3, bf16: false },
   { ep: 2, stage: 3, bf16: true },
+  // 16-bit gradients added straight into the whole accumulator (unit.gradInto) over 2 micro-batches
+  { ep: 2, stage: 1, bf16: true, accum: 2 },
 ];
 
 for (const c of cases) {
-  describe(`live re-placement at world 4, ep ${c.ep}, ZeRO-${c.stage}${c.bf16 ? ", bf16" : ""}`, async () => {
+  describe(`live re-placement at world 4, ep ${c.ep}, ZeRO-${c.stage}${c.bf16 ? ", bf16" : ""}${c.accum ? `, ${c.accum} micro-batches` : ""}`, async () => {
     const zero = { stage: c.stage, ...(c.stage === 3 ? { stage3_param_persistence_threshold: 0 } : {}) };
-    const job = (every: number) => tinyMoeJob({ moe: { ep_size: c.ep, placement: "balanced", replace_every: every }, zero_optimization: zero, ...(c.bf16 ? { bf16: { enabled: true } } : {}) });
+    const job = (every: number) => tinyMoeJob({ moe: { ep_size: c.ep, placement: "balanced", replace_every: every }, zero_optimization: zero, ...(c.bf16 ? { bf16: { enabled: true } } : {}), ...(c.accum ? { gradient_accumulation_steps: c.accum } : {}) });
     const runs: LiveRun[] = [
       { job: job(3), steps: 6 },
       { job: job(0), steps: 3, save: true },
