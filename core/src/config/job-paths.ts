@@ -3,7 +3,7 @@
  * `model.from_pretrained` and `plugins` already were (and as most tools read their config files),
  * whatever the working directory — `bun run` resets it to the repository root, so a job beside its
  * data found `data.dataset` only when started from the right place. The keys: `data.dataset`,
- * `data.tokenizer` (a tokenizer.json path), `data.chat_template` and `checkpoint.dir`. A path given absolute, the
+ * `data.tokenizer` (a tokenizer.json path), `data.chat_template`, `moe.topology`, `moe.routing_log` and `checkpoint.dir`. A path given absolute, the
  * built-in names ("moby-dick", "sotu", "byte", "gpt2") and DeepSpeed's own keys (monitor
  * output_path, nvme_path: DeepSpeed reads those from the working directory) are left as they are.
  * For reading paths, one that is missing from the job's folder but present from the working
@@ -41,6 +41,13 @@ export function resolveJobPaths(job: Record<string, unknown>, jobDir: string, cw
     if (typeof d.tokenizer === "string") d.tokenizer = input("data.tokenizer", d.tokenizer);
     if (typeof d.chat_template === "string") d.chat_template = input("data.chat_template", d.chat_template);
     out.data = d;
+  }
+  const moe = out.moe;
+  if (moe !== null && typeof moe === "object" && !Array.isArray(moe)) {
+    const m: Record<string, unknown> = { ...(moe as Record<string, unknown>) };
+    if (typeof m.topology === "string") m.topology = input("moe.topology", m.topology);
+    if (typeof m.routing_log === "string") m.routing_log = input("moe.routing_log", m.routing_log);
+    out.moe = m;
   }
   const ck = out.checkpoint;
   if (ck !== null && typeof ck === "object" && !Array.isArray(ck)) {

@@ -204,7 +204,11 @@ export interface MoeConfig {
   noisy_gate_policy: "Jitter" | "RSample" | null;
   /** Clamp router logits to [-v, v] before softmax; null = no clamp. */
   router_logits_clamp: number | null;
-  placement: "contiguous" | "round_robin" | "balanced";
+  placement: "contiguous" | "round_robin" | "balanced" | "co_occurrence" | "topology";
+  /** Topology file (groups of world ranks) for placement "topology", or null. */
+  topology: string | null;
+  /** A --summary JSON whose moe statistics seed the placement at start, or null. */
+  routing_log: string | null;
   /** Report an expert as dead after this many steps without tokens (0 = off). */
   dead_expert_steps: number;
   /** Live re-placement every N steps (0 = off; plugins/moe/src/live-replace.ts). */

@@ -10,6 +10,8 @@
  * - `expert-load`: heatmap of routing choices per (layer, expert) row × logged step column
  *   (`history[].expert_counts`, each window's counts as a share of its layer's), dead experts
  *   (0 choices in the window) marked with a cross. Skipped for dense models.
+ * - `expert-pairs`: heatmap of co-occurrence counts per MoE layer (`moe.expert_pairs`: tokens that
+ *   chose both experts), one panel per layer, expert × expert. Skipped when the summary has none.
  * - `comm-share`: per logged step, the share of the step's wall time spent in collectives, stacked
  *   by op (`history[].comm_ms` scaled to `history[].comm_share`).
  */
@@ -86,6 +88,19 @@ export function plotSpecs(s: TrainSummary): Record<string, VegaLiteSpec> {
           { mark: "rect", encoding: { ...enc, color: { field: "share", type: "quantitative", title: "share", scale: { scheme: "viridis" } } } },
           { transform: [{ filter: "datum.dead" }], mark: { type: "text", text: "×", color: "red", fontSize: 14, fontWeight: "bold" }, encoding: enc },
         ],
+      };
+    }
+    const pairCells: { layer: string; a: number; b: number; count: number }[] = [];
+    (s.moe?.expert_pairs ?? []).forEach((m, l) => m.forEach((row, a) => row.forEach((count, b) => pairCells.push({ layer: `layer ${l}`, a, b, count }))));
+    if (pairCells.length > 0) {
+      out["expert-pairs"] = {
+        $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+        title: "Expert co-occurrence (tokens that chose both experts, over the run)",
+        config: CONFIG,
+        data: { values: pairCells },
+        facet: { field: "layer", type: "nominal", title: null },
+        columns: 4,
+        spec: { width: 180, height: 180, mark: "rect", encoding: { x: { field: "a", type: "ordinal", title: "expert" }, y: { field: "b", type: "ordinal", title: "expert" }, color: { field: "count", type: "quantitative", title: "tokens", scale: { scheme: "viridis" } } } },
       };
     }
     const comm: { step: number; op: string; share: number }[] = [];

@@ -54,6 +54,12 @@ export interface MoeSummary {
   aux_loss: number | null;
   /** Tokens dropped for capacity over the run (0: Mixtral routing has no capacity limit). */
   dropped_tokens: number;
+  /** expert_pairs[layer][a][b]: tokens that chose both experts a and b, over the run and the dp
+   * group (a dense layer: []); absent in older summaries. */
+  expert_pairs?: number[][][];
+  /** Dispatch all_to_all traffic per layer (P×P rows and token copies, row = source EP rank);
+   * null with ep_size 1; absent in older summaries. */
+  dispatch_traffic?: { ep_size: number; layers: { layer: number; rows: number[][]; copies: number[][]; cross_rank_rows: number; cross_rank_copies: number }[] } | null;
 }
 
 /** What one rank returns from its entry at the end of a run. */

@@ -38,6 +38,16 @@ describe("plots of a recorded summary", () => {
     expect(Object.keys(specs).sort()).toEqual(["comm-share", "expert-load", "loss", "lr", "tokens-per-second"]);
   });
 
+  test("expert-pairs: with moe.expert_pairs, one rect per (layer, expert, expert), in SVG and PNG", async () => {
+    const E = summary.moe.expert_counts[0].length;
+    const pairs = summary.moe.expert_counts.map((_: unknown, l: number) => Array.from({ length: E }, (_x, a) => Array.from({ length: E }, (_y, b) => (a === b ? 0 : 1 + ((a + b + l) % 3)))));
+    const sp = plotSpecs({ ...summary, moe: { ...summary.moe, expert_pairs: pairs } });
+    const svg = await renderSvg(sp["expert-pairs"]!);
+    expect(markCount(svg, "rect")).toBe(pairs.length * E * E);
+    expect(axisTitles(svg)).toEqual(expect.arrayContaining(["expert"]));
+    expect(svgToPng(svg).length).toBeGreaterThan(100);
+  });
+
   test("loss: a line over the 12 steps and the 2 validation points; axis titles step/loss", async () => {
     const svg = await renderSvg(specs.loss!);
     expect(axisTitles(svg)).toEqual(expect.arrayContaining(["step", "loss"]));

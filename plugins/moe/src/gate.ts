@@ -40,7 +40,7 @@
  */
 import type { MoeConfig } from "@zeromoe/core/config";
 import { chooseExperts, chooseExpertsOnDevice, deferRead, chosenProbs, expertHistogram, expertHistogramDevice, renormalize, routerLogits, routerScores, type GatingRequest, type MoERouter, type RoutingDecision, type RoutingRequest } from "@zeromoe/core/nn";
-import { add, clamp, div, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
+import { add, clamp, div, empty, fromArray, gatherRows, logSoftmax, mean, mul, reshape, scale, square, streamKey, sub, sum, uniformFill, type Tensor } from "@zeromoe/core/tensor";
 import { applyCapacity, expertCapacity } from "./capacity.ts";
 
 /** Router options (the resolved `moe` section plus the model's HF switch). */
@@ -90,6 +90,9 @@ export interface GateRecord {
   aux: number | null;
   /** Unweighted z-loss of this layer, or null when z_loss_coef is 0. */
   zLoss: number | null;
+  /** The pre-drop top-k choice [T·k] (expert per (token, slot)), for the pair statistics
+   * (pair-stats.ts); absent when the caller did not supply it. */
+  indices?: Int32Array;
 }
 
 /** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed.
@@ -225,7 +228,7 @@ export class TopKGate implements MoERouter {
     }
     if (this.observing()) {
       const pm = await pMean.toArray();
-      this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal });
+      this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal, indices: chosen });
     }
     const f = req.routedScalingFactor ?? 1;
     if (f !== 1) weights = scale(weights, f);
@@ -260,10 +263,18 @@ export class TopKGate implements MoERouter {
       // read later, batched with the other layers' (the model's end-of-forward read, or the step's
       // reduction): core readback.ts deferRead
       const observe = this.ctx.observe!;
-      const ts = [pMean, ...(z ? [z] : []), ...(countsDevice ? [countsDevice] : [])];
+      // the choice too when it lives on the device (T·k Int32, for the pair statistics): a copy,
+      // since the deferred read disposes what it reads and the backward still needs `device`
+      let choice: Tensor | null = null;
+      if (countsDevice) {
+        choice = empty(be, [T * k], "i32");
+        if (T * k > 0) be.copy(device.view, choice.view, T * k);
+      }
+      const ts = [pMean, ...(z ? [z] : []), ...(countsDevice ? [countsDevice, choice!] : [])];
       deferRead(ts, (v) => {
         const c = counts ?? Int32Array.from(v[z ? 2 : 1]!);
-        observe({ layer, tokens: T, counts: c, dropped: 0, probMean: Float64Array.from(v[0]!), aux: null, zLoss: z ? Number(v[1]![0]) : null });
+        const indices = host ?? Int32Array.from(v[z ? 3 : 2]!);
+        observe({ layer, tokens: T, counts: c, dropped: 0, probMean: Float64Array.from(v[0]!), aux: null, zLoss: z ? Number(v[1]![0]) : null, indices });
       });
     }
     const f = req.routedScalingFactor ?? 1;

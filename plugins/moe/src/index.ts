@@ -22,7 +22,9 @@
  *   (`plugins.moe.placement`, placement.ts `PlacementRecord`) and the measured loads
  *   (`plugins.moe.expert_loads`, expert counts of every step so far, summed over dp). On resume the
  *   entry comes back to `restore` before partitioning: the same placement when the job asks for the
- *   same strategy and ep_size; with `balanced`, a new placement from the measured loads.
+ *   same strategy and ep_size; with `balanced`, a new placement from the measured loads; with
+ *   `co_occurrence` / `topology`, a new one from the measured co-occurrence counts
+ *   (`plugins.moe.expert_pairs`, pair-stats.ts) and loads.
  *   `createMoEPlugin({ manifest })` does the same explicitly. After a load, `check` warns when the
  *   experts are placed differently from the checkpoint's.
  * - statistics: `ctx.metrics.afterStep` reduces each step's counts over dp (one all_reduce on every
@@ -49,12 +51,19 @@ import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement
 import { moeMemoryLayout } from "./memory.ts";
 import { installLiveReplacement, placementComputer, type LiveReplacement, type ReplacementRecord } from "./live-replace.ts";
 import { formatLoadLine, MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
+import { PairStatsRecorder, pairsFromNested, type DispatchTraffic } from "./pair-stats.ts";
+import { placementInputs, type PlacementInputs } from "./placement-inputs.ts";
 
 export * from "./placement.ts";
 export * from "./capacity.ts";
 export * from "./gate.ts";
 export * from "./stats.ts";
 export * from "./memory.ts";
+export * from "./pair-stats.ts";
+export * from "./co-occurrence.ts";
+export * from "./graph-placement.ts";
+export * from "./partition.ts";
+export * from "./topology.ts";
 export * from "./expert-tp.ts";
 export * from "./live-replace.ts";
 export { ExpertParallelDispatcher, type ExchangeRecord, type EPGroupContext } from "./ep-route.ts";
@@ -66,6 +75,8 @@ export interface MoEState {
   epSize: number;
   /** Per-layer placement of experts on the ranks of the EP group. */
   placement: LayerPlacement[];
+  /** Co-occurrence and dispatch-traffic statistics (pair-stats.ts). */
+  pairs: PairStatsRecorder;
   /** The placement as recorded in the checkpoint manifest (`moe.placement`). */
   record: PlacementRecord;
   /** Statistics recorder (counts, drops, aux/z losses, dead experts). */
@@ -97,6 +108,11 @@ export interface MoESummarySection {
   dropped_tokens: number;
   /** Live re-placements of this run (`moe.replace_every` > 0 only; live-replace.ts). */
   replacements?: ReplacementRecord[];
+  /** expert_pairs[layer][a][b]: tokens that chose both experts a and b, summed over the run and dp
+   * (a dense layer's: []); pair-stats.ts. */
+  expert_pairs: number[][][];
+  /** The dispatch all_to_all's P×P traffic per layer (null with ep_size 1); pair-stats.ts. */
+  dispatch_traffic: DispatchTraffic | null;
 }
 
 /** Most numbers (steps × layers × experts) the summary's `step_expert_counts` keeps: the first
@@ -116,14 +132,22 @@ export interface MoEManifestEntry {
   placement: PlacementRecord;
   /** Expert counts per layer over every step the saved run reduced (reduceMoEStats), or null. */
   expert_loads: number[][] | null;
+  /** Co-occurrence counts [layer][E][E] over the same steps (absent in older checkpoints). */
+  expert_pairs?: number[][][] | null;
 }
 
 /**
- * Placement for a job resuming from a manifest entry: `balanced` with measured loads → a fresh
+ * Placement for a job resuming from a manifest entry: `co_occurrence` / `topology` with measured
+ * co-occurrence counts and loads → a fresh graph placement from them (`groups`: the EP-rank groups
+ * of moe.topology); `balanced` with measured loads → a fresh
  * balanced placement from them (experts move; the checkpoint loader reads states by unit name);
  * otherwise the recorded placement when strategy and ep_size match; else null (place anew).
  */
-export function placementForResume(entry: MoEManifestEntry, strategy: PlacementStrategy, numLayers: number, numExperts: number, epSize: number): { placement: LayerPlacement[]; loads: number[][] | null } | null {
+export function placementForResume(entry: MoEManifestEntry, strategy: PlacementStrategy, numLayers: number, numExperts: number, epSize: number, groups: readonly (readonly number[])[] | null = null): { placement: LayerPlacement[]; loads: number[][] | null } | null {
+  if ((strategy === "co_occurrence" || strategy === "topology") && entry.expert_pairs && entry.expert_loads) {
+    const pairs = pairsFromNested(entry.expert_pairs, numLayers, numExperts, "checkpoint manifest plugins.moe.expert_pairs");
+    return { placement: placeExperts(strategy, numLayers, numExperts, epSize, entry.expert_loads, { pairs, groups }), loads: entry.expert_loads };
+  }
   if (strategy === "balanced" && entry.expert_loads && entry.expert_loads.length === numLayers && entry.expert_loads.every((l) => l.length === numExperts)) {
     return { placement: placeExperts("balanced", numLayers, numExperts, epSize, entry.expert_loads), loads: entry.expert_loads };
   }
@@ -164,7 +188,10 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       // a sparse family's dense layers (mlp_only_layers, first_k_dense_replace) get no statistics
       const moeLayers = moeLayerIndices(model);
       const stats = new MoEStatsRecorder(L, E, cfg.k, cfg.aux_loss, cfg.dead_expert_steps, moeLayers);
-      const state: MoEState = { epSize: P, placement: [], record: placementRecord(cfg.placement, P, [], null), stats, dispatcher: null, router: null };
+      const pairStats = new PairStatsRecorder(L, E, P, moeLayers);
+      // moe.topology / moe.routing_log are read now, so a bad file stops the job before training
+      const inputs: PlacementInputs = placementInputs(cfg, W, P, L, E);
+      const state: MoEState = { epSize: P, placement: [], pairs: pairStats, record: placementRecord(cfg.placement, P, [], null), stats, dispatcher: null, router: null };
       STATES.set(ctx.groups, state);
       // the placement is decided once every plugin is set up and a resumed job's manifest entry has
       // come back (restore), before the engine partitions the units
@@ -178,23 +205,37 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
         if (!liveBase) return now;
         return liveBase.map((row, l) => row.map((c, e) => c + (now?.[l]?.[e] ?? 0)));
       };
+      /** Pair counts of the whole run for live re-placement (flattened E×E per layer): the resumed
+       * job's saved counts plus this run's. */
+      let pairBase: (Float64Array | undefined)[] | null = null;
+      const runPairs = (): (Float64Array | undefined)[] => pairStats.totals.pairs.map((p, l) => {
+        const b = pairBase?.[l];
+        return b ? p.map((x, i) => x + b[i]!) : p;
+      });
+      const runPairsNested = (): number[][][] => {
+        const isMoe = new Set(moeLayers);
+        return runPairs().map((p, l) => (isMoe.has(l) && p ? Array.from({ length: E }, (_, a) => Array.from(p.subarray(a * E, (a + 1) * E))) : []));
+      };
       const place = (): void => {
         if (placed) return;
         placed = true;
-        let loads = opts.loads ?? null;
+        let loads = opts.loads ?? inputs.loads;
         // a re-placing job (moe.replace_every) resumes with the placement it had and carries on
-        // from the loads it measured, as if it had not stopped (live-replace.ts)
+        // from the loads (and pair counts) it measured, as if it had not stopped (live-replace.ts)
         const keep = resumeEntry && cfg.replace_every > 0 && resumeEntry.placement.strategy === cfg.placement && resumeEntry.placement.ep_size === P;
         if (keep && resumeEntry!.expert_loads && resumeEntry!.expert_loads.length === L) liveBase = resumeEntry!.expert_loads;
-        const resumed = keep ? { placement: placementFromRecord(resumeEntry!.placement, L, E, P), loads: resumeEntry!.placement.loads } : resumeEntry ? placementForResume(resumeEntry, cfg.placement, L, E, P) : null;
+        if (keep && resumeEntry!.expert_pairs) pairBase = pairsFromNested(resumeEntry!.expert_pairs, L, E, "checkpoint manifest plugins.moe.expert_pairs");
+        const resumed = keep ? { placement: placementFromRecord(resumeEntry!.placement, L, E, P), loads: resumeEntry!.placement.loads } : resumeEntry ? placementForResume(resumeEntry, cfg.placement, L, E, P, inputs.groups) : null;
         if (resumed) {
           state.placement = resumed.placement;
           loads = resumed.loads;
         } else {
           if (cfg.placement === "balanced" && !loads && P > 1) ctx.log(`moe: placement "balanced" has no measured loads yet; experts placed contiguously`);
-          state.placement = placeExperts(cfg.placement, L, E, P, loads);
+          if ((cfg.placement === "co_occurrence" || cfg.placement === "topology") && !inputs.pairs && P > 1) ctx.log(`moe: placement "${cfg.placement}" has no routing statistics yet (resume from a checkpoint of a warm-up run, or set moe.routing_log); experts placed by load${loads ? "" : " (none measured: contiguously)"}`);
+          state.placement = placeExperts(cfg.placement, L, E, P, loads, { pairs: inputs.pairs, groups: inputs.groups });
         }
         state.record = placementRecord(cfg.placement, P, state.placement, loads);
+        pairStats.setPlacement(state.placement.map((p) => p.owner), ctx.groups.ep.rank);
       };
       ctx.transformModel(place);
       const epRank = ctx.groups.ep.rank;
@@ -218,7 +259,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           },
         }));
         ctx.checkpoint.contribute("moe", {
-          save: () => ({ placement: state.record, expert_loads: cfg.replace_every > 0 ? runLoads() : stats.cumulativeCounts() }) satisfies MoEManifestEntry,
+          save: () => ({ placement: state.record, expert_loads: cfg.replace_every > 0 ? runLoads() : stats.cumulativeCounts(), expert_pairs: stats.cumulativeCounts() ? (cfg.replace_every > 0 ? runPairsNested() : pairStats.pairMatrices()) : null }) satisfies MoEManifestEntry,
           restore: (saved) => {
             if (!isManifestEntry(saved)) throw new Error(`moe plugin: the checkpoint's plugins.moe entry is not a placement record (expected { placement: { owner: [...] }, expert_loads })`);
             if (!opts.manifest) resumeEntry = saved;
@@ -266,6 +307,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       let perStepNumbers = 0;
       ctx.metrics.afterStep(async () => {
         const s = await stats.reduceStep(ctx.comm, ctx.groups.dp);
+        await pairStats.reduceStep(ctx.comm, ctx.groups.dp);
         const stepRows = counts.map(() => [] as number[]);
         for (const l of s.layers) {
           const row = counts[l.layer];
@@ -295,10 +337,14 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           numLayers: L,
           numExperts: E,
           loads: runLoads,
-          onChange: (p) => (state.record = placementRecord(cfg.placement, P, p, runLoads())),
+          graph: () => ({ pairs: runPairs(), groups: inputs.groups }),
+          onChange: (p) => {
+            state.record = placementRecord(cfg.placement, P, p, runLoads());
+            pairStats.setPlacement(p.map((x) => x.owner), ctx.groups.ep.rank);
+          },
         });
       }
-      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped, ...(live ? { replacements: live.records.map((r) => ({ ...r })) } : {}) }));
+      ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped, expert_pairs: pairStats.pairMatrices(), dispatch_traffic: pairStats.trafficSection(), ...(live ? { replacements: live.records.map((r) => ({ ...r })) } : {}) }));
       ctx.claim("route", {
         dispatcher: (hc) => {
           if (P === 1) return null;
@@ -312,7 +358,10 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             rank: hc.comm.rank,
             worldSize: hc.comm.worldSize,
             seed: hc.config.seed,
-            observe: (r) => stats.observe(r),
+            observe: (r) => {
+              stats.observe(r);
+              if (r.indices) pairStats.observe(r.layer, r.indices, r.tokens, cfg.k);
+            },
           });
           return state.router;
         },
@@ -331,6 +380,7 @@ export async function reduceMoEStats(ctx: Pick<HookContext, "groups" | "comm" | 
   const st = moeStateOf(ctx);
   if (!st) return null;
   const s = await st.stats.reduceStep(ctx.comm, ctx.groups.dp);
+  await st.pairs.reduceStep(ctx.comm, ctx.groups.dp);
   for (const w of s.warnings) ctx.warn(w);
   return s;
 }

@@ -56,6 +56,30 @@ describe("routing statistics that see pairs", () => {
     expect(crossGroup(copies, [0, 0, 0, 1, 1, 1, 1])).toBe([3, 4, 5, 6].reduce((a, d) => a + refCopies[2 * P + d]!, 0));
   });
 
+  test("PairStatsRecorder: steps add up, summary matrices and traffic section (E 5, P 2, one rank)", async () => {
+    const { PairStatsRecorder } = await import("../src/pair-stats.ts");
+    const rec = new PairStatsRecorder(2, 5, 2, [1]);
+    rec.setPlacement([[0, 0, 0, 1, 1], [0, 1, 0, 1, 1]], 1);
+    const comm = { allReduce: async () => { throw new Error("no reduce at group size 1"); } } as never;
+    const group = { ranks: [0], size: 1, rank: 0, name: "dp" } as never;
+    rec.observe(1, [0, 3, 1, 4, 2, 2], 3, 2); // tokens (0,3) (1,4) (2,2)
+    await rec.reduceStep(comm, group);
+    rec.observe(1, [0, 3, -1, 4], 2, 2);
+    await rec.reduceStep(comm, group);
+    const m = rec.pairMatrices();
+    expect(m[0]).toEqual([]);
+    expect(m[1]![0]![3]).toBe(2);
+    expect(m[1]![3]![0]).toBe(2);
+    expect(m[1]![1]![4]).toBe(1);
+    expect(m[1]![2]![2]).toBe(0);
+    const t = rec.trafficSection()!;
+    // source EP rank 1; layer 1 owners [0,1,0,1,1]: rows to rank 0: experts 0,2,2,0 = 4; to rank 1: 3,1,4,3,4 = 5
+    expect(t.layers[0]!.rows).toEqual([[0, 0], [4, 5]]);
+    // copies: token (0,3) → {0,1}, (1,4) → {1}, (2,2) → {0}; step 2: (0,3) → {0,1}, (·,4) → {1}
+    expect(t.layers[0]!.copies).toEqual([[0, 0], [3, 4]]);
+    expect(t.layers[0]!.cross_rank_copies).toBe(3);
+  });
+
   test("an index outside [−1, E) is refused", () => {
     expect(() => addPairCounts([0, 9], 1, 2, 4, new Float64Array(16))).toThrow(/expert index 9 outside \[0, 4\)/);
   });

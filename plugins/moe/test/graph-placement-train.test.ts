@@ -1,0 +1,111 @@
+/**
+ * The `co_occurrence` and `topology` placements in training (world 4, ep_size 4, a tiny mixtral
+ * with 8 experts, 3 steps): every placement's losses equal the contiguous run's within 1e-6 (a
+ * placement permutes where experts live, not what they compute), each rank holds the experts its
+ * placement names, the graph placements really differ from contiguous; the pair statistics in the
+ * checkpoint entry (co-occurrence counts symmetric, summing to the tokens per layer for top-2); a job resuming with `co_occurrence` places from the checkpoint's statistics; the
+ * job keys' bad input is a ConfigError naming the key.
+ */
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { launch } from "@zeromoe/core/launch";
+import { ConfigError } from "@zeromoe/core/config";
+import { placeExperts, pairsFromNested, type MoEManifestEntry } from "../src/index.ts";
+import { placementInputs } from "../src/placement-inputs.ts";
+import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunOut } from "./fixtures/train-entry.ts";
+
+const E = 8;
+const dir = mkdtempSync(join(tmpdir(), "zeromoe-graph-placement-"));
+// a routing log whose planted pairs (0,5) (1,4) (2,7) (3,6) lie across the contiguous layout
+const planted = Array.from({ length: E }, (_, a) => Array.from({ length: E }, (_, b) => ([[0, 5], [1, 4], [2, 7], [3, 6]].some(([x, y]) => (a === x && b === y) || (a === y && b === x)) ? 100 : a === b ? 0 : 1)));
+const logPath = join(dir, "summary.json");
+writeFileSync(logPath, JSON.stringify({ moe: { expert_pairs: [planted, planted], expert_counts: [new Array(E).fill(50), new Array(E).fill(50)] } }));
+const topoPath = join(dir, "topology.json");
+writeFileSync(topoPath, JSON.stringify({ groups: [[0, 2], [1, 3]] }));
+
+const job = (moe: Record<string, unknown>) => tinyMoeJob({ model: tinyMoeModel({ num_local_experts: E }), moe: { ep_size: 4, ...moe } });
+
+describe("graph placements in training (world 4, ep_size 4)", async () => {
+  const steps = 3;
+  const runs = [
+    { label: "contiguous", steps, job: job({}) },
+    { label: "round_robin", steps, job: job({ placement: "round_robin" }) },
+    { label: "balanced", steps, job: job({ placement: "balanced", routing_log: logPath }) },
+    { label: "co_occurrence", steps, job: job({ placement: "co_occurrence", routing_log: logPath }) },
+    { label: "topology", steps, job: job({ placement: "topology", routing_log: logPath, topology: topoPath }) },
+  ];
+  const res = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs } })) as unknown as RunOut[][];
+  const base = res[0]![0]!;
+  runs.forEach((run, i) => {
+    test(`${run.label}: losses within 1e-6 of contiguous; each rank holds its experts`, () => {
+      const outs = res.map((r) => r[i]!);
+      for (let s = 0; s < steps; s++) expect(Math.abs(outs[0]!.losses[s]! - base.losses[s]!)).toBeLessThan(1e-6);
+      const rec = outs[0]!.placement!;
+      outs.forEach((o, rank) => {
+        for (let l = 0; l < 2; l++) for (let e = 0; e < E; e++) expect(`model.layers.${l}.block_sparse_moe.experts.${e}.w1.weight` in o.params).toBe(rec.owner[l]![e] === rank);
+      });
+      if (run.label === "co_occurrence" || run.label === "topology") {
+        // the planted pairs share a rank
+        for (const [x, y] of [[0, 5], [1, 4], [2, 7], [3, 6]]) expect(rec.owner[0]![x!]).toBe(rec.owner[0]![y!]!);
+        expect(rec.owner[0]).not.toEqual([0, 0, 1, 1, 2, 2, 3, 3]);
+      }
+    });
+  });
+
+  test("the checkpoint entry carries the pair statistics: Σ_{a<b} pairs = tokens (top-2), symmetric", () => {
+    const moe = base.manifest!.moe as MoEManifestEntry;
+    const pairs = pairsFromNested(moe.expert_pairs, 2, E, "expert_pairs");
+    for (let l = 0; l < 2; l++) {
+      const p = pairs[l]!;
+      let upper = 0;
+      for (let a = 0; a < E; a++) for (let b = 0; b < E; b++) {
+        expect(p[a * E + b]).toBe(p[b * E + a]!);
+        if (a < b) upper += p[a * E + b]!;
+      }
+      const tokens = base.stats.reduce((s, st) => s + st.layers.find((x) => x.layer === l)!.tokens, 0);
+      expect(upper).toBe(tokens);
+    }
+  });
+
+  test("a job resuming with co_occurrence places from the checkpoint's pairs and loads", async () => {
+    const entry = base.manifest!.moe as MoEManifestEntry;
+    const again = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: 1, manifest: entry, job: job({ placement: "co_occurrence" }) }] } })) as unknown as RunOut[][];
+    const want = placeExperts("co_occurrence", 2, E, 4, entry.expert_loads, { pairs: pairsFromNested(entry.expert_pairs, 2, E, "x") }).map((p) => Array.from(p.owner));
+    expect(again[0]![0]!.placement!.owner).toEqual(want);
+    expect(again[0]![0]!.placement!.strategy).toBe("co_occurrence");
+  });
+});
+
+describe("moe.topology and moe.routing_log bad input", () => {
+  const issue = (f: () => unknown): string => {
+    try {
+      f();
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError);
+      return (e as ConfigError).issues.map((i) => `${i.path}: ${i.message}`).join("\n");
+    }
+    throw new Error("accepted");
+  };
+  const cfg = (o: Record<string, unknown>) => ({ placement: "contiguous" as const, topology: null, routing_log: null, ...o });
+  test("each problem names its key", () => {
+    expect(issue(() => placementInputs(cfg({ placement: "topology" }), 4, 4, 2, E))).toMatch(/^moe.topology: placement "topology" needs moe.topology/);
+    const short = join(dir, "short.json");
+    writeFileSync(short, JSON.stringify({ groups: [[0, 1], [2]] }));
+    expect(issue(() => placementInputs(cfg({ placement: "topology", topology: short }), 4, 4, 2, E))).toMatch(/^moe.topology: .*does not cover ranks 3/);
+    const uneven = join(dir, "uneven.json");
+    writeFileSync(uneven, JSON.stringify({ groups: [[0, 1, 2], [3]] }));
+    expect(issue(() => placementInputs(cfg({ placement: "topology", topology: uneven }), 4, 4, 2, E))).toMatch(/^moe.topology: .*unequal sizes/);
+    const unknown = join(dir, "unknown.json");
+    writeFileSync(unknown, JSON.stringify({ groups: [[0, 1], [2, 9]] }));
+    expect(issue(() => placementInputs(cfg({ placement: "topology", topology: unknown }), 4, 4, 2, E))).toMatch(/^moe.topology: .*names rank 9/);
+    expect(issue(() => placementInputs(cfg({ topology: join(dir, "absent.json") }), 4, 4, 2, E))).toMatch(/^moe.topology: cannot read/);
+    const wrong = join(dir, "wrong.json");
+    writeFileSync(wrong, JSON.stringify({ moe: { expert_pairs: [[[0]], []] } }));
+    expect(issue(() => placementInputs(cfg({ placement: "co_occurrence", routing_log: wrong }), 4, 4, 2, E))).toMatch(/^moe.routing_log: .*expert_pairs\[0\]: expected 8×8/);
+    const empty = join(dir, "empty.json");
+    writeFileSync(empty, "{}");
+    expect(issue(() => placementInputs(cfg({ placement: "co_occurrence", routing_log: empty }), 4, 4, 2, E))).toMatch(/^moe.routing_log: .*has no moe.expert_pairs/);
+  });
+});
