@@ -54,7 +54,31 @@ export function expertDataParallelRanks(rank: number, worldSize: number, epSize:
   return Array.from({ length: worldSize / epSize }, (_, b) => b * epSize + j);
 }
 
-/** The three groups of this rank for a given ep_size. */
+/**
+ * The etp, ep and edp groups of `rank` with expert tensor parallelism (etp_size T; docs/moe.md
+ * "Expert tensor parallelism"): etp innermost, then ep, then edp — a block of E·T consecutive ranks
+ * holds one replica of the experts; etp = T consecutive ranks (the slices of the same experts),
+ * ep = the E ranks of the block with the same etp index (stride T), edp = the ranks at the same
+ * position of every block (stride E·T). With T = 1 these are the groups of the file comment.
+ * @throws when world_size % (ep_size·etp_size) ≠ 0, a size is not a positive integer, or rank ∉ [0, W).
+ */
+export function expertTensorParallelRanks(rank: number, worldSize: number, epSize: number, etpSize: number): { etp: number[]; ep: number[]; edp: number[] } {
+  if (!Number.isInteger(etpSize) || etpSize < 1) throw new Error(`groups: etp_size must be a positive integer, got ${etpSize}`);
+  checkLayout(worldSize, epSize);
+  if (worldSize % (epSize * etpSize) !== 0) throw new Error(`groups: world_size (${worldSize}) must be divisible by ep_size × etp_size (${epSize} × ${etpSize})`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize) throw new Error(`groups: rank ${rank} out of range [0, ${worldSize})`);
+  const T = etpSize;
+  const B = epSize * T;
+  const block = Math.floor(rank / B) * B;
+  const etpStart = Math.floor(rank / T) * T;
+  return {
+    etp: Array.from({ length: T }, (_, i) => etpStart + i),
+    ep: Array.from({ length: epSize }, (_, i) => block + i * T + (rank % T)),
+    edp: Array.from({ length: worldSize / B }, (_, b) => b * B + (rank % B)),
+  };
+}
+
+/** The groups of this rank for a given ep_size (and etp_size). */
 export interface ParallelGroups {
   /** All ranks (dense data parallelism). */
   dp: Group;
@@ -62,16 +86,19 @@ export interface ParallelGroups {
   ep: Group;
   /** This rank's expert-data-parallel group. */
   edp: Group;
+  /** This rank's expert-tensor-parallel group (one rank when etp_size is 1). */
+  etp: Group;
 }
 
-/** Create this rank's dp, ep and edp groups on `comm` for `epSize` (layout in the file comment).
- * Not a collective. Throws when worldSize % epSize ≠ 0. */
-export function createParallelGroups(comm: Communicator, epSize: number): ParallelGroups {
-  const ep = expertParallelRanks(comm.rank, comm.worldSize, epSize);
-  const edp = expertDataParallelRanks(comm.rank, comm.worldSize, epSize);
+/** Create this rank's dp, ep, edp and etp groups on `comm` for `epSize` and `etpSize` (layout in
+ * the file comment and {@link expertTensorParallelRanks}). Not a collective.
+ * Throws when worldSize % (epSize·etpSize) ≠ 0. */
+export function createParallelGroups(comm: Communicator, epSize: number, etpSize = 1): ParallelGroups {
+  const g = expertTensorParallelRanks(comm.rank, comm.worldSize, epSize, etpSize);
   return {
     dp: comm.world,
-    ep: comm.newGroup(ep, `ep[${ep.join(",")}]`),
-    edp: comm.newGroup(edp, `edp[${edp.join(",")}]`),
+    ep: comm.newGroup(g.ep, `ep[${g.ep.join(",")}]`),
+    edp: comm.newGroup(g.edp, `edp[${g.edp.join(",")}]`),
+    etp: comm.newGroup(g.etp, `etp[${g.etp.join(",")}]`),
   };
 }

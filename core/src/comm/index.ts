@@ -13,6 +13,7 @@ export { COLLECTIVE_NAMES } from "./communicator.ts";
 export { CommAbortedError, CommMismatchError, CommPeerFinishedError, CommTimeoutError } from "./errors.ts";
 export {
   createParallelGroups,
+  expertTensorParallelRanks,
   expertDataParallelGroups,
   expertDataParallelRanks,
   expertParallelGroups,

@@ -11,7 +11,7 @@ import { addIssue, check, isPlainObject, show, type CheckContext } from "./schem
 import { CHECKPOINT_SPEC, JOB_SPEC } from "./spec-job.ts";
 import { DEEPSPEED_TOP_KEYS } from "./spec-deepspeed.ts";
 import { checkModelConsistency } from "./spec-model.ts";
-import { isSparseModel } from "./moe-shape.ts";
+import { isSparseModel, moeShape } from "./moe-shape.ts";
 import { resolveExpertParallel } from "./resolve-expert-parallel.ts";
 import { resolveBatchSizes } from "./batch.ts";
 import { describeAutoFill, fillAutoAfterCheck, fillAutoBeforeCheck } from "./auto-values.ts";
@@ -393,6 +393,13 @@ function resolveMoe(job: JobConfig & { moe?: Partial<MoeConfig> | null }, raw: R
     if (z && (z.offload_optimizer?.device ?? "none") !== "none") addIssue(ctx, "moe.replace_every", `moe.replace_every moves optimizer states on the device; zero_optimization.offload_optimizer.device is "${z.offload_optimizer.device}"`);
     if (z && (z.offload_param?.device ?? "none") !== "none") addIssue(ctx, "moe.replace_every", `moe.replace_every moves parameters on the device; zero_optimization.offload_param.device is "${z.offload_param.device}"`);
   }
+  // expert tensor parallelism (docs/moe.md): ep × etp ranks hold one replica of the experts
+  const etp = m.etp_size ?? 1;
+  const width = moeShape(model)?.expertIntermediate ?? 0;
+  if (etp > 1 && job.world_size % (ep * etp) !== 0) addIssue(ctx, "moe.etp_size", `world_size ${job.world_size} is not divisible by ep_size × etp_size = ${ep} × ${etp} = ${ep * etp}`);
+  if (etp > 1 && width % etp !== 0) addIssue(ctx, "moe.etp_size", `the expert's intermediate size ${width} (${model.model_type === "mixtral" ? "model.intermediate_size" : "model.moe_intermediate_size"}) is not divisible by etp_size ${etp}`);
+  if (etp > 1 && (model as { from_pretrained?: unknown }).from_pretrained !== undefined) addIssue(ctx, "moe.etp_size", `etp_size ${etp} with model.from_pretrained: loading Hub weights into expert slices is not supported; train from initialisation or use etp_size 1`);
+  if (etp > 1 && every > 0) addIssue(ctx, "moe.etp_size", `etp_size ${etp} with moe.replace_every ${every}: live re-placement does not move expert slices; use one of them`);
   return m as MoeConfig;
 }
 

@@ -65,6 +65,7 @@ export const MOE_SPEC: ObjectSpec = {
   doc: "Mixture-of-Experts routing and expert parallelism",
   fields: {
     ep_size: { kind: "number", int: true, min: 1, default: 1, doc: "expert-parallel group size (divides num_local_experts and world_size)" },
+    etp_size: { kind: "number", int: true, min: 1, default: 1, doc: "expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size): ranks each expert's w1/w3 rows and w2 columns are split over; ep_size × etp_size divides world_size, etp_size divides the expert's intermediate size" },
     capacity_factor: { kind: "number", min: 0, exclusiveMin: true, default: 1.0, doc: "training capacity per expert: ceil(factor · tokens / E), at least min_capacity (docs/domain.md §4)" },
     eval_capacity_factor: { kind: "number", min: 0, exclusiveMin: true, default: 1.0, doc: "capacity factor in evaluation" },
     min_capacity: { kind: "number", int: true, min: 0, default: 4, doc: "lower bound of the capacity per expert" },

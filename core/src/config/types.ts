@@ -193,6 +193,8 @@ export interface CheckpointConfig {
 /** Mixture-of-Experts routing (ZeroMoE section; DeepSpeed MoE layer names where they exist). */
 export interface MoeConfig {
   ep_size: number;
+  /** Expert tensor parallelism: ranks each expert's weights are split over (docs/moe.md). */
+  etp_size: number;
   capacity_factor: number;
   eval_capacity_factor: number;
   min_capacity: number;

@@ -181,8 +181,11 @@ export class Engine implements CheckpointTarget {
     const { config, comm, backend: be } = opts;
     const paramDtype = config.bf16.enabled ? "bf16" : config.fp16.enabled ? "f16" : "f32";
     const epSize = config.moe?.ep_size ?? 1;
-    const groups = createParallelGroups(comm, epSize);
-    const model = createModel(be, config.model, { dtype: paramDtype, seed: config.seed, allocate: false });
+    const etpSize = config.moe?.etp_size ?? 1;
+    const groups = createParallelGroups(comm, epSize, etpSize);
+    // expert tensor parallelism: this rank holds slice (its etp index) of each of its experts
+    const expertSlice = etpSize > 1 ? { index: groups.etp.rank, count: etpSize } : null;
+    const model = createModel(be, config.model, { dtype: paramDtype, seed: config.seed, allocate: false, expertSlice });
     model.lmZLossCoef = config.lm_z_loss_coef;
     await opts.startupPhase?.("model build");
     const micro = { index: 0, count: config.gradient_accumulation_steps };

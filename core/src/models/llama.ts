@@ -31,6 +31,7 @@ import { add, addRmsnorm, causalAttention, checkIds, checkpoint, crossEntropy, e
 import { Tensor, fromArray } from "../tensor/tensor.ts";
 import type { LlamaConfig, ModelConfig } from "../config/types.ts";
 import type { MoEParts } from "../nn/moe/layer.ts";
+import type { ExpertSlice } from "../nn/moe/expert-slice.ts";
 import type { KVCache, LayerKV } from "./kv-cache.ts";
 import { ropeAttentionFactor, ropeFreqOf } from "./rope-scaling.ts";
 
@@ -44,6 +45,9 @@ export interface ModelOptions {
   /** Allocate and initialise parameter buffers now (default true). With false, units start with
    * `data = null` (an engine provides them, e.g. ZeRO-3 initialising shards). */
   allocate?: boolean;
+  /** Expert tensor parallelism: the slice of every expert this rank holds (nn/moe/expert-slice.ts);
+   * absent or null: whole experts. */
+  expertSlice?: ExpertSlice | null;
 }
 
 /** Input of a causal LM forward: token ids [batch, seq] row-major, optional labels (same shape;
@@ -176,6 +180,8 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
   protected readonly finalNorm: Parameter;
   protected readonly lmHead: Parameter;
   readonly seed: number;
+  /** The slice of every expert this rank holds under expert tensor parallelism, or null. */
+  readonly expertSlice: ExpertSlice | null;
   /** Recompute each decoder layer during backward instead of keeping its activations (HF
    * `gradient_checkpointing`, DeepSpeed `activation_checkpointing`); see tensor/checkpoint.ts. */
   gradientCheckpointing = false;
@@ -205,6 +211,7 @@ export abstract class CausalDecoder<C extends ModelConfig = ModelConfig> {
     this.be = be;
     this.config = config;
     this.seed = opts.seed ?? 0;
+    this.expertSlice = opts.expertSlice ?? null;
     const dtypeOpt = opts.dtype ?? "f32";
     const dtypeOf = (name: string, kind: UnitKind): DType => (typeof dtypeOpt === "function" ? dtypeOpt({ name, kind }) : dtypeOpt);
     const allocate = opts.allocate ?? true;

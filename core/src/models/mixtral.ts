@@ -38,6 +38,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
+import { expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
@@ -74,7 +75,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
       const row: ExpertParams[] = [];
       for (let e = 0; e < config.num_local_experts; e++) {
         const P = (n: string) => this.units.param(`model.layers.${l}.block_sparse_moe.experts.${e}.${n}.weight`);
-        row.push({ unit: this.units.unit(`layers.${l}.experts.${e}`), w1: P("w1"), w2: P("w2"), w3: P("w3") });
+        row.push({ unit: this.units.unit(expertUnitName(l, e, this.expertSlice)), w1: P("w1"), w2: P("w2"), w3: P("w3") });
       }
       const gate = this.units.param(`model.layers.${l}.block_sparse_moe.gate.weight`);
       this.moeLayers.push(new MoELayer(l, gate, new GroupedExperts(l, row), config.num_experts_per_tok, this.moe));
@@ -90,21 +91,19 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     const c = this.config;
     for (let e = 0; e < c.num_local_experts; e++) {
       const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
+      const name = expertUnitName(layer, e, this.expertSlice);
+      const w = expertSwiGLUSpecs({ gate: `${pre}.w1.weight`, down: `${pre}.w2.weight`, up: `${pre}.w3.weight` }, c.intermediate_size, c.hidden_size, normal.std, this.expertSlice);
       this.units.add({
-        name: `layers.${layer}.experts.${e}`,
+        name,
         kind: "expert",
         layer,
         expert: e,
-        dtype: dtypeOf(`layers.${layer}.experts.${e}`, "expert"),
+        dtype: dtypeOf(name, "expert"),
         allocate,
         // read only by the grouped expert products, which convert 16-bit weights themselves
         // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
         workingCopy: false,
-        params: [
-          { name: `${pre}.w1.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
-          { name: `${pre}.w2.weight`, shape: [c.hidden_size, c.intermediate_size], init: normal },
-          { name: `${pre}.w3.weight`, shape: [c.intermediate_size, c.hidden_size], init: normal },
-        ],
+        params: [w.gate, w.down, w.up],
       });
     }
   }

@@ -27,6 +27,7 @@ import { moeLayerIndices } from "../config/moe-shape.ts";
 import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig } from "../config/types.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
+import { expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
@@ -68,7 +69,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       const row: ExpertParams[] = [];
       for (let e = 0; e < config.num_local_experts; e++) {
         const P = (n: string) => this.units.param(`${pre}.mlp.experts.${e}.${n}.weight`);
-        row.push({ unit: this.units.unit(`layers.${l}.experts.${e}`), w1: P("gate_proj"), w2: P("down_proj"), w3: P("up_proj") });
+        row.push({ unit: this.units.unit(expertUnitName(l, e, this.expertSlice)), w1: P("gate_proj"), w2: P("down_proj"), w3: P("up_proj") });
       }
       const gate = this.units.param(`${pre}.mlp.gate.weight`);
       this.moeLayers.push(new MoELayer(l, gate, new GroupedExperts(l, row), config.num_experts_per_tok, this.moe, { normTopkProb: config.norm_topk_prob, routing: this.layerRouting(l) }));
@@ -130,21 +131,19 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     const H = c.hidden_size;
     for (let e = 0; e < c.num_local_experts; e++) {
       const pre = `model.layers.${layer}.mlp.experts.${e}`;
+      const name = expertUnitName(layer, e, this.expertSlice);
+      const w = expertSwiGLUSpecs({ gate: `${pre}.gate_proj.weight`, down: `${pre}.down_proj.weight`, up: `${pre}.up_proj.weight` }, I, H, normal.std, this.expertSlice);
       this.units.add({
-        name: `layers.${layer}.experts.${e}`,
+        name,
         kind: "expert",
         layer,
         expert: e,
-        dtype: dtypeOf(`layers.${layer}.experts.${e}`, "expert"),
+        dtype: dtypeOf(name, "expert"),
         allocate,
         // read only by the grouped expert products, which convert 16-bit weights themselves
         // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
         workingCopy: false,
-        params: [
-          { name: `${pre}.gate_proj.weight`, shape: [I, H], init: normal },
-          { name: `${pre}.up_proj.weight`, shape: [I, H], init: normal },
-          { name: `${pre}.down_proj.weight`, shape: [H, I], init: normal },
-        ],
+        params: [w.gate, w.up, w.down],
       });
     }
   }

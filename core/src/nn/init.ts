@@ -21,7 +21,7 @@ export function initValues(p: Parameter, seed: number, start: number, out: Float
   switch (p.init.kind) {
     case "normal": {
       const f = out instanceof Float32Array ? out : new Float32Array(out.length);
-      philoxFill(f, { dist: "normal", key: streamKey(seed, p.name), start, std: p.init.std });
+      for (const r of windowRuns(p, start, out.length)) philoxFill(f.subarray(r.at, r.at + r.count), { dist: "normal", key: streamKey(seed, p.name), start: r.start, std: p.init.std });
       if (f !== out) out.set(f);
       return;
     }
@@ -32,6 +32,27 @@ export function initValues(p: Parameter, seed: number, start: number, out: Float
       out.fill(0);
       return;
   }
+}
+
+/**
+ * Elements [start, start + count) of parameter `p` as runs of its full matrix's Philox stream:
+ * `at` (offset into the range), `count`, `start` (position in the full matrix). Without a window
+ * one run at the same position; with one (nn/unit.ts `ParamWindow`), one run per row piece.
+ */
+function windowRuns(p: Parameter, start: number, count: number): { at: number; count: number; start: number }[] {
+  const w = p.init.kind === "normal" ? p.init.window : undefined;
+  if (!w) return [{ at: 0, count, start }];
+  const cols = p.shape[1]!;
+  const out: { at: number; count: number; start: number }[] = [];
+  let k = start;
+  while (k < start + count) {
+    const r = Math.floor(k / cols);
+    const c = k - r * cols;
+    const n = Math.min(cols - c, start + count - k);
+    out.push({ at: k - start, count: n, start: (w.r0 + r) * w.fullCols + w.c0 + c });
+    k += n;
+  }
+  return out;
 }
 
 function checkRange(unit: Unit, start: number, count: number, what: string): void {
@@ -79,7 +100,7 @@ export function initUnitRange(be: Backend, unit: Unit, seed: number, start: numb
     const view = { buf: dst, off: dstOff + lo - start };
     switch (p.init.kind) {
       case "normal":
-        be.randomFill(view, hi - lo, { dist: "normal", key: streamKey(seed, p.name), start: lo - p.offset, std: p.init.std });
+        for (const r of windowRuns(p, lo - p.offset, hi - lo)) be.randomFill({ buf: view.buf, off: view.off + r.at }, r.count, { dist: "normal", key: streamKey(seed, p.name), start: r.start, std: p.init.std });
         break;
       case "ones":
         be.fill(view, 1, hi - lo);

@@ -76,8 +76,20 @@ export const NO_OP_HOOKS: UnitHooks = {
   gradReady: () => {},
 };
 
-/** How a parameter is initialised (Hugging Face `_init_weights`): normal(0, std), ones, zeros. */
-export type ParamInit = { kind: "normal"; std: number } | { kind: "ones" } | { kind: "zeros" };
+/** How a parameter is initialised (Hugging Face `_init_weights`): normal(0, std), ones, zeros.
+ * A normal parameter with a `window` is the block rows [r0, r0 + shape[0]) × columns
+ * [c0, c0 + shape[1]) of a full [rows, cols] matrix of the same name, and gets that block of the full
+ * matrix's values (an expert's tensor-parallel slice, plugins/moe/src/expert-tp.ts; nn/init.ts). */
+export type ParamInit = { kind: "normal"; std: number; window?: ParamWindow } | { kind: "ones" } | { kind: "zeros" };
+
+/** Where a 2-d parameter sits in the full matrix it is a block of (see {@link ParamInit}). */
+export interface ParamWindow {
+  /** Columns of the full matrix. */
+  fullCols: number;
+  /** First row and first column of the block in the full matrix. */
+  r0: number;
+  c0: number;
+}
 
 /** Declaration of one parameter of a unit. */
 export interface ParamSpec {

@@ -15,6 +15,10 @@
  *   combine   expert outputs → receive order → the reverse all_to_all_v → plan order, then
  *             out[t] += w·y in plan order (the skeleton's unpermute)
  *
+ * With expert tensor parallelism (etp group of more than one rank, expert-tp.ts) the expert-order
+ * rows are all_gathered in the etp group before the experts (each rank holds one slice of them) and
+ * the partial outputs reduce_scattered back before the combine.
+ *
  * The reorderings are `gatherRows` by the layout's permutations (skipped when the identity); both
  * all_to_all_v nodes are collectives whose backward runs on every rank (tensor/tape.ts).
  * Forward values equal the local dispatcher's exactly: every expert row is computed from the same
@@ -26,6 +30,7 @@ import { allToAllVRows, type Communicator, type Group } from "@zeromoe/core/comm
 import { PermutationDispatcher, type DispatchRequest, type Dispatched, type ExchangeResult, type PermuteCounts } from "@zeromoe/core/nn";
 import { fromArray, gatherRows, type Tensor } from "@zeromoe/core/tensor";
 import { exchangeLayout, type ExchangeLayout } from "./exchange.ts";
+import { etpAllGather, etpReduceScatter, type ETPGathered } from "./expert-tp.ts";
 import type { LayerPlacement } from "./placement.ts";
 
 /** Per-layer exchange figures of the last forward (for statistics and the benchmark). */
@@ -40,15 +45,25 @@ export interface ExchangeRecord {
 /** Where the dispatcher exchanges: the communicator and this rank's EP group. */
 export interface EPGroupContext {
   comm: Communicator;
-  /** The EP group (ep_size consecutive ranks holding one full set of experts). */
+  /** The EP group (ep_size ranks holding one full set of experts, or of their etp slices). */
   ep: Group;
+  /** The etp group (expert tensor parallelism, expert-tp.ts); absent or one rank: whole experts. */
+  etp?: Group;
+}
+
+/** What the dispatcher keeps between exchange and exchangeBack. */
+interface DispatchState {
+  layout: ExchangeLayout;
+  /** The etp all_gather's layout, or null without expert TP. */
+  etp: ETPGathered | null;
 }
 
 /** The all_to_all_v dispatcher of one rank (see the module comment). */
-export class ExpertParallelDispatcher extends PermutationDispatcher<ExchangeLayout> {
+export class ExpertParallelDispatcher extends PermutationDispatcher<DispatchState> {
   readonly name = "expert_parallel";
   private readonly comm: Communicator;
   private readonly group: Group;
+  private readonly etp: Group | null;
   private readonly placement: readonly LayerPlacement[];
   /** The last exchange of each layer (index = layer). */
   readonly lastExchange: ExchangeRecord[] = [];
@@ -60,6 +75,7 @@ export class ExpertParallelDispatcher extends PermutationDispatcher<ExchangeLayo
     super();
     this.comm = ctx.comm;
     this.group = ctx.ep;
+    this.etp = ctx.etp && ctx.etp.size > 1 ? ctx.etp : null;
     this.placement = placement;
   }
 
@@ -67,7 +83,7 @@ export class ExpertParallelDispatcher extends PermutationDispatcher<ExchangeLayo
    * router kept the choice on the device). */
   protected override readonly needsHostCounts = true;
 
-  protected async exchange(xs: Tensor, counts: PermuteCounts | null, req: DispatchRequest): Promise<ExchangeResult<ExchangeLayout>> {
+  protected async exchange(xs: Tensor, counts: PermuteCounts | null, req: DispatchRequest): Promise<ExchangeResult<DispatchState>> {
     const plan = counts!;
     const { layer, numExperts } = req;
     const group = this.group;
@@ -81,10 +97,14 @@ export class ExpertParallelDispatcher extends PermutationDispatcher<ExchangeLayo
     const send = layout.sendIsPlan ? xs : permuteRows(xs, layout.sendOrder);
     const recv = await allToAllVRows(send, { comm: this.comm, group, sendRows: layout.sendRows, recvRows: layout.recvRows });
     const rows = layout.recvIsExpertOrder ? recv : permuteRows(recv, layout.recvIndexOfExpertRow);
-    return { rows, experts: layout.localExperts, tokensPerExpert: Int32Array.from(layout.expertRows), state: layout };
+    if (!this.etp) return { rows, experts: layout.localExperts, tokensPerExpert: Int32Array.from(layout.expertRows), state: { layout, etp: null } };
+    const g = await etpAllGather(rows, layout.expertRows, this.comm, this.etp);
+    return { rows: g.rows, experts: layout.localExperts, tokensPerExpert: Int32Array.from(g.tokensPerExpert), state: { layout, etp: g } };
   }
 
-  protected async exchangeBack(expertOutput: Tensor, layout: ExchangeLayout, _d: Dispatched): Promise<Tensor> {
+  protected async exchangeBack(partialOutput: Tensor, st: DispatchState, _d: Dispatched): Promise<Tensor> {
+    const layout = st.layout;
+    const expertOutput = st.etp ? await etpReduceScatter(partialOutput, st.etp) : partialOutput;
     const back = layout.recvIsExpertOrder ? expertOutput : permuteRows(expertOutput, layout.expertRowOfRecvIndex);
     const got = await allToAllVRows(back, { comm: this.comm, group: this.group, sendRows: layout.recvRows, recvRows: layout.sendRows });
     return layout.sendIsPlan ? got : permuteRows(got, layout.planRowSendPos);

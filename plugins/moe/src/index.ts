@@ -43,13 +43,14 @@
  * Statistics for tests and tools: {@link moeStateOf}(engine.env).stats — see stats.ts.
  */
 import { definePlugin, type EngineHooks, type HookContext, type SetupContext, type UnitInfo } from "@zeromoe/core";
-import { modelBufferNames, moeLayerIndices } from "@zeromoe/core/config";
+import { modelBufferNames, moeLayerIndices, moeShape } from "@zeromoe/core/config";
 import type { CausalDecoder } from "@zeromoe/core/models";
 import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
 import { moeMemoryLayout } from "./memory.ts";
 import { installLiveReplacement, placementComputer, type LiveReplacement, type ReplacementRecord } from "./live-replace.ts";
+import { assertExpertTensorParallel } from "./expert-tp.ts";
 import { formatLoadLine, MoEStatsRecorder, type MoEStepStats } from "./stats.ts";
 import { PairStatsRecorder, pairsFromNested, type DispatchTraffic } from "./pair-stats.ts";
 import { placementInputs, type PlacementInputs } from "./placement-inputs.ts";
@@ -134,6 +135,8 @@ export interface MoEManifestEntry {
   expert_loads: number[][] | null;
   /** Co-occurrence counts [layer][E][E] over the same steps (absent in older checkpoints). */
   expert_pairs?: number[][][] | null;
+  /** moe.etp_size of the saved run when > 1 (absent: 1). */
+  etp_size?: number;
 }
 
 /**
@@ -184,6 +187,9 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       const W = ctx.worldSize;
       if (E % P !== 0) throw new Error(`moe.ep_size: num_local_experts ${E} is not divisible by ep_size ${P}`);
       if (W % P !== 0) throw new Error(`moe.ep_size: world_size ${W} is not divisible by ep_size ${P}`);
+      const T = cfg.etp_size ?? 1;
+      assertExpertTensorParallel({ worldSize: W, epSize: P, etpSize: T, intermediate: moeShape(model)?.expertIntermediate ?? 0 });
+      if (ctx.groups.etp.size !== T) throw new Error(`moe plugin: the engine's etp group ${ctx.groups.etp.name} has ${ctx.groups.etp.size} ranks, moe.etp_size is ${T}`);
       if (ctx.groups.ep.size !== P) throw new Error(`moe plugin: the engine's EP group ${ctx.groups.ep.name} has ${ctx.groups.ep.size} ranks, moe.ep_size is ${P}`);
       // a sparse family's dense layers (mlp_only_layers, first_k_dense_replace) get no statistics
       const moeLayers = moeLayerIndices(model);
@@ -248,6 +254,9 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             return isLocal(unit) ? prev.plan(unit, hc) : null;
           },
         }));
+      }
+      // expert states (whole experts or etp slices, each slice its own unit) are written inside their edp group
+      if (P > 1 || T > 1) {
         ctx.wrap("checkpoint", (prev) => ({
           ...prev,
           // An expert is held only inside its edp group: when its states are replicated there
@@ -259,9 +268,11 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
           },
         }));
         ctx.checkpoint.contribute("moe", {
-          save: () => ({ placement: state.record, expert_loads: cfg.replace_every > 0 ? runLoads() : stats.cumulativeCounts(), expert_pairs: stats.cumulativeCounts() ? (cfg.replace_every > 0 ? runPairsNested() : pairStats.pairMatrices()) : null }) satisfies MoEManifestEntry,
+          save: () => ({ placement: state.record, expert_loads: cfg.replace_every > 0 ? runLoads() : stats.cumulativeCounts(), expert_pairs: stats.cumulativeCounts() ? (cfg.replace_every > 0 ? runPairsNested() : pairStats.pairMatrices()) : null , ...(T > 1 ? { etp_size: T } : {}) }) satisfies MoEManifestEntry,
           restore: (saved) => {
             if (!isManifestEntry(saved)) throw new Error(`moe plugin: the checkpoint's plugins.moe entry is not a placement record (expected { placement: { owner: [...] }, expert_loads })`);
+            const savedT = saved.etp_size ?? 1;
+            if (savedT !== T) throw new Error(`moe.etp_size: the checkpoint was saved with etp_size ${savedT}, the job has ${T}; expert slices are not resharded across etp sizes (resume with --set moe.etp_size=${savedT})`);
             if (!opts.manifest) resumeEntry = saved;
           },
           check: (saved) => {
@@ -347,8 +358,8 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       ctx.metrics.summary("moe", (): MoESummarySection => ({ expert_counts: counts.map((r) => [...r]), step_expert_counts: perStep, aux_loss: last?.auxLoss ?? null, dropped_tokens: dropped, expert_pairs: pairStats.pairMatrices(), dispatch_traffic: pairStats.trafficSection(), ...(live ? { replacements: live.records.map((r) => ({ ...r })) } : {}) }));
       ctx.claim("route", {
         dispatcher: (hc) => {
-          if (P === 1) return null;
-          state.dispatcher = new ExpertParallelDispatcher({ comm: hc.comm, ep: hc.groups.ep }, state.placement);
+          if (P === 1 && T === 1) return null;
+          state.dispatcher = new ExpertParallelDispatcher({ comm: hc.comm, ep: hc.groups.ep, etp: hc.groups.etp }, state.placement);
           return state.dispatcher;
         },
         router: (hc) => {

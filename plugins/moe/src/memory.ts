@@ -72,16 +72,21 @@ export function moeModelStateBytes(inp: MoEMemoryInputs): MoEMemoryBreakdown {
  * field `memory.layout`): the `expert` part that core counts on every rank becomes Ψ_e/P elements
  * per rank (an EP group of P = ep_size ranks holds one full set of experts), partitioned over the
  * edp group of N/P ranks; its bytes restart replicated, and the stage plugins' `partition` shards
- * them over that group — the {@link moeModelStateBytes} formula above.
+ * them over that group — the {@link moeModelStateBytes} formula above. With expert tensor
+ * parallelism (moe.etp_size T) P·T ranks hold one replica: Ψ_e/(P·T) per rank over N/(P·T).
  * @throws Error when world_size % ep_size ≠ 0.
  */
 export function moeMemoryLayout(parts: MemoryPart[], input: MemoryEstimateInput): MemoryPart[] {
   const N = input.config.world_size;
   const P = input.config.moe?.ep_size ?? 1;
+  const T = input.config.moe?.etp_size ?? 1;
   if (!(Number.isInteger(N) && Number.isInteger(P) && P >= 1 && N % P === 0)) throw new Error(`moe memory: world_size ${N} is not divisible by moe.ep_size ${P}`);
+  if (!(Number.isInteger(T) && T >= 1 && N % (P * T) === 0)) throw new Error(`moe memory: world_size ${N} is not divisible by moe.ep_size × moe.etp_size = ${P} × ${T}`);
+  // an ep × etp block of P·T ranks holds one replica of the experts (expert-tp.ts etpModelStateBytes)
+  const B = P * T;
   return parts.map((q) => {
     if (q.name !== "expert") return q;
-    const elements = q.elements / P;
-    return partitionedBytes({ ...q, elements, groupSize: q.groupSize / P }, input, "replicated", "replicated", "replicated");
+    const elements = q.elements / B;
+    return partitionedBytes({ ...q, elements, groupSize: q.groupSize / B }, input, "replicated", "replicated", "replicated");
   });
 }

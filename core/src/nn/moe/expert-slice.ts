@@ -1,0 +1,49 @@
+/**
+ * An expert's tensor-parallel slice (expert TP, plugins/moe/src/expert-tp.ts; docs/moe.md "Expert
+ * tensor parallelism"): with `count` = etp_size > 1 a rank holds slice `index` of every expert it
+ * holds — gate and up projections [I, H] by rows [index·I/count, (index+1)·I/count), the down
+ * projection [H, I] by the same columns — as parameters of the Hub names with the sliced shapes,
+ * initialised to the full matrices' values of that block (nn/unit.ts `ParamWindow`). The unit is
+ * named `layers.{l}.experts.{e}.etp{index}` so that the slices of one expert are distinct units
+ * (checkpoints store states by unit name). Without a slice (null, or count 1) nothing changes.
+ */
+import type { ParamSpec } from "../unit.ts";
+
+/** Which slice of each expert a rank holds. */
+export interface ExpertSlice {
+  /** This rank's etp index (0 ≤ index < count). */
+  index: number;
+  /** etp_size. */
+  count: number;
+}
+
+/** The unit name of expert `e` of layer `layer` (module comment). */
+export function expertUnitName(layer: number, e: number, slice: ExpertSlice | null | undefined): string {
+  return slice && slice.count > 1 ? `layers.${layer}.experts.${e}.etp${slice.index}` : `layers.${layer}.experts.${e}`;
+}
+
+/**
+ * The specs of one SwiGLU expert's three weights (each family lists them in its own order): gate and up [I/count, H] (rows), down [H, I/count] (columns), each with its
+ * window in the full [I, H] / [H, I] matrix; full shapes without a slice.
+ * @throws when I is not divisible by slice.count or the index is out of range.
+ */
+export function expertSwiGLUSpecs(names: { gate: string; down: string; up: string }, intermediate: number, hidden: number, std: number, slice: ExpertSlice | null | undefined): { gate: ParamSpec; down: ParamSpec; up: ParamSpec } {
+  const I = intermediate;
+  const H = hidden;
+  if (!slice || slice.count === 1) {
+    return {
+      gate: { name: names.gate, shape: [I, H], init: { kind: "normal", std } },
+      down: { name: names.down, shape: [H, I], init: { kind: "normal", std } },
+      up: { name: names.up, shape: [I, H], init: { kind: "normal", std } },
+    };
+  }
+  const { index: j, count: T } = slice;
+  if (!Number.isInteger(T) || T < 1 || I % T !== 0) throw new Error(`moe.etp_size: the expert's intermediate size ${I} is not divisible by etp_size ${T}`);
+  if (!Number.isInteger(j) || j < 0 || j >= T) throw new Error(`expert slice: index ${j} out of range [0, ${T})`);
+  const w = I / T;
+  return {
+    gate: { name: names.gate, shape: [w, H], init: { kind: "normal", std, window: { fullCols: H, r0: j * w, c0: 0 } } },
+    down: { name: names.down, shape: [H, w], init: { kind: "normal", std, window: { fullCols: I, r0: 0, c0: j * w } } },
+    up: { name: names.up, shape: [w, H], init: { kind: "normal", std, window: { fullCols: H, r0: j * w, c0: 0 } } },
+  };
+}

@@ -1,0 +1,128 @@
+/**
+ * Expert tensor parallelism in the engine (moe.etp_size; plugins/moe/src/expert-tp.ts, the
+ * dispatcher's etp all_gather / reduce_scatter, sliced expert units): world 4, tiny mixtral with
+ * intermediate 8 (4 per etp rank at etp 2, 2 at etp 4), 3 AdamW steps, ZeRO stages 0, 2, 3, fp32,
+ * against the ep-only run (ep 2, etp 1, same world and stage):
+ *
+ * - losses of every step within 1e-6 (absolute; observed equal) and every parameter within 5e-6
+ *   after 3 steps (observed ≤ 1.37e-6) — expert weights assembled from their etp slices (w1/w3
+ *   rows, w2 columns). Not bit-identical: the down projection's sum over the intermediate
+ *   dimension is split into etp partial sums added by the reduce_scatter, and the input gradient
+ *   likewise, which changes f32 rounding; AdamW normalises the tiny gradients of some elements, so
+ *   their rounding differences become differences of the update (PARAM_TOL);
+ * - per-rank model-state memory (backend accounting of param/grad/optim tags) equals
+ *   etpModelStateBytes: exactly per rank at stage 0, Σ over ranks of (measured − padding) = 4 × the
+ *   formula when sharded (shards are padded to equal size);
+ * - checkpoint ownership: every expert slice unit is written by exactly one rank at stage 0, the
+ *   manifest records etp_size; a resume whose etp_size differs is refused naming moe.etp_size;
+ * - config errors name moe.etp_size (world not divisible by ep × etp, intermediate not divisible,
+ *   model.from_pretrained with etp_size > 1).
+ */
+import { describe, expect, test } from "bun:test";
+import { launch } from "@zeromoe/core/launch";
+import { resolveJobConfig } from "@zeromoe/core/config";
+import { etpModelStateBytes, gatherExpertSlices } from "../src/expert-tp.ts";
+import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunArgs, type RunOut } from "./fixtures/train-entry.ts";
+
+const STEPS = 3;
+const I = 8;
+const H = 25;
+const TOL = 1e-6;
+/** Parameters after 3 AdamW steps (observed 1.37e-6 at etp 2, 1.5e-7 at etp 4, both in an attention
+ * weight: AdamW's update ≈ lr·m/√v normalises an element's tiny gradient, so its rounding
+ * difference becomes a difference of the update — ep-equivalence.test.ts states the same effect). */
+const PARAM_TOL = 5e-6;
+const job = (ep: number, etp: number, stage: number) => tinyMoeJob({ model: tinyMoeModel({ intermediate_size: I }), moe: { ep_size: ep, etp_size: etp }, zero_optimization: { stage, stage3_param_persistence_threshold: 0 } });
+const LAYOUTS: [number, number][] = [[2, 1], [2, 2], [1, 2], [1, 4]];
+const STAGES = [0, 2, 3];
+
+/** Full parameters of a run: dense ones from any rank, experts assembled from the slices of an etp group. */
+function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
+  const m: Record<string, number[]> = {};
+  const expert = /^model\.layers\.\d+\.block_sparse_moe\.experts\.\d+\.(w1|w2|w3)\.weight$/;
+  const names = new Set(outs.flatMap((o) => Object.keys(o.params)));
+  for (const k of names) {
+    if (!expert.test(k) || etp === 1) {
+      m[k] = outs.find((o) => o.params[k])!.params[k]!;
+      continue;
+    }
+    // the first etp group holding this expert: ranks r0 .. r0 + etp − 1
+    const r0 = outs.findIndex((o) => o.params[k]);
+    const slices = Array.from({ length: etp }, (_, j) => {
+      const w = Float32Array.from(outs[r0 + j]!.params[k]!);
+      return { w1: w, w2: w, w3: w };
+    });
+    const which = k.endsWith("w2.weight") ? "w2" : "w1";
+    m[k] = Array.from(gatherExpertSlices(slices, I, H)[which]);
+  }
+  return m;
+}
+
+describe("moe.etp_size in the engine equals the ep-only run", async () => {
+  const runs: RunArgs[] = [];
+  for (const stage of STAGES) for (const [ep, etp] of LAYOUTS) runs.push({ label: `stage ${stage}, ep ${ep} × etp ${etp}`, steps: STEPS, job: job(ep, etp, stage) });
+  const res = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs }, timeoutS: 300 })) as unknown as RunOut[][];
+  const byRun = runs.map((_, i) => res.map((r) => r[i]!));
+  const numel = Object.values(fullParams(byRun[0]!, 1)).reduce((s, v) => s + v.length, 0);
+  const EXPERT = 2 * 4 * 3 * I * H;
+  runs.forEach((run, i) => {
+    const [stage, li] = [STAGES[Math.floor(i / LAYOUTS.length)]!, i % LAYOUTS.length];
+    const [ep, etp] = LAYOUTS[li]!;
+    if (etp === 1) return;
+    const base = byRun[Math.floor(i / LAYOUTS.length) * LAYOUTS.length]!;
+    const outs = byRun[i]!;
+    test(`world 4, ${run.label}: losses and parameters within 1e-6 of ep 2 × etp 1`, () => {
+      let dl = 0;
+      for (const o of outs) o.losses.forEach((l, s) => (dl = Math.max(dl, Math.abs(l - base[0]!.losses[s]!))));
+      expect(dl).toBeLessThanOrEqual(TOL);
+      const a = fullParams(base, 1);
+      const b = fullParams(outs, etp);
+      expect(Object.keys(b).sort()).toEqual(Object.keys(a).sort());
+      let dp = 0;
+      for (const [k, v] of Object.entries(a)) v.forEach((x, j) => (dp = Math.max(dp, Math.abs(x - b[k]![j]!))));
+      expect(dp).toBeLessThanOrEqual(PARAM_TOL);
+      // the run moved the parameters (the comparison is not of the initial values)
+      expect(base[0]!.losses[0]).not.toBe(base[0]!.losses[STEPS - 1]);
+    });
+    test(`world 4, ${run.label}: per-rank model-state bytes equal the formula`, () => {
+      const f = etpModelStateBytes({ denseParams: numel - EXPERT, expertParams: EXPERT, worldSize: 4, epSize: ep, etpSize: etp, stage: stage as 0 | 2 | 3, mixed: false });
+      let sum = 0;
+      for (const o of outs) {
+        const measured = o.modelState.param + o.modelState.grad + o.modelState.optim;
+        if (stage === 0) expect(measured).toBe(f.total);
+        sum += measured - o.padding;
+      }
+      expect(sum).toBe(4 * f.total);
+    });
+    test(`world 4, ${run.label}: each expert slice unit is written by one rank; the manifest records etp_size`, () => {
+      const writers = new Map<string, number>();
+      for (const o of outs) for (const u of o.owned) if (u.includes(".experts.")) writers.set(u, (writers.get(u) ?? 0) + 1);
+      expect(writers.size).toBe(2 * 4 * etp);
+      if (stage === 0) for (const n of writers.values()) expect(n).toBe(1);
+      expect((outs[0]!.manifest!.moe as { etp_size: number }).etp_size).toBe(etp);
+    });
+  });
+
+  test("a resume whose moe.etp_size differs from the checkpoint's is refused naming the key", async () => {
+    const saved = byRun[1]![0]!.manifest!.moe; // stage 0, ep 2 × etp 2
+    const err = await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: 1, job: job(2, 1, 0), restore: { moe: saved } }] }, timeoutS: 300 }).then(() => null, (e: Error) => e);
+    expect(String(err)).toContain("moe.etp_size: the checkpoint was saved with etp_size 2, the job has 1");
+  });
+});
+
+test("config errors name moe.etp_size", () => {
+  const bad = (over: Record<string, unknown>) => {
+    try {
+      resolveJobConfig({ ...tinyMoeJob(over), world_size: 4 });
+      return "";
+    } catch (e) {
+      return String(e);
+    }
+  };
+  expect(bad({ model: tinyMoeModel({ intermediate_size: 8 }), moe: { ep_size: 2, etp_size: 4 } })).toContain("moe.etp_size: world_size 4 is not divisible by ep_size × etp_size = 2 × 4 = 8");
+  expect(bad({ moe: { etp_size: 2 } })).toContain("moe.etp_size: the expert's intermediate size 7 (model.intermediate_size) is not divisible by etp_size 2");
+  expect(bad({ moe: { etp_size: 0 } })).toContain("moe.etp_size");
+  expect(bad({ model: { ...tinyMoeModel({ intermediate_size: 8 }), from_pretrained: "/nonexistent" }, moe: { etp_size: 2 } })).toContain("moe.etp_size: etp_size 2 with model.from_pretrained");
+  expect(bad({ model: tinyMoeModel({ intermediate_size: 8 }), moe: { ep_size: 2, etp_size: 2, placement: "balanced", replace_every: 2 } })).toContain("moe.etp_size: etp_size 2 with moe.replace_every 2");
+  expect(bad({ model: tinyMoeModel({ intermediate_size: 8 }), moe: { ep_size: 2, etp_size: 2 } })).toBe("");
+});
