@@ -79,12 +79,15 @@ const cases = [
   { ep: 2, stage: 3, bf16: true },
   // 16-bit gradients added straight into the whole accumulator (unit.gradInto) over 2 micro-batches
   { ep: 2, stage: 1, bf16: true, accum: 2 },
-];
+  // frozen experts move their parameters only (no gradient, no optimizer state); ZeRO-1 because
+  // ZeRO-2/3 with frozen experts under ep > 1 mismatch collectives even without re-placement
+  { ep: 4, stage: 1, bf16: false, freeze: ["model.layers.*.block_sparse_moe.experts.0.*", "model.layers.*.block_sparse_moe.experts.2.*"] },
+] as { ep: number; stage: number; bf16: boolean; accum?: number; freeze?: string[] }[];
 
 for (const c of cases) {
-  describe(`live re-placement at world 4, ep ${c.ep}, ZeRO-${c.stage}${c.bf16 ? ", bf16" : ""}${c.accum ? `, ${c.accum} micro-batches` : ""}`, async () => {
+  describe(`live re-placement at world 4, ep ${c.ep}, ZeRO-${c.stage}${c.bf16 ? ", bf16" : ""}${c.accum ? `, ${c.accum} micro-batches` : ""}${c.freeze ? ", experts 0 and 2 frozen" : ""}`, async () => {
     const zero = { stage: c.stage, ...(c.stage === 3 ? { stage3_param_persistence_threshold: 0 } : {}) };
-    const job = (every: number) => tinyMoeJob({ moe: { ep_size: c.ep, placement: "balanced", replace_every: every }, zero_optimization: zero, ...(c.bf16 ? { bf16: { enabled: true } } : {}), ...(c.accum ? { gradient_accumulation_steps: c.accum } : {}) });
+    const job = (every: number) => tinyMoeJob({ moe: { ep_size: c.ep, placement: "balanced", replace_every: every }, zero_optimization: zero, ...(c.bf16 ? { bf16: { enabled: true } } : {}), ...(c.accum ? { gradient_accumulation_steps: c.accum } : {}), ...(c.freeze ? { freeze: c.freeze } : {}) });
     const runs: LiveRun[] = [
       { job: job(3), steps: 6 },
       { job: job(0), steps: 3, save: true },
@@ -117,13 +120,20 @@ for (const c of cases) {
       const D = 4 / c.ep;
       // expert numel of the tiny model: w1, w3 [7, 25] and w2 [25, 7]
       const numel = 3 * 7 * 25;
-      const per = expertBytes(numel, c.stage, D, c.bf16);
+      // a frozen expert keeps its parameters only, whole (stage ≤ 2) or sharded (stage 3)
+      const frozen = (m: string) => c.freeze !== undefined && [0, 2].includes(Number(m.split(" ")[0]!.split(":")[1]));
+      const per = (m: string) => (frozen(m) ? (c.stage === 3 ? Math.ceil(numel / D) : numel) * (c.bf16 ? 2 : 4) : expertBytes(numel, c.stage, D, c.bf16));
+      if (c.freeze) expect(rep[0]!.moves.some(frozen) && rep[0]!.moves.some((m) => !frozen(m))).toBe(true);
+      let total = 0;
       live.forEach((o, rank) => {
-        const fromMe = rep[0]!.moves.filter((m) => Number(m.split(" ")[1]!.split("→")[0]) === rank % c.ep).length;
-        expect(o.afterStepA2ABytes[2]).toBe(fromMe * per);
+        const fromMe = rep[0]!.moves.filter((m) => Number(m.split(" ")[1]!.split("→")[0]) === rank % c.ep);
+        const want = fromMe.reduce((a, m) => a + per(m), 0);
+        expect(o.afterStepA2ABytes[2]).toBe(want);
+        total += want;
         for (const s of [0, 1, 3, 4]) expect(o.afterStepA2ABytes[s]).toBe(0);
       });
-      expect(rep[0]!.bytes).toBe(rep[0]!.experts_moved * D * per);
+      expect(rep[0]!.bytes).toBe(total);
+      expect(total).toBe(rep[0]!.moves.reduce((a, m) => a + D * per(m), 0));
       // each rank holds exactly the experts its EP rank owns
       live.forEach((o, rank) => {
         const experts = o.held.filter((n) => n.includes("experts"));
