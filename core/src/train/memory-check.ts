@@ -207,7 +207,8 @@ function hostRemedies(config: JobConfig, host: HostMemory, mp: MemoryPlugins): s
   const out: string[] = [];
   const stage0 = config.zero_optimization.stage;
   const mixed = config.bf16.enabled || config.fp16.enabled;
-  const P = config.moe?.ep_size ?? 1;
+  // the smallest world an expert layout runs at: one replica of the experts, ep_size × etp_size ranks
+  const P = (config.moe?.ep_size ?? 1) * (config.moe?.etp_size ?? 1);
   const worlds = [config.world_size];
   if (P < config.world_size) worlds.push(P);
   for (const n of worlds) {

@@ -40,11 +40,10 @@
  * Memory (see {@link etpModelStateBytes}): a rank holds X_e = Ψ_e/(P·T) expert elements (E/P experts
  * of the layer, a 1/T slice of each), partitioned over its edp group of N_e = W/(P·T) ranks.
  *
- * Status: this module provides the layout, checks, slicing, memory formula and the differentiable
- * etp exchange around an expert compute (tested at world 4, plugins/moe/test/expert-tp.test.ts).
- * The job key `moe.etp_size` is not in the job spec yet: the engine's group construction
- * (core/src/comm/groups.ts), the sliced expert units (core/src/models/mixtral.ts) and the dispatcher
- * (ep-route.ts) are not wired to it (docs/moe.md "Expert tensor parallelism").
+ * In the engine (`moe.etp_size`): core builds the groups (core/src/comm/groups.ts
+ * `expertTensorParallelRanks`) and the sliced expert units (core/src/nn/moe/expert-slice.ts); the
+ * dispatcher (ep-route.ts) calls {@link etpAllGather} / {@link etpReduceScatter} around the experts;
+ * memory.ts's layout uses the formula below (docs/moe.md "Expert tensor parallelism").
  */
 import { allToAllVRows, type Communicator, type Group } from "@zeromoe/core/comm";
 import { add, fromArray, gatherRows, sliceRows, type Tensor } from "@zeromoe/core/tensor";

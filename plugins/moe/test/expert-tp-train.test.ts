@@ -1,8 +1,10 @@
 /**
  * Expert tensor parallelism in the engine (moe.etp_size; plugins/moe/src/expert-tp.ts, the
  * dispatcher's etp all_gather / reduce_scatter, sliced expert units): world 4, tiny mixtral with
- * intermediate 8 (4 per etp rank at etp 2, 2 at etp 4), 3 AdamW steps, ZeRO stages 0, 2, 3, fp32,
- * against the ep-only run (ep 2, etp 1, same world and stage):
+ * intermediate 8 (4 per etp rank at etp 2, 2 at etp 4), 3 AdamW steps, ZeRO stages 0–3, fp32,
+ * against the ep-only run (ep 2, etp 1, same world and stage); and bf16 at stage 3 (ep 2 × etp 2
+ * against ep 2 × etp 1) within the bf16 data-parallel tolerance of ep-equivalence.test.ts (RMS
+ * |Δθ| ≤ 2e-3, max |Δθ| ≤ 2·lr·steps, losses within 2e-3: bf16 rounding of differently summed values);
  *
  * - losses of every step within 1e-6 (absolute; observed equal) and every parameter within 5e-6
  *   after 3 steps (observed ≤ 1.37e-6) — expert weights assembled from their etp slices (w1/w3
@@ -32,9 +34,9 @@ const TOL = 1e-6;
  * weight: AdamW's update ≈ lr·m/√v normalises an element's tiny gradient, so its rounding
  * difference becomes a difference of the update — ep-equivalence.test.ts states the same effect). */
 const PARAM_TOL = 5e-6;
-const job = (ep: number, etp: number, stage: number) => tinyMoeJob({ model: tinyMoeModel({ intermediate_size: I }), moe: { ep_size: ep, etp_size: etp }, zero_optimization: { stage, stage3_param_persistence_threshold: 0 } });
+const job = (ep: number, etp: number, stage: number, bf16 = false) => tinyMoeJob({ model: tinyMoeModel({ intermediate_size: I }), moe: { ep_size: ep, etp_size: etp }, bf16: { enabled: bf16 }, zero_optimization: { stage, stage3_param_persistence_threshold: 0 } });
 const LAYOUTS: [number, number][] = [[2, 1], [2, 2], [1, 2], [1, 4]];
-const STAGES = [0, 2, 3];
+const STAGES = [0, 1, 2, 3];
 
 /** Full parameters of a run: dense ones from any rank, experts assembled from the slices of an etp group. */
 function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
@@ -61,11 +63,31 @@ function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
 describe("moe.etp_size in the engine equals the ep-only run", async () => {
   const runs: RunArgs[] = [];
   for (const stage of STAGES) for (const [ep, etp] of LAYOUTS) runs.push({ label: `stage ${stage}, ep ${ep} × etp ${etp}`, steps: STEPS, job: job(ep, etp, stage) });
+  const nf = runs.length;
+  runs.push({ label: "bf16 stage 3, ep 2 × etp 1", steps: STEPS, job: job(2, 1, 3, true) }, { label: "bf16 stage 3, ep 2 × etp 2", steps: STEPS, job: job(2, 2, 3, true) });
   const res = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs }, timeoutS: 300 })) as unknown as RunOut[][];
   const byRun = runs.map((_, i) => res.map((r) => r[i]!));
   const numel = Object.values(fullParams(byRun[0]!, 1)).reduce((s, v) => s + v.length, 0);
   const EXPERT = 2 * 4 * 3 * I * H;
-  runs.forEach((run, i) => {
+  test("world 4, bf16 stage 3, ep 2 × etp 2: within the bf16 tolerance of ep 2 × etp 1", () => {
+    const base = byRun[nf]!;
+    const outs = byRun[nf + 1]!;
+    for (const o of outs) o.losses.forEach((l, s) => expect(Math.abs(l - base[0]!.losses[s]!)).toBeLessThanOrEqual(2e-3));
+    const a = fullParams(base, 1);
+    const b = fullParams(outs, 2);
+    let sq = 0;
+    let n = 0;
+    let mx = 0;
+    for (const [k, v] of Object.entries(a)) v.forEach((x, j) => {
+      const d = Math.abs(x - b[k]![j]!);
+      sq += d * d;
+      n++;
+      mx = Math.max(mx, d);
+    });
+    expect(Math.sqrt(sq / n)).toBeLessThanOrEqual(2e-3);
+    expect(mx).toBeLessThanOrEqual(2 * 1e-2 * STEPS);
+  });
+  runs.slice(0, nf).forEach((run, i) => {
     const [stage, li] = [STAGES[Math.floor(i / LAYOUTS.length)]!, i % LAYOUTS.length];
     const [ep, etp] = LAYOUTS[li]!;
     if (etp === 1) return;
@@ -85,7 +107,7 @@ describe("moe.etp_size in the engine equals the ep-only run", async () => {
       expect(base[0]!.losses[0]).not.toBe(base[0]!.losses[STEPS - 1]);
     });
     test(`world 4, ${run.label}: per-rank model-state bytes equal the formula`, () => {
-      const f = etpModelStateBytes({ denseParams: numel - EXPERT, expertParams: EXPERT, worldSize: 4, epSize: ep, etpSize: etp, stage: stage as 0 | 2 | 3, mixed: false });
+      const f = etpModelStateBytes({ denseParams: numel - EXPERT, expertParams: EXPERT, worldSize: 4, epSize: ep, etpSize: etp, stage: stage as 0 | 1 | 2 | 3, mixed: false });
       let sum = 0;
       for (const o of outs) {
         const measured = o.modelState.param + o.modelState.grad + o.modelState.optim;
