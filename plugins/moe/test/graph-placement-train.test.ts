@@ -7,7 +7,8 @@
  * job keys' bad input is a ConfigError naming the key. A model whose gate prefers fixed pairs (the
  * router rows of each pair made equal, fixtures/train-entry.ts `pairedGate`) trained 2 steps with
  * contiguous placement, then resumed with `co_occurrence` from that checkpoint entry: the measured
- * cross-rank token copies of the dispatch drop ≥ 30 % (observed 1524 → 754), loads within 10 %.
+ * cross-rank token copies of the dispatch drop ≥ 30 % (observed 1524 → 754), with `topology` (2 × 2)
+ * the cross-group copies (observed 1024 → 530), loads within 10 %.
  */
 import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -15,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch } from "@zeromoe/core/launch";
 import { ConfigError } from "@zeromoe/core/config";
-import { placeExperts, pairsFromNested, type MoEManifestEntry } from "../src/index.ts";
+import { crossGroup, placeExperts, pairsFromNested, type MoEManifestEntry } from "../src/index.ts";
 import { placementInputs } from "../src/placement-inputs.ts";
 import { TRAIN_ENTRY, tinyMoeJob, tinyMoeModel, type RunOut } from "./fixtures/train-entry.ts";
 
@@ -86,7 +87,9 @@ describe("a gate that prefers fixed pairs (world 4, ep_size 4, E 8): co_occurren
   const pj = (moe: Record<string, unknown>) => tinyMoeJob({ model: tinyMoeModel({ num_local_experts: E, num_hidden_layers: 1 }), moe: { ep_size: 4, ...moe }, train_micro_batch_size_per_gpu: 8, data: { dataset: "moby-dick", tokenizer: "byte", seq_len: 16 }, optimizer: { type: "AdamW", params: { lr: 1e-6, weight_decay: 0 } } });
   const warm = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: 2, pairedGate: pairs, job: pj({}) }] } })) as unknown as RunOut[][];
   const entry = warm[0]![0]!.manifest!.moe as MoEManifestEntry;
-  const placed = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: 2, pairedGate: pairs, manifest: entry, job: pj({ placement: "co_occurrence" }) }] } })) as unknown as RunOut[][];
+  const topo22 = join(dir, "topology-2x2.json");
+  writeFileSync(topo22, JSON.stringify({ groups: [[0, 1], [2, 3]] }));
+  const placed = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: 2, pairedGate: pairs, manifest: entry, job: pj({ placement: "co_occurrence" }) }, { steps: 2, pairedGate: pairs, manifest: entry, job: pj({ placement: "topology", topology: topo22 }) }] } })) as unknown as RunOut[][];
   test("the warm-up's co-occurrence counts sit on the planted pairs; pairs share ranks; cross-rank copies drop ≥ 30 %, rows do not grow, loads stay within 10 %", () => {
     const p = pairsFromNested(entry.expert_pairs, 1, E, "expert_pairs")[0]!;
     const onPairs = pairs.reduce((s, [a, b]) => s + p[a! * E + b!]!, 0);
@@ -103,6 +106,18 @@ describe("a gate that prefers fixed pairs (world 4, ep_size 4, E 8): co_occurren
     const load = [0, 1, 2, 3].map((j) => after.rows.reduce((s, row) => s + row[j]!, 0));
     const mean = load.reduce((a, b) => a + b, 0) / 4;
     expect(Math.max(...load)).toBeLessThanOrEqual(1.1 * mean);
+  });
+  test("topology (2 × 2): cross-group token copies drop against contiguous; loads within 10 %", () => {
+    const before = warm[0]![0]!.traffic!.layers[0]!;
+    const after = placed[0]![1]!.traffic!.layers[0]!;
+    const g = [0, 0, 1, 1];
+    const flat = (m: number[][]) => m.flat();
+    const b = crossGroup(flat(before.copies), g);
+    const a = crossGroup(flat(after.copies), g);
+    console.log(`paired gate, world 4 ep 4, topology 2 × 2: cross-group copies ${b} → ${a}, cross-rank ${before.cross_rank_copies} → ${after.cross_rank_copies}`);
+    expect(a).toBeLessThan(0.7 * b);
+    const load = [0, 1, 2, 3].map((j) => after.rows.reduce((s, row) => s + row[j]!, 0));
+    expect(Math.max(...load)).toBeLessThanOrEqual(1.1 * (load.reduce((x, y) => x + y, 0) / 4));
   });
 });
 
