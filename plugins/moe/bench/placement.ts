@@ -7,6 +7,8 @@
  * copies (a dispatcher that sends a token once per rank), each crossing ranks, and crossing the
  * groups of a 2 × 2 topology ({"groups": [[0,1],[2,3]]}); bytes = copies × hidden × 4 (f32,
  * hidden 4096); the max per-rank token load over the mean. Counts only: no timing.
+ * `--summary FILE` (a `--summary` of a trained sparse model, top-2) prints the same comparison from
+ * the run's co-occurrence counts per layer (in-sample).
  */
 import { addPairCounts, addTraffic, crossGroup, crossRank } from "../src/co-occurrence.ts";
 import { placeExperts, type PlacementStrategy } from "../src/placement.ts";
@@ -41,8 +43,64 @@ export function measure(strategy: PlacementStrategy, k: number, warm: Int32Array
   return { owner: Array.from(pl!.owner), rowsCross: crossRank(rows, P), copiesCross: crossRank(copies, P), copiesCrossGroup: crossGroup(copies, groupOf), rowsCrossGroup: crossGroup(rows, groupOf), loadMaxOverMean: Math.max(...rankLoad) / mean };
 }
 
-/** Prints the table (see the module comment); no arguments. */
-export function main(): void {
+/**
+ * Top-2 traffic of a placement from a layer's co-occurrence counts alone (a trained model's
+ * `--summary`): a top-2 token goes to |D| = 2 − [both experts on one rank] ranks, and from a source
+ * rank drawn uniformly each copy crosses ranks with probability (P−1)/P and groups with (G−1)/G,
+ * so Σ|D| = T + cut(owner) fixes both. Returns Σ|D| and the max rank load over the mean.
+ */
+export function pairTraffic(pairs: Float64Array, load: ArrayLike<number>, owner: ArrayLike<number>, E: number, P: number): { copies: number; loadMaxOverMean: number } {
+  let T = 0;
+  let cut = 0;
+  for (let a = 0; a < E; a++) for (let b = a + 1; b < E; b++) {
+    T += pairs[a * E + b]!;
+    if (owner[a] !== owner[b]) cut += pairs[a * E + b]!;
+  }
+  const per = new Float64Array(P);
+  let tot = 0;
+  for (let e = 0; e < E; e++) {
+    per[owner[e]!]! += load[e]!;
+    tot += load[e]!;
+  }
+  return { copies: T + cut, loadMaxOverMean: tot > 0 ? Math.max(...per) / (tot / P) : 1 };
+}
+
+/** `--summary FILE`: the placements of a trained model's routing (its `moe.expert_pairs` and
+ * `moe.expert_counts`, top-2), ep 4, topology 2 × 2, measured in-sample. */
+async function fromSummary(file: string): Promise<void> {
+  const { readFileSync } = await import("node:fs");
+  const { pairsFromNested } = await import("../src/pair-stats.ts");
+  const m = JSON.parse(readFileSync(file, "utf8")).moe as { expert_pairs?: number[][][]; expert_counts: number[][] };
+  if (!m?.expert_pairs) throw new Error(`${file}: no moe.expert_pairs (a --summary written by this version, of a sparse model)`);
+  const n = m.expert_counts.find((r) => r.length > 0)!.length;
+  const pairs = pairsFromNested(m.expert_pairs, m.expert_counts.length, n, `${file} moe.expert_pairs`);
+  console.log(`routing log ${file}: ${n} experts, ep 4, topology {"groups": [[0,1],[2,3]]}; copies = tokens × distinct destination ranks (top-2)`);
+  console.log(`layer  placement       distinct ranks per token   vs contiguous   max load / mean`);
+  pairs.forEach((p, l) => {
+    if (!p) return;
+    const load = m.expert_counts[l]!;
+    let T = 0;
+    for (let a = 0; a < n; a++) for (let b = a + 1; b < n; b++) T += p[a * n + b]!;
+    const sum = load.reduce((x, y) => x + y, 0);
+    if (sum !== 2 * T) throw new Error(`${file} layer ${l}: expert counts sum to ${sum}, not 2 × the ${T} pairs — the figures here hold for top-2 only`);
+    let base = 0;
+    for (const s of ["contiguous", "round_robin", "balanced", "co_occurrence", "topology"] as const) {
+      const [pl] = placeExperts(s, 1, n, P, [load], { pairs: [p], groups });
+      const r = pairTraffic(p, load, pl!.owner, n, P);
+      if (s === "contiguous") base = r.copies;
+      console.log(`L${l}`.padEnd(7) + s.padEnd(16) + (r.copies / T).toFixed(3).padStart(24) + `${(100 * (r.copies / base - 1)).toFixed(1)} %`.padStart(16) + r.loadMaxOverMean.toFixed(3).padStart(18));
+    }
+  });
+}
+
+/** Prints the table (see the module comment); `--summary FILE` instead reads a trained model's
+ * routing statistics ({@link fromSummary}). */
+export async function main(args: string[] = []): Promise<void> {
+  const i = args.indexOf("--summary");
+  if (i >= 0) {
+    if (!args[i + 1]) throw new Error("bench placement: --summary needs a file");
+    return fromSummary(args[i + 1]!);
+  }
   const mib = (x: number) => ((x * HIDDEN * 4) / 2 ** 20).toFixed(1);
   const pct = (a: number, b: number) => `${(100 * (a / b - 1)).toFixed(1)} %`;
   for (const k of [2, 4]) {

@@ -80,6 +80,21 @@ describe("routing statistics that see pairs", () => {
     expect(t.layers[0]!.cross_rank_copies).toBe(3);
   });
 
+  test("bench pairTraffic (top-2 copies from the pair counts alone) equals the per-token count", async () => {
+    const { pairTraffic } = await import("../bench/placement.ts");
+    const T = 301, E = 12, P = 4;
+    const idx = randomIndices(T, 2, E, 9, 0);
+    const pairs = new Float64Array(E * E);
+    addPairCounts(idx, T, 2, E, pairs);
+    const owner = Int32Array.from([2, 0, 1, 3, 3, 0, 2, 1, 0, 1, 2, 3]);
+    const rows = new Float64Array(P * P);
+    const copies = new Float64Array(P * P);
+    addTraffic(idx, T, 2, owner, 0, P, rows, copies);
+    const load = new Float64Array(E);
+    for (const e of idx) load[e]! += 1;
+    expect(pairTraffic(pairs, load, owner, E, P).copies).toBe(copies.reduce((a, b) => a + b, 0));
+  });
+
   test("an index outside [−1, E) is refused", () => {
     expect(() => addPairCounts([0, 9], 1, 2, 4, new Float64Array(16))).toThrow(/expert index 9 outside \[0, 4\)/);
   });
