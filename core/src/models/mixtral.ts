@@ -38,7 +38,7 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
-import { expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { allSlices, expertParamName, expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
@@ -74,7 +74,7 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     for (let l = 0; l < config.num_hidden_layers; l++) {
       const row: ExpertParams[] = [];
       for (let e = 0; e < config.num_local_experts; e++) {
-        const P = (n: string) => this.units.param(`model.layers.${l}.block_sparse_moe.experts.${e}.${n}.weight`);
+        const P = (n: string) => this.units.param(expertParamName(`model.layers.${l}.block_sparse_moe.experts.${e}.${n}.weight`, this.expertSlice));
         row.push({ unit: this.units.unit(expertUnitName(l, e, this.expertSlice)), w1: P("w1"), w2: P("w2"), w3: P("w3") });
       }
       const gate = this.units.param(`model.layers.${l}.block_sparse_moe.gate.weight`);
@@ -91,20 +91,23 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
     const c = this.config;
     for (let e = 0; e < c.num_local_experts; e++) {
       const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
-      const name = expertUnitName(layer, e, this.expertSlice);
-      const w = expertSwiGLUSpecs({ gate: `${pre}.w1.weight`, down: `${pre}.w2.weight`, up: `${pre}.w3.weight` }, c.intermediate_size, c.hidden_size, normal.std, this.expertSlice);
-      this.units.add({
-        name,
-        kind: "expert",
-        layer,
-        expert: e,
-        dtype: dtypeOf(name, "expert"),
-        allocate,
-        // read only by the grouped expert products, which convert 16-bit weights themselves
-        // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
-        workingCopy: false,
-        params: [w.gate, w.down, w.up],
-      });
+      // every slice of the expert (expert-slice.ts): the plugin keeps this rank's, the others plan null
+      for (const slice of allSlices(this.expertSlice)) {
+        const name = expertUnitName(layer, e, slice);
+        const w = expertSwiGLUSpecs({ gate: `${pre}.w1.weight`, down: `${pre}.w2.weight`, up: `${pre}.w3.weight` }, c.intermediate_size, c.hidden_size, normal.std, slice);
+        this.units.add({
+          name,
+          kind: "expert",
+          layer,
+          expert: e,
+          dtype: dtypeOf(name, "expert"),
+          allocate,
+          // read only by the grouped expert products, which convert 16-bit weights themselves
+          // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
+          workingCopy: false,
+          params: [w.gate, w.down, w.up],
+        });
+      }
     }
   }
 

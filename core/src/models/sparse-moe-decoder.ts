@@ -27,7 +27,7 @@ import { moeLayerIndices } from "../config/moe-shape.ts";
 import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig } from "../config/types.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
-import { expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { allSlices, expertParamName, expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
@@ -68,7 +68,7 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
       this.dense.push(undefined);
       const row: ExpertParams[] = [];
       for (let e = 0; e < config.num_local_experts; e++) {
-        const P = (n: string) => this.units.param(`${pre}.mlp.experts.${e}.${n}.weight`);
+        const P = (n: string) => this.units.param(expertParamName(`${pre}.mlp.experts.${e}.${n}.weight`, this.expertSlice));
         row.push({ unit: this.units.unit(expertUnitName(l, e, this.expertSlice)), w1: P("gate_proj"), w2: P("down_proj"), w3: P("up_proj") });
       }
       const gate = this.units.param(`${pre}.mlp.gate.weight`);
@@ -131,20 +131,23 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
     const H = c.hidden_size;
     for (let e = 0; e < c.num_local_experts; e++) {
       const pre = `model.layers.${layer}.mlp.experts.${e}`;
-      const name = expertUnitName(layer, e, this.expertSlice);
-      const w = expertSwiGLUSpecs({ gate: `${pre}.gate_proj.weight`, down: `${pre}.down_proj.weight`, up: `${pre}.up_proj.weight` }, I, H, normal.std, this.expertSlice);
-      this.units.add({
-        name,
-        kind: "expert",
-        layer,
-        expert: e,
-        dtype: dtypeOf(name, "expert"),
-        allocate,
-        // read only by the grouped expert products, which convert 16-bit weights themselves
-        // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
-        workingCopy: false,
-        params: [w.gate, w.up, w.down],
-      });
+      // every slice of the expert (expert-slice.ts): the plugin keeps this rank's, the others plan null
+      for (const slice of allSlices(this.expertSlice)) {
+        const name = expertUnitName(layer, e, slice);
+        const w = expertSwiGLUSpecs({ gate: `${pre}.gate_proj.weight`, down: `${pre}.down_proj.weight`, up: `${pre}.up_proj.weight` }, I, H, normal.std, slice);
+        this.units.add({
+          name,
+          kind: "expert",
+          layer,
+          expert: e,
+          dtype: dtypeOf(name, "expert"),
+          allocate,
+          // read only by the grouped expert products, which convert 16-bit weights themselves
+          // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
+          workingCopy: false,
+          params: [w.gate, w.up, w.down],
+        });
+      }
     }
   }
 

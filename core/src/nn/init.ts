@@ -21,7 +21,7 @@ export function initValues(p: Parameter, seed: number, start: number, out: Float
   switch (p.init.kind) {
     case "normal": {
       const f = out instanceof Float32Array ? out : new Float32Array(out.length);
-      for (const r of windowRuns(p, start, out.length)) philoxFill(f.subarray(r.at, r.at + r.count), { dist: "normal", key: streamKey(seed, p.name), start: r.start, std: p.init.std });
+      for (const r of windowRuns(p, start, out.length)) philoxFill(f.subarray(r.at, r.at + r.count), { dist: "normal", key: streamKey(seed, streamName(p)), start: r.start, std: p.init.std });
       if (f !== out) out.set(f);
       return;
     }
@@ -32,6 +32,11 @@ export function initValues(p: Parameter, seed: number, start: number, out: Float
       out.fill(0);
       return;
   }
+}
+
+/** The name whose Philox stream parameter `p` draws from: its window's full parameter, else its own. */
+function streamName(p: Parameter): string {
+  return (p.init.kind === "normal" ? p.init.window?.key : undefined) ?? p.name;
 }
 
 /**
@@ -100,7 +105,7 @@ export function initUnitRange(be: Backend, unit: Unit, seed: number, start: numb
     const view = { buf: dst, off: dstOff + lo - start };
     switch (p.init.kind) {
       case "normal":
-        for (const r of windowRuns(p, lo - p.offset, hi - lo)) be.randomFill({ buf: view.buf, off: view.off + r.at }, r.count, { dist: "normal", key: streamKey(seed, p.name), start: r.start, std: p.init.std });
+        for (const r of windowRuns(p, lo - p.offset, hi - lo)) be.randomFill({ buf: view.buf, off: view.off + r.at }, r.count, { dist: "normal", key: streamKey(seed, streamName(p)), start: r.start, std: p.init.std });
         break;
       case "ones":
         be.fill(view, 1, hi - lo);

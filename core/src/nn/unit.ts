@@ -89,6 +89,9 @@ export interface ParamWindow {
   /** First row and first column of the block in the full matrix. */
   r0: number;
   c0: number;
+  /** Name of the full parameter, whose Philox stream the block's values come from (default: the
+   * parameter's own name). */
+  key?: string;
 }
 
 /** Declaration of one parameter of a unit. */

@@ -45,6 +45,7 @@
 import { definePlugin, type EngineHooks, type HookContext, type SetupContext, type UnitInfo } from "@zeromoe/core";
 import { modelBufferNames, moeLayerIndices, moeShape } from "@zeromoe/core/config";
 import type { CausalDecoder } from "@zeromoe/core/models";
+import { expertSliceOf } from "@zeromoe/core/nn";
 import { ExpertParallelDispatcher } from "./ep-route.ts";
 import { TopKGate, gateOptionsFromConfig } from "./gate.ts";
 import { placeExperts, placementFromRecord, placementRecord, type LayerPlacement, type PlacementRecord, type PlacementStrategy } from "./placement.ts";
@@ -245,9 +246,11 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
       };
       ctx.transformModel(place);
       const epRank = ctx.groups.ep.rank;
-      const isLocal = (u: UnitInfo): boolean => u.kind !== "expert" || state.placement[u.layer!]!.owner[u.expert!] === epRank;
-      // with ep_size 1 every expert is local: the wrapped plan stays as it is
-      if (P > 1) {
+      const etpRank = ctx.groups.etp.rank;
+      // an expert unit is held by the ranks its placement names and, under expert TP, only as this rank's slice
+      const isLocal = (u: UnitInfo): boolean => u.kind !== "expert" || (state.placement[u.layer!]!.owner[u.expert!] === epRank && (T === 1 || expertSliceOf(u.name) === etpRank));
+      // with ep_size 1 and etp_size 1 every expert is local: the wrapped plan stays as it is
+      if (P > 1 || T > 1) {
         ctx.wrap("partition", (prev) => ({
           plan: (unit, hc) => {
             place();

@@ -38,24 +38,26 @@ const job = (ep: number, etp: number, stage: number, bf16 = false) => tinyMoeJob
 const LAYOUTS: [number, number][] = [[2, 1], [2, 2], [1, 2], [1, 4]];
 const STAGES = [0, 1, 2, 3];
 
-/** Full parameters of a run: dense ones from any rank, experts assembled from the slices of an etp group. */
+/** Full parameters of a run by Hub name: dense ones from any rank, experts assembled from the
+ * slices `{name}.etp{j}` of etp ranks j = 0..etp−1. */
 function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
   const m: Record<string, number[]> = {};
-  const expert = /^model\.layers\.\d+\.block_sparse_moe\.experts\.\d+\.(w1|w2|w3)\.weight$/;
-  const names = new Set(outs.flatMap((o) => Object.keys(o.params)));
-  for (const k of names) {
-    if (!expert.test(k) || etp === 1) {
-      m[k] = outs.find((o) => o.params[k])!.params[k]!;
+  const slices = new Map<string, Float32Array[]>();
+  for (const o of outs) for (const [k, v] of Object.entries(o.params)) {
+    const sl = /^(.*\.experts\.\d+\.(?:w1|w2|w3)\.weight)\.etp(\d+)$/.exec(k);
+    if (!sl) {
+      m[k] ??= v;
       continue;
     }
-    // the first etp group holding this expert: ranks r0 .. r0 + etp − 1
-    const r0 = outs.findIndex((o) => o.params[k]);
-    const slices = Array.from({ length: etp }, (_, j) => {
-      const w = Float32Array.from(outs[r0 + j]!.params[k]!);
-      return { w1: w, w2: w, w3: w };
-    });
+    if (etp === 1) throw new Error(`a slice parameter ${k} in an etp-1 run`);
+    const list = slices.get(sl[1]!) ?? [];
+    list[Number(sl[2])] ??= Float32Array.from(v);
+    slices.set(sl[1]!, list);
+  }
+  for (const [k, list] of slices) {
+    expect(list.filter((x) => x).length).toBe(etp);
     const which = k.endsWith("w2.weight") ? "w2" : "w1";
-    m[k] = Array.from(gatherExpertSlices(slices, I, H)[which]);
+    m[k] = Array.from(gatherExpertSlices(list.map((w) => ({ w1: w, w2: w, w3: w })), I, H)[which]);
   }
   return m;
 }

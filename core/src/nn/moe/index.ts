@@ -12,5 +12,5 @@ export { PermutationDispatcher, LocalDispatcher, permutePlan, permuteCounts } fr
 export type { TokenDispatcher, DispatchRequest, Dispatched, PermutePlan, PermuteCounts, ExchangeResult } from "./dispatcher.ts";
 export { GroupedExperts, expertRouting } from "./experts.ts";
 export type { ExpertParams, ExpertRouting } from "./experts.ts";
-export { expertUnitName, expertSwiGLUSpecs } from "./expert-slice.ts";
+export { expertUnitName, expertSwiGLUSpecs, expertParamName, expertSliceOf, allSlices } from "./expert-slice.ts";
 export type { ExpertSlice } from "./expert-slice.ts";
