@@ -93,6 +93,9 @@ export interface GateRecord {
   /** The pre-drop top-k choice [T·k] (expert per (token, slot)), for the pair statistics
    * (pair-stats.ts); absent when the caller did not supply it. */
   indices?: Int32Array;
+  /** The choice after capacity drops (−1 = dropped), when any pair was dropped: what the
+   * dispatcher sends (the pair statistics' traffic). */
+  kept?: Int32Array;
 }
 
 /** Where the gate runs: phase (train/eval, backward), step/micro index, rank, world size, seed.
@@ -228,7 +231,7 @@ export class TopKGate implements MoERouter {
     }
     if (this.observing()) {
       const pm = await pMean.toArray();
-      this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal, indices: chosen });
+      this.ctx.observe!({ layer, tokens: T, counts, dropped, probMean: Float64Array.from(pm as Float32Array), aux: auxVal, zLoss: zVal, indices: chosen, ...(dropped > 0 ? { kept: routed } : {}) });
     }
     const f = req.routedScalingFactor ?? 1;
     if (f !== 1) weights = scale(weights, f);

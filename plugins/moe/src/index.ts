@@ -374,7 +374,7 @@ export function createMoEPlugin(opts: MoEPluginOptions = {}) {
             seed: hc.config.seed,
             observe: (r) => {
               stats.observe(r);
-              if (r.indices) pairStats.observe(r.layer, r.indices, r.tokens, cfg.k);
+              if (r.indices) pairStats.observe(r.layer, r.indices, r.tokens, cfg.k, r.kept);
             },
           });
           return state.router;

@@ -56,11 +56,13 @@ export class PairStatsRecorder {
     this.epRank = epRank;
   }
 
-  /** Add one layer's routing (indices [T·k], −1 = dropped) of one training forward. */
-  observe(layer: number, indices: ArrayLike<number>, T: number, k: number): void {
+  /** Add one layer's routing of one training forward: `indices` [T·k] the pre-drop choice
+   * (co-occurrence), `kept` [T·k] the choice after capacity drops (−1 = dropped; traffic), default
+   * `indices`. */
+  observe(layer: number, indices: ArrayLike<number>, T: number, k: number, kept: ArrayLike<number> = indices): void {
     const E = this.numExperts;
     if (k >= 2) addPairCounts(indices, T, k, E, this.step.pairs[layer]!);
-    if (this.epSize > 1 && this.owner) addTraffic(indices, T, k, this.owner[layer]!, this.epRank, this.epSize, this.step.rows[layer]!, this.step.copies[layer]!);
+    if (this.epSize > 1 && this.owner) addTraffic(kept, T, k, this.owner[layer]!, this.epRank, this.epSize, this.step.rows[layer]!, this.step.copies[layer]!);
   }
 
   /** Sum the step's figures over `group` (every member calls it), add them to the totals, reset. */

@@ -121,6 +121,20 @@ describe("a gate that prefers fixed pairs (world 4, ep_size 4, E 8): co_occurren
   });
 });
 
+describe("dispatch traffic counts what is sent: with capacity drops (world 2, ep 2, switch aux, capacity 0.5)", async () => {
+  const run = (await launch<RunOut[]>({ worldSize: 2, entry: TRAIN_ENTRY, args: { runs: [{ steps: 2, job: tinyMoeJob({ moe: { ep_size: 2, drop_tokens: true, aux_loss: "switch", capacity_factor: 0.5, min_capacity: 1 } }) }] } })) as unknown as RunOut[][];
+  test("Σ traffic rows = routed pairs − dropped pairs, per layer; copies ≤ rows", () => {
+    const o = run[0]![0]!;
+    for (const t of o.traffic!.layers) {
+      const routed = o.stats.reduce((s, st) => s + st.layers.find((x) => x.layer === t.layer)!.counts.reduce((a, b) => a + b, 0), 0);
+      const dropped = o.stats.reduce((s, st) => s + st.layers.find((x) => x.layer === t.layer)!.dropped, 0);
+      expect(dropped).toBeGreaterThan(0);
+      expect(t.rows.flat().reduce((a, b) => a + b, 0)).toBe(routed - dropped);
+      expect(t.copies.flat().reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(routed - dropped);
+    }
+  });
+});
+
 describe("moe.topology and moe.routing_log bad input", () => {
   const issue = (f: () => unknown): string => {
     try {
