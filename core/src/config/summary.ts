@@ -36,7 +36,7 @@ export function summarizeJob(c: JobConfig): string[] {
   lines.push(`precision  ${prec}; ZeRO stage ${z.stage}${off ? ` (offload ${off})` : ""}; backend ${c.backend}; seed ${c.seed}`);
   if (c.moe) {
     const cap = c.moe.drop_tokens ? `capacity factor ${c.moe.capacity_factor}, dropping` : "no dropping";
-    lines.push(`moe        ep_size ${c.moe.ep_size}, k ${c.moe.k}, aux ${c.moe.aux_loss} × ${c.moe.aux_loss_coef}, z-loss × ${c.moe.z_loss_coef}, ${cap}, placement ${c.moe.placement}`);
+    lines.push(`moe        ep_size ${c.moe.ep_size}${(c.moe.etp_size ?? 1) > 1 ? `, etp_size ${c.moe.etp_size}` : ""}, k ${c.moe.k}, aux ${c.moe.aux_loss} × ${c.moe.aux_loss_coef}, z-loss × ${c.moe.z_loss_coef}, ${cap}, placement ${c.moe.placement}`);
   }
   return lines;
 }
