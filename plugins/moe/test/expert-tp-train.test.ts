@@ -17,6 +17,7 @@
  *   formula when sharded (shards are padded to equal size);
  * - checkpoint ownership: every expert slice unit is written by exactly one rank at stage 0, the
  *   manifest records etp_size; a resume whose etp_size differs is refused naming moe.etp_size;
+ * - qwen3_moe with a dense layer (mlp_only_layers) beside the experts: the same tolerances at ZeRO-2;
  * - config errors name moe.etp_size (world not divisible by ep × etp, intermediate not divisible,
  *   model.from_pretrained with etp_size > 1).
  */
@@ -40,11 +41,11 @@ const STAGES = [0, 1, 2, 3];
 
 /** Full parameters of a run by Hub name: dense ones from any rank, experts assembled from the
  * slices `{name}.etp{j}` of etp ranks j = 0..etp−1. */
-function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
+function fullParams(outs: RunOut[], etp: number, inter = I, hidden = H): Record<string, number[]> {
   const m: Record<string, number[]> = {};
   const slices = new Map<string, Float32Array[]>();
   for (const o of outs) for (const [k, v] of Object.entries(o.params)) {
-    const sl = /^(.*\.experts\.\d+\.(?:w1|w2|w3)\.weight)\.etp(\d+)$/.exec(k);
+    const sl = /^(.*\.experts\.\d+\.(?:w1|w2|w3|gate_proj|up_proj|down_proj)\.weight)\.etp(\d+)$/.exec(k);
     if (!sl) {
       m[k] ??= v;
       continue;
@@ -56,8 +57,8 @@ function fullParams(outs: RunOut[], etp: number): Record<string, number[]> {
   }
   for (const [k, list] of slices) {
     expect(list.filter((x) => x).length).toBe(etp);
-    const which = k.endsWith("w2.weight") ? "w2" : "w1";
-    m[k] = Array.from(gatherExpertSlices(list.map((w) => ({ w1: w, w2: w, w3: w })), I, H)[which]);
+    const which = k.endsWith("w2.weight") || k.endsWith("down_proj.weight") ? "w2" : "w1";
+    m[k] = Array.from(gatherExpertSlices(list.map((w) => ({ w1: w, w2: w, w3: w })), inter, hidden)[which]);
   }
   return m;
 }
@@ -126,6 +127,27 @@ describe("moe.etp_size in the engine equals the ep-only run", async () => {
       expect((outs[0]!.manifest!.moe as { etp_size: number }).etp_size).toBe(etp);
     });
   });
+
+  test("qwen3_moe (a dense layer of intermediate_size 7 beside experts of moe_intermediate_size 6), ZeRO-2: ep 2 × etp 2 within 1e-6 / 5e-6 of ep 2 × etp 1", async () => {
+    const model = {
+      model_type: "qwen3_moe", vocab_size: 256, hidden_size: 16, intermediate_size: 7, num_hidden_layers: 3,
+      num_attention_heads: 2, num_key_value_heads: 1, head_dim: 6, num_local_experts: 4, num_experts_per_tok: 2,
+      moe_intermediate_size: 6, norm_topk_prob: true, mlp_only_layers: [1], output_router_logits: true, router_aux_loss_coef: 0.02,
+      max_position_embeddings: 64,
+    };
+    const q = (etp: number) => tinyMoeJob({ model, moe: { ep_size: 2, etp_size: etp }, zero_optimization: { stage: 2 } });
+    const r = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: STEPS, job: q(1) }, { steps: STEPS, job: q(2) }] }, timeoutS: 300 })) as unknown as RunOut[][];
+    const [base, outs] = [r.map((x) => x[0]!), r.map((x) => x[1]!)];
+    for (const o of outs) o.losses.forEach((l, s) => expect(Math.abs(l - base[0]!.losses[s]!)).toBeLessThanOrEqual(TOL));
+    const a = fullParams(base, 1, 6, 16);
+    const b = fullParams(outs, 2, 6, 16);
+    expect(Object.keys(b).sort()).toEqual(Object.keys(a).sort());
+    let dp = 0;
+    for (const [k, v] of Object.entries(a)) v.forEach((x, j) => (dp = Math.max(dp, Math.abs(x - b[k]![j]!))));
+    expect(dp).toBeLessThanOrEqual(PARAM_TOL);
+    // the dense layer's MLP is whole on every rank; only expert parameters are sliced
+    expect(Object.keys(outs[1]!.params).some((k) => k.startsWith("model.layers.1.mlp.gate_proj.weight") && !k.includes(".etp"))).toBe(true);
+  }, 300_000);
 
   test("a resume whose moe.etp_size differs from the checkpoint's is refused naming the key", async () => {
     const saved = byRun[1]![0]!.manifest!.moe; // stage 0, ep 2 × etp 2
