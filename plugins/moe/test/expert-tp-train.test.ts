@@ -17,6 +17,8 @@
  *   formula when sharded (shards are padded to equal size);
  * - checkpoint ownership: every expert slice unit is written by exactly one rank at stage 0, the
  *   manifest records etp_size; a resume whose etp_size differs is refused naming moe.etp_size;
+ * - binding gradient clipping (the global norm counts every slice once) and activation checkpointing
+ *   (the recomputation runs the etp collectives again): the same tolerances at ZeRO-3;
  * - qwen3_moe with a dense layer (mlp_only_layers) beside the experts: the same tolerances at ZeRO-2;
  * - config errors name moe.etp_size (world not divisible by ep × etp, intermediate not divisible,
  *   model.from_pretrained with etp_size > 1).
@@ -147,6 +149,18 @@ describe("moe.etp_size in the engine equals the ep-only run", async () => {
     expect(dp).toBeLessThanOrEqual(PARAM_TOL);
     // the dense layer's MLP is whole on every rank; only expert parameters are sliced
     expect(Object.keys(outs[1]!.params).some((k) => k.startsWith("model.layers.1.mlp.gate_proj.weight") && !k.includes(".etp"))).toBe(true);
+  }, 300_000);
+
+  test("binding gradient clipping and activation checkpointing (ZeRO-3, ep 2 × etp 2 against ep 2 × etp 1 with the same options)", async () => {
+    const v = (etp: number) => ({ ...job(2, etp, 3), gradient_clipping: 0.05, activation_checkpointing: { enabled: true } });
+    const r = (await launch<RunOut[]>({ worldSize: 4, entry: TRAIN_ENTRY, args: { runs: [{ steps: STEPS, job: v(1) }, { steps: STEPS, job: v(2) }] }, timeoutS: 300 })) as unknown as RunOut[][];
+    const [base, outs] = [r.map((x) => x[0]!), r.map((x) => x[1]!)];
+    for (const o of outs) o.losses.forEach((l, s) => expect(Math.abs(l - base[0]!.losses[s]!)).toBeLessThanOrEqual(TOL));
+    const a = fullParams(base, 1);
+    const b = fullParams(outs, 2);
+    let dp = 0;
+    for (const [k, x] of Object.entries(a)) x.forEach((y, j) => (dp = Math.max(dp, Math.abs(y - b[k]![j]!))));
+    expect(dp).toBeLessThanOrEqual(PARAM_TOL);
   }, 300_000);
 
   test("a resume whose moe.etp_size differs from the checkpoint's is refused naming the key", async () => {
