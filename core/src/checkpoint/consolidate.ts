@@ -83,6 +83,11 @@ export function zeroToFp32(path: string | CheckpointLocation, out: string, tag?:
   const t0 = performance.now();
   const loc = typeof path === "string" ? locateCheckpoint(path, tag) : path;
   const { manifest: m, src } = openLocatedCheckpoint(loc);
+  const etp = (m.config as { moe?: { etp_size?: number } | null } | null)?.moe?.etp_size ?? 1;
+  if (etp > 1) {
+    src.close();
+    throw new CheckpointError(join(loc.tagDir, "manifest.json"), `was saved with moe.etp_size ${etp}: its experts are etp slices, and consolidating them into Hugging Face tensors is not supported`);
+  }
   // the config.json of a Hub export is written from it: checked as a config.json is read
   let model: ReturnType<typeof manifestModelConfig>;
   try {

@@ -46,6 +46,7 @@ const ST_DTYPE: Record<string, SafetensorsDType> = { f32: "F32", bf16: "BF16", f
 export async function save16bitModel(engine: CheckpointTarget, dir: string, opts: Save16Options = {}): Promise<boolean> {
   const env = engine.job;
   const { comm, be, config } = env;
+  if ((config.moe?.etp_size ?? 1) > 1) throw new Error(`save16bitModel: moe.etp_size ${config.moe!.etp_size}: the experts are held as etp slices; a Hugging Face export of them is not supported (train with moe.etp_size 1 to export)`);
   const z = config.zero_optimization;
   if (z.stage === 3 && !z.stage3_gather_16bit_weights_on_model_save) {
     const msg = `warning: save16bitModel: ZeRO-3 parameters are sharded and zero_optimization.stage3_gather_16bit_weights_on_model_save is false: no model saved (DeepSpeed returns False the same way); use bun run zero-to-fp32 on a checkpoint instead`;

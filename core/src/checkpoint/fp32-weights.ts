@@ -52,6 +52,7 @@ async function localFp32(engine: CheckpointTarget, h: UnitHandle, mixed: boolean
 export async function saveFp32Weights(engine: CheckpointTarget, dir: string): Promise<string> {
   const env = engine.job;
   const { comm, config } = env;
+  if ((config.moe?.etp_size ?? 1) > 1) throw new Error(`saveFp32Weights: moe.etp_size ${config.moe!.etp_size}: the experts are held as etp slices; a Hugging Face export of them is not supported (train with moe.etp_size 1 to export)`);
   const mixed = config.bf16.enabled || config.fp16.enabled;
   const units = engine.modelUnits;
   const held = new Int32Array(units.length);

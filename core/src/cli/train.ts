@@ -42,6 +42,7 @@ import { EXIT_STOPPED_AFTER_SAVE, receivedStopSignal, signalName } from "../trai
 import { loadTrainJob, parseTrainArgs, TRAIN_USAGE, UsageError } from "./args.ts";
 import { ensureOutputDir, fileOutputProblem } from "./output-paths.ts";
 import { resumeStepsProblem } from "./resume-steps.ts";
+import { resumeEtpProblem } from "./resume-etp.ts";
 import { batchDumpProblem, newOutputDirProblem } from "../train/batch-dump.ts";
 import { commEnvProblem } from "./comm-env.ts";
 import { torchrunEnvProblem } from "./torchrun-env.ts";
@@ -143,6 +144,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (a.initFrom !== undefined && a.resume !== undefined) throw new UsageError(`--init-from and --resume: give one (a checkpoint already holds the parameters)`);
     if (a.initFrom !== undefined && !existsSync(a.initFrom)) throw new UsageError(`--init-from: file not found: ${resolve(a.initFrom)}`);
     const { config, warnings } = await loadTrainJob(a);
+    // expert tensor parallelism holds experts as slices: no Hugging Face weights in or out (docs/moe.md)
+    const etp = config.moe?.etp_size ?? 1;
+    if (etp > 1 && a.initFrom !== undefined) throw new UsageError(`--init-from with moe.etp_size ${etp}: loading Hugging Face weights into expert slices is not supported (use moe.etp_size 1)`, "");
+    if (etp > 1 && a.saveInit !== undefined) throw new UsageError(`--save-init with moe.etp_size ${etp}: the experts are etp slices; writing them as Hugging Face weights is not supported (use moe.etp_size 1)`, "");
     const commProblem = commEnvProblem(process.env, config.world_size);
     if (commProblem !== null) throw new UsageError(commProblem, "");
     // paths written after training are checked before it starts
@@ -164,6 +169,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (!existsSync(a.resume) && !bareTag) throw new UsageError(`--resume: no such checkpoint: ${resolve(a.resume)} (give a checkpoint directory, a tag directory, or a tag under checkpoint.dir)`, "");
       const problem = resumeStepsProblem(a.resume, config.steps, config.checkpoint.dir, a.steps !== undefined ? "--steps" : "steps");
       if (problem !== null) throw new UsageError(problem, "");
+      const etpProblem = config.moe ? resumeEtpProblem(a.resume, config.moe.etp_size ?? 1, config.checkpoint.dir) : null;
+      if (etpProblem !== null) throw new UsageError(etpProblem, "");
     }
     const out = mpi !== null && mpi.rank !== 0 ? (_: string) => {} : (s: string) => void process.stdout.write(s + "\n");
     out(`job        ${a.config ?? "<default job>"}${a.deepspeed ? ` + ${a.deepspeed}` : ""}`);
