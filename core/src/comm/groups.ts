@@ -10,6 +10,9 @@
  *   edp group j = `{j, j+E, j+2E, …}`. Its members hold the same experts; expert gradients are
  *   averaged over it.
  * Example W=4, E=2: ep = [0,1], [2,3]; edp = [0,2], [1,3]; dp = [0,1,2,3].
+ * With expert tensor parallelism (etp_size T > 1) the ep and edp groups are strided by T and an
+ * etp group of T consecutive ranks is added ({@link expertTensorParallelRanks}); T = 1 gives the
+ * groups above and one-rank etp groups.
  */
 
 import type { Communicator, Group } from "./communicator.ts";

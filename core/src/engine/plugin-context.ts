@@ -61,7 +61,7 @@ export interface JobView {
   /** World rank and size. */
   readonly rank: number;
   readonly worldSize: number;
-  /** dp (all ranks), ep and edp groups of this rank (core/src/comm/groups.ts). */
+  /** dp (all ranks), ep, edp and etp groups of this rank (core/src/comm/groups.ts). */
   readonly groups: ParallelGroups;
   /** Process-group collectives (all_reduce, all_gather, reduce_scatter, all_to_all_v, broadcast,
    * barrier); pass `{ group }` for a sub-group. */

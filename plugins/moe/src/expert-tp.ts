@@ -45,7 +45,7 @@
  * dispatcher (ep-route.ts) calls {@link etpAllGather} / {@link etpReduceScatter} around the experts;
  * memory.ts's layout uses the formula below (docs/moe.md "Expert tensor parallelism").
  */
-import { allToAllVRows, type Communicator, type Group } from "@zeromoe/core/comm";
+import { allToAllVRows, expertTensorParallelRanks, type Communicator, type Group } from "@zeromoe/core/comm";
 import { add, fromArray, gatherRows, sliceRows, type Tensor } from "@zeromoe/core/tensor";
 import { moeModelStateBytes, type MoEMemoryBreakdown, type MoEMemoryInputs } from "./memory.ts";
 
@@ -92,23 +92,14 @@ export interface ExpertTPRanks {
 }
 
 /**
- * The etp, ep and edp groups of `rank` (module comment: etp innermost, then ep, then edp).
+ * The etp, ep and edp groups of `rank` (module comment: etp innermost, then ep, then edp) — the
+ * engine's layout (core/src/comm/groups.ts `expertTensorParallelRanks`), with errors naming moe.etp_size.
  * @throws when the layout is invalid (world_size % (ep_size·etp_size) ≠ 0) or rank ∉ [0, W).
  */
 export function expertTPRanks(rank: number, worldSize: number, epSize: number, etpSize: number): ExpertTPRanks {
   const bad = checkExpertTensorParallel({ worldSize, epSize, etpSize, intermediate: etpSize });
   if (bad.length > 0) throw new Error(bad.join("; "));
-  if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize) throw new Error(`expert TP groups: rank ${rank} out of range [0, ${worldSize})`);
-  const T = etpSize;
-  const B = epSize * etpSize;
-  const block = Math.floor(rank / B) * B;
-  const j = rank % T;
-  const etpStart = Math.floor(rank / T) * T;
-  return {
-    etp: Array.from({ length: T }, (_, i) => etpStart + i),
-    ep: Array.from({ length: epSize }, (_, i) => block + i * T + j),
-    edp: Array.from({ length: worldSize / B }, (_, b) => b * B + (rank % B)),
-  };
+  return expertTensorParallelRanks(rank, worldSize, epSize, etpSize);
 }
 
 /** This rank's position: etp index j (which slice), ep index i (which experts). */
