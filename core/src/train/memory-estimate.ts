@@ -88,8 +88,11 @@ export function stateBytesPerParameter(mixed: boolean): StateBytesPerParameter {
  * (`layerExtraParams`) and a SwiGLU MLP 3·H·I or, in a MoE layer, a router H·E; after a MoE layer
  * its E experts of 3·H·I_e each, as one entry of count E; head H + V·H unless tied). One entry per
  * layer (at most 4096 by the config's bounds), so the list stays short for any expert count.
+ * With expert tensor parallelism (`etpSize` = moe.etp_size T > 1) the model declares every expert
+ * as T slice units of 3·H·I_e/T elements (core/src/nn/moe/expert-slice.ts): one entry
+ * `layers.<i>.experts.0.etp0` of count E·T.
  */
-export function modelUnits(m: ModelConfig): UnitSize[] {
+export function modelUnits(m: ModelConfig, etpSize = 1): UnitSize[] {
   const H = m.hidden_size;
   const attn = attentionParams(m);
   const shape = moeShape(m);
@@ -99,15 +102,18 @@ export function modelUnits(m: ModelConfig): UnitSize[] {
     const moe = shape !== null && sparse.has(l);
     const ffn = moe ? H * shape.numExperts : 3 * H * m.intermediate_size;
     units.push({ name: `layers.${l}`, kind: "layer", numel: attn + 2 * H + layerExtraParams(m, l) + ffn, count: 1 });
-    if (moe && shape.numExperts > 0) units.push({ name: `layers.${l}.experts.0`, kind: "expert", numel: 3 * H * shape.expertIntermediate, count: shape.numExperts });
+    if (moe && shape.numExperts > 0) {
+      const T = etpSize > 1 ? etpSize : 1;
+      units.push({ name: T > 1 ? `layers.${l}.experts.0.etp0` : `layers.${l}.experts.0`, kind: "expert", numel: (3 * H * shape.expertIntermediate) / T, count: shape.numExperts * T });
+    }
   }
   units.push({ name: "head", kind: "head", numel: H + (m.tie_word_embeddings ? 0 : m.vocab_size * H), count: 1 });
   return units;
 }
 
 /** The largest unit of the model `m` describes ({@link modelUnits}); the first of equal sizes wins. */
-export function largestUnit(m: ModelConfig): UnitSize {
-  return largestOf(modelUnits(m));
+export function largestUnit(m: ModelConfig, etpSize = 1): UnitSize {
+  return largestOf(modelUnits(m, etpSize));
 }
 
 /** The largest of `units` (non-empty); the first of equal sizes wins. */
@@ -173,7 +179,7 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
   const mixed = config.bf16.enabled || config.fp16.enabled;
   const N = config.world_size;
   const b = stateBytesPerParameter(mixed);
-  const units = modelUnits(config.model);
+  const units = modelUnits(config.model, config.moe?.etp_size ?? 1);
   const input: MemoryEstimateInput = { config, mixed, perParameter: b, units };
   const replicated = (name: string, elements: number): MemoryPart => partitionedBytes({ name, elements, groupSize: N, params: 0, grads: 0, optim: 0 }, input, "replicated", "replicated", "replicated");
   let parts: MemoryPart[] = [replicated("dense", count.total - count.expert)];

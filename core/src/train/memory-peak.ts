@@ -32,7 +32,10 @@
  * - MoE: router logits and probabilities 2E, top-k values/indices/weights and permutation ~7k,
  *   dispatched rows k·H, expert gate/up 2k·Ie (nn/moe/grouped-swiglu.ts: silu·up is recomputed in
  *   the backward) and down k·H, combined output H (with
- *   capacity drops at most min(k, capacity) rows per token: k is the bound used).
+ *   capacity drops at most min(k, capacity) rows per token: k is the bound used);
+ * - expert tensor parallelism (moe.etp_size P > 1): each expert unit is a 1/P slice (weights,
+ *   gradients, stacks), and the etp all_gather / reduce_scatter keep (7P − 2)·k·H more
+ *   ({@link etpRowsPerToken}); the backward's expert-row gradient covers P× the rows.
  * These were read off the ops' allocations and are checked against measured peaks on cpu and
  * lavapipe (core/test/train/memory-peak.test.ts, within 10 %).
  */
@@ -80,8 +83,9 @@ export const ALLOCATOR_OVERHEAD: Readonly<Record<"cpu" | "webgpu", number>> = { 
 const F32 = 4;
 
 /** Saved activation bytes of decoder layer `layer` of `m` for `T` tokens (module comment);
- * `mixed`: a bf16/fp16 job, whose experts keep their gate and up projections in 16 bits. */
-export function layerActivationBytes(m: ModelConfig, layer: number, T: number, mixed = false): number {
+ * `mixed`: a bf16/fp16 job, whose experts keep their gate and up projections in 16 bits; `etp`:
+ * moe.etp_size, whose all_gather / reduce_scatter keep {@link etpRowsPerToken} more expert rows. */
+export function layerActivationBytes(m: ModelConfig, layer: number, T: number, mixed = false, etp = 1): number {
   const H = m.hidden_size;
   const nH = m.num_attention_heads;
   const D = m.head_dim;
@@ -99,7 +103,7 @@ export function layerActivationBytes(m: ModelConfig, layer: number, T: number, m
     // router 2E, top-k and permutation ~7k + 1, dispatched rows kH, expert outputs kH, combined H;
     // the experts' gate and up projections 2k·Ie in their dtype (grouped-swiglu.ts: silu·up is
     // recomputed in the backward, not kept)
-    perToken += 2 * E + 7 * k + 1 + k * H + k * H + H;
+    perToken += 2 * E + 7 * k + 1 + k * H + k * H + H + etpRowsPerToken(etp) * k * H;
     extra = (mixed ? 2 : F32) * T * 2 * k * shape.expertIntermediate;
     if (m.model_type === "qwen2_moe" && m.shared_expert_intermediate_size > 0) perToken += 3 * m.shared_expert_intermediate_size + H + 2;
   } else {
@@ -108,23 +112,37 @@ export function layerActivationBytes(m: ModelConfig, layer: number, T: number, m
   return F32 * T * perToken + extra;
 }
 
+/**
+ * Expert rows of H elements per routed token (×k) that expert tensor parallelism (moe.etp_size
+ * `etp` = P > 1; plugins/moe/src/expert-tp.ts) keeps beyond the whole-expert path, f32. Each etp
+ * rank computes its slice on the rows of all P members (P× its own; the intermediate activations
+ * stay the same size: P× the rows at I/P), and the tape keeps every step's output: the all_gather's
+ * P replicas of this rank's rows, the received P·n rows, their expert-major reorder, the P·n
+ * partial outputs (in place of the whole expert's n), their member-order reorder, the
+ * reduce_scatter's received P·n rows and the P − 1 sums (the last of which is the expert output
+ * counted already): 6P + (P − 1) − 1 = 7P − 2 rows; 0 without etp.
+ */
+export function etpRowsPerToken(etp: number): number {
+  return etp > 1 ? 7 * etp - 2 : 0;
+}
+
 /** Bytes of the grouped experts' f32 weight stack of one product: the experts a rank holds, in
  * runs within the stack budget (nn/moe/grouped-weights.ts), of the largest projection. */
-function expertStackBytes(m: ModelConfig, held: number): number {
+function expertStackBytes(m: ModelConfig, held: number, etp = 1): number {
   const shape = moeShape(m);
   if (shape === null || held === 0) return 0;
-  const w = F32 * m.hidden_size * shape.expertIntermediate;
+  const w = (F32 * m.hidden_size * shape.expertIntermediate) / Math.max(1, etp);
   return w * Math.min(held, Math.max(1, Math.floor(groupedMemory.stackBytes / w)));
 }
 
 /** Transient bytes of layer `layer`'s forward beyond its saved activations (an MoE layer's experts,
  * grouped-swiglu.ts: h and u in f32 before they are cast for keeping, silu·up, one weight stack;
  * a dense layer: none beyond its saved tensors). */
-function layerForwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean, held: number): number {
+function layerForwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean, held: number, etp = 1): number {
   const shape = moeShape(m);
   if (shape === null || !shape.layers.includes(layer)) return 0;
   const rows = T * shape.topK * shape.expertIntermediate;
-  return F32 * 3 * rows - (mixed ? 2 : F32) * 2 * rows + expertStackBytes(m, held);
+  return F32 * 3 * rows - (mixed ? 2 : F32) * 2 * rows + expertStackBytes(m, held, etp);
 }
 
 /** Transient bytes at the largest moment of layer `layer`'s backward beyond its saved
@@ -134,14 +152,15 @@ function layerForwardTransient(m: ModelConfig, layer: number, T: number, mixed: 
  * gradients of the gate/up projections 2k·Ie, chunk temporaries, the incoming gradient of the
  * expert rows kH, the combine weights' gradient k and the residual stream's gradient H, less the
  * block output and residual sum 2H. */
-function layerBackwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean): number {
+function layerBackwardTransient(m: ModelConfig, layer: number, T: number, mixed: boolean, etp = 1): number {
   const H = m.hidden_size;
   const shape = moeShape(m);
   if (shape !== null && shape.layers.includes(layer)) {
     const k = shape.topK;
     const rows = T * k * shape.expertIntermediate;
     const chunks = (mixed ? 3 : 1) * F32 * Math.min(rows, groupedMemory.chunkElements);
-    return F32 * (2 * rows + T * (k * H + k + H - 2 * H)) + chunks;
+    // under etp the incoming gradient covers the gathered rows: etp × kH
+    return F32 * (2 * rows + T * (Math.max(1, etp) * k * H + k + H - 2 * H)) + chunks;
   }
   return F32 * T * (3 * m.intermediate_size + H - 2 * H);
 }
@@ -190,7 +209,8 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
   const z3 = ms.stage === 3 && ms.worldSize > 1;
   const threshold = config.zero_optimization.stage3_param_persistence_threshold;
   const paramBytes = mixed ? 2 : 4;
-  const units = modelUnits(m);
+  const etp = config.moe?.etp_size ?? 1;
+  const units = modelUnits(m, etp);
   // ZeRO-3 (plugins/zero3 gatherer.ts): a gathered unit stays resident after its region until
   // stage3_max_live_parameters forces evictions, and the next units within
   // stage3_prefetch_bucket_size are fetched ahead — so at a moment of the forward the units up to
@@ -199,7 +219,8 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
   // (model states).
   const gatheredPer = (_u: UnitSize) => 0;
   const zc = config.zero_optimization;
-  const heldCount = (u: UnitSize) => (u.kind === "expert" ? Math.ceil(u.count / ms.epSize) : u.count);
+  // a rank holds one slice (of the etp_size an expert is declared as) of E/ep_size experts per layer
+  const heldCount = (u: UnitSize) => (u.kind === "expert" ? Math.ceil(u.count / Math.max(1, etp) / ms.epSize) : u.count);
   const gatherable = units.map((u) => (z3 && u.numel >= threshold ? u.numel * heldCount(u) : 0));
   const liveBound = zc.stage3_max_live_parameters + zc.stage3_prefetch_bucket_size;
   /** Gathered bytes while unit `i` (index in `units`) is in use in forward (`i` = units.length: backward). */
@@ -214,16 +235,16 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
     }
     return paramBytes * Math.min(n, liveBound);
   };
-  const indexOf = (name: string) => units.findIndex((u) => u.name === name);
+  const indexOf = (name: string) => units.findIndex((u) => u.name === name || (etp > 1 && u.name === `${name}.etp0`));
   const layerLast = (l: number) => Math.max(indexOf(`layers.${l}`), indexOf(`layers.${l}.experts.0`));
-  const unitOf = (name: string) => units.find((u) => u.name === name);
+  const unitOf = (name: string) => units.find((u) => u.name === name || (etp > 1 && u.name === `${name}.etp0`));
   const ckpt = config.activation_checkpointing.enabled;
-  const layerActivations = Array.from({ length: L }, (_, l) => layerActivationBytes(m, l, T, mixed));
+  const layerActivations = Array.from({ length: L }, (_, l) => layerActivationBytes(m, l, T, mixed, etp));
   const layerKept = layerActivations.map((a) => (ckpt ? F32 * T * H : a));
   const embedOut = F32 * T * H + 2 * F32 * T; // embedding output, ids and targets
   const heldExperts = (l: number) => {
     const ex = unitOf(`layers.${l}.experts.0`);
-    return ex ? Math.ceil(ex.count / ms.epSize) : 0;
+    return ex ? heldCount(ex) : 0;
   };
   const region = (l: number, backward: boolean) => {
     const lu = unitOf(`layers.${l}`)!;
@@ -231,7 +252,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
     // under expert parallelism a rank holds (and gathers) E/ep_size experts of a layer; at the
     // expert products' backward the experts' gradients exist, the layer unit's (router,
     // attention) not yet — a dense layer's MLP weights are in the layer unit
-    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, heldExperts(l), mixed, gatheredPer(ex), backward, ms.stage <= 1 || ms.worldSize / ms.epSize <= 1 ? 0 : 2) : 0);
+    return unitRegion(lu, 1, mixed, gatheredPer(lu), backward && !ex) + (ex ? unitRegion(ex, heldExperts(l), mixed, gatheredPer(ex), backward, ms.stage <= 1 || ms.worldSize / (ms.epSize * etp) <= 1 ? 0 : 2) : 0);
   };
   const head = unitOf("head")!;
   const embed = unitOf("embed")!;
@@ -241,7 +262,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
   const moments: PeakMoment[] = [];
   let kept = embedOut;
   for (let l = 0; l < L; l++) {
-    moments.push({ name: `forward layer ${l}`, bytes: base + kept + layerActivations[l]! + layerForwardTransient(m, l, T, mixed, heldExperts(l)) + region(l, false) + gathered(layerLast(l)) });
+    moments.push({ name: `forward layer ${l}`, bytes: base + kept + layerActivations[l]! + layerForwardTransient(m, l, T, mixed, heldExperts(l), etp) + region(l, false) + gathered(layerLast(l)) });
     kept += layerKept[l]!;
   }
   const all = gathered(units.length);
@@ -261,7 +282,7 @@ export function estimatePeak(config: JobConfig, ms: ModelStateEstimate, backend:
       const k = moeShape(m)!.topK;
       moments.push({ name: `backward layer ${l} combine`, bytes: base + kept + recompute + F32 * T * (3 * k * H + 2 * k + H) + unitRegion(lu, 1, mixed, gatheredPer(lu), false) + all });
     }
-    moments.push({ name: `backward layer ${l}`, bytes: base + kept + recompute + layerBackwardTransient(m, l, T, mixed) + region(l, true) + all });
+    moments.push({ name: `backward layer ${l}`, bytes: base + kept + recompute + layerBackwardTransient(m, l, T, mixed, etp) + region(l, true) + all });
   }
   moments.push({ name: "backward embed", bytes: base + embedOut + F32 * T * H + unitRegion(embed, 1, mixed, gatheredPer(embed), true) + all });
   const peak = moments.reduce((a, b) => (b.bytes > a.bytes ? b : a));

@@ -1,7 +1,8 @@
 /**
  * The peak estimate (core/src/train/memory-peak.ts) against the measured peak: the backend's
  * accounted `peak_total` of real runs of the train CLI on the cpu backend (dense and MoE, fp32 and
- * bf16, ZeRO 0 and ZeRO-3 over 2 ranks, activation checkpointing on and off), within 10 % (the
+ * bf16, ZeRO 0 and ZeRO-3 over 2 ranks, activation checkpointing on and off, expert tensor
+ * parallelism etp_size 2), within 10 % (the
  * issue's bound; observed within 0.3 % on cpu and 3 % on lavapipe). And the refusal: a
  * `max_device_memory` above the model states but below the estimated peak exits 2 before the data
  * is loaded, naming the estimate and a change that fits.
@@ -52,6 +53,8 @@ describe("peak memory estimate", () => {
     ["llama-bf16-z3", base({ model_type: "llama" }, { bf16: { enabled: true }, ...Z3 })],
     ["mixtral-bf16-z0-ckpt", base(MIX, { bf16: { enabled: true }, activation_checkpointing: { enabled: true } })],
     ["mixtral-bf16-z3", base(MIX, { bf16: { enabled: true }, ...Z3 })],
+    ["mixtral-fp32-z0-etp2", base(MIX, { world_size: 2, moe: { etp_size: 2 } })],
+    ["mixtral-bf16-z3-etp2", base(MIX, { bf16: { enabled: true }, ...Z3, moe: { etp_size: 2 } })],
     ["qwen3-bf16-z0", base({ model_type: "qwen3_moe", num_local_experts: 7, num_experts_per_tok: 3, moe_intermediate_size: 40, head_dim: 16, intermediate_size: 100 }, { bf16: { enabled: true } })],
   ] as [string, Record<string, unknown>][]) {
     test(`${name}: within 10 % of the measured peak_total`, async () => {
