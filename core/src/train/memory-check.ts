@@ -11,7 +11,9 @@
  *   /proc/meminfo MemAvailable on Linux, or less when a cgroup limit is readable) shared by the
  *   world_size ranks, which are Workers of this one process;
  * - the largest single buffer: `webgpu` min(maxBufferSize, maxStorageBufferBindingSize) of the
- *   device; `cpu` {@link CPU_MAX_BUFFER_BYTES}.
+ *   device; `cpu` {@link CPU_MAX_BUFFER_BYTES} — against the largest buffer the job allocates for a
+ *   unit (largest-buffer.ts: the unit in f32, or for a 16-bit job's experts, which have no f32
+ *   working copy, their 16-bit storage, f32 optimizer shard or grouped weight stack).
  * Activations, padding and communication buffers come on top of the estimate, so a job that passes
  * may still run short; one that fails cannot run.
  */
@@ -250,9 +252,17 @@ export function checkModelStateFits(config: JobConfig, limits: MemoryLimits, mp:
     );
   }
   if (e.largestBufferBytes > limits.maxBufferBytes) {
+    const lb = e.largestBuffer;
+    const u = lb.unit;
+    const dims = u.kind === "expert" ? "model.hidden_size, model.intermediate_size / moe_intermediate_size" : `model.hidden_size, model.intermediate_size${u.name === "embed" || u.name === "head" ? ", model.vocab_size" : ""}`;
+    const layout = lb.wholeF32
+      ? "ZeRO stage, world_size and bf16 do not change this: make the unit smaller"
+      : u.kind === "expert" && /optimizer/.test(lb.what)
+        ? "shard the optimizer states (zero_optimization.stage ≥ 1 with more ranks per expert replica), offload them (zero_optimization.offload_optimizer.device \"cpu\") or make the experts smaller"
+        : "fewer experts per rank (moe.ep_size), a larger moe.etp_size, or smaller experts";
     throw new MemoryBudgetError(
       "model",
-      `unit ${e.largestUnit.name} of ${e.largestUnit.numel} elements needs one ${gb(e.largestBufferBytes)} buffer (the unit in f32, which every ZeRO stage and precision materialises for compute) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource}); ZeRO stage, world_size and bf16 do not change this: make the unit smaller (model.hidden_size, model.intermediate_size${e.largestUnit.name === "embed" || e.largestUnit.name === "head" ? ", model.vocab_size" : ""})${limits.backend === "webgpu" && e.largestBufferBytes <= CPU_MAX_BUFFER_BYTES ? `, or set backend "cpu" (buffers up to ${gb(CPU_MAX_BUFFER_BYTES)})` : ""}.`,
+      `unit ${u.name} of ${u.numel} elements needs one ${gb(lb.bytes)} buffer (${lb.what}) but the ${limits.backend} backend's largest buffer is ${gb(limits.maxBufferBytes)} (${limits.maxBufferSource}); ${layout} (${dims})${limits.backend === "webgpu" && lb.bytes <= CPU_MAX_BUFFER_BYTES ? `, or set backend "cpu" (buffers up to ${gb(CPU_MAX_BUFFER_BYTES)})` : ""}.`,
     );
   }
   return e;

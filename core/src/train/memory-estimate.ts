@@ -20,6 +20,7 @@
  * a 16-bit unit's f32 working copy `work` and gradient accumulator `workGrad`), whatever the stage:
  * a unit is always made whole before its forward/backward region.
  */
+import { largestBuffer, type LargestBuffer } from "./largest-buffer.ts";
 import { countParameters } from "../config/param-count.ts";
 import { attentionParams, layerExtraParams, moeShape } from "../config/moe-shape.ts";
 import type { JobConfig, ModelConfig } from "../config/types.ts";
@@ -71,10 +72,14 @@ export interface ModelStateEstimate {
   total: number;
   /** Bytes per rank plugins keep in host memory instead (offload: `MemoryPart.host`). */
   host: number;
-  /** The largest unit (its f32 copy is the largest single buffer). */
+  /** The unit of the largest single buffer (largest-buffer.ts). */
   largestUnit: UnitSize;
-  /** Bytes of the largest single buffer: `largestUnit.numel × 4`. */
+  /** Bytes of the largest single buffer as the engine allocates it (largest-buffer.ts: the unit in
+   * f32, or for a 16-bit job's experts their 16-bit storage, f32 optimizer shard or grouped
+   * weight stack). */
   largestBufferBytes: number;
+  /** The largest single buffer: its unit, bytes and what it is. */
+  largestBuffer: LargestBuffer;
 }
 
 /** Bytes per parameter for mixed precision (2 + 2 + 12) or fp32 (4 + 4 + 8), docs/domain.md §1. */
@@ -198,7 +203,7 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
   const params = parts.reduce((s, q) => s + q.params, 0);
   const grads = parts.reduce((s, q) => s + q.grads, 0);
   const optim = parts.reduce((s, q) => s + q.optim, 0);
-  const unit = largestOf(units);
+  const largest = largestBuffer(config, units);
   return {
     parameters: count.total,
     expertParameters: count.expert,
@@ -213,7 +218,8 @@ export function estimateModelState(config: JobConfig, plugins: readonly MemoryCo
     optim,
     total: params + grads + optim,
     host: parts.reduce((s, q) => s + (q.host ?? 0), 0),
-    largestUnit: unit,
-    largestBufferBytes: unit.numel * 4,
+    largestUnit: largest.unit,
+    largestBufferBytes: largest.bytes,
+    largestBuffer: largest,
   };
 }

@@ -134,7 +134,11 @@ describe("estimateModelState", () => {
       const got = largestUnit(c.model);
       expect(got.numel).toBe(real);
       expect(model.units.units.find((u) => u.name === got.name)?.numel).toBe(real);
-      expect(estimateModelState(c).largestBufferBytes).toBe(real * 4);
+      // f32 experts: their data, or the grouped products' stack of one projection of every expert
+      // of the layer (well within the 512 MiB stack budget at these sizes), whichever is larger
+      const experts = model.units.units.filter((u) => u.kind === "expert");
+      const stacks = experts.map((u) => 4 * u.params[0]!.numel * experts.filter((v) => v.layer === u.layer).length);
+      expect(estimateModelState(c).largestBufferBytes).toBe(Math.max(real * 4, ...stacks));
     }
     expect(be.memory().peakTotal).toBe(0);
   });
@@ -307,6 +311,34 @@ describe("checkModelStateFits", () => {
     expect(() => checkModelStateFits(c, lim)).toThrow(/, or set backend "cpu" \(buffers up to 4\.29 GB\)\.$/);
     expect(() => checkModelStateFits(c, { ...lim, backend: "cpu" })).toThrow(/model\.vocab_size\)\.$|model\.intermediate_size\)\.$/);
     expect(() => checkModelStateFits(c, { ...lim, maxBufferBytes: u.numel * 4 })).not.toThrow();
+  });
+
+  test("16-bit experts: the largest buffer is their storage, optimizer shard or weight stack, not an f32 copy", () => {
+    // Mixtral-8x7B's expert (H 4096, I 14336): 3·H·I = 176160768 elements; an f32 copy would be
+    // 704.6e6 bytes, over a 512 MiB binding — but a bf16 expert has none (nn/unit.ts workingCopy false)
+    const model = { model_type: "mixtral", vocab_size: 16000, hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 1, num_attention_heads: 32, num_key_value_heads: 8, max_position_embeddings: 64, num_local_experts: 8, num_experts_per_tok: 2 };
+    const numel = 3 * 4096 * 14336;
+    const lim: MemoryLimits = { backend: "webgpu", host: null, maxBufferBytes: 2 ** 29, maxBufferSource: "the device's maxStorageBufferBindingSize" };
+    const z2 = job({ model, world_size: 8, bf16: { enabled: true }, zero_optimization: { stage: 2 } });
+    expect(4 * numel).toBeGreaterThan(lim.maxBufferBytes); // what the check used to require: refused
+    // the largest real buffer: the grouped stack of floor(512 MiB / (4·H·I)) = 2 experts' projections
+    const e = checkModelStateFits(z2, lim);
+    expect(e.largestUnit.kind).toBe("expert");
+    expect(e.largestBufferBytes).toBe(2 * 4 * 4096 * 14336);
+    expect(e.largestBuffer.what).toMatch(/grouped products' f32 weight stack of 2 experts/);
+    // still refused when that stack is over the limit, naming it; ep_size 8 leaves one expert per
+    // rank (world 16: optimizer shards of 2), whose largest buffer is then the 16-bit storage (2·numel)
+    const small: MemoryLimits = { ...lim, maxBufferBytes: 400e6 };
+    expect(() => checkModelStateFits(z2, small)).toThrow(/unit layers\.0\.experts\.0 of 176160768 elements needs one 0\.47 GB buffer \(the grouped products' f32 weight stack of 2 experts .*moe\.ep_size/);
+    const ep8 = job({ model, world_size: 16, bf16: { enabled: true }, zero_optimization: { stage: 2 }, moe: { ep_size: 8 } });
+    expect(checkModelStateFits(ep8, small).largestBufferBytes).toBe(2 * numel);
+    // ZeRO 0 replicates the f32 optimizer states (m, v, master) of the whole expert: truly over-large
+    const z0 = job({ model, world_size: 8, bf16: { enabled: true }, zero_optimization: { stage: 0 } });
+    expect(() => checkModelStateFits(z0, lim)).toThrow(/needs one 0\.70 GB buffer \(the unit's f32 optimizer states \(m, v, master\), replicated at ZeRO stage 0\).*offload_optimizer/);
+    // … while ZeRO-1 shards them over the 8 ranks (0.088e9 bytes each): the stack is the largest again
+    expect(checkModelStateFits(job({ model, world_size: 8, bf16: { enabled: true }, zero_optimization: { stage: 1 } }), lim).largestBufferBytes).toBe(2 * 4 * 4096 * 14336);
+    // fp32 experts compute from their f32 data: refused as before, naming the unit in f32
+    expect(() => checkModelStateFits(job({ model, world_size: 8, zero_optimization: { stage: 2 } }), lim)).toThrow(/needs one 0\.70 GB buffer \(the unit in f32, .*ZeRO stage, world_size and bf16 do not change this/);
   });
 
   test("backendMemoryLimits: cpu backend and a webgpu device's limits", () => {
