@@ -8,7 +8,7 @@
  * - a resume at another etp_size is refused before anything is loaded, naming moe.etp_size, in both
  *   directions (etp 2 → 1 and etp 1 → 2; slices are not resharded across etp sizes).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { LIVE_ENTRY, type LiveOut, type LiveRun } from "./fixtures/live-entry.ts";
 import { tinyMoeJob, tinyMoeModel } from "./fixtures/train-entry.ts";

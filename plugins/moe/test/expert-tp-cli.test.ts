@@ -4,15 +4,19 @@
  * loss (printed to 4 decimals); a resume at etp 1, --init-from, --save-init and zero-to-fp32 of an
  * etp checkpoint are refused with exit 2 and a message naming moe.etp_size (or saying why).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { spawnSync } from "node:child_process";
+import { scriptArgv } from "@zeromoe/kernels/runtime";
 
-const ROOT = resolve(import.meta.dir, "../../..");
+const ROOT = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../..");
 const cli = (script: string, args: string[]) => {
-  const r = Bun.spawnSync(["bun", join(ROOT, "core/src/cli", `${script}.ts`), ...args], { cwd: ROOT, env: { ...process.env, CI: "1" }, stdout: "pipe", stderr: "pipe", timeout: 300_000, killSignal: "SIGKILL" });
-  return { code: r.exitCode, out: r.stdout.toString() + r.stderr.toString() };
+  const [cmd, ...pre] = scriptArgv(join(ROOT, "core/src/cli", `${script}.ts`));
+  const r = spawnSync(cmd!, [...pre, ...args], { cwd: ROOT, env: { ...process.env, CI: "1" }, stdio: ["ignore", "pipe", "pipe"], timeout: 300_000, killSignal: "SIGKILL" });
+  return { code: r.status ?? -1, out: r.stdout.toString() + r.stderr.toString() };
 };
 const finalLoss = (out: string) => /final loss (\d+\.\d+)/.exec(out)?.[1];
 const base = ["--set", "world_size=2", "--set", "moe.etp_size=2", "--backend", "cpu"];

@@ -23,7 +23,7 @@
  * - config errors name moe.etp_size (world not divisible by ep × etp, intermediate not divisible,
  *   model.from_pretrained with etp_size > 1).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { resolveJobConfig } from "@zeromoe/core/config";
 import { etpModelStateBytes, gatherExpertSlices } from "../src/expert-tp.ts";

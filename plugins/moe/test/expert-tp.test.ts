@@ -17,7 +17,7 @@
  *   rank holds and the ZeRO partition of its edp group equal `etpModelStateBytes` exactly at stages
  *   0–3; bad layouts give messages naming moe.etp_size.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { launch } from "@zeromoe/core/launch";
 import { checkExpertTensorParallel, etpModelStateBytes, expertSliceRange, expertTPCoords, expertTPRanks, gatherExpertSlices, sliceExpert, type HostExpertWeights } from "../src/expert-tp.ts";
 import { fullExpert, type ETPArgs, type ETPOut } from "./fixtures/expert-tp-entry.ts";

@@ -5,7 +5,7 @@
  * small deterministic router skewed to fixed expert teams the direction of the traffic reductions
  * and the per-rank load balance (the bench, plugins/moe/bench/placement.ts, prints the figures).
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { ConfigError } from "@zeromoe/core/config";
 import { addPairCounts, addTraffic, crossGroup, crossRank } from "../src/co-occurrence.ts";
 import { coOccurrencePlacement, topologyPlacement } from "../src/graph-placement.ts";

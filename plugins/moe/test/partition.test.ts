@@ -3,7 +3,7 @@
  * balanced partition of small random graphs, and planted cliques whose optimum (cut 0 or the
  * planted noise) is known.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { cutWeight, partitionBalanced } from "../src/partition.ts";
 
 /** Deterministic PRNG (mulberry32). */
