@@ -2,7 +2,16 @@
  * The bucketed gradient reducer of ZeRO stage 2 (and 3): each micro-batch's fresh unit gradients
  * are collected into buckets and each bucket is reduced with ONE reduce_scatter whose result is
  * added into the owned gradient shards (core's `reduceScatterBucket`). Buckets never mix groups
- * (dense units reduce over dp, expert units over edp) or dtypes.
+ * (dense units reduce over dp, expert units over edp) or dtypes: each (group, dtype) has its own
+ * open bucket, and a unit of another group does NOT close it. That keeps every collective's place
+ * rank-independent: a bucket's fill, flush and position among the model's other collectives
+ * (the MoE dispatch/combine all_to_all_v) depend only on the units of its own group, and every
+ * member of a group holds the same units with the same `trainable` flag (dense units are on every
+ * rank; an edp group's members hold the same experts). Closing the dense bucket when an expert
+ * gradient arrives would make the dense reduce_scatter's place depend on whether this rank holds a
+ * trainable expert in that layer: with frozen experts (the job's `freeze`) under expert
+ * parallelism, ranks holding only frozen experts would issue it later than the others, after
+ * the layer's dispatch all_to_all_v (plugins/zero3/test/frozen-experts-ep.test.ts).
  *
  * `reduce_bucket_size` is a bound on the elements one reduce_scatter sends (each unit counts with its
  * padded length `shardSize · group size`, what actually goes on the wire): a unit that would push the
@@ -15,23 +24,26 @@
  * gradient shards when it completes (in issue order, so the sums are the same bits as without
  * overlap), and `finish` waits for every bucket still in flight at the end of the step. When false,
  * each bucket is waited where it is issued. Issuing fixes the collective's place in the rank's order
- * (core/src/comm), so ranks agree on the order whichever completes first.
+ * (core/src/comm), so ranks agree on the order whichever completes first. `finish` flushes the open
+ * buckets in the order they were opened, which is the same on every member of a group.
  */
 import { issueReduceScatterBucket, takeMicroGrad, type HookContext, type PendingGrad, type ReduceHook } from "@zeromoe/core/plugin";
 
+/** One open bucket: the pending gradients of one (group, dtype) and the elements they send. */
+interface OpenBucket { pending: PendingGrad[]; elems: number }
+
 /** A reduce hook implementing bucketed reduce_scatter (see the module comment). */
 export function createBucketedReducer(): ReduceHook {
-  let bucket: PendingGrad[] = [];
-  let elems = 0;
+  /** Open buckets by `group name|dtype`, in the order they were opened. */
+  const open = new Map<string, OpenBucket>();
   /** Settles when every bucket issued so far has been added into the gradient shards. */
   let inFlight: Promise<void> = Promise.resolve();
 
-  const flush = async (ctx: HookContext): Promise<void> => {
-    if (bucket.length === 0) return;
-    const b = bucket;
-    bucket = [];
-    elems = 0;
-    inFlight = issueReduceScatterBucket(ctx, b, inFlight);
+  const flush = async (ctx: HookContext, key: string): Promise<void> => {
+    const b = open.get(key);
+    if (!b) return;
+    open.delete(key);
+    inFlight = issueReduceScatterBucket(ctx, b.pending, inFlight);
     // a failure is reported where the bucket is waited (here, or at finish), not as unhandled
     inFlight.catch(() => undefined);
     if (!ctx.config.zero_optimization.overlap_comm) await inFlight;
@@ -43,17 +55,19 @@ export function createBucketedReducer(): ReduceHook {
     accumulatesLocally: (unit) => unit.group.size === 1,
     async gradReady(unit, ctx) {
       const pending = await takeMicroGrad(ctx, unit);
-      const head = bucket[0];
-      if (head && (head.unit.group.name !== unit.group.name || head.unit.dtype !== unit.dtype)) await flush(ctx);
+      const key = `${unit.group.name}|${unit.dtype}`;
       const bound = ctx.config.zero_optimization.reduce_bucket_size;
       const size = unit.plan.shardSize * unit.group.size;
-      if (bucket.length > 0 && elems + size > bound) await flush(ctx);
-      bucket.push(pending);
-      elems += size;
-      if (elems >= bound) await flush(ctx);
+      const cur = open.get(key);
+      if (cur && cur.elems + size > bound) await flush(ctx, key);
+      const b = open.get(key) ?? { pending: [], elems: 0 };
+      open.set(key, b);
+      b.pending.push(pending);
+      b.elems += size;
+      if (b.elems >= bound) await flush(ctx, key);
     },
     async finish(ctx) {
-      await flush(ctx);
+      for (const key of [...open.keys()]) await flush(ctx, key);
       const all = inFlight;
       inFlight = Promise.resolve();
       await all;
