@@ -3,15 +3,20 @@
  * are collected into buckets and each bucket is reduced with ONE reduce_scatter whose result is
  * added into the owned gradient shards (core's `reduceScatterBucket`). Buckets never mix groups
  * (dense units reduce over dp, expert units over edp) or dtypes: each (group, dtype) has its own
- * open bucket, and a unit of another group does NOT close it. That keeps every collective's place
- * rank-independent: a bucket's fill, flush and position among the model's other collectives
- * (the MoE dispatch/combine all_to_all_v) depend only on the units of its own group, and every
- * member of a group holds the same units with the same `trainable` flag (dense units are on every
- * rank; an edp group's members hold the same experts). Closing the dense bucket when an expert
- * gradient arrives would make the dense reduce_scatter's place depend on whether this rank holds a
- * trainable expert in that layer: with frozen experts (the job's `freeze`) under expert
- * parallelism, ranks holding only frozen experts would issue it later than the others, after
- * the layer's dispatch all_to_all_v (plugins/zero3/test/frozen-experts-ep.test.ts).
+ * open bucket.
+ *
+ * Where a bucket closes must not depend on the rank: every member of its group has to issue its
+ * reduce_scatter at the same place among the model's other collectives (the MoE dispatch/combine
+ * all_to_all_v, the other groups' buckets). The members of a unit's group all hold that unit with
+ * the same `trainable` flag (dense units are on every rank of dp; an edp group's members hold the
+ * same experts), so they all see its gradient arrive. A unit's arrival therefore closes an open
+ * bucket of another group only when every member of that bucket's group is a member of the unit's
+ * group — a dense unit closes the expert buckets, and at ep_size 1 (edp has dp's members) every
+ * arrival closes the other open bucket, one bucket open at a time. An expert's arrival never closes
+ * the dense bucket under expert parallelism: with frozen experts (the job's `freeze`) a rank
+ * holding only frozen experts in a layer sees no expert arrive there, and closing the dense bucket
+ * on the others would put their dense reduce_scatter before the layer's dispatch all_to_all_v and
+ * its after it (plugins/zero3/test/frozen-experts-ep.test.ts).
  *
  * `reduce_bucket_size` is a bound on the elements one reduce_scatter sends (each unit counts with its
  * padded length `shardSize · group size`, what actually goes on the wire): a unit that would push the
@@ -27,10 +32,17 @@
  * (core/src/comm), so ranks agree on the order whichever completes first. `finish` flushes the open
  * buckets in the order they were opened, which is the same on every member of a group.
  */
+import type { Group } from "@zeromoe/core/comm";
 import { issueReduceScatterBucket, takeMicroGrad, type HookContext, type PendingGrad, type ReduceHook } from "@zeromoe/core/plugin";
 
 /** One open bucket: the pending gradients of one (group, dtype) and the elements they send. */
-interface OpenBucket { pending: PendingGrad[]; elems: number }
+interface OpenBucket { group: Group; pending: PendingGrad[]; elems: number }
+
+/** Whether every member of `a` is a member of `b` (world ranks). */
+function within(a: Group, b: Group): boolean {
+  const members = new Set(b.ranks);
+  return a.ranks.every((r) => members.has(r));
+}
 
 /** A reduce hook implementing bucketed reduce_scatter (see the module comment). */
 export function createBucketedReducer(): ReduceHook {
@@ -58,9 +70,11 @@ export function createBucketedReducer(): ReduceHook {
       const key = `${unit.group.name}|${unit.dtype}`;
       const bound = ctx.config.zero_optimization.reduce_bucket_size;
       const size = unit.plan.shardSize * unit.group.size;
+      // close the other groups' buckets whose members all see this unit arrive (module comment)
+      for (const [k, o] of [...open]) if (k !== key && within(o.group, unit.group)) await flush(ctx, k);
       const cur = open.get(key);
       if (cur && cur.elems + size > bound) await flush(ctx, key);
-      const b = open.get(key) ?? { pending: [], elems: 0 };
+      const b = open.get(key) ?? { group: unit.group, pending: [], elems: 0 };
       open.set(key, b);
       b.pending.push(pending);
       b.elems += size;

@@ -1,16 +1,19 @@
 /**
- * Frozen experts under expert parallelism with a multi-rank expert data-parallel group (world 4,
- * ep_size 2: edp groups of 2 ranks), ZeRO-2 and ZeRO-3: experts 0 and 2 of every layer frozen
- * (the job's `freeze`, core/src/engine/freeze.ts), contiguous placement, 3 steps. Every rank must
- * issue the same collectives in the same order although ranks hold different experts (ranks of
- * EP slot 0 hold experts 0–1, of slot 1 experts 2–3): a hang or a mismatched collective here is
- * reported by the communicator's timeout as a failure.
+ * Frozen experts under expert parallelism at world 4, ZeRO-2 and ZeRO-3 (the bucketed reducer,
+ * plugins/zero2/src/bucketed-reducer.ts), contiguous placement, 3 steps, experts frozen with the
+ * job's `freeze` (core/src/engine/freeze.ts): experts 0 and 2 at ep_size 2 (edp groups of 2 ranks;
+ * every rank holds one frozen expert per layer) and at ep_size 4 (ranks 0, 2 hold only frozen
+ * experts), and experts 0 and 1 at ep_size 2 (the ranks of EP slot 0 hold only frozen experts).
+ * Every rank must issue the same collectives in the same order although some ranks see no expert
+ * gradient in a layer; before the fix the dense bucket's reduce_scatter was closed by an expert's
+ * gradient on the ranks holding trainable experts only, so it met the layer's dispatch all_to_all_v
+ * of the others (a mismatch at ep_size 4, a hang at ep_size 2). The launch's communicator timeout
+ * turns a hang into a failure.
  *
- * Expected (core/test/engine/equivalence.test.ts, fp32 with one micro-batch per rank: ZeRO stages
- * reproduce each other; core/test/engine/freeze.test.ts: stages agree with frozen units): losses
- * within 1e-5 of the ZeRO-1 run of the same job and parameters within 1e-5 (the stated fp32
- * tolerance; observed bit-identical), and the frozen experts' parameters bit-identical to their
- * initial values while every trainable parameter moved.
+ * Expected (core/test/engine/equivalence.test.ts, fp32 with one micro-batch per rank: the ZeRO
+ * stages reproduce each other; core/test/engine/freeze.test.ts: the stages agree with frozen units):
+ * losses and parameters within 1e-5 of the ZeRO-1 run of the same job (the stated fp32 tolerance),
+ * the frozen experts' parameters bit-identical to their initial values, every trainable one moved.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
