@@ -15,7 +15,7 @@
  * losses and parameters within 1e-5 of the ZeRO-1 run of the same job (the stated fp32 tolerance),
  * the frozen experts' parameters bit-identical to their initial values, every trainable one moved.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { FIXTURE_ENTRY, launch, tinyJob, type TrainArgs, type TrainOut } from "@zeromoe/core/testing";
 
 const WORLD = 4;
