@@ -9,17 +9,13 @@
  * Tokens come from EP ranks round-robin over the micro-batch (token t from rank t mod P), as the
  * data-parallel ranks each route their own tokens.
  */
+import { xorshift32 } from "@zeromoe/kernels/testing";
 
-/** mulberry32 PRNG: uniform [0, 1). */
+/** Uniform [0, 1) draws from the repository's one test generator (kernels/src/testing/random.ts
+ * xorshift32), seeded by `seed`. */
 export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 4294967296;
 }
 
 /** Options of {@link pairRouterIndices}. */

@@ -5,18 +5,9 @@
  */
 import { describe, expect, test } from "@zeromoe/kernels/runtime/bdd";
 import { cutWeight, partitionBalanced } from "../src/partition.ts";
+import { prng as rng } from "../bench/_pair-router.ts";
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+
 
 function randomGraph(n: number, seed: number, density = 0.6): Float64Array {
   const r = rng(seed);
