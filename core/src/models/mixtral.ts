@@ -38,7 +38,8 @@ import type { Backend, DType } from "@zeromoe/kernels";
 import { initUnit } from "../nn/init.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
-import { allSlices, expertParamName, expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { expertParamName, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { addExpertUnits } from "../nn/moe/expert-units.ts";
 import { MoELayer, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { readParam, writeParam, type StateDict, type StateTensor } from "../nn/state-dict.ts";
@@ -89,26 +90,21 @@ export class MixtralForCausalLM extends CausalDecoder<MixtralConfig> {
 
   protected override addLayerExtras(layer: number, dtypeOf: (name: string, kind: UnitKind) => DType, allocate: boolean, normal: { kind: "normal"; std: number }): void {
     const c = this.config;
-    for (let e = 0; e < c.num_local_experts; e++) {
-      const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
-      // every slice of the expert (expert-slice.ts): the plugin keeps this rank's, the others plan null
-      for (const slice of allSlices(this.expertSlice)) {
-        const name = expertUnitName(layer, e, slice);
-        const w = expertSwiGLUSpecs({ gate: `${pre}.w1.weight`, down: `${pre}.w2.weight`, up: `${pre}.w3.weight` }, c.intermediate_size, c.hidden_size, normal.std, slice);
-        this.units.add({
-          name,
-          kind: "expert",
-          layer,
-          expert: e,
-          dtype: dtypeOf(name, "expert"),
-          allocate,
-          // read only by the grouped expert products, which convert 16-bit weights themselves
-          // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
-          workingCopy: false,
-          params: [w.gate, w.down, w.up],
-        });
-      }
-    }
+    addExpertUnits(this.units, {
+      layer,
+      numExperts: c.num_local_experts,
+      names: (e) => {
+        const pre = `model.layers.${layer}.block_sparse_moe.experts.${e}`;
+        return { gate: `${pre}.w1.weight`, down: `${pre}.w2.weight`, up: `${pre}.w3.weight` };
+      },
+      order: ["gate", "down", "up"],
+      intermediate: c.intermediate_size,
+      hidden: c.hidden_size,
+      std: normal.std,
+      slice: this.expertSlice,
+      dtypeOf,
+      allocate,
+    });
   }
 
   /** The expert units of layer `layer`, in expert order. */

@@ -27,7 +27,8 @@ import { moeLayerIndices } from "../config/moe-shape.ts";
 import type { DeepseekV2Config, DeepseekV3Config, Qwen2MoeConfig, Qwen3MoeConfig } from "../config/types.ts";
 import { LocalDispatcher } from "../nn/moe/dispatcher.ts";
 import { GroupedExperts, type ExpertParams } from "../nn/moe/experts.ts";
-import { allSlices, expertParamName, expertSwiGLUSpecs, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { expertParamName, expertUnitName } from "../nn/moe/expert-slice.ts";
+import { addExpertUnits } from "../nn/moe/expert-units.ts";
 import { MoELayer, type MoELayerRouting, type MoEParts } from "../nn/moe/layer.ts";
 import { TopKRouter } from "../nn/moe/router.ts";
 import { writeParam, type StateDict } from "../nn/state-dict.ts";
@@ -127,28 +128,21 @@ export abstract class SparseMoEDecoder<C extends QwenMoeConfig> extends CausalDe
   protected override addLayerExtras(layer: number, dtypeOf: (name: string, kind: UnitKind) => DType, allocate: boolean, normal: { kind: "normal"; std: number }): void {
     const c = this.config;
     if (!moeLayerIndices(c).includes(layer)) return;
-    const I = c.moe_intermediate_size;
-    const H = c.hidden_size;
-    for (let e = 0; e < c.num_local_experts; e++) {
-      const pre = `model.layers.${layer}.mlp.experts.${e}`;
-      // every slice of the expert (expert-slice.ts): the plugin keeps this rank's, the others plan null
-      for (const slice of allSlices(this.expertSlice)) {
-        const name = expertUnitName(layer, e, slice);
-        const w = expertSwiGLUSpecs({ gate: `${pre}.gate_proj.weight`, down: `${pre}.down_proj.weight`, up: `${pre}.up_proj.weight` }, I, H, normal.std, slice);
-        this.units.add({
-          name,
-          kind: "expert",
-          layer,
-          expert: e,
-          dtype: dtypeOf(name, "expert"),
-          allocate,
-          // read only by the grouped expert products, which convert 16-bit weights themselves
-          // (nn/moe/grouped-linear.ts): no f32 working copy of every expert of the layer
-          workingCopy: false,
-          params: [w.gate, w.up, w.down],
-        });
-      }
-    }
+    addExpertUnits(this.units, {
+      layer,
+      numExperts: c.num_local_experts,
+      names: (e) => {
+        const pre = `model.layers.${layer}.mlp.experts.${e}`;
+        return { gate: `${pre}.gate_proj.weight`, down: `${pre}.down_proj.weight`, up: `${pre}.up_proj.weight` };
+      },
+      order: ["gate", "up", "down"],
+      intermediate: c.moe_intermediate_size,
+      hidden: c.hidden_size,
+      std: normal.std,
+      slice: this.expertSlice,
+      dtypeOf,
+      allocate,
+    });
   }
 
   protected async feedForward(layer: number, x: Tensor): Promise<Tensor> {
