@@ -17,6 +17,7 @@
 import type { Communicator, Group } from "@zeromoe/core/comm";
 import type { PermuteCounts } from "@zeromoe/core/nn";
 import type { LayerPlacement } from "./placement.ts";
+import { groupMajorLayout } from "./group-major.ts";
 
 /** The row layout of one layer's exchange on this rank (see the module comment). */
 export interface ExchangeLayout {
@@ -77,30 +78,7 @@ export async function exchangeLayout(comm: Communicator, group: Group, plan: Per
   }
   const counts = P === 1 ? sendCounts : await comm.allToAllV(sendCounts, new Array(P).fill(nl), new Array(P).fill(nl), undefined, { group });
   // counts[i·nl + le] = rows source i sends for my local expert le
-  const recvRows: number[] = [];
-  const recvStart: number[] = [];
-  let tot = 0;
-  for (let i = 0; i < P; i++) {
-    recvStart.push(tot);
-    let rows = 0;
-    for (let le = 0; le < nl; le++) rows += counts[i * nl + le]!;
-    recvRows.push(rows);
-    tot += rows;
-  }
-  const recvIndexOfExpertRow = new Int32Array(tot);
-  const expertRows: number[] = [];
-  let r = 0;
-  for (let le = 0; le < nl; le++) {
-    let n = 0;
-    for (let i = 0; i < P; i++) {
-      let off = recvStart[i]!;
-      for (let l2 = 0; l2 < le; l2++) off += counts[i * nl + l2]!;
-      const c = counts[i * nl + le]!;
-      for (let t = 0; t < c; t++) recvIndexOfExpertRow[r++] = off + t;
-      n += c;
-    }
-    expertRows.push(n);
-  }
+  const { sourceRows: recvRows, order: recvIndexOfExpertRow, groupRows: expertRows } = groupMajorLayout(counts, P, nl);
   return {
     hidden,
     sendOrder,

@@ -48,6 +48,7 @@
 import { allToAllVRows, expertTensorParallelRanks, type Communicator, type Group } from "@zeromoe/core/comm";
 import { add, fromArray, gatherRows, sliceRows, type Tensor } from "@zeromoe/core/tensor";
 import { moeModelStateBytes, type MoEMemoryBreakdown, type MoEMemoryInputs } from "./memory.ts";
+import { groupMajorLayout } from "./group-major.ts";
 
 /** The job key this module's errors name. */
 export const ETP_KEY = "moe.etp_size";
@@ -213,35 +214,13 @@ export async function etpAllGather(rows: Tensor, tokensPerExpert: readonly numbe
   for (let m = 0; m < T; m++) for (let g = 0; g < G; g++) sendCounts[m * G + g] = tokensPerExpert[g]!;
   const counts = T === 1 ? sendCounts : await comm.allToAllV(sendCounts, new Array(T).fill(G), new Array(T).fill(G), undefined, { group });
   // counts[i·G + g] = rows member i holds of local expert g
-  const memberRows: number[] = [];
-  const memberStart: number[] = [];
-  let tot = 0;
-  for (let i = 0; i < T; i++) {
-    let r = 0;
-    for (let g = 0; g < G; g++) r += counts[i * G + g]!;
-    memberStart.push(tot);
-    memberRows.push(r);
-    tot += r;
-  }
+  const { sourceRows: memberRows, order: gatheredOrder, groupRows: tokens } = groupMajorLayout(counts, T, G);
+  const tot = gatheredOrder.length;
   // every member gets all of this member's rows: T copies of them, one block per destination
   const rep = new Int32Array(T * n);
   for (let m = 0; m < T; m++) for (let r = 0; r < n; r++) rep[m * n + r] = r;
   const send = T === 1 ? rows : gatherRows(rows, fromArray(rows.be, rep, [T * n], "i32"));
   const recv = T === 1 ? rows : await allToAllVRows(send, { comm, group, sendRows: new Array(T).fill(n), recvRows: memberRows });
-  const gatheredOrder = new Int32Array(tot);
-  const tokens: number[] = [];
-  let q = 0;
-  for (let g = 0; g < G; g++) {
-    let c = 0;
-    for (let i = 0; i < T; i++) {
-      let off = memberStart[i]!;
-      for (let g2 = 0; g2 < g; g2++) off += counts[i * G + g2]!;
-      const k = counts[i * G + g]!;
-      for (let t = 0; t < k; t++) gatheredOrder[q++] = off + t;
-      c += k;
-    }
-    tokens.push(c);
-  }
   const receiveOrder = new Int32Array(tot);
   for (let p = 0; p < tot; p++) receiveOrder[gatheredOrder[p]!] = p;
   const identity = gatheredOrder.every((v, p) => v === p);
