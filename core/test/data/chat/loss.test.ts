@@ -20,6 +20,7 @@ import { ByteTokenizer } from "../../../src/data/tokenizer.ts";
 import type { DataConfig } from "../../../src/config/types.ts";
 import { tinyLlama } from "../../tiny-models.ts";
 import { QWEN25_TEMPLATE } from "./templates.ts";
+import { trainedText } from "./trained-text.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "zeromoe-chat-loss-"));
 const templateFile = join(dir, "qwen25.jinja");
@@ -107,19 +108,7 @@ describe("chat data: masking and packing", () => {
       expect(c.rows.rows).toBe(1);
       expect(c.rows.segmentIds).toBeNull();
       const { ids, labels } = c.rows;
-      // trained runs of labels, decoded
-      const runs: string[] = [];
-      let cur: number[] = [];
-      for (let t = 0; t <= labels.length; t++) {
-        if (t < labels.length && labels[t] !== -100) {
-          expect(labels[t]).toBe(ids[t]!);
-          cur.push(labels[t]!);
-        } else if (cur.length > 0) {
-          runs.push(tok.decode(cur));
-          cur = [];
-        }
-      }
-      got.push(runs);
+      got.push(trainedText(tok, ids, labels));
       // the row starts with the render (the pad tail follows)
       expect(tok.decode(ids.subarray(0, 10))).toBe("<|im_start");
     }

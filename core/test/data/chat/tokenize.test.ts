@@ -8,6 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { tokenizePieces } from "../../../src/data/chat-rows.ts";
 import { ByteTokenizer, type Tokenizer } from "../../../src/data/tokenizer.ts";
 import type { ChatPiece } from "../../../src/data/chat-masking.ts";
+import { trainedText } from "./trained-text.ts";
 
 /** Bytes, with id 256 ("▁") prepended to every encode call, as Metaspace's prepend_scheme "first" does. */
 class PrependTokenizer implements Tokenizer {
@@ -50,20 +51,6 @@ const PIECES: ChatPiece[] = [
   { text: "Yes.</a>", train: true },
 ];
 
-function trainedText(tok: Tokenizer, ids: Int32Array, labels: Int32Array): string[] {
-  const runs: string[] = [];
-  let cur: number[] = [];
-  for (let t = 0; t <= labels.length; t++) {
-    if (t < labels.length && labels[t] !== -100) {
-      expect(labels[t]).toBe(ids[t]!);
-      cur.push(labels[t]!);
-    } else if (cur.length) {
-      runs.push(tok.decode(cur));
-      cur = [];
-    }
-  }
-  return runs;
-}
 
 describe("tokenizePieces", () => {
   test("the ids are the whole render's encoding; labels the assistant pieces", () => {
