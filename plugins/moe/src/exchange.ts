@@ -17,7 +17,7 @@
 import type { Communicator, Group } from "@zeromoe/core/comm";
 import type { PermuteCounts } from "@zeromoe/core/nn";
 import type { LayerPlacement } from "./placement.ts";
-import { groupMajorLayout } from "./group-major.ts";
+import { groupMajorLayout, inversePermutation as inverse } from "./group-major.ts";
 
 /** The row layout of one layer's exchange on this rank (see the module comment). */
 export interface ExchangeLayout {
@@ -94,9 +94,3 @@ export async function exchangeLayout(comm: Communicator, group: Group, plan: Per
   };
 }
 
-/** The inverse of a permutation of 0..n−1. */
-function inverse(perm: Int32Array): Int32Array {
-  const inv = new Int32Array(perm.length);
-  for (let i = 0; i < perm.length; i++) inv[perm[i]!] = i;
-  return inv;
-}

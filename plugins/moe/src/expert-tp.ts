@@ -48,7 +48,7 @@
 import { allToAllVRows, expertTensorParallelRanks, type Communicator, type Group } from "@zeromoe/core/comm";
 import { add, fromArray, gatherRows, sliceRows, type Tensor } from "@zeromoe/core/tensor";
 import { moeModelStateBytes, type MoEMemoryBreakdown, type MoEMemoryInputs } from "./memory.ts";
-import { groupMajorLayout } from "./group-major.ts";
+import { groupMajorLayout, inversePermutation } from "./group-major.ts";
 
 /** The job key this module's errors name. */
 export const ETP_KEY = "moe.etp_size";
@@ -221,8 +221,7 @@ export async function etpAllGather(rows: Tensor, tokensPerExpert: readonly numbe
   for (let m = 0; m < T; m++) for (let r = 0; r < n; r++) rep[m * n + r] = r;
   const send = T === 1 ? rows : gatherRows(rows, fromArray(rows.be, rep, [T * n], "i32"));
   const recv = T === 1 ? rows : await allToAllVRows(send, { comm, group, sendRows: new Array(T).fill(n), recvRows: memberRows });
-  const receiveOrder = new Int32Array(tot);
-  for (let p = 0; p < tot; p++) receiveOrder[gatheredOrder[p]!] = p;
+  const receiveOrder = inversePermutation(gatheredOrder);
   const identity = gatheredOrder.every((v, p) => v === p);
   const out = identity ? recv : gatherRows(recv, fromArray(rows.be, gatheredOrder, [tot], "i32"));
   return { rows: out, tokensPerExpert: tokens, memberRows, gatheredOrder, receiveOrder, comm, group };

@@ -48,3 +48,10 @@ export function groupMajorLayout(counts: ArrayLike<number>, sources: number, gro
   }
   return { sourceRows, order, groupRows };
 }
+
+/** The inverse of permutation `perm` (inv[perm[i]] = i). */
+export function inversePermutation(perm: Int32Array): Int32Array {
+  const inv = new Int32Array(perm.length);
+  for (let i = 0; i < perm.length; i++) inv[perm[i]!] = i;
+  return inv;
+}
